@@ -1,0 +1,223 @@
+/*
+ * wna16 — weight-only quantized (int4/int8 weights, 16-bit activations)
+ * inference on CPU. This is the one public header of libwna16.
+ *
+ * Conventions (see docs/architecture.md):
+ *  - Every fallible call returns a wna16_status. WNA16_OK is 0.
+ *  - Calls that can fail with a detail take a wna16_ctx; after a failure
+ *    wna16_ctx_error(ctx) names the file, tensor, expected vs found, and the
+ *    fix. Status values are pinned: never renumber, only append.
+ *  - Handles are opaque; every open/create call has a close/free that
+ *    accepts NULL.
+ *  - Sizes are int64_t; shapes follow PyTorch order ([out, in] for weights).
+ */
+#ifndef WNA16_H
+#define WNA16_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(WNA16_BUILDING) && defined(__GNUC__)
+#define WNA16_API __attribute__((visibility("default")))
+#else
+#define WNA16_API
+#endif
+
+#define WNA16_VERSION_MAJOR 0
+#define WNA16_VERSION_MINOR 1
+#define WNA16_VERSION_PATCH 0
+WNA16_API const char *wna16_version(void);
+
+/* ---------------------------------------------------------------- status */
+
+/* Pinned numeric values, grouped by layer. docs/errors.md lists each one,
+ * what triggers it and the test that proves it. */
+typedef enum wna16_status {
+    WNA16_OK = 0,
+    /* generic */
+    WNA16_ERR_INVALID_ARGUMENT = 1,
+    WNA16_ERR_OUT_OF_MEMORY = 2,
+    WNA16_ERR_IO = 3,
+    WNA16_ERR_UNSUPPORTED = 4,
+    WNA16_ERR_INTERNAL = 5,
+    WNA16_ERR_LIMIT = 6, /* an allocation or size cap was hit */
+    /* safetensors container (format-spec §1.4, same names as the reference crate) */
+    WNA16_ERR_HEADER_TOO_SMALL = 10,
+    WNA16_ERR_HEADER_TOO_LARGE = 11,
+    WNA16_ERR_INVALID_HEADER_LENGTH = 12,
+    WNA16_ERR_INVALID_HEADER = 13,                 /* not UTF-8 */
+    WNA16_ERR_INVALID_HEADER_DESERIALIZATION = 14, /* not JSON of the right shape */
+    WNA16_ERR_DUPLICATE_KEY = 15,
+    WNA16_ERR_UNKNOWN_DTYPE = 16,
+    WNA16_ERR_INVALID_OFFSET = 17,
+    WNA16_ERR_VALIDATION_OVERFLOW = 18,
+    WNA16_ERR_MISALIGNED_SLICE = 19,
+    WNA16_ERR_TENSOR_INVALID_INFO = 20,
+    WNA16_ERR_METADATA_INCOMPLETE_BUFFER = 21,
+    WNA16_ERR_TENSOR_NOT_FOUND = 22,
+    /* sharded checkpoints and model directories */
+    WNA16_ERR_INDEX_INVALID = 30,
+    WNA16_ERR_SHARD_MISSING = 31,
+    WNA16_ERR_PATH_UNSAFE = 32,
+    WNA16_ERR_INDEX_MISMATCH = 33,
+    /* configs and quantization metadata */
+    WNA16_ERR_CONFIG_INVALID = 40,
+    WNA16_ERR_QUANT_CONFIG_INVALID = 41,
+    WNA16_ERR_RUNTIME_ACTORDER = 42, /* actorder=group/dynamic, or a non-trivial g_idx */
+    WNA16_ERR_SHAPE_MISMATCH = 43,
+    WNA16_ERR_TENSOR_MISSING = 44,
+    WNA16_ERR_GROUP_SIZE = 45,
+    WNA16_ERR_UNSUPPORTED_BITS = 46,
+    WNA16_ERR_UNSUPPORTED_SCHEME = 47, /* type, strategy or format we do not run */
+    WNA16_ERR_BAD_SCALE = 48,          /* zero, negative, NaN or Inf scale */
+    WNA16_ERR_BAD_ZERO_POINT = 49,
+    WNA16_ERR_BAD_DTYPE = 50, /* a known dtype where another is required */
+    /* tensor-parallel sharding plan */
+    WNA16_ERR_TP_INDIVISIBLE = 60,
+    /* tokenizer */
+    WNA16_ERR_TOKENIZER_INVALID = 70,
+    WNA16_ERR_TOKENIZER_REGEX = 71,
+    WNA16_ERR_INVALID_UTF8 = 72,
+    WNA16_ERR_TOKEN_ID = 73,
+    /* runtime */
+    WNA16_ERR_CONTEXT_OVERFLOW = 80,
+    WNA16_ERR_EXPERT_ID = 81,
+    /* distributed */
+    WNA16_ERR_COMM = 90,
+    WNA16_ERR_PEER_FAILED = 91,
+} wna16_status;
+
+/* The enum's name without the WNA16_ prefix, e.g. "ERR_DUPLICATE_KEY"; never NULL. */
+WNA16_API const char *wna16_status_str(wna16_status s);
+
+/* --------------------------------------------------------------- context */
+
+/* A context carries the error detail of the last failed call made with it,
+ * and run-time settings (threads). Not thread-safe: use one per thread. */
+typedef struct wna16_ctx wna16_ctx;
+
+WNA16_API wna16_status wna16_ctx_create(wna16_ctx **out);
+WNA16_API void wna16_ctx_free(wna16_ctx *ctx);
+/* Detail of the last failure ("" after success). Valid until the next call. */
+WNA16_API const char *wna16_ctx_error(const wna16_ctx *ctx);
+
+/* ----------------------------------------------------------------- dtypes */
+
+/* safetensors dtypes in the reference crate's enum order (format-spec §1.3):
+ * the writer sorts by this order, descending. */
+typedef enum wna16_dtype {
+    WNA16_DTYPE_BOOL = 0,
+    WNA16_DTYPE_F4,
+    WNA16_DTYPE_F6_E2M3,
+    WNA16_DTYPE_F6_E3M2,
+    WNA16_DTYPE_U8,
+    WNA16_DTYPE_I8,
+    WNA16_DTYPE_F8_E5M2,
+    WNA16_DTYPE_F8_E4M3,
+    WNA16_DTYPE_F8_E8M0,
+    WNA16_DTYPE_F8_E4M3FNUZ,
+    WNA16_DTYPE_F8_E5M2FNUZ,
+    WNA16_DTYPE_I16,
+    WNA16_DTYPE_U16,
+    WNA16_DTYPE_F16,
+    WNA16_DTYPE_BF16,
+    WNA16_DTYPE_I32,
+    WNA16_DTYPE_U32,
+    WNA16_DTYPE_F32,
+    WNA16_DTYPE_C64,
+    WNA16_DTYPE_F64,
+    WNA16_DTYPE_I64,
+    WNA16_DTYPE_U64,
+    WNA16_DTYPE_COUNT
+} wna16_dtype;
+
+WNA16_API const char *wna16_dtype_name(wna16_dtype d);
+WNA16_API int wna16_dtype_bits(wna16_dtype d);
+
+/* ------------------------------------------------------------ safetensors */
+
+#define WNA16_MAX_RANK 8
+
+/* A zero-copy view of one tensor inside a mapped file. */
+typedef struct wna16_tensor_view {
+    const char *name;
+    wna16_dtype dtype;
+    int rank;
+    int64_t shape[WNA16_MAX_RANK];
+    const void *data; /* points into the mapping; little-endian, row-major */
+    size_t nbytes;
+} wna16_tensor_view;
+
+typedef struct wna16_safetensors wna16_safetensors;
+
+/* Maps a file and validates it fully (every rule of format-spec §1.4). */
+WNA16_API wna16_status wna16_safetensors_open(wna16_ctx *ctx, const char *path,
+                                              wna16_safetensors **out);
+/* Same, over a caller-owned buffer (not copied; must outlive the handle). */
+WNA16_API wna16_status wna16_safetensors_open_memory(wna16_ctx *ctx, const void *data,
+                                                     size_t size, const char *label,
+                                                     wna16_safetensors **out);
+WNA16_API void wna16_safetensors_close(wna16_safetensors *st);
+WNA16_API size_t wna16_safetensors_count(const wna16_safetensors *st);
+/* Tensors in offset order. */
+WNA16_API const wna16_tensor_view *wna16_safetensors_at(const wna16_safetensors *st, size_t i);
+/* NULL when absent. */
+WNA16_API const wna16_tensor_view *wna16_safetensors_find(const wna16_safetensors *st,
+                                                          const char *name);
+/* __metadata__ value for key, or NULL. */
+WNA16_API const char *wna16_safetensors_metadata(const wna16_safetensors *st, const char *key);
+
+/* Writer: collects tensors, then writes the canonical byte layout of the
+ * reference writer (format-spec §1.5) to a temporary name and renames. */
+typedef struct wna16_st_writer wna16_st_writer;
+WNA16_API wna16_status wna16_st_writer_create(wna16_ctx *ctx, wna16_st_writer **out);
+WNA16_API void wna16_st_writer_free(wna16_st_writer *w);
+WNA16_API wna16_status wna16_st_writer_add(wna16_ctx *ctx, wna16_st_writer *w,
+                                           const char *name, wna16_dtype dtype, int rank,
+                                           const int64_t *shape, const void *data);
+WNA16_API wna16_status wna16_st_writer_metadata(wna16_ctx *ctx, wna16_st_writer *w,
+                                                const char *key, const char *value);
+WNA16_API wna16_status wna16_st_writer_write(wna16_ctx *ctx, wna16_st_writer *w,
+                                             const char *path);
+/* Serialises into a malloc'd buffer (free with free()). */
+WNA16_API wna16_status wna16_st_writer_serialize(wna16_ctx *ctx, wna16_st_writer *w,
+                                                 uint8_t **out, size_t *out_size);
+
+/* ---------------------------------------------------------- checkpoints */
+
+/* A Hugging Face model directory: config.json, the quantization config,
+ * and every safetensors shard (through model.safetensors.index.json when
+ * present). Opening validates the whole checkpoint before any compute. */
+typedef struct wna16_checkpoint wna16_checkpoint;
+
+WNA16_API wna16_status wna16_checkpoint_open(wna16_ctx *ctx, const char *dir,
+                                             wna16_checkpoint **out);
+WNA16_API void wna16_checkpoint_close(wna16_checkpoint *ck);
+/* Looks a tensor up across all shards; NULL when absent. */
+WNA16_API const wna16_tensor_view *wna16_checkpoint_tensor(const wna16_checkpoint *ck,
+                                                           const char *name);
+
+/* Dequantizes the quantized module with this prefix (e.g.
+ * "model.layers.0.mlp.experts.3.down_proj") to fp32 [out, in], or to bf16
+ * bits when dtype == WNA16_DTYPE_BF16. out must hold out*in elements. */
+WNA16_API wna16_status wna16_checkpoint_dequantize(wna16_ctx *ctx, const wna16_checkpoint *ck,
+                                                   const char *module, wna16_dtype dtype,
+                                                   void *out, int64_t *out_rows,
+                                                   int64_t *out_cols);
+
+/* Writes the `inspect` report (text, or JSON when json is true) for the
+ * TP degrees given (or 1,2,4,8 when n_tp == 0). *loadable is set when every
+ * asked degree is accepted. */
+WNA16_API wna16_status wna16_checkpoint_report(wna16_ctx *ctx, const wna16_checkpoint *ck,
+                                               const int *tp, int n_tp, bool json,
+                                               char **out_text, bool *loadable);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* WNA16_H */

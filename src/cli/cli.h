@@ -1,0 +1,19 @@
+/* Sub-commands of the `wna16` tool. Each lives in cmd_<name>.c, parses its
+ * own flags, prints --help, and returns the process exit status. */
+#ifndef WNA16_CLI_H
+#define WNA16_CLI_H
+
+#include "wna16.h"
+
+#include <stdbool.h>
+
+int wna16_cmd_inspect(int argc, char **argv);
+
+/* Shared helpers (cli_util.c). */
+bool cli_is_help(const char *arg);
+/* Parses a positive int flag value; prints an error and returns false if bad. */
+bool cli_parse_int(const char *flag, const char *text, long min, long max, long *out);
+/* Prints "wna16 <cmd>: <status>: <detail>" to stderr and returns exit code 1. */
+int cli_fail(const char *cmd, wna16_ctx *ctx, wna16_status s);
+
+#endif

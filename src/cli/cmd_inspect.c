@@ -1,0 +1,67 @@
+#include "cli/cli.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void inspect_help(FILE *f) {
+    fprintf(f, "usage: wna16 inspect MODEL_DIR [--tp N] [--json]\n\n"
+               "Validates a checkpoint and reports its architecture, the quantization scheme of\n"
+               "each module group, bytes and effective bits per weight, ignored modules, and a\n"
+               "verdict per tensor-parallel degree (N, or 1, 2, 4 and 8) with every reason a\n"
+               "degree fails. Exit status 0 when loadable at the asked degree(s).\n");
+}
+
+int wna16_cmd_inspect(int argc, char **argv) {
+    const char *dir = NULL;
+    bool json = false;
+    int tp[8], n_tp = 0;
+    for (int i = 1; i < argc; i++) {
+        if (cli_is_help(argv[i])) {
+            inspect_help(stdout);
+            return 0;
+        } else if (!strcmp(argv[i], "--json")) {
+            json = true;
+        } else if (!strcmp(argv[i], "--tp")) {
+            long v;
+            if (n_tp == 8 || !cli_parse_int("--tp", i + 1 < argc ? argv[i + 1] : NULL, 1, 1024, &v))
+                return 2;
+            tp[n_tp++] = (int)v;
+            i++;
+        } else if (!dir && argv[i][0] != '-') {
+            dir = argv[i];
+        } else {
+            fprintf(stderr, "wna16 inspect: unexpected argument '%s'\n", argv[i]);
+            inspect_help(stderr);
+            return 2;
+        }
+    }
+    if (!dir) {
+        inspect_help(stderr);
+        return 2;
+    }
+    wna16_ctx *ctx;
+    if (wna16_ctx_create(&ctx) != WNA16_OK) return 1;
+    wna16_checkpoint *ck = NULL;
+    wna16_status s = wna16_checkpoint_open(ctx, dir, &ck);
+    if (s != WNA16_OK) {
+        if (json)
+            printf("{\"loadable\": false, \"status\": \"%s\"}\n", wna16_status_str(s));
+        int rc = cli_fail("inspect", ctx, s);
+        wna16_ctx_free(ctx);
+        return rc;
+    }
+    char *text = NULL;
+    bool loadable = false;
+    s = wna16_checkpoint_report(ctx, ck, tp, n_tp, json, &text, &loadable);
+    int rc = 0;
+    if (s != WNA16_OK) rc = cli_fail("inspect", ctx, s);
+    else {
+        fputs(text, stdout);
+        rc = loadable ? 0 : 1;
+    }
+    free(text);
+    wna16_checkpoint_close(ck);
+    wna16_ctx_free(ctx);
+    return rc;
+}

@@ -1,0 +1,133 @@
+#include "core/common.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* The cap is read once; 0 means no cap. It exists so that fuzzers and tests
+ * can prove a huge declared size is refused before it is allocated. */
+static size_t alloc_cap(void) {
+    static size_t cap = (size_t)-1;
+    if (cap == (size_t)-1) {
+        const char *e = getenv("WNA16_MAX_ALLOC");
+        cap = e ? (size_t)strtoull(e, NULL, 10) : 0;
+    }
+    return cap;
+}
+
+static bool over_cap(size_t n) {
+    size_t cap = alloc_cap();
+    return cap != 0 && n > cap;
+}
+
+void *wna16_malloc(size_t n) { return over_cap(n) ? NULL : malloc(n ? n : 1); }
+
+void *wna16_calloc(size_t count, size_t size) {
+    size_t total;
+    if (__builtin_mul_overflow(count, size, &total) || over_cap(total)) return NULL;
+    return calloc(count ? count : 1, size ? size : 1);
+}
+
+void *wna16_realloc(void *p, size_t n) { return over_cap(n) ? NULL : realloc(p, n ? n : 1); }
+
+void wna16_free(void *p) { free(p); }
+
+char *wna16_strdup(const char *s) {
+    size_t n = strlen(s) + 1;
+    char *r = wna16_malloc(n);
+    if (r) memcpy(r, s, n);
+    return r;
+}
+
+char *wna16_asprintf(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(NULL, 0, fmt, ap);
+    va_end(ap);
+    if (n < 0) return NULL;
+    char *r = wna16_malloc((size_t)n + 1);
+    if (!r) return NULL;
+    va_start(ap, fmt);
+    vsnprintf(r, (size_t)n + 1, fmt, ap);
+    va_end(ap);
+    return r;
+}
+
+void wna16_buf_put(wna16_buf *b, const char *s, size_t n) {
+    if (b->failed) return;
+    if (b->len + n + 1 > b->cap) {
+        size_t cap = b->cap ? b->cap : 256;
+        while (cap < b->len + n + 1) cap *= 2;
+        char *d = wna16_realloc(b->data, cap);
+        if (!d) {
+            b->failed = true;
+            return;
+        }
+        b->data = d;
+        b->cap = cap;
+    }
+    memcpy(b->data + b->len, s, n);
+    b->len += n;
+    b->data[b->len] = '\0';
+}
+
+void wna16_buf_printf(wna16_buf *b, const char *fmt, ...) {
+    char small[512];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(small, sizeof small, fmt, ap);
+    va_end(ap);
+    if (n < 0) return;
+    if ((size_t)n < sizeof small) {
+        wna16_buf_put(b, small, (size_t)n);
+        return;
+    }
+    char *big = wna16_malloc((size_t)n + 1);
+    if (!big) {
+        b->failed = true;
+        return;
+    }
+    va_start(ap, fmt);
+    vsnprintf(big, (size_t)n + 1, fmt, ap);
+    va_end(ap);
+    wna16_buf_put(b, big, (size_t)n);
+    wna16_free(big);
+}
+
+void wna16_buf_free(wna16_buf *b) {
+    wna16_free(b->data);
+    memset(b, 0, sizeof *b);
+}
+
+float wna16_f16_to_f32(uint16_t h) {
+    uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
+    uint32_t exp = (h >> 10) & 0x1f, mant = h & 0x3ffu;
+    union { uint32_t u; float f; } v;
+    if (exp == 0) {
+        /* zero or subnormal: value = mant * 2^-24, exact in fp32 */
+        float f = (float)mant * 5.9604644775390625e-8f;
+        return sign ? -f : f;
+    }
+    if (exp == 31) v.u = sign | 0x7f800000u | (mant << 13);
+    else v.u = sign | ((exp + 112) << 23) | (mant << 13);
+    return v.f;
+}
+
+uint16_t wna16_f32_to_f16(float f) {
+    union { float f; uint32_t u; } v = {.f = f};
+    uint32_t sign = (v.u >> 16) & 0x8000u;
+    uint32_t absu = v.u & 0x7fffffffu;
+    if (absu > 0x7f800000u) return (uint16_t)(sign | 0x7e00u);
+    if (absu >= 0x477ff000u) return (uint16_t)(sign | 0x7c00u); /* rounds to Inf */
+    if (absu < 0x38800000u) {
+        /* subnormal half: round(x / 2^-24) to nearest even via fp32 magic */
+        union { uint32_t u; float f; } a = {.u = absu};
+        float scaled = a.f * 16777216.0f; /* exact: power of two */
+        /* nearbyint in default mode is round-half-even */
+        uint32_t m = (uint32_t)__builtin_rintf(scaled);
+        return (uint16_t)(sign | m);
+    }
+    uint32_t mant_rounding = 0xfffu + ((absu >> 13) & 1u);
+    absu += mant_rounding;
+    return (uint16_t)(sign | (((absu >> 23) - 112) << 10) | ((absu >> 13) & 0x3ffu));
+}

@@ -1,0 +1,91 @@
+/* Internal helpers shared by every portable module: error detail, checked
+ * arithmetic, allocation. No ISA intrinsics here. */
+#ifndef WNA16_CORE_COMMON_H
+#define WNA16_CORE_COMMON_H
+
+#include "wna16.h"
+
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define WNA16_DETAIL_MAX 2048
+
+/* Where a failing call writes its human-readable detail. Every internal
+ * function that can fail on user data takes one (NULL is allowed). */
+typedef struct wna16_diag {
+    char detail[WNA16_DETAIL_MAX];
+} wna16_diag;
+
+struct wna16_ctx {
+    wna16_diag diag;
+};
+
+#if defined(__GNUC__)
+#define WNA16_PRINTF(f, a) __attribute__((format(printf, f, a)))
+#else
+#define WNA16_PRINTF(f, a)
+#endif
+
+/* Records the detail and returns status, so callers write
+ *   return wna16_fail(d, WNA16_ERR_X, "tensor %s: ...", name); */
+wna16_status wna16_fail(wna16_diag *d, wna16_status status, const char *fmt, ...)
+    WNA16_PRINTF(3, 4);
+/* Prefixes the existing detail with more context ("file.safetensors: ..."). */
+void wna16_diag_prefix(wna16_diag *d, const char *fmt, ...) WNA16_PRINTF(2, 3);
+void wna16_diag_clear(wna16_diag *d);
+
+static inline wna16_diag *wna16_ctx_diag(wna16_ctx *ctx) { return ctx ? &ctx->diag : NULL; }
+
+/* Returns s from the enclosing function when it is not OK. */
+#define WNA16_TRY(expr)                                                                            \
+    do {                                                                                           \
+        wna16_status wna16_try_s_ = (expr);                                                        \
+        if (wna16_try_s_ != WNA16_OK) return wna16_try_s_;                                         \
+    } while (0)
+
+/* Overflow-checked size arithmetic: false on overflow. */
+static inline bool wna16_mul_u64(uint64_t a, uint64_t b, uint64_t *out) {
+    return !__builtin_mul_overflow(a, b, out);
+}
+static inline bool wna16_add_u64(uint64_t a, uint64_t b, uint64_t *out) {
+    return !__builtin_add_overflow(a, b, out);
+}
+
+/* Allocation wrappers. A process-wide cap (WNA16_MAX_ALLOC env, bytes)
+ * turns an absurd declared size into WNA16_ERR_LIMIT instead of an OOM kill;
+ * tests can also make the n-th allocation fail. */
+void *wna16_malloc(size_t n);
+void *wna16_calloc(size_t count, size_t size);
+void *wna16_realloc(void *p, size_t n);
+void wna16_free(void *p);
+char *wna16_strdup(const char *s);
+/* printf into a fresh malloc'd string. */
+char *wna16_asprintf(const char *fmt, ...) WNA16_PRINTF(1, 2);
+
+/* A growable text buffer for reports and JSON. */
+typedef struct wna16_buf {
+    char *data;
+    size_t len, cap;
+    bool failed; /* an allocation failed; data is truncated */
+} wna16_buf;
+void wna16_buf_printf(wna16_buf *b, const char *fmt, ...) WNA16_PRINTF(2, 3);
+void wna16_buf_put(wna16_buf *b, const char *s, size_t n);
+void wna16_buf_free(wna16_buf *b);
+
+/* bf16/fp16 <-> fp32 (round to nearest even; NaN stays NaN). */
+static inline float wna16_bf16_to_f32(uint16_t h) {
+    union { uint32_t u; float f; } v = {.u = (uint32_t)h << 16};
+    return v.f;
+}
+static inline uint16_t wna16_f32_to_bf16(float f) {
+    union { float f; uint32_t u; } v = {.f = f};
+    if ((v.u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((v.u >> 16) | 0x40); /* quiet NaN */
+    uint32_t rounding = 0x7fffu + ((v.u >> 16) & 1u);
+    return (uint16_t)((v.u + rounding) >> 16);
+}
+float wna16_f16_to_f32(uint16_t h);
+uint16_t wna16_f32_to_f16(float f);
+
+#endif

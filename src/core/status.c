@@ -1,0 +1,101 @@
+#include "core/common.h"
+
+#include <stdio.h>
+#include <string.h>
+
+const char *wna16_version(void) { return "0.1.0"; }
+
+#define NAME(x) [WNA16_##x] = #x
+static const char *const status_names[] = {
+    NAME(OK),
+    NAME(ERR_INVALID_ARGUMENT),
+    NAME(ERR_OUT_OF_MEMORY),
+    NAME(ERR_IO),
+    NAME(ERR_UNSUPPORTED),
+    NAME(ERR_INTERNAL),
+    NAME(ERR_LIMIT),
+    NAME(ERR_HEADER_TOO_SMALL),
+    NAME(ERR_HEADER_TOO_LARGE),
+    NAME(ERR_INVALID_HEADER_LENGTH),
+    NAME(ERR_INVALID_HEADER),
+    NAME(ERR_INVALID_HEADER_DESERIALIZATION),
+    NAME(ERR_DUPLICATE_KEY),
+    NAME(ERR_UNKNOWN_DTYPE),
+    NAME(ERR_INVALID_OFFSET),
+    NAME(ERR_VALIDATION_OVERFLOW),
+    NAME(ERR_MISALIGNED_SLICE),
+    NAME(ERR_TENSOR_INVALID_INFO),
+    NAME(ERR_METADATA_INCOMPLETE_BUFFER),
+    NAME(ERR_TENSOR_NOT_FOUND),
+    NAME(ERR_INDEX_INVALID),
+    NAME(ERR_SHARD_MISSING),
+    NAME(ERR_PATH_UNSAFE),
+    NAME(ERR_INDEX_MISMATCH),
+    NAME(ERR_CONFIG_INVALID),
+    NAME(ERR_QUANT_CONFIG_INVALID),
+    NAME(ERR_RUNTIME_ACTORDER),
+    NAME(ERR_SHAPE_MISMATCH),
+    NAME(ERR_TENSOR_MISSING),
+    NAME(ERR_GROUP_SIZE),
+    NAME(ERR_UNSUPPORTED_BITS),
+    NAME(ERR_UNSUPPORTED_SCHEME),
+    NAME(ERR_BAD_SCALE),
+    NAME(ERR_BAD_ZERO_POINT),
+    NAME(ERR_BAD_DTYPE),
+    NAME(ERR_TP_INDIVISIBLE),
+    NAME(ERR_TOKENIZER_INVALID),
+    NAME(ERR_TOKENIZER_REGEX),
+    NAME(ERR_INVALID_UTF8),
+    NAME(ERR_TOKEN_ID),
+    NAME(ERR_CONTEXT_OVERFLOW),
+    NAME(ERR_EXPERT_ID),
+    NAME(ERR_COMM),
+    NAME(ERR_PEER_FAILED),
+};
+#undef NAME
+
+const char *wna16_status_str(wna16_status s) {
+    size_t i = (size_t)s;
+    if (i < sizeof status_names / sizeof status_names[0] && status_names[i])
+        return status_names[i];
+    return "UNKNOWN_STATUS";
+}
+
+wna16_status wna16_fail(wna16_diag *d, wna16_status status, const char *fmt, ...) {
+    if (d) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(d->detail, sizeof d->detail, fmt, ap);
+        va_end(ap);
+    }
+    return status;
+}
+
+void wna16_diag_prefix(wna16_diag *d, const char *fmt, ...) {
+    if (!d) return;
+    char prefix[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(prefix, sizeof prefix, fmt, ap);
+    va_end(ap);
+    size_t plen = strlen(prefix), olen = strlen(d->detail);
+    if (plen >= sizeof d->detail) plen = sizeof d->detail - 1;
+    if (plen + olen >= sizeof d->detail) olen = sizeof d->detail - 1 - plen;
+    memmove(d->detail + plen, d->detail, olen);
+    memcpy(d->detail, prefix, plen);
+    d->detail[plen + olen] = '\0';
+}
+
+void wna16_diag_clear(wna16_diag *d) {
+    if (d) d->detail[0] = '\0';
+}
+
+wna16_status wna16_ctx_create(wna16_ctx **out) {
+    if (!out) return WNA16_ERR_INVALID_ARGUMENT;
+    *out = wna16_calloc(1, sizeof **out);
+    return *out ? WNA16_OK : WNA16_ERR_OUT_OF_MEMORY;
+}
+
+void wna16_ctx_free(wna16_ctx *ctx) { wna16_free(ctx); }
+
+const char *wna16_ctx_error(const wna16_ctx *ctx) { return ctx ? ctx->diag.detail : ""; }

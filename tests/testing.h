@@ -1,0 +1,53 @@
+/* A tiny test harness: CHECK records a failure and continues, so one run
+ * shows every broken case; main returns non-zero if anything failed. */
+#ifndef WNA16_TESTING_H
+#define WNA16_TESTING_H
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int test_failures;
+static int test_checks;
+
+#define CHECK(cond)                                                                                \
+    do {                                                                                           \
+        test_checks++;                                                                             \
+        if (!(cond)) {                                                                             \
+            test_failures++;                                                                       \
+            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond);               \
+        }                                                                                          \
+    } while (0)
+
+#define CHECK_MSG(cond, ...)                                                                       \
+    do {                                                                                           \
+        test_checks++;                                                                             \
+        if (!(cond)) {                                                                             \
+            test_failures++;                                                                       \
+            fprintf(stderr, "%s:%d: CHECK failed: %s: ", __FILE__, __LINE__, #cond);               \
+            fprintf(stderr, __VA_ARGS__);                                                          \
+            fputc('\n', stderr);                                                                   \
+        }                                                                                          \
+    } while (0)
+
+/* Asserts a status and that the context's detail contains a substring. */
+#define CHECK_STATUS(ctx, expr, want, substr)                                                      \
+    do {                                                                                           \
+        wna16_status got_ = (expr);                                                                \
+        test_checks++;                                                                             \
+        const char *detail_ = wna16_ctx_error(ctx);                                                \
+        if (got_ != (want) || (substr && !strstr(detail_, substr))) {                              \
+            test_failures++;                                                                       \
+            fprintf(stderr, "%s:%d: %s -> %s (want %s), detail \"%s\" (want \"%s\")\n", __FILE__,  \
+                    __LINE__, #expr, wna16_status_str(got_), wna16_status_str(want), detail_,      \
+                    substr ? substr : "");                                                         \
+        }                                                                                          \
+    } while (0)
+
+#define TEST_MAIN_END()                                                                            \
+    do {                                                                                           \
+        printf("%d checks, %d failed\n", test_checks, test_failures);                              \
+        return test_failures ? 1 : 0;                                                              \
+    } while (0)
+
+#endif
