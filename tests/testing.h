@@ -31,16 +31,20 @@ static int test_checks;
     } while (0)
 
 /* Asserts a status and that the context's detail contains a substring. */
+static inline int test_contains(const char *hay, const char *needle) {
+    return !needle || strstr(hay, needle) != NULL;
+}
+
 #define CHECK_STATUS(ctx, expr, want, substr)                                                      \
     do {                                                                                           \
         wna16_status got_ = (expr);                                                                \
         test_checks++;                                                                             \
         const char *detail_ = wna16_ctx_error(ctx);                                                \
-        if (got_ != (want) || (substr && !strstr(detail_, substr))) {                              \
+        if (got_ != (want) || !test_contains(detail_, substr)) {                                   \
             test_failures++;                                                                       \
             fprintf(stderr, "%s:%d: %s -> %s (want %s), detail \"%s\" (want \"%s\")\n", __FILE__,  \
                     __LINE__, #expr, wna16_status_str(got_), wna16_status_str(want), detail_,      \
-                    substr ? substr : "");                                                         \
+                    (const char *)(substr) ? (const char *)(substr) : "");                                                         \
         }                                                                                          \
     } while (0)
 
