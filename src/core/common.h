@@ -26,6 +26,11 @@ struct wna16_ctx {
 #define WNA16_PRINTF(f, a) __attribute__((format(printf, f, a)))
 #else
 #define WNA16_PRINTF(f, a)
+/* The refusal text for runtime activation ordering (issue contract). */
+#define WNA16_ACTORDER_FIX                                                                         \
+    "runtime activation ordering (actorder=group) is not supported; re-quantize with "             \
+    "actorder=static (or none): it gives the same accuracy with no runtime cost"
+
 #endif
 
 /* Records the detail and returns status, so callers write
@@ -87,5 +92,10 @@ static inline uint16_t wna16_f32_to_bf16(float f) {
 }
 float wna16_f16_to_f32(uint16_t h);
 uint16_t wna16_f32_to_f16(float f);
+
+/* The refusal text for runtime activation ordering (issue contract). */
+#define WNA16_ACTORDER_FIX                                                                         \
+    "runtime activation ordering (actorder=group) is not supported; re-quantize with "             \
+    "actorder=static (or none): it gives the same accuracy with no runtime cost"
 
 #endif
