@@ -613,7 +613,6 @@ def gen_rtn(summary):
     for name, preset, gs in RTN:
         d = os.path.join(RTN_DIR, name)
         model = Qwen3ForCausalLM.from_pretrained(base, dtype=torch.bfloat16)
-        # the model loaded from disk must equal the one we built
         scheme = preset_name_to_scheme(preset, ["Linear"])
         if gs is not None:
             scheme.weights = QuantizationArgs(**{**scheme.weights.model_dump(),
@@ -625,6 +624,65 @@ def gen_rtn(summary):
                         len(disk), "library (no expected)"))
     summary.append(("rtn/base_bf16", "unquantized input", 0, "transformers"))
 
+
+
+# ---- --check: re-verify committed fixtures without writing ---------------------------
+
+def hf_load_decompressed(d):
+    """transformers' own CT loader (CompressedTensorsHfQuantizer, run_compressed=False)."""
+    from transformers import AutoModelForCausalLM
+    from transformers.utils.quantization_config import CompressedTensorsConfig
+    m = AutoModelForCausalLM.from_pretrained(
+        d, quantization_config=CompressedTensorsConfig(run_compressed=False))
+    return m.state_dict()
+
+
+def check_all():
+    rows = []
+    exp_of = lambda d: load_file(os.path.join(d, "expected.safetensors"))
+    for name, bits, sym, gs, size in DENSE + [("g_idx_trivial", 4, True, 32, "S"),
+                                              ("qwen3_moe_w4a16_g32", 4, True, 32, "M")]:
+        d = os.path.join(CT_DIR, name)
+        exp = exp_of(d)
+        assert_bitequal(library_decompress_from_disk(d), exp, name + " CT decompress")
+        assert_bitequal(spec_check_dir(d, bits, gs), exp, name + " spec 3.8")
+        how = "CT decompress + spec"
+        if size != "M":   # transformers 5.24 cannot load per-expert CT Qwen3-MoE
+            sd = hf_load_decompressed(d)
+            assert_bitequal({k: sd[k] for k in exp}, exp, name + " HF load")
+            how += " + HF from_pretrained"
+        rows.append((name, how))
+    d = os.path.join(CT_DIR, "actorder_group")
+    assert_bitequal(spec_check_dir(d, 4, 32), exp_of(d), "actorder_group spec")
+    cfg = json.load(open(os.path.join(d, "config.json")))
+    try:
+        QuantizationConfig.model_validate(cfg["quantization_config"])
+        raise AssertionError("CT accepted actorder=group")
+    except ValueError as e:
+        assert "has been removed" in str(e)
+    rows.append(("actorder_group", "spec(g_idx) ok; CT 0.20.1 refuses config"))
+    for name, bits in (("gptq_v1_sym_g128", 4), ("gptq_v1_asym_g64", 4),
+                       ("gptq_desc_act_nontrivial", 4)):
+        d = os.path.join(CT_DIR, name)
+        sd, exp = load_file(os.path.join(d, "model.safetensors")), exp_of(d)
+        chk = {}
+        for p in _modules_in(sd, "qweight"):
+            gi = sd[p + ".g_idx"].long()
+            uu = _unpack_gptq(sd[p + ".qweight"], bits, dim=0)
+            zz = _unpack_gptq(sd[p + ".qzeros"], bits, dim=1) + 1
+            chk[p + ".weight"] = ((uu - zz[gi]).float() * sd[p + ".scales"][gi].float()
+                                  ).to(torch.float16).T.contiguous()
+        assert_bitequal(chk, exp, name)
+        rows.append((name, "AutoGPTQ-style unpack"))
+    for name, _, _ in RTN:
+        d = os.path.join(RTN_DIR, name)
+        sd = hf_load_decompressed(d)
+        n = len(library_decompress_from_disk(d))
+        rows.append(("rtn/" + name, f"CT decompress + HF from_pretrained ({n} modules)"))
+    print(f"\n{'fixture':32s} verified by")
+    for r in rows:
+        print(f"{r[0]:32s} {r[1]}")
+    print("ALL FIXTURES VERIFIED")
 
 # --------------------------------------------------------------------------------------
 
@@ -643,7 +701,12 @@ def dir_size(d):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--only", help="comma separated subset: dense,moe,refuse,gptq,rtn")
+    ap.add_argument("--check", action="store_true",
+                    help="only re-verify the committed fixtures")
     args = ap.parse_args()
+    if args.check:
+        check_all()
+        return
     torch.use_deterministic_algorithms(True)
     parts = set((args.only or "dense,moe,refuse,gptq,rtn").split(","))
     versions = {
