@@ -9,7 +9,7 @@ writes them into tests/data/ct/VERSIONS.txt):
     pip install torch==2.15.0 compressed-tensors==0.20.1 transformers==5.24.0 \
                 safetensors==0.8.0 numpy==2.4.6
 
-(torch is the CPU build.) llm-compressor was NOT used: the newest release on PyPI
+(the torch wheel reports 2.15.0+cu132; everything runs on the CPU.) llm-compressor was NOT used: the newest release on PyPI
 (llmcompressor 0.14.0.1) pins compressed-tensors==0.19.0, torch<=2.14.0 and
 transformers<=5.17.0, so installing it would have downgraded the very libraries
 whose on-disk format we want to capture. Instead the script drives
