@@ -106,11 +106,16 @@ static wna16_status split_columns(wna16_diag *d, const wna16_shard_request *r,
                      "input_size_per_partition=%lld (%lld / %d) is not divisible by "
                      "group_size=%lld: the split is not a whole number of quant groups",
                      (long long)per, (long long)r->in, r->tp, (long long)r->group_size);
-        return refuse(d, r, what,
-                      moe ? "use a smaller TP degree, re-quantize with a group size that divides "
-                            "I_p (e.g. 32), or use expert parallelism"
-                          : "use a smaller TP degree, or re-quantize with a group size that "
-                            "divides the per-rank input size");
+        char fix[200];
+        int64_t g = per % 128 == 0 ? 128 : per % 64 == 0 ? 64 : per % 32 == 0 ? 32 : 0;
+        if (g)
+            snprintf(fix, sizeof fix,
+                     "use a smaller TP degree, re-quantize with group size %lld (it divides %lld)%s",
+                     (long long)g, (long long)per, moe ? ", or use expert parallelism" : "");
+        else
+            snprintf(fix, sizeof fix, "use a smaller TP degree%s",
+                     moe ? " or expert parallelism (no supported group size divides the split)" : "");
+        return refuse(d, r, what, fix);
     }
     if (!whole_words(per, r->bits)) {
         snprintf(what, sizeof what,

@@ -1,0 +1,57 @@
+/* Internal view of an opened checkpoint: every tensor across shards, every
+ * module with its role and resolved scheme, already validated. */
+#ifndef WNA16_FORMAT_CHECKPOINT_H
+#define WNA16_FORMAT_CHECKPOINT_H
+
+#include "format/config.h"
+#include "format/qweight.h"
+#include "parallel/shard.h"
+
+typedef enum wna16_module_kind {
+    WNA16_MODULE_OTHER = 0, /* norms, embeddings, anything not a linear */
+    WNA16_MODULE_DENSE,     /* an unquantized linear: P.weight [out, in] */
+    WNA16_MODULE_PACKED,    /* compressed-tensors pack-quantized */
+    WNA16_MODULE_GPTQ,      /* legacy GPTQ qweight/qzeros/scales */
+} wna16_module_kind;
+
+typedef struct wna16_module {
+    char *name;
+    wna16_module_kind kind;
+    wna16_tp_role role;
+    int layer;   /* -1 when not in a decoder layer */
+    int expert;  /* -1 when not an expert */
+    int scheme;  /* index into qconfig.schemes, -1 if unquantized */
+    bool ignored;
+    int64_t out, in;
+    int bits;
+    int64_t group_size; /* columns per group (== in for channelwise); 0 unquantized */
+    bool symmetric;
+    const wna16_tensor_view *weight, *packed, *scale, *zero, *g_idx, *shape, *bias;
+} wna16_module;
+
+struct wna16_checkpoint {
+    char *dir;
+    json_t *config_json;
+    wna16_model_config config;
+    wna16_qconfig qconfig;
+    wna16_safetensors **shards;
+    size_t n_shards;
+    const wna16_tensor_view **tensors; /* all tensors, sorted by name */
+    size_t n_tensors;
+    wna16_module *modules; /* sorted by name */
+    size_t n_modules;
+};
+
+const wna16_module *wna16_ck_module(const wna16_checkpoint *ck, const char *name);
+
+/* Canonical weight for a module (optionally one TP rank's slice). The qweight
+ * points into the mapping where it can; *owned holds what had to be built
+ * (fp32 scales, unpacked zero points, a transposed GPTQ qweight): free it
+ * with wna16_free after the qweight is no longer used. */
+wna16_status wna16_ck_qweight(wna16_diag *d, const wna16_checkpoint *ck, const wna16_module *m,
+                              const wna16_shard_slice *slice, wna16_qweight *out, void **owned);
+
+/* Element i of a 16/32-bit float tensor as fp32 (BF16, F16, F32). */
+float wna16_view_float(const wna16_tensor_view *v, int64_t i);
+
+#endif
