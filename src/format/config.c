@@ -376,8 +376,8 @@ static wna16_status parse_gptq(wna16_diag *d, const char *label, const json_t *q
     int64_t bits = 0, gs = 0;
     WNA16_TRY(get_int(d, label, qc, "bits", 0, &bits));
     if (!bits) WNA16_TRY(get_int(d, label, qc, "w_bit", 0, &bits));
-    WNA16_TRY(get_int(d, label, qc, "group_size", 0, &gs));
-    if (!gs) WNA16_TRY(get_int(d, label, qc, "q_group_size", -1, &gs));
+    if (json_object_get(qc, "group_size")) WNA16_TRY(get_int(d, label, qc, "group_size", -1, &gs));
+    else WNA16_TRY(get_int(d, label, qc, "q_group_size", -1, &gs));
     WNA16_TRY(get_bool(d, label, qc, "desc_act", false, &out->desc_act));
     bool sym = true;
     WNA16_TRY(get_bool(d, label, qc, "sym", true, &sym));
