@@ -440,6 +440,7 @@ static void test_index_errors(void) {
     json_dump_file(index, ip, 0);
     EXPECT(d, WNA16_ERR_INDEX_INVALID, "not a file name");
     json_decref(index);
+    json_decref(map);
     write_text(d, "model.safetensors.index.json", "{\"metadata\": {}}");
     EXPECT(d, WNA16_ERR_INDEX_INVALID, "\"weight_map\" is missing");
     write_text(d, "model.safetensors.index.json", "{\"weight_map\": {\"a\": \"x\", \"a\": \"y\"}}");

@@ -18,7 +18,7 @@ struct wna16_safetensors {
     void *mapping;             /* non-NULL when we own an mmap */
     size_t count;
     wna16_tensor_view *views;  /* offset order */
-    size_t *by_name;           /* indices sorted by name, for lookup */
+    const wna16_tensor_view **by_name; /* sorted by name, for lookup */
     json_t *metadata;          /* __metadata__ object or NULL */
     json_t *root;              /* the header JSON; views' names point into it */
 };
@@ -201,10 +201,9 @@ static wna16_status check_layout(wna16_diag *d, const char *label, entry *es, si
     return WNA16_OK;
 }
 
-static const wna16_safetensors *sort_ctx;
 static int cmp_names(const void *a, const void *b) {
-    return strcmp(sort_ctx->views[*(const size_t *)a].name,
-                  sort_ctx->views[*(const size_t *)b].name);
+    return strcmp((*(const wna16_tensor_view *const *)a)->name,
+                  (*(const wna16_tensor_view *const *)b)->name);
 }
 
 static wna16_status build_views(wna16_diag *d, wna16_safetensors *st, const entry *es, size_t n,
@@ -222,9 +221,8 @@ static wna16_status build_views(wna16_diag *d, wna16_safetensors *st, const entr
         memcpy(v->shape, es[i].shape, sizeof v->shape);
         v->data = data + es[i].begin;
         v->nbytes = (size_t)(es[i].end - es[i].begin);
-        st->by_name[i] = i;
+        st->by_name[i] = v;
     }
-    sort_ctx = st; /* qsort has no context argument in C11 */
     qsort(st->by_name, n, sizeof *st->by_name, cmp_names);
     return WNA16_OK;
 }
@@ -392,8 +390,8 @@ const wna16_tensor_view *wna16_safetensors_find(const wna16_safetensors *st, con
     size_t lo = 0, hi = st->count;
     while (lo < hi) {
         size_t mid = lo + (hi - lo) / 2;
-        int c = strcmp(st->views[st->by_name[mid]].name, name);
-        if (c == 0) return &st->views[st->by_name[mid]];
+        int c = strcmp(st->by_name[mid]->name, name);
+        if (c == 0) return st->by_name[mid];
         if (c < 0) lo = mid + 1;
         else hi = mid;
     }

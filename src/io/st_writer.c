@@ -128,7 +128,7 @@ static int cmp_writer_order(const void *a, const void *b) {
 }
 
 static void build_header(wna16_st_writer *w, wna16_buf *h) {
-    qsort(w->tensors, w->count, sizeof *w->tensors, cmp_writer_order);
+    if (w->count) qsort(w->tensors, w->count, sizeof *w->tensors, cmp_writer_order);
     wna16_buf_put(h, "{", 1);
     bool first = true;
     if (w->n_meta) {

@@ -110,7 +110,7 @@ static wna16_status split_columns(wna16_diag *d, const wna16_shard_request *r,
         int64_t g = per % 128 == 0 ? 128 : per % 64 == 0 ? 64 : per % 32 == 0 ? 32 : 0;
         if (g)
             snprintf(fix, sizeof fix,
-                     "use a smaller TP degree, re-quantize with group size %lld (it divides %lld)%s",
+                     "use a smaller TP degree, re-quantize with group size %lld (it divides the per-rank size %lld)%s",
                      (long long)g, (long long)per, moe ? ", or use expert parallelism" : "");
         else
             snprintf(fix, sizeof fix, "use a smaller TP degree%s",
