@@ -1,0 +1,33 @@
+/* Communicator for tensor parallelism: one interface, several backends
+ * (single rank; T ranks as threads in one process; MPI in a later build).
+ * Every call is collective: all ranks of the communicator make it, in the
+ * same order. Reductions are deterministic: the sum is taken in rank order
+ * (0, 1, ..., T-1) on every rank, so all ranks get identical bits. */
+#ifndef WNA16_PARALLEL_COMM_H
+#define WNA16_PARALLEL_COMM_H
+
+#include "core/common.h"
+
+typedef struct wna16_comm wna16_comm;
+
+int wna16_comm_size(const wna16_comm *c);
+int wna16_comm_rank(const wna16_comm *c);
+/* buf[0..n) = Σ over ranks of each rank's buf, fp32. */
+wna16_status wna16_comm_all_reduce_sum(wna16_diag *d, wna16_comm *c, float *buf, size_t n);
+/* Copies root's bytes into every rank's buf. */
+wna16_status wna16_comm_broadcast(wna16_diag *d, wna16_comm *c, void *buf, size_t bytes, int root);
+wna16_status wna16_comm_barrier(wna16_diag *d, wna16_comm *c);
+/* Agreement on an error before any data collective: every rank passes its
+ * own status; all get the first non-OK status by rank order (and, in *d,
+ * that rank's detail), so one rank's validation error stops every rank. */
+wna16_status wna16_comm_agree(wna16_diag *d, wna16_comm *c, wna16_status mine);
+
+/* A communicator of one rank (every collective is a no-op). */
+wna16_status wna16_comm_single(wna16_diag *d, wna16_comm **out);
+/* `size` ranks as threads of this process: out[r] is rank r's handle, to be
+ * used only by the thread that runs rank r. */
+wna16_status wna16_comm_threads(wna16_diag *d, int size, wna16_comm **out);
+/* Frees one handle (each rank frees its own; the shared state goes with the last). */
+void wna16_comm_free(wna16_comm *c);
+
+#endif
