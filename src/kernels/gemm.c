@@ -144,6 +144,25 @@ void wna16_linear_free(wna16_packed_linear *pl) {
     wna16_free(pl);
 }
 
+wna16_status wna16_linear_clone(wna16_diag *d, const wna16_packed_linear *pl,
+                                wna16_packed_linear **out) {
+    if (!out || !pl) return wna16_fail(d, WNA16_ERR_INVALID_ARGUMENT, "linear clone: NULL");
+    *out = NULL;
+    wna16_packed_linear *c = wna16_malloc(sizeof *c);
+    void *alloc = wna16_malloc(pl->data_bytes + 64);
+    if (!c || !alloc) {
+        wna16_free(c);
+        wna16_free(alloc);
+        return wna16_fail(d, WNA16_ERR_OUT_OF_MEMORY, "linear clone: %zu bytes", pl->data_bytes);
+    }
+    *c = *pl;
+    c->alloc = alloc;
+    c->data = align64(alloc);
+    memcpy(c->data, pl->data, pl->data_bytes);
+    *out = c;
+    return WNA16_OK;
+}
+
 int64_t wna16_linear_n(const wna16_packed_linear *pl) { return pl->n; }
 int64_t wna16_linear_k(const wna16_packed_linear *pl) { return pl->k; }
 int wna16_linear_bits(const wna16_packed_linear *pl) { return pl->bits; }

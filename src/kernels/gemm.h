@@ -59,6 +59,9 @@ typedef struct wna16_packed_linear wna16_packed_linear;
  * here: the loader validates them). */
 wna16_status wna16_linear_pack(wna16_diag *d, const wna16_qweight *w, wna16_packed_linear **out);
 void wna16_linear_free(wna16_packed_linear *pl);
+/* A deep copy (benchmarks rotate copies to keep weights cold). */
+wna16_status wna16_linear_clone(wna16_diag *d, const wna16_packed_linear *pl,
+                                wna16_packed_linear **out);
 
 /* Shape and footprint queries. */
 int64_t wna16_linear_n(const wna16_packed_linear *pl);

@@ -20,7 +20,11 @@ static volatile float sink_f32;
 double wna16_measure_read_bw(int n_threads, size_t bytes, int reps) {
     if (n_threads <= 0) n_threads = omp_get_max_threads();
     size_t words = bytes / sizeof(uint64_t);
-    words -= words % (size_t)(8 * n_threads);
+    words -= words % (size_t)(32 * n_threads);
+    wna16_isa isa = wna16_isa_active();
+    uint64_t (*sum)(const void *, size_t) = isa >= WNA16_ISA_AVX512 ? wna16_read_sum__avx512
+                                            : isa >= WNA16_ISA_AVX2  ? wna16_read_sum__avx2
+                                                                     : NULL;
     uint64_t *buf = NULL;
     if (posix_memalign((void **)&buf, 4096, words * sizeof *buf)) return 0.0;
     double best = 1e30;
@@ -32,11 +36,15 @@ double wna16_measure_read_bw(int n_threads, size_t bytes, int reps) {
         for (int r = 0; r < reps; r++) {
 #pragma omp barrier
             double t0 = wna16_now();
-            uint64_t s[8] = {0};
-            for (size_t i = w0; i < w1; i += 8)
-                for (int j = 0; j < 8; j++) s[j] += buf[i + j];
             uint64_t tot = 0;
-            for (int j = 0; j < 8; j++) tot += s[j];
+            if (sum) {
+                tot = sum(buf + w0, (w1 - w0) * sizeof *buf);
+            } else {
+                uint64_t s[8] = {0};
+                for (size_t i = w0; i < w1; i += 8)
+                    for (int j = 0; j < 8; j++) s[j] += buf[i + j];
+                for (int j = 0; j < 8; j++) tot += s[j];
+            }
             sink_u64 += tot;
 #pragma omp barrier
 #pragma omp master

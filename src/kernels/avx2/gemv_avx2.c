@@ -92,6 +92,7 @@ float wna16_peak_fma_loop__avx2(int64_t n_iter) {
     for (int i = 0; i < 12; i++) acc[i] = _mm256_set1_ps((float)i);
     __m256 a = _mm256_set1_ps(1.0f), b = _mm256_set1_ps(1e-20f);
     for (int64_t it = 0; it < n_iter; it++) {
+#pragma GCC unroll 24
         for (int i = 0; i < 12; i++) acc[i] = _mm256_fmadd_ps(a, b, acc[i]);
         __asm__ volatile("" : "+x"(a), "+x"(b));
     }
@@ -100,4 +101,19 @@ float wna16_peak_fma_loop__avx2(int64_t n_iter) {
     float out[8];
     _mm256_storeu_ps(out, s);
     return out[0] + out[7];
+}
+
+uint64_t wna16_read_sum__avx2(const void *p, size_t bytes) {
+    const __m256i *v = p;
+    __m256i s0 = _mm256_setzero_si256(), s1 = s0, s2 = s0, s3 = s0;
+    for (size_t i = 0; i < bytes / 32; i += 8) {
+        s0 = _mm256_add_epi64(s0, _mm256_add_epi64(_mm256_load_si256(v + i), _mm256_load_si256(v + i + 4)));
+        s1 = _mm256_add_epi64(s1, _mm256_add_epi64(_mm256_load_si256(v + i + 1), _mm256_load_si256(v + i + 5)));
+        s2 = _mm256_add_epi64(s2, _mm256_add_epi64(_mm256_load_si256(v + i + 2), _mm256_load_si256(v + i + 6)));
+        s3 = _mm256_add_epi64(s3, _mm256_add_epi64(_mm256_load_si256(v + i + 3), _mm256_load_si256(v + i + 7)));
+    }
+    s0 = _mm256_add_epi64(_mm256_add_epi64(s0, s1), _mm256_add_epi64(s2, s3));
+    uint64_t o[4];
+    _mm256_storeu_si256((__m256i *)o, s0);
+    return o[0] + o[1] + o[2] + o[3];
 }

@@ -106,10 +106,25 @@ float wna16_peak_fma_loop__avx512(int64_t n_iter) {
     for (int i = 0; i < 24; i++) acc[i] = _mm512_set1_ps((float)i);
     __m512 a = _mm512_set1_ps(1.0f), b = _mm512_set1_ps(1e-20f);
     for (int64_t it = 0; it < n_iter; it++) {
+#pragma GCC unroll 24
         for (int i = 0; i < 24; i++) acc[i] = _mm512_fmadd_ps(a, b, acc[i]);
         __asm__ volatile("" : "+v"(a), "+v"(b));
     }
     __m512 s = acc[0];
     for (int i = 1; i < 24; i++) s = _mm512_add_ps(s, acc[i]);
     return _mm512_reduce_add_ps(s);
+}
+
+/* Sum of `bytes` (a multiple of 256) at p: the read-bandwidth loop. */
+uint64_t wna16_read_sum__avx512(const void *p, size_t bytes) {
+    const __m512i *v = p;
+    __m512i s0 = _mm512_setzero_si512(), s1 = s0, s2 = s0, s3 = s0;
+    for (size_t i = 0; i < bytes / 64; i += 4) {
+        s0 = _mm512_add_epi64(s0, _mm512_load_si512(v + i));
+        s1 = _mm512_add_epi64(s1, _mm512_load_si512(v + i + 1));
+        s2 = _mm512_add_epi64(s2, _mm512_load_si512(v + i + 2));
+        s3 = _mm512_add_epi64(s3, _mm512_load_si512(v + i + 3));
+    }
+    s0 = _mm512_add_epi64(_mm512_add_epi64(s0, s1), _mm512_add_epi64(s2, s3));
+    return (uint64_t)_mm512_reduce_add_epi64(s0);
 }

@@ -214,6 +214,7 @@ float wna16_peak_bf16_loop__avx512bf16(int64_t n_iter) {
     for (int i = 0; i < 24; i++) acc[i] = _mm512_set1_ps((float)i);
     __m512i a = _mm512_set1_epi32(0x3f803f80), b = _mm512_set1_epi32(0x20002000);
     for (int64_t it = 0; it < n_iter; it++) {
+#pragma GCC unroll 24
         for (int i = 0; i < 24; i++) acc[i] = _mm512_dpbf16_ps(acc[i], (__m512bh)a, (__m512bh)b);
         __asm__ volatile("" : "+v"(a), "+v"(b));
     }
