@@ -217,6 +217,54 @@ WNA16_API wna16_status wna16_checkpoint_report(wna16_ctx *ctx, const wna16_check
                                                const int *tp, int n_tp, bool json,
                                                char **out_text, bool *loadable);
 
+/* ------------------------------------------------------------------ model */
+
+/* A loaded model: every tensor-parallel rank's shards (TP ranks run as
+ * threads of this process), the KV cache, and the sampling state. */
+typedef struct wna16_model wna16_model;
+
+typedef struct wna16_model_options {
+    int tp;           /* tensor-parallel degree (1 when 0) */
+    int threads;      /* compute threads in all (all cores when 0) */
+    int64_t context;  /* KV cache length in tokens (min(4096, max_position_embeddings) when 0) */
+    bool progress;    /* draw a progress bar on stderr while loading */
+} wna16_model_options;
+
+/* Opens and validates the checkpoint in dir, checks that it shards at
+ * options->tp (WNA16_ERR_TP_INDIVISIBLE otherwise), and repacks its weights.
+ * Architectures: Qwen3MoeForCausalLM, Qwen3ForCausalLM, LlamaForCausalLM,
+ * MixtralForCausalLM, Qwen2MoeForCausalLM (WNA16_ERR_UNSUPPORTED otherwise). */
+WNA16_API wna16_status wna16_model_load(wna16_ctx *ctx, const char *dir,
+                                        const wna16_model_options *options, wna16_model **out);
+WNA16_API void wna16_model_free(wna16_model *m);
+WNA16_API int64_t wna16_model_vocab_size(const wna16_model *m);
+WNA16_API int64_t wna16_model_context(const wna16_model *m);
+/* Bytes of weights this process holds (all ranks). */
+WNA16_API size_t wna16_model_weight_bytes(const wna16_model *m);
+/* End-of-sequence ids from generation_config.json and config.json. */
+WNA16_API size_t wna16_model_eos(const wna16_model *m, const int32_t **ids);
+/* Forgets the KV cache: the next call starts a new sequence. */
+WNA16_API void wna16_model_reset(wna16_model *m);
+/* Feeds ids (one batched prefill pass for n > 1) after what the cache holds;
+ * writes the last position's logits (vocab floats) when logits != NULL.
+ * WNA16_ERR_CONTEXT_OVERFLOW when the cache cannot hold them,
+ * WNA16_ERR_TOKEN_ID for an id outside the vocabulary. */
+WNA16_API wna16_status wna16_model_eval(wna16_ctx *ctx, wna16_model *m, const int32_t *ids,
+                                        int64_t n, float *logits);
+
+/* Sampling (applied in this order: repetition penalty, temperature, top-k,
+ * top-p, min-p). temperature 0 means greedy. */
+typedef struct wna16_sampler_options {
+    float temperature, top_p, min_p, repetition_penalty;
+    int top_k;
+    uint64_t seed;
+} wna16_sampler_options;
+
+/* Picks the next token from logits (modified in place). history holds the
+ * ids seen so far, for the repetition penalty. */
+WNA16_API int32_t wna16_sample(const wna16_sampler_options *o, float *logits, int64_t vocab,
+                               const int32_t *history, size_t n_history, uint64_t *rng_state);
+
 #ifdef __cplusplus
 }
 #endif

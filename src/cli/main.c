@@ -11,6 +11,7 @@ typedef struct command {
 
 static const command commands[] = {
     {"inspect", wna16_cmd_inspect, "describe a checkpoint and whether it shards at each TP degree"},
+    {"logits", wna16_cmd_logits, "print the last-position logits of a prompt of token ids"},
     {"bench", wna16_cmd_bench, "microbenchmarks as fractions of this machine's limits (gemm)"},
 };
 

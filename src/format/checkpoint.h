@@ -51,6 +51,12 @@ const wna16_module *wna16_ck_module(const wna16_checkpoint *ck, const char *name
 wna16_status wna16_ck_qweight(wna16_diag *d, const wna16_checkpoint *ck, const wna16_module *m,
                               const wna16_shard_slice *slice, wna16_qweight *out, void **owned);
 
+/* The sharding request for module m at TP degree tp, rank `rank` (role,
+ * sizes, and the declared group size: channelwise is -1 even when one group
+ * spans K, as vLLM decides). */
+wna16_shard_request wna16_ck_shard_request(const wna16_checkpoint *ck, const wna16_module *m,
+                                           int tp, int rank);
+
 /* Element i of a 16/32-bit float tensor as fp32 (BF16, F16, F32). */
 float wna16_view_float(const wna16_tensor_view *v, int64_t i);
 

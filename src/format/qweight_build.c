@@ -148,3 +148,20 @@ wna16_status wna16_checkpoint_dequantize(wna16_ctx *ctx, const wna16_checkpoint 
     if (cols) *cols = q.k;
     return WNA16_OK;
 }
+
+wna16_shard_request wna16_ck_shard_request(const wna16_checkpoint *ck, const wna16_module *m,
+                                           int tp, int rank) {
+    const wna16_model_config *c = &ck->config;
+    bool quant = m->kind == WNA16_MODULE_PACKED || m->kind == WNA16_MODULE_GPTQ;
+    /* The declared strategy decides, as in vLLM: a group that happens to
+     * span all of K still may not be split across ranks. */
+    bool channel = quant && ck->qconfig.schemes[m->scheme].weights.strategy == WNA16_QSTRAT_CHANNEL;
+    wna16_shard_request r = {.layer = m->name, .role = m->role, .out = m->out, .in = m->in,
+                             .bits = quant ? m->bits : 16,
+                             .group_size = !quant ? 0 : channel ? -1 : m->group_size,
+                             .symmetric = m->symmetric, .head_dim = c->head_dim, .tp = tp,
+                             .rank = rank};
+    if (m->role == WNA16_TP_QKV_Q) r.num_heads = c->num_heads;
+    if (m->role == WNA16_TP_QKV_KV) r.num_heads = c->num_kv_heads;
+    return r;
+}

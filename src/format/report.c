@@ -48,29 +48,13 @@ static bool add_reason(verdict *v, const wna16_module *m, const char *text) {
     return true;
 }
 
-static wna16_shard_request request_for(const wna16_checkpoint *ck, const wna16_module *m, int tp) {
-    const wna16_model_config *c = &ck->config;
-    bool quant = m->kind == WNA16_MODULE_PACKED || m->kind == WNA16_MODULE_GPTQ;
-    /* The declared strategy decides, as in vLLM: a group that happens to
-     * span all of K still may not be split across ranks. */
-    bool channel = quant && ck->qconfig.schemes[m->scheme].weights.strategy == WNA16_QSTRAT_CHANNEL;
-    wna16_shard_request r = {.layer = m->name, .role = m->role, .out = m->out, .in = m->in,
-                             .bits = quant ? m->bits : 16,
-                             .group_size = !quant ? 0 : channel ? -1 : m->group_size,
-                             .symmetric = m->symmetric, .head_dim = c->head_dim, .tp = tp};
-    if (m->role == WNA16_TP_QKV_Q) r.num_heads = c->num_heads;
-    if (m->role == WNA16_TP_QKV_KV) r.num_heads = c->num_kv_heads;
-    return r;
-}
-
 static wna16_status judge(const wna16_checkpoint *ck, int tp, verdict *v) {
     v->tp = tp;
     for (size_t i = 0; i < ck->n_modules; i++) {
         const wna16_module *m = &ck->modules[i];
         if (m->kind == WNA16_MODULE_OTHER || m->role == WNA16_TP_REPLICATED) continue;
         for (int rank = 0; rank < tp; rank++) {
-            wna16_shard_request r = request_for(ck, m, tp);
-            r.rank = rank;
+            wna16_shard_request r = wna16_ck_shard_request(ck, m, tp, rank);
             wna16_shard_slice s;
             wna16_diag d = {{0}};
             if (wna16_shard_plan(&d, &r, &s) != WNA16_OK) {

@@ -1,0 +1,96 @@
+#include "cli/cli.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void logits_help(FILE *f) {
+    fprintf(f, "usage: wna16 logits --model DIR --ids ID[,ID...] [--tp N] [--threads N] [--top K]\n\n"
+               "Runs the ids as one prompt and prints the last position's logits, one per line\n"
+               "(or the K largest as 'id logit' with --top K). For tests and debugging.\n");
+}
+
+static int parse_ids(const char *text, int32_t **ids, int64_t *n) {
+    size_t cap = 16;
+    *ids = malloc(cap * sizeof **ids);
+    *n = 0;
+    const char *p = text;
+    while (*ids && *p) {
+        char *end;
+        long v = strtol(p, &end, 10);
+        if (end == p) return 0;
+        if ((size_t)*n == cap) {
+            cap *= 2;
+            int32_t *grown = realloc(*ids, cap * sizeof **ids);
+            if (!grown) return 0;
+            *ids = grown;
+        }
+        (*ids)[(*n)++] = (int32_t)v;
+        p = end;
+        while (*p == ',' || *p == ' ') p++;
+    }
+    return *ids && *n > 0;
+}
+
+int wna16_cmd_logits(int argc, char **argv) {
+    const char *dir = NULL, *ids_text = NULL;
+    long tp = 1, threads = 0, top = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *next = i + 1 < argc ? argv[i + 1] : NULL;
+        if (cli_is_help(argv[i])) {
+            logits_help(stdout);
+            return 0;
+        } else if (!strcmp(argv[i], "--model") && next) dir = argv[++i];
+        else if (!strcmp(argv[i], "--ids") && next) ids_text = argv[++i];
+        else if (!strcmp(argv[i], "--tp")) {
+            if (!cli_parse_int("--tp", next, 1, 64, &tp)) return 2;
+            i++;
+        } else if (!strcmp(argv[i], "--threads")) {
+            if (!cli_parse_int("--threads", next, 1, 1024, &threads)) return 2;
+            i++;
+        } else if (!strcmp(argv[i], "--top")) {
+            if (!cli_parse_int("--top", next, 1, 1 << 24, &top)) return 2;
+            i++;
+        } else {
+            fprintf(stderr, "wna16 logits: unexpected argument '%s'\n", argv[i]);
+            logits_help(stderr);
+            return 2;
+        }
+    }
+    int32_t *ids = NULL;
+    int64_t n = 0;
+    if (!dir || !ids_text || !parse_ids(ids_text, &ids, &n)) {
+        free(ids);
+        logits_help(stderr);
+        return 2;
+    }
+    wna16_ctx *ctx;
+    if (wna16_ctx_create(&ctx) != WNA16_OK) return 1;
+    wna16_model_options o = {.tp = (int)tp, .threads = (int)threads};
+    wna16_model *m = NULL;
+    wna16_status s = wna16_model_load(ctx, dir, &o, &m);
+    float *logits = NULL;
+    if (s == WNA16_OK) {
+        logits = malloc((size_t)wna16_model_vocab_size(m) * sizeof *logits);
+        s = logits ? wna16_model_eval(ctx, m, ids, n, logits) : WNA16_ERR_OUT_OF_MEMORY;
+    }
+    int rc = 0;
+    if (s != WNA16_OK) rc = cli_fail("logits", ctx, s);
+    else if (top) {
+        int64_t V = wna16_model_vocab_size(m);
+        for (long t = 0; t < top && t < V; t++) {
+            int64_t best = -1;
+            for (int64_t i = 0; i < V; i++)
+                if (logits[i] == logits[i] && (best < 0 || logits[i] > logits[best])) best = i;
+            printf("%lld %.6f\n", (long long)best, logits[best]);
+            logits[best] = 0.0f / 0.0f;
+        }
+    } else {
+        for (int64_t i = 0; i < wna16_model_vocab_size(m); i++) printf("%.7g\n", logits[i]);
+    }
+    free(logits);
+    free(ids);
+    wna16_model_free(m);
+    wna16_ctx_free(ctx);
+    return rc;
+}

@@ -1,0 +1,29 @@
+/* Dense (unquantized) bf16-weight linear: y[m][n] = Σ_k x[m][k]·W[n][k],
+ * W bf16 row-major [n][k], x fp32, fp32 accumulation. Used for the modules a
+ * WNA16 checkpoint leaves unquantized (lm_head, routers) and for bf16 models.
+ * Each output is one dot product whose order depends only on k, so results
+ * are bitwise identical for any thread count. */
+#ifndef WNA16_KERNELS_DENSE_H
+#define WNA16_KERNELS_DENSE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* out[i] = Σ_k x[i*ldx + k]·w[k] for i < m (m <= 8). */
+typedef void (*wna16_dense_dot_fn)(const uint16_t *w, int64_t k, const float *x, int64_t ldx,
+                                   int64_t m, float *out);
+
+void wna16_dense_dot__ref(const uint16_t *w, int64_t k, const float *x, int64_t ldx, int64_t m,
+                          float *out);
+void wna16_dense_dot__avx512(const uint16_t *w, int64_t k, const float *x, int64_t ldx, int64_t m,
+                             float *out);
+
+/* The leaf for the active ISA level. */
+wna16_dense_dot_fn wna16_dense_dot(void);
+
+/* y[i*ldy + o] = Σ_k x[i*ldx+k]·w[o*k_stride + k] (+ bias[o]) for i < m, o < n. */
+void wna16_dense_gemm(const uint16_t *w, int64_t n, int64_t k, int64_t k_stride, const float *bias,
+                      int64_t m, const float *x, int64_t ldx, float *y, int64_t ldy,
+                      int n_threads);
+
+#endif

@@ -1,0 +1,269 @@
+/* The forward pass, written once. Residual stream and attention in fp32;
+ * matmul activations rounded to bf16, as vLLM feeds its kernels. Each TP
+ * rank runs this on its own thread over its own shards; the partial outputs
+ * of o_proj and of the MLP are all-reduced (one each per layer). */
+#include "kernels/dense.h"
+#include "model/model.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <string.h>
+
+typedef struct scratch {
+    float *x;        /* [n][H] residual */
+    uint16_t *hb;    /* [n][max_k] bf16 activations */
+    float *hf;       /* [n][max_k] the same values as fp32 */
+    float *q, *k, *v, *att, *tmp, *gate, *up;
+    float *scores;   /* [context] */
+} scratch;
+
+static void to_bf16(const float *src, int64_t n, uint16_t *hb, float *hf) {
+    for (int64_t i = 0; i < n; i++) {
+        hb[i] = wna16_f32_to_bf16(src[i]);
+        hf[i] = wna16_bf16_to_f32(hb[i]);
+    }
+}
+
+static void rmsnorm_row(const float *x, int64_t n, const uint16_t *w, double eps, float *out) {
+    double ss = 0;
+    for (int64_t i = 0; i < n; i++) ss += (double)x[i] * x[i];
+    float r = (float)(1.0 / sqrt(ss / (double)n + eps));
+    for (int64_t i = 0; i < n; i++) out[i] = x[i] * r * wna16_bf16_to_f32(w[i]);
+}
+
+static void head_norm(float *v, int64_t hd, const float *w, double eps) {
+    double ss = 0;
+    for (int64_t i = 0; i < hd; i++) ss += (double)v[i] * v[i];
+    float r = (float)(1.0 / sqrt(ss / (double)hd + eps));
+    for (int64_t i = 0; i < hd; i++) v[i] = v[i] * r * w[i];
+}
+
+static void rope(float *v, int64_t hd, const float *inv_freq, int64_t pos) {
+    int64_t half = hd / 2;
+    for (int64_t i = 0; i < half; i++) {
+        float angle = (float)pos * inv_freq[i];
+        float c = cosf(angle), s = sinf(angle);
+        float a = v[i], b = v[i + half];
+        v[i] = a * c - b * s;
+        v[i + half] = b * c + a * s;
+    }
+}
+
+typedef struct rank_job {
+    wna16_model *m;
+    int rank;
+    const int32_t *ids;
+    int64_t n;
+    float *logits;
+    wna16_diag diag;
+    wna16_status status;
+} rank_job;
+
+static float *kv_at(const wna16_model *m, const wna16_rank_model *r, int64_t L, int which,
+                    int64_t head, int64_t pos) {
+    int64_t hd = m->cfg.head_dim;
+    return r->kv + ((((L * 2 + which) * r->kv_heads + head) * m->context + pos) * hd);
+}
+
+static void attention(const wna16_model *m, const wna16_rank_model *r, int64_t L, int64_t n,
+                      scratch *s, int threads) {
+    int64_t hd = m->cfg.head_dim, group = r->heads / r->kv_heads, pos0 = m->pos;
+    float scale = 1.0f / sqrtf((float)hd);
+#pragma omp parallel for collapse(2) num_threads(threads) schedule(dynamic)
+    for (int64_t t = 0; t < n; t++)
+        for (int64_t h = 0; h < r->heads; h++) {
+            int64_t kvh = h / group, last = pos0 + t;
+            const float *q = s->q + (t * r->heads + h) * hd;
+            float *out = s->att + (t * r->heads + h) * hd;
+            float *sc = s->scores + (t * r->heads + h) * m->context;
+            float mx = -INFINITY;
+            for (int64_t p = 0; p <= last; p++) {
+                const float *k = kv_at(m, r, L, 0, kvh, p);
+                float dot = 0;
+                for (int64_t i = 0; i < hd; i++) dot += q[i] * k[i];
+                sc[p] = dot * scale;
+                if (sc[p] > mx) mx = sc[p];
+            }
+            float sum = 0;
+            for (int64_t p = 0; p <= last; p++) sum += sc[p] = expf(sc[p] - mx);
+            memset(out, 0, (size_t)hd * sizeof *out);
+            for (int64_t p = 0; p <= last; p++) {
+                const float *v = kv_at(m, r, L, 1, kvh, p);
+                float w = sc[p] / sum;
+                for (int64_t i = 0; i < hd; i++) out[i] += w * v[i];
+            }
+        }
+}
+
+static wna16_status attn_block(wna16_diag *d, wna16_model *m, wna16_rank_model *r, int64_t L,
+                               int64_t n, scratch *s, int threads) {
+    const wna16_layer *ly = &r->layers[L];
+    int64_t H = m->cfg.hidden_size, hd = m->cfg.head_dim;
+    int64_t qn = r->heads * hd, kvn = r->kv_heads * hd;
+    for (int64_t t = 0; t < n; t++) rmsnorm_row(s->x + t * H, H, ly->attn_norm, m->cfg.rms_norm_eps, s->tmp + t * H);
+    to_bf16(s->tmp, n * H, s->hb, s->hf);
+    WNA16_TRY(wna16_lin_forward(d, &ly->q, n, s->hb, s->hf, H, s->q, qn, threads));
+    WNA16_TRY(wna16_lin_forward(d, &ly->k, n, s->hb, s->hf, H, s->k, kvn, threads));
+    WNA16_TRY(wna16_lin_forward(d, &ly->v, n, s->hb, s->hf, H, s->v, kvn, threads));
+    for (int64_t t = 0; t < n; t++) {
+        int64_t pos = m->pos + t;
+        for (int64_t h = 0; h < r->heads; h++) {
+            float *q = s->q + (t * r->heads + h) * hd;
+            if (ly->q_norm) head_norm(q, hd, ly->q_norm, m->cfg.rms_norm_eps);
+            rope(q, hd, m->inv_freq, pos);
+        }
+        for (int64_t h = 0; h < r->kv_heads; h++) {
+            float *k = s->k + (t * r->kv_heads + h) * hd;
+            if (ly->k_norm) head_norm(k, hd, ly->k_norm, m->cfg.rms_norm_eps);
+            rope(k, hd, m->inv_freq, pos);
+            memcpy(kv_at(m, r, L, 0, h, pos), k, (size_t)hd * sizeof(float));
+            memcpy(kv_at(m, r, L, 1, h, pos), s->v + (t * r->kv_heads + h) * hd,
+                   (size_t)hd * sizeof(float));
+        }
+    }
+    attention(m, r, L, n, s, threads);
+    to_bf16(s->att, n * qn, s->hb, s->hf);
+    WNA16_TRY(wna16_lin_forward(d, &ly->o, n, s->hb, s->hf, qn, s->tmp, H, threads));
+    return wna16_comm_all_reduce_sum(d, m->comms[r->rank], s->tmp, (size_t)(n * H));
+}
+
+static wna16_status mlp_block(wna16_diag *d, wna16_model *m, wna16_rank_model *r, int64_t L,
+                              int64_t n, scratch *s, int threads) {
+    const wna16_layer *ly = &r->layers[L];
+    int64_t H = m->cfg.hidden_size;
+    for (int64_t t = 0; t < n; t++) rmsnorm_row(s->x + t * H, H, ly->mlp_norm, m->cfg.rms_norm_eps, s->tmp + t * H);
+    to_bf16(s->tmp, n * H, s->hb, s->hf);
+    if (ly->sparse) {
+        WNA16_TRY(wna16_moe_layer_forward(d, ly->moe, n, s->hb, H, s->tmp, threads));
+    } else {
+        int64_t I = ly->gate.n;
+        WNA16_TRY(wna16_lin_forward(d, &ly->gate, n, s->hb, s->hf, H, s->gate, I, threads));
+        WNA16_TRY(wna16_lin_forward(d, &ly->up, n, s->hb, s->hf, H, s->up, I, threads));
+        for (int64_t i = 0; i < n * I; i++) {
+            float g = s->gate[i];
+            s->gate[i] = g / (1.0f + expf(-g)) * s->up[i];
+        }
+        to_bf16(s->gate, n * I, s->hb, s->hf);
+        WNA16_TRY(wna16_lin_forward(d, &ly->down, n, s->hb, s->hf, I, s->tmp, H, threads));
+    }
+    return wna16_comm_all_reduce_sum(d, m->comms[r->rank], s->tmp, (size_t)(n * H));
+}
+
+static int64_t max_width(const wna16_model *m, const wna16_rank_model *r) {
+    int64_t w = m->cfg.hidden_size;
+    int64_t q = r->heads * m->cfg.head_dim;
+    if (q > w) w = q;
+    for (int64_t L = 0; L < m->cfg.num_layers; L++)
+        if (!r->layers[L].sparse && r->layers[L].gate.n > w) w = r->layers[L].gate.n;
+    return w;
+}
+
+static void scratch_free(scratch *s) {
+    float *all[] = {s->x, s->hf, s->q, s->k, s->v, s->att, s->tmp, s->gate, s->up, s->scores};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++) wna16_free(all[i]);
+    wna16_free(s->hb);
+}
+
+static wna16_status scratch_alloc(wna16_diag *d, const wna16_model *m, const wna16_rank_model *r,
+                                  int64_t n, scratch *s) {
+    memset(s, 0, sizeof *s);
+    int64_t W = max_width(m, r), hd = m->cfg.head_dim;
+    size_t nw = (size_t)(n * W);
+    s->x = wna16_malloc((size_t)(n * m->cfg.hidden_size) * sizeof(float));
+    s->hb = wna16_malloc(nw * sizeof(uint16_t));
+    s->hf = wna16_malloc(nw * sizeof(float));
+    s->q = wna16_malloc((size_t)(n * r->heads * hd) * sizeof(float));
+    s->att = wna16_malloc((size_t)(n * r->heads * hd) * sizeof(float));
+    s->k = wna16_malloc((size_t)(n * r->kv_heads * hd) * sizeof(float));
+    s->v = wna16_malloc((size_t)(n * r->kv_heads * hd) * sizeof(float));
+    s->tmp = wna16_malloc(nw * sizeof(float));
+    s->gate = wna16_malloc(nw * sizeof(float));
+    s->up = wna16_malloc(nw * sizeof(float));
+    s->scores = wna16_malloc((size_t)(n * r->heads * m->context) * sizeof(float));
+    if (!s->x || !s->hb || !s->hf || !s->q || !s->att || !s->k || !s->v || !s->tmp || !s->gate ||
+        !s->up || !s->scores) {
+        scratch_free(s);
+        return wna16_fail(d, WNA16_ERR_OUT_OF_MEMORY, "forward scratch for %lld tokens", (long long)n);
+    }
+    return WNA16_OK;
+}
+
+static void embed(const wna16_model *m, const int32_t *ids, int64_t n, float *x) {
+    int64_t H = m->cfg.hidden_size;
+    for (int64_t t = 0; t < n; t++)
+        for (int64_t i = 0; i < H; i++) x[t * H + i] = wna16_bf16_to_f32(m->embed[(int64_t)ids[t] * H + i]);
+}
+
+static wna16_status logits_out(const wna16_model *m, scratch *s, int64_t n, float *logits, int threads) {
+    int64_t H = m->cfg.hidden_size;
+    rmsnorm_row(s->x + (n - 1) * H, H, m->final_norm, m->cfg.rms_norm_eps, s->tmp);
+    to_bf16(s->tmp, H, s->hb, s->hf);
+    wna16_dense_gemm(m->lm_head, m->cfg.vocab_size, H, H, NULL, 1, s->hf, H, logits, m->cfg.vocab_size,
+                     threads);
+    return WNA16_OK;
+}
+
+static wna16_status run_rank(wna16_diag *d, rank_job *job) {
+    wna16_model *m = job->m;
+    wna16_rank_model *r = &m->ranks[job->rank];
+    int threads = m->threads / m->tp > 0 ? m->threads / m->tp : 1;
+    scratch s;
+    WNA16_TRY(scratch_alloc(d, m, r, job->n, &s));
+    int64_t H = m->cfg.hidden_size;
+    embed(m, job->ids, job->n, s.x);
+    wna16_status st = WNA16_OK;
+    for (int64_t L = 0; L < m->cfg.num_layers && st == WNA16_OK; L++) {
+        st = attn_block(d, m, r, L, job->n, &s, threads);
+        for (int64_t i = 0; st == WNA16_OK && i < job->n * H; i++) s.x[i] += s.tmp[i];
+        if (st == WNA16_OK) st = mlp_block(d, m, r, L, job->n, &s, threads);
+        for (int64_t i = 0; st == WNA16_OK && i < job->n * H; i++) s.x[i] += s.tmp[i];
+    }
+    if (st == WNA16_OK && job->rank == 0 && job->logits)
+        st = logits_out(m, &s, job->n, job->logits, threads);
+    scratch_free(&s);
+    return st;
+}
+
+static void *rank_thread(void *arg) {
+    rank_job *job = arg;
+    job->status = run_rank(&job->diag, job);
+    return NULL;
+}
+
+wna16_status wna16_model_forward(wna16_diag *d, wna16_model *m, const int32_t *ids, int64_t n,
+                                 float *logits) {
+    rank_job jobs[64];
+    pthread_t threads[64];
+    for (int r = 0; r < m->tp; r++) {
+        jobs[r] = (rank_job){.m = m, .rank = r, .ids = ids, .n = n, .logits = logits};
+        jobs[r].diag.detail[0] = '\0';
+    }
+    for (int r = 1; r < m->tp; r++)
+        if (pthread_create(&threads[r], NULL, rank_thread, &jobs[r]) != 0)
+            return wna16_fail(d, WNA16_ERR_INTERNAL, "cannot start rank thread %d", r);
+    rank_thread(&jobs[0]);
+    for (int r = 1; r < m->tp; r++) pthread_join(threads[r], NULL);
+    for (int r = 0; r < m->tp; r++)
+        if (jobs[r].status != WNA16_OK)
+            return wna16_fail(d, jobs[r].status, "rank %d: %s", r, jobs[r].diag.detail);
+    m->pos += n;
+    return WNA16_OK;
+}
+
+wna16_status wna16_model_eval(wna16_ctx *ctx, wna16_model *m, const int32_t *ids, int64_t n,
+                              float *logits) {
+    wna16_diag *d = wna16_ctx_diag(ctx);
+    if (!m || (!ids && n) || n < 0) return wna16_fail(d, WNA16_ERR_INVALID_ARGUMENT, "bad eval arguments");
+    wna16_diag_clear(d);
+    if (n == 0) return WNA16_OK;
+    if (m->pos + n > m->context)
+        return wna16_fail(d, WNA16_ERR_CONTEXT_OVERFLOW,
+                          "%lld tokens after %lld already in the cache exceed the context of %lld; "
+                          "start a new sequence or load with a longer --ctx",
+                          (long long)n, (long long)m->pos, (long long)m->context);
+    for (int64_t i = 0; i < n; i++)
+        if (ids[i] < 0 || ids[i] >= m->cfg.vocab_size)
+            return wna16_fail(d, WNA16_ERR_TOKEN_ID, "token id %d at position %lld is outside the vocabulary [0, %lld)",
+                              ids[i], (long long)i, (long long)m->cfg.vocab_size);
+    return wna16_model_forward(d, m, ids, n, logits);
+}

@@ -1,0 +1,85 @@
+/* One rank's slice of one linear layer, quantized (repacked once, here) or
+ * dense bf16, and its forward. */
+#include "kernels/dense.h"
+#include "model/model.h"
+
+#include <string.h>
+
+static wna16_status load_dense(wna16_diag *d, const wna16_module *m, const wna16_shard_slice *s,
+                               wna16_lin *l) {
+    const wna16_tensor_view *w = m->weight;
+    l->n = s->row_count;
+    l->k = s->col_count;
+    if (w->dtype == WNA16_DTYPE_BF16 && s->col_count == m->in) {
+        /* zero-copy: rows of the mapping */
+        l->dense = (const uint16_t *)w->data + s->row_begin * m->in;
+        l->k_stride = m->in;
+        return WNA16_OK;
+    }
+    l->dense_owned = wna16_malloc((size_t)(l->n * l->k) * sizeof(uint16_t));
+    if (!l->dense_owned) return wna16_fail(d, WNA16_ERR_OUT_OF_MEMORY, "%s: dense copy", m->name);
+    for (int64_t o = 0; o < l->n; o++)
+        for (int64_t c = 0; c < l->k; c++) {
+            int64_t i = (s->row_begin + o) * m->in + s->col_begin + c;
+            l->dense_owned[o * l->k + c] =
+                w->dtype == WNA16_DTYPE_BF16 ? ((const uint16_t *)w->data)[i]
+                                             : wna16_f32_to_bf16(wna16_view_float(w, i));
+        }
+    l->dense = l->dense_owned;
+    l->k_stride = l->k;
+    return WNA16_OK;
+}
+
+static wna16_status load_bias(wna16_diag *d, const wna16_module *m, const wna16_shard_slice *s,
+                              bool here, wna16_lin *l) {
+    if (!m->bias || !here) return WNA16_OK;
+    l->bias = wna16_malloc((size_t)l->n * sizeof(float));
+    if (!l->bias) return wna16_fail(d, WNA16_ERR_OUT_OF_MEMORY, "%s: bias", m->name);
+    for (int64_t o = 0; o < l->n; o++) l->bias[o] = wna16_view_float(m->bias, s->row_begin + o);
+    return WNA16_OK;
+}
+
+wna16_status wna16_lin_load(wna16_diag *d, const wna16_checkpoint *ck, const char *name,
+                            wna16_tp_role role, int64_t heads, int tp, int rank, bool bias_here,
+                            wna16_lin *l) {
+    memset(l, 0, sizeof *l);
+    const wna16_module *m = wna16_ck_module(ck, name);
+    if (!m || m->kind == WNA16_MODULE_OTHER)
+        return wna16_fail(d, WNA16_ERR_TENSOR_MISSING, "%s: module '%s' is missing", ck->dir, name);
+    wna16_shard_request r = wna16_ck_shard_request(ck, m, tp, rank);
+    r.role = role;
+    if (heads) r.num_heads = heads;
+    wna16_shard_slice s;
+    WNA16_TRY(wna16_shard_plan(d, &r, &s));
+    wna16_status st;
+    if (m->kind == WNA16_MODULE_DENSE) {
+        st = load_dense(d, m, &s, l);
+    } else {
+        wna16_qweight qw;
+        void *owned;
+        WNA16_TRY(wna16_ck_qweight(d, ck, m, &s, &qw, &owned));
+        st = wna16_linear_pack(d, &qw, &l->q);
+        wna16_free(owned);
+        l->n = s.row_count;
+        l->k = s.col_count;
+    }
+    if (st == WNA16_OK) st = load_bias(d, m, &s, bias_here, l);
+    if (st != WNA16_OK) wna16_lin_free(l);
+    return st;
+}
+
+void wna16_lin_free(wna16_lin *l) {
+    wna16_linear_free(l->q);
+    wna16_free(l->dense_owned);
+    wna16_free(l->bias);
+    memset(l, 0, sizeof *l);
+}
+
+wna16_status wna16_lin_forward(wna16_diag *d, const wna16_lin *l, int64_t m, const uint16_t *x,
+                               const float *xf, int64_t ldx, float *y, int64_t ldy, int n_threads) {
+    if (l->q)
+        return wna16_linear_gemm(d, l->q, m, x, WNA16_DTYPE_BF16, ldx, y, WNA16_DTYPE_F32, ldy,
+                                 l->bias, WNA16_DTYPE_F32, n_threads);
+    wna16_dense_gemm(l->dense, l->n, l->k, l->k_stride, l->bias, m, xf, ldx, y, ldy, n_threads);
+    return WNA16_OK;
+}

@@ -1,0 +1,318 @@
+/* Loading a model: validate the checkpoint, check the whole TP plan before
+ * any rank allocates, then build each rank's shards (repacking quantized
+ * weights once) and its KV cache. */
+#include "io/safetensors.h"
+#include "kernels/machine_limits.h"
+#include "model/model.h"
+
+#include <math.h>
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static const json_t *cfg_get(const wna16_model *m, const char *key) {
+    return json_object_get(m->ck->config_json, key);
+}
+
+static double json_num(const json_t *o, const char *key, double def) {
+    const json_t *v = json_object_get(o, key);
+    return json_is_number(v) ? json_number_value(v) : def;
+}
+
+/* Llama-3 RoPE scaling (transformers' _compute_llama3_parameters). */
+static void init_rope(wna16_model *m) {
+    int64_t half = m->cfg.head_dim / 2;
+    const json_t *rp = cfg_get(m, "rope_scaling");
+    if (!json_is_object(rp)) rp = cfg_get(m, "rope_parameters");
+    const char *type = json_string_value(json_object_get(rp, "rope_type"));
+    if (!type) type = json_string_value(json_object_get(rp, "type"));
+    m->rope = type && !strcmp(type, "llama3") ? WNA16_ROPE_LLAMA3 : WNA16_ROPE_DEFAULT;
+    double theta = json_num(rp, "rope_theta", m->cfg.rope_theta);
+    for (int64_t i = 0; i < half; i++) {
+        float inv = (float)(1.0 / pow(theta, (double)(2 * i) / (double)m->cfg.head_dim));
+        if (m->rope == WNA16_ROPE_LLAMA3) {
+            double factor = json_num(rp, "factor", 8.0), lo = json_num(rp, "low_freq_factor", 1.0),
+                   hi = json_num(rp, "high_freq_factor", 4.0),
+                   old = json_num(rp, "original_max_position_embeddings", 8192.0);
+            double wavelen = 2.0 * M_PI / inv, lo_wl = old / lo, hi_wl = old / hi;
+            double v = wavelen > lo_wl ? inv / factor : inv;
+            if (!(wavelen < hi_wl) && !(wavelen > lo_wl)) {
+                double smooth = (old / wavelen - lo) / (hi - lo);
+                v = (1.0 - smooth) * v / factor + smooth * v;
+            }
+            inv = (float)v;
+        }
+        m->inv_freq[i] = inv;
+    }
+}
+
+static wna16_status need_tensor(wna16_diag *d, const wna16_model *m, const char *name,
+                                int64_t numel, const wna16_tensor_view **out) {
+    const wna16_tensor_view *v = wna16_checkpoint_tensor(m->ck, name);
+    if (!v)
+        return wna16_fail(d, WNA16_ERR_TENSOR_MISSING, "%s: tensor '%s' is missing", m->ck->dir,
+                          name);
+    if (v->dtype != WNA16_DTYPE_BF16)
+        return wna16_fail(d, WNA16_ERR_BAD_DTYPE, "%s: tensor '%s' is %s; expected BF16",
+                          m->ck->dir, name, wna16_dtype_name(v->dtype));
+    if (wna16_view_numel(v) != numel)
+        return wna16_fail(d, WNA16_ERR_SHAPE_MISMATCH,
+                          "%s: tensor '%s' has %lld elements; config.json implies %lld", m->ck->dir,
+                          name, (long long)wna16_view_numel(v), (long long)numel);
+    *out = v;
+    return WNA16_OK;
+}
+
+static wna16_status load_norm_f32(wna16_diag *d, const wna16_model *m, const char *name,
+                                  int64_t n, float **out) {
+    const wna16_tensor_view *v;
+    WNA16_TRY(need_tensor(d, m, name, n, &v));
+    *out = wna16_malloc((size_t)n * sizeof(float));
+    if (!*out) return wna16_fail(d, WNA16_ERR_OUT_OF_MEMORY, "norm");
+    for (int64_t i = 0; i < n; i++) (*out)[i] = wna16_view_float(v, i);
+    return WNA16_OK;
+}
+
+static bool layer_is_sparse(const wna16_model *m, int64_t layer) {
+    if (!m->arch->moe || !m->cfg.num_experts) return false;
+    const json_t *only = cfg_get(m, "mlp_only_layers");
+    for (size_t i = 0; json_is_array(only) && i < json_array_size(only); i++)
+        if (json_integer_value(json_array_get(only, i)) == layer) return false;
+    int64_t step = m->cfg.decoder_sparse_step > 0 ? m->cfg.decoder_sparse_step : 1;
+    return (layer + 1) % step == 0;
+}
+
+static wna16_moe_config moe_config(const wna16_model *m) {
+    const json_t *nt = cfg_get(m, "norm_topk_prob");
+    wna16_moe_config c = {
+        .hidden = m->cfg.hidden_size,
+        .intermediate = m->cfg.moe_intermediate_size,
+        .num_experts = m->cfg.num_experts,
+        .top_k = m->cfg.num_experts_per_tok,
+        .scoring = WNA16_MOE_SOFTMAX,
+        .renormalize = json_is_boolean(nt) ? json_is_true(nt) : m->arch->default_norm_topk,
+        .routed_scaling_factor = (float)json_num(m->ck->config_json, "routed_scaling_factor", 1.0),
+        .shared_intermediate = m->arch->shared_expert ? m->cfg.shared_expert_intermediate_size : 0,
+        .shared_expert_gate = m->arch->shared_expert,
+    };
+    return c;
+}
+
+static wna16_status load_layer(wna16_diag *d, wna16_model *m, wna16_rank_model *r, int64_t L) {
+    wna16_layer *ly = &r->layers[L];
+    char name[256];
+    const wna16_tensor_view *v;
+    int64_t H = m->cfg.hidden_size;
+    snprintf(name, sizeof name, "model.layers.%lld.input_layernorm.weight", (long long)L);
+    WNA16_TRY(need_tensor(d, m, name, H, &v));
+    ly->attn_norm = v->data;
+    snprintf(name, sizeof name, "model.layers.%lld.post_attention_layernorm.weight", (long long)L);
+    WNA16_TRY(need_tensor(d, m, name, H, &v));
+    ly->mlp_norm = v->data;
+    if (m->arch->qk_norm) {
+        snprintf(name, sizeof name, "model.layers.%lld.self_attn.q_norm.weight", (long long)L);
+        WNA16_TRY(load_norm_f32(d, m, name, m->cfg.head_dim, &ly->q_norm));
+        snprintf(name, sizeof name, "model.layers.%lld.self_attn.k_norm.weight", (long long)L);
+        WNA16_TRY(load_norm_f32(d, m, name, m->cfg.head_dim, &ly->k_norm));
+    }
+    static const char *const proj[] = {"q_proj", "k_proj", "v_proj", "o_proj"};
+    wna16_lin *lins[] = {&ly->q, &ly->k, &ly->v, &ly->o};
+    const wna16_tp_role roles[] = {WNA16_TP_QKV_Q, WNA16_TP_QKV_KV, WNA16_TP_QKV_KV, WNA16_TP_ROW};
+    const int64_t heads[] = {m->cfg.num_heads, m->cfg.num_kv_heads, m->cfg.num_kv_heads, 0};
+    for (int i = 0; i < 4; i++) {
+        snprintf(name, sizeof name, "model.layers.%lld.self_attn.%s", (long long)L, proj[i]);
+        WNA16_TRY(wna16_lin_load(d, m->ck, name, roles[i], heads[i], r->tp, r->rank,
+                                 i < 3 || r->rank == 0, lins[i]));
+    }
+    ly->sparse = layer_is_sparse(m, L);
+    snprintf(name, sizeof name, "model.layers.%lld.%s", (long long)L, m->arch->mlp_prefix);
+    if (ly->sparse) {
+        wna16_moe_config mc = moe_config(m);
+        return wna16_moe_layer_load(d, m->ck, name, &mc, r->tp, r->rank, &ly->moe);
+    }
+    static const char *const mlp[] = {"gate_proj", "up_proj", "down_proj"};
+    wna16_lin *ml[] = {&ly->gate, &ly->up, &ly->down};
+    for (int i = 0; i < 3; i++) {
+        char full[300];
+        snprintf(full, sizeof full, "model.layers.%lld.mlp.%s", (long long)L, mlp[i]);
+        WNA16_TRY(wna16_lin_load(d, m->ck, full, i < 2 ? WNA16_TP_MERGED_COLUMN : WNA16_TP_ROW, 0,
+                                 r->tp, r->rank, i < 2 || r->rank == 0, ml[i]));
+    }
+    return WNA16_OK;
+}
+
+/* The whole plan, every module, every rank: refuse before allocating. */
+static wna16_status check_plan(wna16_diag *d, const wna16_model *m) {
+    for (size_t i = 0; i < m->ck->n_modules; i++) {
+        const wna16_module *mod = &m->ck->modules[i];
+        if (mod->kind == WNA16_MODULE_OTHER || mod->role == WNA16_TP_REPLICATED) continue;
+        for (int r = 0; r < m->tp; r++) {
+            wna16_shard_request req = wna16_ck_shard_request(m->ck, mod, m->tp, r);
+            wna16_shard_slice s;
+            WNA16_TRY(wna16_shard_plan(d, &req, &s));
+        }
+    }
+    return WNA16_OK;
+}
+
+static void progress(const wna16_model_options *o, int64_t done, int64_t total, double t0) {
+    if (!o->progress) return;
+    int width = 30, filled = (int)(width * done / (total ? total : 1));
+    fprintf(stderr, "\rloading [%.*s%*s] %lld/%lld layers %.1fs", filled,
+            "##############################", width - filled, "", (long long)done,
+            (long long)total, wna16_now() - t0);
+    if (done == total) fputc('\n', stderr);
+}
+
+static wna16_status load_rank(wna16_diag *d, wna16_model *m, int rank,
+                              const wna16_model_options *o, double t0) {
+    wna16_rank_model *r = &m->ranks[rank];
+    r->rank = rank;
+    r->tp = m->tp;
+    r->heads = m->cfg.num_heads / m->tp;
+    r->kv_heads = m->tp >= m->cfg.num_kv_heads ? 1 : m->cfg.num_kv_heads / m->tp;
+    r->layers = wna16_calloc((size_t)m->cfg.num_layers, sizeof *r->layers);
+    size_t kv = (size_t)(m->cfg.num_layers * 2 * r->kv_heads * m->context * m->cfg.head_dim);
+    r->kv = wna16_calloc(kv, sizeof(float));
+    if (!r->layers || !r->kv)
+        return wna16_fail(d, WNA16_ERR_OUT_OF_MEMORY,
+                          "KV cache of %lld tokens (%zu MiB); ask for a shorter --ctx",
+                          (long long)m->context, kv * 4 >> 20);
+    for (int64_t L = 0; L < m->cfg.num_layers; L++) {
+        WNA16_TRY(load_layer(d, m, r, L));
+        progress(o, rank * m->cfg.num_layers + L + 1, m->tp * m->cfg.num_layers, t0);
+    }
+    return WNA16_OK;
+}
+
+static void read_eos(wna16_model *m) {
+    const json_t *sources[2] = {NULL, cfg_get(m, "eos_token_id")};
+    char *path = wna16_asprintf("%s/generation_config.json", m->ck->dir);
+    json_t *gen = path ? json_load_file(path, 0, NULL) : NULL;
+    wna16_free(path);
+    sources[0] = json_object_get(gen, "eos_token_id");
+    for (int s = 0; s < 2 && !m->n_eos; s++) {
+        const json_t *v = sources[s];
+        size_t n = json_is_array(v) ? json_array_size(v) : json_is_integer(v) ? 1 : 0;
+        if (!n) continue;
+        m->eos = wna16_calloc(n, sizeof *m->eos);
+        for (size_t i = 0; m->eos && i < n; i++)
+            m->eos[m->n_eos++] = (int32_t)json_integer_value(json_is_array(v) ? json_array_get(v, i) : v);
+    }
+    json_decref(gen);
+}
+
+static wna16_status load_globals(wna16_diag *d, wna16_model *m) {
+    const wna16_tensor_view *v;
+    int64_t V = m->cfg.vocab_size, H = m->cfg.hidden_size;
+    WNA16_TRY(need_tensor(d, m, "model.embed_tokens.weight", V * H, &v));
+    m->embed = v->data;
+    WNA16_TRY(need_tensor(d, m, "model.norm.weight", H, &v));
+    m->final_norm = v->data;
+    if (wna16_checkpoint_tensor(m->ck, "lm_head.weight") || !m->cfg.tie_word_embeddings) {
+        WNA16_TRY(need_tensor(d, m, "lm_head.weight", V * H, &v));
+        m->lm_head = v->data;
+    } else {
+        m->lm_head = m->embed;
+    }
+    m->inv_freq = wna16_malloc((size_t)(m->cfg.head_dim / 2 + 1) * sizeof(float));
+    if (!m->inv_freq) return wna16_fail(d, WNA16_ERR_OUT_OF_MEMORY, "rope");
+    init_rope(m);
+    read_eos(m);
+    return WNA16_OK;
+}
+
+static wna16_status load_all(wna16_diag *d, wna16_model *m, const char *dir,
+                             const wna16_model_options *o) {
+    double t0 = wna16_now();
+    wna16_ctx tmp;
+    memset(&tmp, 0, sizeof tmp);
+    wna16_status s = wna16_checkpoint_open(&tmp, dir, &m->ck);
+    if (s != WNA16_OK) return wna16_fail(d, s, "%s", tmp.diag.detail);
+    m->cfg = m->ck->config;
+    m->arch = wna16_arch_find(m->cfg.architecture);
+    if (!m->arch)
+        return wna16_fail(d, WNA16_ERR_UNSUPPORTED,
+                          "%s: architecture \"%s\" is not supported (Qwen3MoeForCausalLM, "
+                          "Qwen3ForCausalLM, LlamaForCausalLM, MixtralForCausalLM, "
+                          "Qwen2MoeForCausalLM)",
+                          dir, m->cfg.architecture);
+    m->tp = o->tp > 0 ? o->tp : 1;
+    m->threads = o->threads > 0 ? o->threads : omp_get_max_threads();
+    m->context = o->context > 0 ? o->context
+                                : (m->cfg.max_position_embeddings < 4096 ? m->cfg.max_position_embeddings : 4096);
+    if (m->context > m->cfg.max_position_embeddings)
+        return wna16_fail(d, WNA16_ERR_CONTEXT_OVERFLOW,
+                          "context %lld exceeds the model's max_position_embeddings %lld",
+                          (long long)m->context, (long long)m->cfg.max_position_embeddings);
+    if (m->tp > 64) return wna16_fail(d, WNA16_ERR_INVALID_ARGUMENT, "TP degree %d", m->tp);
+    WNA16_TRY(check_plan(d, m));
+    WNA16_TRY(load_globals(d, m));
+    m->ranks = wna16_calloc((size_t)m->tp, sizeof *m->ranks);
+    m->comms = wna16_calloc((size_t)m->tp, sizeof *m->comms);
+    if (!m->ranks || !m->comms) return wna16_fail(d, WNA16_ERR_OUT_OF_MEMORY, "ranks");
+    if (m->tp == 1) WNA16_TRY(wna16_comm_single(d, &m->comms[0]));
+    else WNA16_TRY(wna16_comm_threads(d, m->tp, m->comms));
+    for (int r = 0; r < m->tp; r++) WNA16_TRY(load_rank(d, m, r, o, t0));
+    return WNA16_OK;
+}
+
+wna16_status wna16_model_load(wna16_ctx *ctx, const char *dir, const wna16_model_options *options,
+                              wna16_model **out) {
+    wna16_diag *d = wna16_ctx_diag(ctx);
+    if (!dir || !out) return wna16_fail(d, WNA16_ERR_INVALID_ARGUMENT, "NULL argument");
+    *out = NULL;
+    wna16_diag_clear(d);
+    wna16_model_options defaults = {0};
+    wna16_model *m = wna16_calloc(1, sizeof *m);
+    if (!m) return wna16_fail(d, WNA16_ERR_OUT_OF_MEMORY, "model");
+    wna16_status s = load_all(d, m, dir, options ? options : &defaults);
+    if (s != WNA16_OK) {
+        wna16_model_free(m);
+        return s;
+    }
+    *out = m;
+    return WNA16_OK;
+}
+
+static void free_layer(wna16_layer *ly) {
+    wna16_free(ly->q_norm);
+    wna16_free(ly->k_norm);
+    wna16_lin *lins[] = {&ly->q, &ly->k, &ly->v, &ly->o, &ly->gate, &ly->up, &ly->down};
+    for (size_t i = 0; i < sizeof lins / sizeof *lins; i++) wna16_lin_free(lins[i]);
+    wna16_moe_layer_free(ly->moe);
+}
+
+void wna16_model_free(wna16_model *m) {
+    if (!m) return;
+    for (int r = 0; m->ranks && r < m->tp; r++) {
+        for (int64_t L = 0; m->ranks[r].layers && L < m->cfg.num_layers; L++)
+            free_layer(&m->ranks[r].layers[L]);
+        wna16_free(m->ranks[r].layers);
+        wna16_free(m->ranks[r].kv);
+    }
+    for (int r = 0; m->comms && r < m->tp; r++) wna16_comm_free(m->comms[r]);
+    wna16_free(m->comms);
+    wna16_free(m->ranks);
+    wna16_free(m->inv_freq);
+    wna16_free(m->eos);
+    wna16_checkpoint_close(m->ck);
+    wna16_free(m);
+}
+
+int64_t wna16_model_vocab_size(const wna16_model *m) { return m->cfg.vocab_size; }
+int64_t wna16_model_context(const wna16_model *m) { return m->context; }
+void wna16_model_reset(wna16_model *m) { m->pos = 0; }
+
+size_t wna16_model_eos(const wna16_model *m, const int32_t **ids) {
+    *ids = m->eos;
+    return m->n_eos;
+}
+
+size_t wna16_model_weight_bytes(const wna16_model *m) {
+    size_t b = 0;
+    for (size_t i = 0; i < m->ck->n_tensors; i++) b += m->ck->tensors[i]->nbytes;
+    return b;
+}

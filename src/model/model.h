@@ -1,0 +1,84 @@
+/* The model runtime: one forward written once, with per-architecture
+ * differences as data (wna16_arch). A wna16_rank_model holds one TP rank's
+ * shards; the public wna16_model holds all ranks of the threads backend. */
+#ifndef WNA16_MODEL_MODEL_H
+#define WNA16_MODEL_MODEL_H
+
+#include "format/checkpoint.h"
+#include "kernels/gemm.h"
+#include "moe/moe.h"
+#include "parallel/comm.h"
+
+typedef enum wna16_rope_kind { WNA16_ROPE_DEFAULT = 0, WNA16_ROPE_LLAMA3 } wna16_rope_kind;
+
+/* What differs between the supported architectures. */
+typedef struct wna16_arch {
+    const char *name;         /* HF architectures[0] */
+    bool qk_norm;             /* Qwen3: RMSNorm over head_dim on q and k */
+    bool qkv_bias;            /* Qwen2-MoE: q/k/v carry a bias */
+    bool moe;                 /* sparse MLP in (some) layers */
+    const char *mlp_prefix;   /* "mlp" or "block_sparse_moe" */
+    bool shared_expert;       /* Qwen2-MoE */
+    bool default_norm_topk;   /* norm_topk_prob when the config omits it */
+} wna16_arch;
+
+const wna16_arch *wna16_arch_find(const char *architecture);
+
+/* One linear layer of one rank: quantized (repacked) or dense bf16. */
+typedef struct wna16_lin {
+    wna16_packed_linear *q;
+    const uint16_t *dense; /* bf16 [n][k_stride] */
+    uint16_t *dense_owned;
+    int64_t k_stride;
+    int64_t n, k;
+    float *bias; /* fp32 [n] or NULL */
+} wna16_lin;
+
+typedef struct wna16_layer {
+    const uint16_t *attn_norm, *mlp_norm; /* bf16 [hidden] */
+    float *q_norm, *k_norm;               /* fp32 [head_dim] or NULL */
+    wna16_lin q, k, v, o;
+    bool sparse;
+    wna16_moe_layer *moe;
+    wna16_lin gate, up, down; /* dense MLP */
+} wna16_layer;
+
+typedef struct wna16_rank_model {
+    int rank, tp;
+    int64_t heads, kv_heads; /* this rank's */
+    wna16_layer *layers;
+    float *kv; /* [layer][2][kv_heads][context][head_dim] */
+} wna16_rank_model;
+
+struct wna16_model {
+    wna16_checkpoint *ck;
+    const wna16_arch *arch;
+    wna16_model_config cfg;
+    wna16_rope_kind rope;
+    double rope_factor, rope_low, rope_high, rope_orig_ctx;
+    float *inv_freq; /* [head_dim/2] */
+    const uint16_t *embed, *final_norm, *lm_head; /* bf16 */
+    int64_t context;
+    int tp, threads;
+    wna16_rank_model *ranks;
+    wna16_comm **comms;
+    int64_t pos; /* tokens in the KV cache */
+    int32_t *eos;
+    size_t n_eos;
+    size_t weight_bytes;
+};
+
+wna16_status wna16_lin_load(wna16_diag *d, const wna16_checkpoint *ck, const char *name,
+                            wna16_tp_role role, int64_t heads, int tp, int rank, bool bias_here,
+                            wna16_lin *out);
+void wna16_lin_free(wna16_lin *l);
+/* y[m][n] fp32 = x[m][k] (bf16 bits, row stride ldx) . W^T (+ bias). */
+wna16_status wna16_lin_forward(wna16_diag *d, const wna16_lin *l, int64_t m, const uint16_t *x,
+                               const float *xf, int64_t ldx, float *y, int64_t ldy, int n_threads);
+
+/* Runs tokens ids[0..n) at positions model->pos.. on every rank; writes the
+ * last position's logits (vocab floats) when logits != NULL. */
+wna16_status wna16_model_forward(wna16_diag *d, wna16_model *m, const int32_t *ids, int64_t n,
+                                 float *logits);
+
+#endif
