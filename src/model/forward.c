@@ -95,6 +95,11 @@ static void attention(const wna16_model *m, const wna16_rank_model *r, int64_t L
         }
 }
 
+static void capture(const wna16_model *m, const wna16_rank_model *r, int64_t L, const char *what,
+                    int64_t rows, int64_t cols, const float *x) {
+    if (m->capture && r->rank == 0) m->capture(m->capture_user, L, what, rows, cols, x);
+}
+
 static wna16_status attn_block(wna16_diag *d, wna16_model *m, wna16_rank_model *r, int64_t L,
                                int64_t n, scratch *s, int threads) {
     const wna16_layer *ly = &r->layers[L];
@@ -102,6 +107,7 @@ static wna16_status attn_block(wna16_diag *d, wna16_model *m, wna16_rank_model *
     int64_t qn = r->heads * hd, kvn = r->kv_heads * hd;
     for (int64_t t = 0; t < n; t++) rmsnorm_row(s->x + t * H, H, ly->attn_norm, m->cfg.rms_norm_eps, s->tmp + t * H);
     to_bf16(s->tmp, n * H, s->hb, s->hf);
+    capture(m, r, L, "attn_in", n, H, s->hf);
     WNA16_TRY(wna16_lin_forward(d, &ly->q, n, s->hb, s->hf, H, s->q, qn, threads));
     WNA16_TRY(wna16_lin_forward(d, &ly->k, n, s->hb, s->hf, H, s->k, kvn, threads));
     WNA16_TRY(wna16_lin_forward(d, &ly->v, n, s->hb, s->hf, H, s->v, kvn, threads));
@@ -123,6 +129,7 @@ static wna16_status attn_block(wna16_diag *d, wna16_model *m, wna16_rank_model *
     }
     attention(m, r, L, n, s, threads);
     to_bf16(s->att, n * qn, s->hb, s->hf);
+    capture(m, r, L, "o_in", n, qn, s->hf);
     WNA16_TRY(wna16_lin_forward(d, &ly->o, n, s->hb, s->hf, qn, s->tmp, H, threads));
     return wna16_comm_all_reduce_sum(d, m->comms[r->rank], s->tmp, (size_t)(n * H));
 }
@@ -133,6 +140,7 @@ static wna16_status mlp_block(wna16_diag *d, wna16_model *m, wna16_rank_model *r
     int64_t H = m->cfg.hidden_size;
     for (int64_t t = 0; t < n; t++) rmsnorm_row(s->x + t * H, H, ly->mlp_norm, m->cfg.rms_norm_eps, s->tmp + t * H);
     to_bf16(s->tmp, n * H, s->hb, s->hf);
+    capture(m, r, L, "mlp_in", n, H, s->hf);
     if (ly->sparse) {
         WNA16_TRY(wna16_moe_layer_forward(d, ly->moe, n, s->hb, H, s->tmp, threads));
     } else {
@@ -144,6 +152,7 @@ static wna16_status mlp_block(wna16_diag *d, wna16_model *m, wna16_rank_model *r
             s->gate[i] = g / (1.0f + expf(-g)) * s->up[i];
         }
         to_bf16(s->gate, n * I, s->hb, s->hf);
+        capture(m, r, L, "down_in", n, I, s->hf);
         WNA16_TRY(wna16_lin_forward(d, &ly->down, n, s->hb, s->hf, I, s->tmp, H, threads));
     }
     return wna16_comm_all_reduce_sum(d, m->comms[r->rank], s->tmp, (size_t)(n * H));
@@ -212,13 +221,14 @@ static wna16_status run_rank(wna16_diag *d, rank_job *job) {
     int64_t H = m->cfg.hidden_size;
     embed(m, job->ids, job->n, s.x);
     wna16_status st = WNA16_OK;
-    for (int64_t L = 0; L < m->cfg.num_layers && st == WNA16_OK; L++) {
+    int64_t last = m->stop_after_layer >= 0 ? m->stop_after_layer : m->cfg.num_layers - 1;
+    for (int64_t L = 0; L <= last && L < m->cfg.num_layers && st == WNA16_OK; L++) {
         st = attn_block(d, m, r, L, job->n, &s, threads);
         for (int64_t i = 0; st == WNA16_OK && i < job->n * H; i++) s.x[i] += s.tmp[i];
         if (st == WNA16_OK) st = mlp_block(d, m, r, L, job->n, &s, threads);
         for (int64_t i = 0; st == WNA16_OK && i < job->n * H; i++) s.x[i] += s.tmp[i];
     }
-    if (st == WNA16_OK && job->rank == 0 && job->logits)
+    if (st == WNA16_OK && job->rank == 0 && job->logits && m->stop_after_layer < 0)
         st = logits_out(m, &s, job->n, job->logits, threads);
     scratch_free(&s);
     return st;

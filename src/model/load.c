@@ -268,6 +268,7 @@ wna16_status wna16_model_load(wna16_ctx *ctx, const char *dir, const wna16_model
     wna16_model_options defaults = {0};
     wna16_model *m = wna16_calloc(1, sizeof *m);
     if (!m) return wna16_fail(d, WNA16_ERR_OUT_OF_MEMORY, "model");
+    m->stop_after_layer = -1;
     wna16_status s = load_all(d, m, dir, options ? options : &defaults);
     if (s != WNA16_OK) {
         wna16_model_free(m);

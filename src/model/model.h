@@ -50,6 +50,13 @@ typedef struct wna16_rank_model {
     float *kv; /* [layer][2][kv_heads][context][head_dim] */
 } wna16_rank_model;
 
+/* Calibration hook (the quantizer): called on rank 0 with the bf16-rounded
+ * input of each linear group of layer `layer`: what = "attn_in" (q/k/v),
+ * "o_in", "mlp_in" (gate/up, router and every expert), "down_in" (dense
+ * down_proj). rows x cols fp32, row-major. */
+typedef void (*wna16_capture_fn)(void *user, int64_t layer, const char *what, int64_t rows,
+                                 int64_t cols, const float *x);
+
 struct wna16_model {
     wna16_checkpoint *ck;
     const wna16_arch *arch;
@@ -66,6 +73,9 @@ struct wna16_model {
     int32_t *eos;
     size_t n_eos;
     size_t weight_bytes;
+    wna16_capture_fn capture;
+    void *capture_user;
+    int64_t stop_after_layer; /* < 0: run every layer; else stop after it (no logits) */
 };
 
 wna16_status wna16_lin_load(wna16_diag *d, const wna16_checkpoint *ck, const char *name,
