@@ -10,6 +10,7 @@
 int wna16_cmd_inspect(int argc, char **argv);
 int wna16_cmd_logits(int argc, char **argv);
 int wna16_cmd_bench(int argc, char **argv);
+int wna16_cmd_quantize(int argc, char **argv);
 
 /* Shared helpers (cli_util.c). */
 bool cli_is_help(const char *arg);

@@ -13,6 +13,7 @@ static const command commands[] = {
     {"inspect", wna16_cmd_inspect, "describe a checkpoint and whether it shards at each TP degree"},
     {"logits", wna16_cmd_logits, "print the last-position logits of a prompt of token ids"},
     {"bench", wna16_cmd_bench, "microbenchmarks as fractions of this machine's limits (gemm)"},
+    {"quantize", wna16_cmd_quantize, "quantize a bf16/fp16/fp32 model (GPTQ or RTN) to compressed-tensors"},
 };
 
 static void usage(FILE *f) {
