@@ -132,7 +132,7 @@ void wna16_hessian_add(float *h, int64_t k, const float *x, int64_t rows, int64_
     const int64_t TB = 64; /* tokens per pass: the block stays in cache */
     for (int64_t t0 = 0; t0 < rows; t0 += TB) {
         int64_t t1 = t0 + TB < rows ? t0 + TB : rows;
-#pragma omp parallel for schedule(dynamic, 8) num_threads(n_threads)
+#pragma omp parallel for schedule(dynamic, 8) num_threads(n_threads) if (k * k * (t1 - t0) > (1 << 20))
         for (int64_t i = 0; i < k; i++) {
             float *hr = h + i * k;
             for (int64_t t = t0; t < t1; t++) {
@@ -194,7 +194,7 @@ static bool cholesky_lower(double *a, int64_t k, int n_threads) {
 static void lower_inverse(const double *l, int64_t k, double *x, int n_threads) {
     memset(x, 0, (size_t)(k * k) * sizeof *x);
     const int64_t NB = 8;
-#pragma omp parallel num_threads(n_threads)
+#pragma omp parallel num_threads(n_threads) if (k > 256)
     {
         double *col = malloc((size_t)(NB * k) * sizeof *col);
 #pragma omp for schedule(dynamic, 1)
@@ -303,7 +303,7 @@ wna16_status wna16_gptq_quantize(wna16_diag *d, const float *w, const wna16_gptq
     const float *U = f->u;
     double total = 0;
     bool oom = false;
-#pragma omp parallel num_threads(n_threads) reduction(+ : total)
+#pragma omp parallel num_threads(n_threads) reduction(+ : total) if (n * k * k > (1 << 22))
     {
         float *wt = malloc((size_t)(ROW_TILE * k) * sizeof(float));
         float *err = malloc((size_t)(ROW_TILE * B) * sizeof(float));
