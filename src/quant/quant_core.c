@@ -178,7 +178,7 @@ static bool cholesky_lower(double *a, int64_t k, int n_threads) {
         double djj = sqrt(s);
         rj[j] = djj;
         double inv = 1.0 / djj;
-#pragma omp parallel for schedule(static) num_threads(n_threads) if (k - j > 256)
+#pragma omp parallel for schedule(static) num_threads(n_threads) if ((k - j) * j > (1 << 19))
         for (int64_t i = j + 1; i < k; i++) {
             double *ri = a + i * k;
             double acc = ri[j];

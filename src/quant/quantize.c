@@ -304,16 +304,21 @@ static wna16_qspec spec_for(const qrun *r, const wna16_module *m) {
     return s;
 }
 
-static void progress(qrun *r, int64_t done, int64_t total, const char *what) {
+/* done may be fractional inside a layer (MoE experts). */
+static void progress_at(qrun *r, double done, int64_t total, const char *what) {
     if (!r->o->progress) return;
     double el = wna16_now() - r->t0;
-    double rem = done > 0 ? el / (double)done * (double)(total - done) : 0;
-    int width = 30, filled = (int)(width * done / (total ? total : 1));
+    double rem = done > 0 ? el / done * ((double)total - done) : 0;
+    int width = 30, filled = (int)(width * done / (double)(total ? total : 1));
     fprintf(stderr, "\rquantize [%.*s%*s] layer %lld/%lld  %.1fs elapsed, ~%.1fs left  %-24s",
             filled, "##############################", width - filled, "", (long long)done,
             (long long)total, el, rem, what ? what : "");
-    if (done == total && !what) fputc('\n', stderr);
+    if (done >= (double)total && !what) fputc('\n', stderr);
     fflush(stderr);
+}
+
+static void progress(qrun *r, int64_t done, int64_t total, const char *what) {
+    progress_at(r, (double)done, total, what);
 }
 
 /* ----------------------------------------------------------------- RTN */
