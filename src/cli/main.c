@@ -11,6 +11,8 @@ typedef struct command {
 
 static const command commands[] = {
     {"inspect", wna16_cmd_inspect, "describe a checkpoint and whether it shards at each TP degree"},
+    {"tokenize", wna16_cmd_tokenize, "encode text to token ids with a tokenizer.json"},
+    {"detokenize", wna16_cmd_detokenize, "decode token ids to text with a tokenizer.json"},
 };
 
 static void usage(FILE *f) {
