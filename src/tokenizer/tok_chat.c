@@ -49,7 +49,9 @@ static const char *pick_template(const json_t *v) {
 
 wna16_status tok_load_config(wna16_diag *d, wna16_tokenizer *t, const char *path) {
     json_error_t err;
-    json_t *root = json_load_file(path, JSON_REJECT_DUPLICATES, &err);
+    /* INT_AS_REAL: configs hold model_max_length values like 1e30 written as
+     * integers, which jansson's 64-bit integers reject; we read no numbers. */
+    json_t *root = json_load_file(path, JSON_REJECT_DUPLICATES | JSON_DECODE_INT_AS_REAL, &err);
     if (!root || !json_is_object(root)) {
         json_decref(root);
         return wna16_fail(d, WNA16_ERR_TOKENIZER_INVALID,
