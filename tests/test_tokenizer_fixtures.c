@@ -226,9 +226,18 @@ int main(void) {
     run_chat();
     const char *shared = shared_dir();
     char path[1024];
-    if (shared) snprintf(path, sizeof path, "%s/assets/llama3-tokenizer", shared);
     struct stat st;
-    if (shared && stat(path, &st) == 0) run_corpus("llama3", path, DATA "expected_llama3.json", false);
-    else printf("NOTICE: llama3 part skipped: set WNA16_SHARED_DIR or put shared/ beside the repo\n");
+    /* Tokenizers whose licence keeps them out of the repo: used from shared/. */
+    static const char *const others[] = {"llama3", "gpt2", "deepseek_v3"};
+    for (size_t i = 0; i < sizeof others / sizeof others[0]; i++) {
+        char exp[256];
+        if (shared) snprintf(path, sizeof path, "%s/assets/%s-tokenizer", shared, others[i]);
+        snprintf(exp, sizeof exp, DATA "expected_%s.json", others[i]);
+        if (shared && stat(path, &st) == 0) run_corpus(others[i], path, exp, false);
+        else
+            printf("NOTICE: %s part skipped: set WNA16_SHARED_DIR or put shared/ beside the "
+                   "repo\n",
+                   others[i]);
+    }
     TEST_MAIN_END();
 }

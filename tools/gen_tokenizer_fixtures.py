@@ -11,6 +11,7 @@ It writes, as compact JSON:
   tests/data/tokenizer/corpus.json           the strings (>= 300) and invalid UTF-8 cases
   tests/data/tokenizer/expected_qwen3.json   ids, ids with special parsing off, decoded text
   tests/data/tokenizer/expected_llama3.json  same for Llama-3 (its tokenizer stays in shared/)
+  tests/data/tokenizer/expected_gpt2.json, expected_deepseek_v3.json   same, when in shared/
   tests/data/tokenizer/chat_qwen3.json       apply_chat_template(tokenize=False) outputs
 and, with --bench FILE, a ~1 MB mixed-language text for the speed measurement
 (plus the time HF tokenizers takes to encode it).
@@ -277,6 +278,11 @@ def main():
          {"strings": corpus, "invalid_utf8_hex": [h.replace(" ", "") for h in INVALID_UTF8_HEX]})
     dump(os.path.join(DATA, "expected_qwen3.json"), expected(qwen, corpus))
     dump(os.path.join(DATA, "expected_llama3.json"), expected(llama, corpus))
+    for extra in ("gpt2", "deepseek_v3"):  # other byte-level BPE files, kept in shared/
+        path = os.path.join(args.shared, "assets", extra + "-tokenizer", "tokenizer.json")
+        if os.path.exists(path):
+            dump(os.path.join(DATA, f"expected_{extra}.json"),
+                 expected(Tokenizer.from_file(path), corpus))
     dump(os.path.join(DATA, "chat_qwen3.json"), chat_fixture(qdir, qwen))
     print(f"{len(corpus)} strings, {len(CONVERSATIONS) * 4} chat cases")
 
