@@ -214,6 +214,44 @@ static void run_chat(void) {
     wna16_ctx_free(ctx);
 }
 
+/* Small tokenizers for options the real files do not use (split
+ * behaviours, invert, prefix space, added-token flags, templates). */
+static void run_synthetic(void) {
+    wna16_ctx *ctx;
+    wna16_ctx_create(&ctx);
+    json_t *exp = load(DATA "expected_synthetic.json");
+    CHECK(exp != NULL);
+    const json_t *strings = json_object_get(exp, "strings");
+    json_t *all = json_object_get(exp, "ids");
+    const char *name;
+    json_t *cases;
+    size_t total = 0, ok = 0;
+    json_object_foreach(all, name, cases) {
+        char path[256];
+        snprintf(path, sizeof path, DATA "synthetic/%s.json", name);
+        wna16_tokenizer *tok = NULL;
+        wna16_status s = wna16_tokenizer_load(ctx, path, &tok);
+        CHECK_MSG(s == WNA16_OK, "%s: %s", path, wna16_ctx_error(ctx));
+        for (size_t i = 0; tok && i < json_array_size(strings); i++) {
+            const char *str = json_string_value(json_array_get(strings, i));
+            int32_t *ids = NULL;
+            size_t n = 0;
+            s = wna16_tokenizer_encode(ctx, tok, str, strlen(str),
+                                       WNA16_TOK_ADD_SPECIAL | WNA16_TOK_PARSE_SPECIAL, &ids, &n);
+            bool eq = s == WNA16_OK && ids_equal(ids, n, json_array_get(cases, i));
+            total++;
+            ok += eq;
+            CHECK_MSG(eq, "synthetic %s string %zu \"%s\" differs from HF", name, i, str);
+            if (!eq) print_ids(name, ids, n, json_array_get(cases, i));
+            free(ids);
+        }
+        wna16_tokenizer_free(tok);
+    }
+    printf("synthetic: %zu/%zu exact ids over %zu tokenizers\n", ok, total, json_object_size(all));
+    json_decref(exp);
+    wna16_ctx_free(ctx);
+}
+
 static const char *shared_dir(void) {
     const char *env = getenv("WNA16_SHARED_DIR");
     if (env && *env) return env;
@@ -224,6 +262,7 @@ static const char *shared_dir(void) {
 int main(void) {
     run_corpus("qwen3", DATA "qwen3", DATA "expected_qwen3.json", true);
     run_chat();
+    run_synthetic();
     const char *shared = shared_dir();
     char path[1024];
     struct stat st;

@@ -13,6 +13,8 @@ It writes, as compact JSON:
   tests/data/tokenizer/expected_llama3.json  same for Llama-3 (its tokenizer stays in shared/)
   tests/data/tokenizer/expected_gpt2.json, expected_deepseek_v3.json   same, when in shared/
   tests/data/tokenizer/chat_qwen3.json       apply_chat_template(tokenize=False) outputs
+  tests/data/tokenizer/synthetic/*.json      small tokenizers for options real files lack
+  tests/data/tokenizer/expected_synthetic.json   their reference ids
 and, with --bench FILE, a ~1 MB mixed-language text for the speed measurement
 (plus the time HF tokenizers takes to encode it).
 """
@@ -241,6 +243,110 @@ def bench_text(size=1 << 20, seed=7):
     return "".join(out)
 
 
+def bytes_to_unicode():
+    bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + \
+        list(range(ord("®"), ord("ÿ") + 1))
+    cs = bs[:]
+    n = 0
+    for b in range(256):
+        if b not in bs:
+            bs.append(b)
+            cs.append(256 + n)
+            n += 1
+    return dict(zip(bs, map(chr, cs)))
+
+
+def synthetic_tokenizers():
+    """Small byte-level BPE files that exercise options the real files do not
+    use (split behaviours, invert, prefix space, added-token flags,
+    TemplateProcessing, string merges). Returns {name: tokenizer.json dict}."""
+    b2u = bytes_to_unicode()
+    vocab = {b2u[b]: i for i, b in enumerate(sorted(b2u))}
+    merges = []
+    for a, b in [("h", "e"), ("l", "l"), ("he", "ll"), ("hell", "o"), ("Ġ", "w"), ("o", "r"),
+                 ("Ġw", "or"), ("Ġwor", "l"), ("Ġworl", "d"), ("Ġ", "t"), ("Ġt", "he"),
+                 ("1", "2"), ("Ġ", "Ġ"), ("e", "s"), ("t", "es"), ("tes", "t"), ("Ġ", "test")]:
+        for tok in (a, b, a + b):
+            vocab.setdefault(tok, len(vocab))
+        merges.append([a, b])
+    added = [
+        {"id": len(vocab), "content": "<s>", "single_word": False, "lstrip": False,
+         "rstrip": False, "normalized": False, "special": True},
+        {"id": len(vocab) + 1, "content": "[L]", "single_word": False, "lstrip": True,
+         "rstrip": False, "normalized": False, "special": False},
+        {"id": len(vocab) + 2, "content": "[R]", "single_word": False, "lstrip": False,
+         "rstrip": True, "normalized": False, "special": True},
+        {"id": len(vocab) + 3, "content": "word", "single_word": True, "lstrip": False,
+         "rstrip": False, "normalized": False, "special": False},
+        {"id": len(vocab) + 4, "content": "ﬁx", "single_word": False, "lstrip": False,
+         "rstrip": False, "normalized": True, "special": False},
+    ]
+
+    def make(pre, normalizer=None, post=None, string_merges=False, ignore_merges=False):
+        return {"version": "1.0", "truncation": None, "padding": None, "added_tokens": added,
+                "normalizer": normalizer, "pre_tokenizer": pre, "post_processor": post,
+                "decoder": {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": True,
+                            "use_regex": True},
+                "model": {"type": "BPE", "dropout": None, "unk_token": None,
+                          "continuing_subword_prefix": None, "end_of_word_suffix": None,
+                          "fuse_unk": False, "byte_fallback": False,
+                          "ignore_merges": ignore_merges, "vocab": vocab,
+                          "merges": [" ".join(m) for m in merges] if string_merges else merges}}
+
+    def bl(prefix=False, regex=False):
+        return {"type": "ByteLevel", "add_prefix_space": prefix, "trim_offsets": True,
+                "use_regex": regex}
+
+    def split(pattern, behavior, invert=False, literal=False):
+        return {"type": "Split", "pattern": {"String" if literal else "Regex": pattern},
+                "behavior": behavior, "invert": invert}
+
+    def seq(*p):
+        return {"type": "Sequence", "pretokenizers": list(p)}
+
+    template = {"type": "TemplateProcessing",
+                "single": [{"SpecialToken": {"id": "<s>", "type_id": 0}},
+                           {"Sequence": {"id": "A", "type_id": 0}},
+                           {"SpecialToken": {"id": "[R]", "type_id": 0}}],
+                "pair": [{"Sequence": {"id": "A", "type_id": 0}}],
+                "special_tokens": {"<s>": {"id": "<s>", "ids": [added[0]["id"]], "tokens": ["<s>"]},
+                                   "[R]": {"id": "[R]", "ids": [added[2]["id"]], "tokens": ["[R]"]}}}
+    return {
+        "removed": make(seq(split(" ", "Removed", literal=True), bl())),
+        "merged_prev": make(seq(split("[,.!?]", "MergedWithPrevious"), bl())),
+        "merged_next": make(seq(split("\\s+", "MergedWithNext"), bl())),
+        "contiguous": make(seq(split("\\d", "Contiguous"), bl())),
+        "invert": make(seq(split("\\p{L}+", "Isolated", invert=True), bl())),
+        "invert_removed": make(seq(split("\\p{L}+", "Removed", invert=True), bl())),
+        "prefix_space": make(bl(prefix=True, regex=True), string_merges=True),
+        "split_then_prefix": make(seq(split("\\d+", "Isolated"), bl(prefix=True))),
+        "nfkc_template": make(bl(regex=True), normalizer={"type": "NFKC"}, post=template,
+                              ignore_merges=True),
+    }
+
+
+SYNTHETIC_STRINGS = [
+    "hello world", "hello, world! the test.", "  hello   world  ", "12 123 1212 a1b2c3",
+    "the [L] hello", "hello   [L]world", "[R]   hello", "a [R]  \n b", "word", "a word here",
+    "swordfish word_ words", "ﬁx fix ﬁxﬁx", "<s>hello</s>", "hello\n\nworld\t!", "",
+    "test testtest tests", "hi, there. ok!", "naïve café ①", "ﬁ", "x [L][R] y",
+]
+
+
+def synthetic_fixture():
+    from tokenizers import Tokenizer
+    outdir = os.path.join(DATA, "synthetic")
+    os.makedirs(outdir, exist_ok=True)
+    result = {}
+    for name, spec in synthetic_tokenizers().items():
+        path = os.path.join(outdir, name + ".json")
+        dump(path, spec)
+        tok = Tokenizer.from_file(path)
+        result[name] = [tok.encode(s).ids for s in SYNTHETIC_STRINGS]
+    dump(os.path.join(DATA, "expected_synthetic.json"),
+         {"strings": SYNTHETIC_STRINGS, "ids": result})
+
+
 def dump(path, obj):
     with open(path, "w", encoding="utf-8") as f:
         json.dump(obj, f, ensure_ascii=False, separators=(",", ":"))
@@ -284,6 +390,7 @@ def main():
             dump(os.path.join(DATA, f"expected_{extra}.json"),
                  expected(Tokenizer.from_file(path), corpus))
     dump(os.path.join(DATA, "chat_qwen3.json"), chat_fixture(qdir, qwen))
+    synthetic_fixture()
     print(f"{len(corpus)} strings, {len(CONVERSATIONS) * 4} chat cases")
 
 

@@ -421,14 +421,12 @@ static bool all_ascii(const char *s, size_t n) {
     return true;
 }
 
-/* A gap between raw-text added tokens: normalize it, then cut out the
- * added tokens that match on normalized text. */
-static wna16_status raw_gap(enc *e, const char *s, size_t n) {
-    char *norm = NULL;
-    const char *text = s;
-    size_t len = n;
+wna16_status tok_normalize(wna16_diag *d, const wna16_tokenizer *t, const char *s, size_t n,
+                           char **norm, size_t *norm_len) {
+    *norm = NULL;
+    *norm_len = n;
     /* Every normal form maps ASCII to itself, so skip the work for it. */
-    for (int k = 0; k < e->t->n_norms && !all_ascii(text, len); k++) {
+    for (int k = 0; k < t->n_norms && !all_ascii(*norm ? *norm : s, *norm_len); k++) {
         static const int flags[] = {
             [NORM_NFC] = UTF8PROC_STABLE | UTF8PROC_COMPOSE,
             [NORM_NFD] = UTF8PROC_STABLE | UTF8PROC_DECOMPOSE,
@@ -436,22 +434,32 @@ static wna16_status raw_gap(enc *e, const char *s, size_t n) {
             [NORM_NFKD] = UTF8PROC_STABLE | UTF8PROC_DECOMPOSE | UTF8PROC_COMPAT,
         };
         utf8proc_uint8_t *out = NULL;
-        utf8proc_ssize_t r = utf8proc_map((const utf8proc_uint8_t *)text, (utf8proc_ssize_t)len,
-                                          &out, (utf8proc_option_t)flags[e->t->norms[k]]);
-        free(norm);
+        utf8proc_ssize_t r =
+            utf8proc_map((const utf8proc_uint8_t *)(*norm ? *norm : s),
+                         (utf8proc_ssize_t)*norm_len, &out, (utf8proc_option_t)flags[t->norms[k]]);
+        free(*norm);
+        *norm = NULL;
         if (r < 0) {
             free(out);
             return r == UTF8PROC_ERROR_NOMEM
-                       ? oom(e)
-                       : wna16_fail(e->d, WNA16_ERR_INVALID_UTF8,
-                                    "%s: normalizer rejected the text: %s", e->t->path,
+                       ? wna16_fail(d, WNA16_ERR_OUT_OF_MEMORY, "out of memory while normalizing")
+                       : wna16_fail(d, WNA16_ERR_INVALID_UTF8,
+                                    "%s: the normalizer rejected the text: %s", t->path,
                                     utf8proc_errmsg(r));
         }
-        norm = (char *)out; /* utf8proc allocates with malloc */
-        text = norm;
-        len = (size_t)r;
+        *norm = (char *)out; /* utf8proc allocates with malloc: free with free() */
+        *norm_len = (size_t)r;
     }
-    wna16_status st = split_added(e, &e->t->trie_norm, text, len, normalized_gap);
+    return WNA16_OK;
+}
+
+/* A gap between raw-text added tokens: normalize it, then cut out the
+ * added tokens that match on normalized text. */
+static wna16_status raw_gap(enc *e, const char *s, size_t n) {
+    char *norm;
+    size_t len;
+    WNA16_TRY(tok_normalize(e->d, e->t, s, n, &norm, &len));
+    wna16_status st = split_added(e, &e->t->trie_norm, norm ? norm : s, len, normalized_gap);
     free(norm);
     return st;
 }

@@ -211,6 +211,11 @@ wna16_status tok_regex_compile(wna16_diag *d, const char *path, const char *wher
 /* The GPT-2 pattern used by ByteLevel when use_regex is true. */
 extern const char tok_gpt2_pattern[];
 
+/* Applies the normalizer sequence. *norm is NULL when the text is
+ * unchanged (then *norm_len == n); otherwise free it with free(). */
+wna16_status tok_normalize(wna16_diag *d, const wna16_tokenizer *t, const char *s, size_t n,
+                           char **norm, size_t *norm_len);
+
 /* Loads tokenizer_config.json fields (bos/eos, chat template). */
 wna16_status tok_load_config(wna16_diag *d, wna16_tokenizer *t, const char *config_path);
 

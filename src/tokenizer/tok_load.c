@@ -5,6 +5,7 @@
 
 #include <jansson.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
@@ -396,6 +397,23 @@ static wna16_status parse_model(wna16_diag *d, wna16_tokenizer *t, const json_t 
 
 /* ---------------------------------------------------------- added tokens */
 
+/* HF matches normalized added tokens in a second pass, on normalized text,
+ * by their normalized content; the others on the raw text. */
+static wna16_status add_to_trie(wna16_diag *d, wna16_tokenizer *t, const tok_added *x,
+                                int32_t index) {
+    if (!x->normalized) {
+        if (!tok_trie_add(&t->trie_raw, x->content, x->len, index))
+            return wna16_fail(d, WNA16_ERR_OUT_OF_MEMORY, "out of memory");
+        return WNA16_OK;
+    }
+    char *norm;
+    size_t len;
+    WNA16_TRY(tok_normalize(d, t, x->content, x->len, &norm, &len));
+    bool ok = !len || tok_trie_add(&t->trie_norm, norm ? norm : x->content, len, index);
+    free(norm);
+    return ok ? WNA16_OK : wna16_fail(d, WNA16_ERR_OUT_OF_MEMORY, "out of memory");
+}
+
 static wna16_status parse_added(wna16_diag *d, wna16_tokenizer *t, const json_t *list,
                                 int32_t *max_id) {
     if (!list || json_is_null(list)) return WNA16_OK;
@@ -423,10 +441,7 @@ static wna16_status parse_added(wna16_diag *d, wna16_tokenizer *t, const json_t 
             return wna16_fail(d, WNA16_ERR_OUT_OF_MEMORY, "out of memory");
         t->n_added++;
         if (x->id > *max_id) *max_id = x->id;
-        /* HF matches normalized tokens in a second pass, after normalizing. */
-        tok_trie *trie = x->normalized ? &t->trie_norm : &t->trie_raw;
-        if (!tok_trie_add(trie, x->content, x->len, (int32_t)(t->n_added - 1)))
-            return wna16_fail(d, WNA16_ERR_OUT_OF_MEMORY, "out of memory");
+        WNA16_TRY(add_to_trie(d, t, x, (int32_t)(t->n_added - 1)));
     }
     return WNA16_OK;
 }

@@ -381,7 +381,8 @@ wna16_status tok_regex_compile(wna16_diag *d, const char *path, const char *wher
                                pcre2_match_data **md) {
     int err = 0;
     PCRE2_SIZE erroff = 0;
-    uint32_t opts = PCRE2_UTF | PCRE2_UCP | (literal ? PCRE2_LITERAL : 0);
+    /* PCRE2 refuses UCP together with LITERAL; a literal needs no classes. */
+    uint32_t opts = PCRE2_UTF | (literal ? PCRE2_LITERAL : PCRE2_UCP);
     *re = pcre2_compile((PCRE2_SPTR)pattern, PCRE2_ZERO_TERMINATED, opts, &err, &erroff, NULL);
     if (!*re) {
         PCRE2_UCHAR msg[256];
