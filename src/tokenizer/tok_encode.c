@@ -488,8 +488,9 @@ wna16_status wna16_tokenizer_encode(wna16_ctx *ctx, wna16_tokenizer *tok, const 
     size_t bad = tok_utf8_check((const uint8_t *)text, len);
     if (bad < len)
         return wna16_fail(d, WNA16_ERR_INVALID_UTF8,
-                          "tokenizer_encode: the input is not valid UTF-8: byte 0x%02X at offset "
-                          "%zu does not start a valid sequence; convert the text to UTF-8 first",
+                          "tokenizer_encode: the input is not valid UTF-8: the sequence starting "
+                          "with byte 0x%02X at offset %zu is invalid or truncated; convert the text "
+                          "to UTF-8 first",
                           (uint8_t)text[bad], bad);
     enc e = {.t = tok, .d = d, .parse_special = (flags & WNA16_TOK_PARSE_SPECIAL) != 0};
     wna16_status st = WNA16_OK;
