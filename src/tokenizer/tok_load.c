@@ -559,6 +559,7 @@ static wna16_status load_json(wna16_diag *d, const char *path, json_t **out) {
                           path, err.line, err.column, err.text);
     if (!json_is_object(*out)) {
         json_decref(*out);
+        *out = NULL;
         return wna16_fail(d, WNA16_ERR_TOKENIZER_INVALID,
                           "%s: the top level is not a JSON object; expected a Hugging Face "
                           "tokenizer.json",

@@ -310,6 +310,7 @@ static size_t utf8_maximal_subpart(const uint8_t *s, size_t n, bool *could_compl
 
 size_t tok_utf8_lossy(wna16_buf *b, const uint8_t *s, size_t n, bool hold_tail) {
     size_t i = 0, run = 0; /* run: start of the pending valid run */
+    if (!n) return 0;      /* s may be NULL then */
     while (i < n) {
         size_t l = s[i] < 0x80 ? 1 : tok_utf8_valid_len(s + i, n - i);
         if (l) {
