@@ -23,8 +23,9 @@ static const char *write_tmp(const char *name, const char *text) {
     return path;
 }
 
-#define MODEL_OK "\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0, \"b\": 1, \"ab\": 2}, " \
-                 "\"merges\": [\"a b\"]}"
+#define MODEL_OK                                                                                   \
+    "\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0, \"b\": 1, \"ab\": 2}, "                  \
+    "\"merges\": [\"a b\"]}"
 
 static void expect_load_error(wna16_ctx *ctx, const char *json, wna16_status want,
                               const char *substr) {
@@ -99,16 +100,14 @@ static void test_malformed(void) {
                       WNA16_ERR_TOKENIZER_INVALID, "empty");
     expect_load_error(ctx, "{\"model\": {\"type\": \"BPE\", \"vocab\": [], \"merges\": []}}",
                       WNA16_ERR_TOKENIZER_INVALID, "model.vocab");
-    expect_load_error(ctx,
-                      "{\"added_tokens\": [{\"id\": 16777216, \"content\": \"<x>\"}], " MODEL_OK
-                      "}",
-                      WNA16_ERR_TOKENIZER_INVALID, "added_tokens[0].id");
+    expect_load_error(
+        ctx, "{\"added_tokens\": [{\"id\": 16777216, \"content\": \"<x>\"}], " MODEL_OK "}",
+        WNA16_ERR_TOKENIZER_INVALID, "added_tokens[0].id");
     expect_load_error(ctx, "{\"added_tokens\": [{\"id\": 5}], " MODEL_OK "}",
                       WNA16_ERR_TOKENIZER_INVALID, "added_tokens[0]");
-    expect_load_error(ctx,
-                      "{\"added_tokens\": [{\"id\": 5, \"content\": \"x\", \"special\": 1}], "
-                      MODEL_OK "}",
-                      WNA16_ERR_TOKENIZER_INVALID, "special");
+    expect_load_error(
+        ctx, "{\"added_tokens\": [{\"id\": 5, \"content\": \"x\", \"special\": 1}], " MODEL_OK "}",
+        WNA16_ERR_TOKENIZER_INVALID, "special");
     expect_load_error(ctx, "{\"normalizer\": {\"type\": \"Lowercase\"}, " MODEL_OK "}",
                       WNA16_ERR_UNSUPPORTED, "Lowercase");
     expect_load_error(ctx, "{\"pre_tokenizer\": {\"type\": \"Whitespace\"}, " MODEL_OK "}",
@@ -233,8 +232,8 @@ static void test_queries_and_decode(void) {
     CHECK(wna16_detok_stream_push(ctx, st, lead, &piece, &plen) == WNA16_OK && plen == 0);
     CHECK(wna16_detok_stream_push(ctx, st, 9707, &piece, &plen) == WNA16_OK);
     CHECK(!strcmp(piece, "\xEF\xBF\xBDHello"));
-    CHECK_STATUS(ctx, wna16_detok_stream_push(ctx, st, 999999, &piece, &plen),
-                 WNA16_ERR_TOKEN_ID, "999999");
+    CHECK_STATUS(ctx, wna16_detok_stream_push(ctx, st, 999999, &piece, &plen), WNA16_ERR_TOKEN_ID,
+                 "999999");
     wna16_detok_stream_free(st);
     wna16_detok_stream_free(NULL);
     wna16_tokenizer_free(NULL);
@@ -312,8 +311,8 @@ static void test_cli(void) {
     CHECK(run_cli("tokenize --tokenizer " QWEN " --text '<|im_end|>' --no-special", out,
                   sizeof out) == 0);
     CHECK(strcmp(out, "151645\n") && strlen(out) > 8);
-    CHECK(run_cli("tokenize --tokenizer " QWEN " --file tests/data/tokenizer/qwen3/README.md",
-                  out, sizeof out) == 0);
+    CHECK(run_cli("tokenize --tokenizer " QWEN " --file tests/data/tokenizer/qwen3/README.md", out,
+                  sizeof out) == 0);
     CHECK(run_cli("detokenize --tokenizer " QWEN " 9707 1879", out, sizeof out) == 0);
     CHECK(!strcmp(out, "Hello world\n"));
     CHECK(run_cli("detokenize --tokenizer " QWEN " '9707,1879 151645' --skip-special", out,
@@ -325,7 +324,8 @@ static void test_cli(void) {
     CHECK(run_cli("detokenize --help", out, sizeof out) == 0 && strstr(out, "IDS"));
     CHECK(run_cli("tokenize --tokenizer " QWEN, out, sizeof out) == 2);
     CHECK(run_cli("tokenize --tokenizer /nonexistent --text x", out, sizeof out) == 1);
-    CHECK(run_cli("tokenize --tokenizer " QWEN " --text \"$(printf '\\377')\"", out, sizeof out) == 1);
+    CHECK(run_cli("tokenize --tokenizer " QWEN " --text \"$(printf '\\377')\"", out, sizeof out) ==
+          1);
     CHECK(run_cli("--help", out, sizeof out) == 0 && strstr(out, "detokenize"));
 }
 

@@ -199,9 +199,10 @@ static void run_chat(void) {
                   want);
         int32_t *ids = NULL;
         size_t nids = 0;
-        if (eq && wna16_tokenizer_encode(ctx, tok, text, strlen(text),
-                                         WNA16_TOK_ADD_SPECIAL | WNA16_TOK_PARSE_SPECIAL, &ids,
-                                         &nids) == WNA16_OK &&
+        if (eq &&
+            wna16_tokenizer_encode(ctx, tok, text, strlen(text),
+                                   WNA16_TOK_ADD_SPECIAL | WNA16_TOK_PARSE_SPECIAL, &ids,
+                                   &nids) == WNA16_OK &&
             ids_equal(ids, nids, json_object_get(c, "ids")))
             ok++;
         free(ids);
@@ -272,7 +273,8 @@ int main(void) {
         char exp[256];
         if (shared) snprintf(path, sizeof path, "%s/assets/%s-tokenizer", shared, others[i]);
         snprintf(exp, sizeof exp, DATA "expected_%s.json", others[i]);
-        if (shared && stat(path, &st) == 0) run_corpus(others[i], path, exp, false);
+        if (shared && stat(path, &st) == 0)
+            run_corpus(others[i], path, exp, false);
         else
             printf("NOTICE: %s part skipped: set WNA16_SHARED_DIR or put shared/ beside the "
                    "repo\n",

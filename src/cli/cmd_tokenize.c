@@ -63,11 +63,16 @@ int wna16_cmd_tokenize(int argc, char **argv) {
         if (cli_is_help(argv[i])) {
             tokenize_help(stdout);
             return 0;
-        } else if (!strcmp(argv[i], "--json")) json = true;
-        else if (!strcmp(argv[i], "--no-special")) special = false;
-        else if (next && !strcmp(argv[i], "--tokenizer")) path = argv[++i];
-        else if (next && !strcmp(argv[i], "--text")) text = argv[++i];
-        else if (next && !strcmp(argv[i], "--file")) file = argv[++i];
+        } else if (!strcmp(argv[i], "--json"))
+            json = true;
+        else if (!strcmp(argv[i], "--no-special"))
+            special = false;
+        else if (next && !strcmp(argv[i], "--tokenizer"))
+            path = argv[++i];
+        else if (next && !strcmp(argv[i], "--text"))
+            text = argv[++i];
+        else if (next && !strcmp(argv[i], "--file"))
+            file = argv[++i];
         else {
             fprintf(stderr, "wna16 tokenize: unexpected argument '%s'\n", argv[i]);
             tokenize_help(stderr);
@@ -89,7 +94,8 @@ int wna16_cmd_tokenize(int argc, char **argv) {
     size_t n = 0;
     unsigned flags = WNA16_TOK_ADD_SPECIAL | (special ? WNA16_TOK_PARSE_SPECIAL : 0);
     wna16_status s = wna16_tokenizer_load(ctx, path, &tok);
-    if (s == WNA16_OK) s = wna16_tokenizer_encode(ctx, tok, file ? owned : text, len, flags, &ids, &n);
+    if (s == WNA16_OK)
+        s = wna16_tokenizer_encode(ctx, tok, file ? owned : text, len, flags, &ids, &n);
     int rc = s == WNA16_OK ? 0 : cli_fail("tokenize", ctx, s);
     if (s == WNA16_OK) print_ids(ids, n, json);
     free(ids);
@@ -135,8 +141,10 @@ int wna16_cmd_detokenize(int argc, char **argv) {
             detokenize_help(stdout);
             free(ids);
             return 0;
-        } else if (!strcmp(argv[i], "--skip-special")) skip = true;
-        else if (i + 1 < argc && !strcmp(argv[i], "--tokenizer")) path = argv[++i];
+        } else if (!strcmp(argv[i], "--skip-special"))
+            skip = true;
+        else if (i + 1 < argc && !strcmp(argv[i], "--tokenizer"))
+            path = argv[++i];
         else if (!parse_ids(argv[i], &ids, &n, &cap)) {
             free(ids);
             detokenize_help(stderr);

@@ -15,8 +15,8 @@ static wna16_status role_token(wna16_diag *d, wna16_tokenizer *t, const char *pa
     const json_t *v = json_object_get(root, key);
     *out = -1;
     if (!v || json_is_null(v)) return WNA16_OK;
-    const char *s = json_is_object(v) ? json_string_value(json_object_get(v, "content"))
-                                      : json_string_value(v);
+    const char *s =
+        json_is_object(v) ? json_string_value(json_object_get(v, "content")) : json_string_value(v);
     if (!s)
         return wna16_fail(d, WNA16_ERR_TOKENIZER_INVALID,
                           "%s: field %s: expected a token string or {\"content\": ...}; fix "
@@ -73,8 +73,7 @@ wna16_status tok_load_config(wna16_diag *d, wna16_tokenizer *t, const char *path
 
 static wna16_chat_format detect_format(const wna16_tokenizer *t) {
     const char *tpl = t->chat_template;
-    if (!tpl || !strstr(tpl, "<|im_start|>") || !strstr(tpl, "<|im_end|>"))
-        return WNA16_CHAT_NONE;
+    if (!tpl || !strstr(tpl, "<|im_start|>") || !strstr(tpl, "<|im_end|>")) return WNA16_CHAT_NONE;
     return strstr(tpl, "enable_thinking") ? WNA16_CHAT_QWEN3 : WNA16_CHAT_CHATML;
 }
 
@@ -148,8 +147,7 @@ static wna16_status check_messages(wna16_diag *d, const wna16_chat_message *m, s
         if (!r || !m[i].content)
             return wna16_fail(d, WNA16_ERR_INVALID_ARGUMENT,
                               "apply_chat: messages[%zu] has a NULL role or content", i);
-        if (strcmp(r, "system") && strcmp(r, "user") && strcmp(r, "assistant") &&
-            strcmp(r, "tool"))
+        if (strcmp(r, "system") && strcmp(r, "user") && strcmp(r, "assistant") && strcmp(r, "tool"))
             return wna16_fail(d, WNA16_ERR_INVALID_ARGUMENT,
                               "apply_chat: messages[%zu].role is \"%.40s\"; expected system, "
                               "user, assistant or tool",
@@ -208,8 +206,8 @@ wna16_status wna16_tokenizer_apply_chat(wna16_ctx *ctx, const wna16_tokenizer *t
                                              : "no chat_template in tokenizer_config.json");
     WNA16_TRY(check_messages(d, messages, n_messages));
     wna16_buf b = {0};
-    bool default_system = f == WNA16_CHAT_CHATML && strstr(tok->chat_template,
-                                                           QWEN25_DEFAULT_SYSTEM);
+    bool default_system =
+        f == WNA16_CHAT_CHATML && strstr(tok->chat_template, QWEN25_DEFAULT_SYSTEM);
     render(&b, f, default_system, messages, n_messages);
     if (add_generation_prompt) {
         put(&b, "<|im_start|>assistant\n");

@@ -18,9 +18,8 @@ static bool skipped(const wna16_tokenizer *t, int32_t id, bool skip_special) {
     return skip_special && (t->id_flags[id] & TOK_ID_SPECIAL);
 }
 
-wna16_status wna16_tokenizer_decode(wna16_ctx *ctx, const wna16_tokenizer *tok,
-                                    const int32_t *ids, size_t n_ids, bool skip_special,
-                                    char **text, size_t *len) {
+wna16_status wna16_tokenizer_decode(wna16_ctx *ctx, const wna16_tokenizer *tok, const int32_t *ids,
+                                    size_t n_ids, bool skip_special, char **text, size_t *len) {
     wna16_diag *d = wna16_ctx_diag(ctx);
     wna16_diag_clear(d);
     if (!tok || (!ids && n_ids) || !text)
@@ -63,8 +62,9 @@ wna16_status wna16_detok_stream_create(wna16_ctx *ctx, const wna16_tokenizer *to
     wna16_diag *d = wna16_ctx_diag(ctx);
     wna16_diag_clear(d);
     if (!tok || !out)
-        return wna16_fail(d, WNA16_ERR_INVALID_ARGUMENT, "detok_stream_create: tok and out "
-                                                         "are required");
+        return wna16_fail(d, WNA16_ERR_INVALID_ARGUMENT,
+                          "detok_stream_create: tok and out "
+                          "are required");
     *out = wna16_calloc(1, sizeof **out);
     if (!*out) return wna16_fail(d, WNA16_ERR_OUT_OF_MEMORY, "out of memory");
     (*out)->tok = tok;
@@ -77,8 +77,7 @@ static wna16_status stream_drain(wna16_diag *d, wna16_detok_stream *s, bool fina
                                  const char **text, size_t *len) {
     s->out.len = 0;
     wna16_buf_put(&s->out, "", 0);
-    size_t used = tok_utf8_lossy(&s->out, (const uint8_t *)s->pending.data, s->pending.len,
-                                 !final);
+    size_t used = tok_utf8_lossy(&s->out, (const uint8_t *)s->pending.data, s->pending.len, !final);
     if (s->pending.len) memmove(s->pending.data, s->pending.data + used, s->pending.len - used);
     s->pending.len -= used;
     if (s->out.failed || s->pending.failed)
@@ -93,8 +92,9 @@ wna16_status wna16_detok_stream_push(wna16_ctx *ctx, wna16_detok_stream *s, int3
     wna16_diag *d = wna16_ctx_diag(ctx);
     wna16_diag_clear(d);
     if (!s || !text)
-        return wna16_fail(d, WNA16_ERR_INVALID_ARGUMENT, "detok_stream_push: s and text are "
-                                                         "required");
+        return wna16_fail(d, WNA16_ERR_INVALID_ARGUMENT,
+                          "detok_stream_push: s and text are "
+                          "required");
     const wna16_tokenizer *t = s->tok;
     if (!valid_id(t, id)) return bad_id(d, t, id, 0);
     if (!skipped(t, id, s->skip_special))
@@ -107,8 +107,9 @@ wna16_status wna16_detok_stream_flush(wna16_ctx *ctx, wna16_detok_stream *s, con
     wna16_diag *d = wna16_ctx_diag(ctx);
     wna16_diag_clear(d);
     if (!s || !text)
-        return wna16_fail(d, WNA16_ERR_INVALID_ARGUMENT, "detok_stream_flush: s and text are "
-                                                         "required");
+        return wna16_fail(d, WNA16_ERR_INVALID_ARGUMENT,
+                          "detok_stream_flush: s and text are "
+                          "required");
     return stream_drain(d, s, true, text, len);
 }
 

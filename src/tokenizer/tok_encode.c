@@ -26,8 +26,8 @@ typedef struct enc {
     wna16_diag *d;
     int32_t *ids;
     size_t n, cap;
-    wna16_buf work;       /* text of the gap being pre-tokenized */
-    tok_pieces pa, pb;    /* piece lists, swapped between pre-tokenizer steps */
+    wna16_buf work;    /* text of the gap being pre-tokenized */
+    tok_pieces pa, pb; /* piece lists, swapped between pre-tokenizer steps */
     bpe_sym *syms;
     size_t syms_cap;
     bpe_merge *heap;
@@ -193,7 +193,8 @@ void tok_cache_free(tok_cache *c) {
 static bool byte_map(enc *e, const char *w, size_t len, size_t *out_len) {
     if (!grow((void **)&e->mapped, &e->mapped_cap, 2 * len + 1, 1)) return false;
     size_t n = 0;
-    for (size_t i = 0; i < len; i++) n += tok_utf8_encode(tok_byte_to_cp[(uint8_t)w[i]], e->mapped + n);
+    for (size_t i = 0; i < len; i++)
+        n += tok_utf8_encode(tok_byte_to_cp[(uint8_t)w[i]], e->mapped + n);
     *out_len = n;
     return true;
 }
@@ -262,11 +263,14 @@ static wna16_status split_piece(enc *e, const tok_pre *p, tok_piece in, tok_piec
             if (me >= n) break;
             size_t cl = tok_utf8_valid_len((const uint8_t *)s + me, n - me);
             pos = me + (cl ? cl : 1);
-        } else pos = me;
+        } else
+            pos = me;
     }
     if (st == WNA16_OK && prev != n) {
-        if (!grow((void **)&spans, &spans_cap, nspans + 1, sizeof *spans)) st = oom(e);
-        else spans[nspans++] = (span){prev, n, false};
+        if (!grow((void **)&spans, &spans_cap, nspans + 1, sizeof *spans))
+            st = oom(e);
+        else
+            spans[nspans++] = (span){prev, n, false};
     }
     size_t pending = SIZE_MAX; /* MergedWithNext: start of a match waiting for its piece */
     for (size_t i = 0; st == WNA16_OK && i < nspans; i++) {
@@ -275,12 +279,17 @@ static wna16_status split_piece(enc *e, const tok_pre *p, tok_piece in, tok_piec
         bool have = out->n > first_out, extend = false;
         size_t a = in.off + spans[i].start, b = in.off + spans[i].end;
         switch (p->behavior) {
-        case SPLIT_ISOLATED: break;
+        case SPLIT_ISOLATED:
+            break;
         case SPLIT_REMOVED:
             if (m) continue;
             break;
-        case SPLIT_MERGED_PREV: extend = m && !prev_m && have; break;
-        case SPLIT_CONTIGUOUS: extend = m == prev_m && have; break;
+        case SPLIT_MERGED_PREV:
+            extend = m && !prev_m && have;
+            break;
+        case SPLIT_CONTIGUOUS:
+            extend = m == prev_m && have;
+            break;
         case SPLIT_MERGED_NEXT:
             if (m && i + 1 < nspans && !next_m) {
                 pending = a;
@@ -290,8 +299,10 @@ static wna16_status split_piece(enc *e, const tok_pre *p, tok_piece in, tok_piec
             pending = SIZE_MAX;
             break;
         }
-        if (extend) out->v[out->n - 1].len = b - out->v[out->n - 1].off;
-        else if (!tok_pieces_push(out, a, b - a)) st = oom(e);
+        if (extend)
+            out->v[out->n - 1].len = b - out->v[out->n - 1].off;
+        else if (!tok_pieces_push(out, a, b - a))
+            st = oom(e);
     }
     wna16_free(spans);
     return st;
@@ -376,8 +387,7 @@ typedef wna16_status (*gap_fn)(enc *e, const char *s, size_t n);
 
 /* Cuts s around the added tokens of trie (leftmost-longest, like HF's
  * aho-corasick matcher), emitting their ids and passing the gaps on. */
-static wna16_status split_added(enc *e, const tok_trie *trie, const char *s, size_t n,
-                                gap_fn gap) {
+static wna16_status split_added(enc *e, const tok_trie *trie, const char *s, size_t n, gap_fn gap) {
     size_t start_offset = 0, i = 0;
     while (trie->n && i < n) {
         size_t mlen = 0;
@@ -435,8 +445,8 @@ wna16_status tok_normalize(wna16_diag *d, const wna16_tokenizer *t, const char *
         };
         utf8proc_uint8_t *out = NULL;
         utf8proc_ssize_t r =
-            utf8proc_map((const utf8proc_uint8_t *)(*norm ? *norm : s),
-                         (utf8proc_ssize_t)*norm_len, &out, (utf8proc_option_t)flags[t->norms[k]]);
+            utf8proc_map((const utf8proc_uint8_t *)(*norm ? *norm : s), (utf8proc_ssize_t)*norm_len,
+                         &out, (utf8proc_option_t)flags[t->norms[k]]);
         free(*norm);
         *norm = NULL;
         if (r < 0) {
@@ -487,11 +497,12 @@ wna16_status wna16_tokenizer_encode(wna16_ctx *ctx, wna16_tokenizer *tok, const 
     *n_ids = 0;
     size_t bad = tok_utf8_check((const uint8_t *)text, len);
     if (bad < len)
-        return wna16_fail(d, WNA16_ERR_INVALID_UTF8,
-                          "tokenizer_encode: the input is not valid UTF-8: the sequence starting "
-                          "with byte 0x%02X at offset %zu is invalid or truncated; convert the text "
-                          "to UTF-8 first",
-                          (uint8_t)text[bad], bad);
+        return wna16_fail(
+            d, WNA16_ERR_INVALID_UTF8,
+            "tokenizer_encode: the input is not valid UTF-8: the sequence starting "
+            "with byte 0x%02X at offset %zu is invalid or truncated; convert the text "
+            "to UTF-8 first",
+            (uint8_t)text[bad], bad);
     enc e = {.t = tok, .d = d, .parse_special = (flags & WNA16_TOK_PARSE_SPECIAL) != 0};
     wna16_status st = WNA16_OK;
     bool add = (flags & WNA16_TOK_ADD_SPECIAL) != 0;

@@ -26,7 +26,7 @@ typedef struct tok_strmap {
     struct tok_strent {
         uint32_t off, len, hash;
         int32_t val;
-    } *ents;
+    } * ents;
     size_t n, ents_cap;
     char *arena;
     size_t arena_len, arena_cap;
@@ -50,7 +50,7 @@ typedef struct tok_pairmap {
     struct tok_pairent {
         uint64_t key; /* (a << 32 | b) + 1; 0 = empty */
         int32_t rank, id;
-    } *slots;
+    } * slots;
     size_t nslots, n;
 } tok_pairmap;
 bool tok_pairmap_put(tok_pairmap *m, int32_t a, int32_t b, int32_t rank, int32_t id);
@@ -121,7 +121,7 @@ typedef struct tok_cache {
     tok_strmap map; /* word -> entry index */
     struct tok_cache_ent {
         uint32_t off, n;
-    } *ents;
+    } * ents;
     size_t nents, ents_cap;
     int32_t *pool;
     size_t pool_len, pool_cap;
@@ -133,15 +133,15 @@ struct wna16_tokenizer {
     /* model */
     tok_strmap vocab; /* token string -> id */
     tok_pairmap merges;
-    char **id_str;         /* id -> token string (model vocab or added content) */
-    uint32_t *id_len;      /* byte length of id_str[i] */
-    uint8_t *dec_arena;    /* decoded bytes of every id (after the decoder's byte map) */
+    char **id_str;      /* id -> token string (model vocab or added content) */
+    uint32_t *id_len;   /* byte length of id_str[i] */
+    uint8_t *dec_arena; /* decoded bytes of every id (after the decoder's byte map) */
     uint32_t *dec_off, *dec_len;
-    uint8_t *id_flags;     /* TOK_ID_* */
-    size_t n_ids;          /* table size: max id + 1 */
-    size_t vocab_size;     /* distinct ids, model + added */
-    int32_t char_id[512];  /* id of the one-char token for code points < 512, or -1 */
-    int32_t unk_id;        /* -1 when none */
+    uint8_t *id_flags;    /* TOK_ID_* */
+    size_t n_ids;         /* table size: max id + 1 */
+    size_t vocab_size;    /* distinct ids, model + added */
+    int32_t char_id[512]; /* id of the one-char token for code points < 512, or -1 */
+    int32_t unk_id;       /* -1 when none */
     bool fuse_unk, byte_fallback, ignore_merges;
     int32_t byte_fallback_id[256];
 
@@ -176,7 +176,7 @@ struct wna16_tokenizer {
 };
 
 #define TOK_ID_PRESENT 1u
-#define TOK_ID_ADDED 2u
+#define TOK_ID_ADDED   2u
 #define TOK_ID_SPECIAL 4u
 
 /* ByteLevel alphabet (GPT-2 bytes_to_unicode). */

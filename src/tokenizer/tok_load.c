@@ -13,22 +13,28 @@
 
 static const char *json_kind(const json_t *v) {
     switch (json_typeof(v)) {
-    case JSON_OBJECT: return "an object";
-    case JSON_ARRAY: return "an array";
-    case JSON_STRING: return "a string";
-    case JSON_INTEGER: return "an integer";
-    case JSON_REAL: return "a number";
+    case JSON_OBJECT:
+        return "an object";
+    case JSON_ARRAY:
+        return "an array";
+    case JSON_STRING:
+        return "a string";
+    case JSON_INTEGER:
+        return "an integer";
+    case JSON_REAL:
+        return "a number";
     case JSON_TRUE:
-    case JSON_FALSE: return "a boolean";
-    default: return "null";
+    case JSON_FALSE:
+        return "a boolean";
+    default:
+        return "null";
     }
 }
 
 static wna16_status bad_field(wna16_diag *d, const wna16_tokenizer *t, const char *field,
                               const char *expected, const json_t *found) {
     return wna16_fail(d, WNA16_ERR_TOKENIZER_INVALID, "%s: field %s: expected %s, found %s; %s",
-                      t->path, field, expected, found ? json_kind(found) : "nothing",
-                      FIX_HINT);
+                      t->path, field, expected, found ? json_kind(found) : "nothing", FIX_HINT);
 }
 
 /* Optional boolean: absent or null gives def. */
@@ -110,8 +116,7 @@ static wna16_status parse_behavior(wna16_diag *d, wna16_tokenizer *t, const json
             return WNA16_OK;
         }
     return bad_field(d, t, "pre_tokenizer Split.behavior",
-                     "one of Removed, Isolated, MergedWithPrevious, MergedWithNext, Contiguous",
-                     v);
+                     "one of Removed, Isolated, MergedWithPrevious, MergedWithNext, Contiguous", v);
 }
 
 static wna16_status add_pre(wna16_diag *d, wna16_tokenizer *t, tok_pre **out) {
@@ -208,10 +213,9 @@ static wna16_status push_id(wna16_diag *d, int32_t **v, size_t *n, int32_t id) {
 
 /* TemplateProcessing "single": special tokens before and after $A. */
 static wna16_status parse_template(wna16_diag *d, wna16_tokenizer *t, const json_t *p) {
-    const json_t *single = json_object_get(p, "single"), *specials =
-                                                             json_object_get(p, "special_tokens");
-    if (!json_is_array(single))
-        return bad_field(d, t, "post_processor.single", "an array", single);
+    const json_t *single = json_object_get(p, "single"),
+                 *specials = json_object_get(p, "special_tokens");
+    if (!json_is_array(single)) return bad_field(d, t, "post_processor.single", "an array", single);
     bool seen_seq = false;
     for (size_t i = 0; i < json_array_size(single); i++) {
         const json_t *item = json_array_get(single, i);
@@ -219,8 +223,8 @@ static wna16_status parse_template(wna16_diag *d, wna16_tokenizer *t, const json
             seen_seq = true;
             continue;
         }
-        const char *name = json_string_value(
-            json_object_get(json_object_get(item, "SpecialToken"), "id"));
+        const char *name =
+            json_string_value(json_object_get(json_object_get(item, "SpecialToken"), "id"));
         const json_t *ids = json_object_get(json_object_get(specials, name ? name : ""), "ids");
         if (!name || !json_is_array(ids))
             return bad_field(d, t, "post_processor.single[]",
@@ -229,8 +233,10 @@ static wna16_status parse_template(wna16_diag *d, wna16_tokenizer *t, const json
         for (size_t k = 0; k < json_array_size(ids); k++) {
             int32_t id = -1;
             WNA16_TRY(get_id(d, t, json_array_get(ids, k), "post_processor.special_tokens", &id));
-            if (seen_seq) WNA16_TRY(push_id(d, &t->post_suffix, &t->n_post_suffix, id));
-            else WNA16_TRY(push_id(d, &t->post_prefix, &t->n_post_prefix, id));
+            if (seen_seq)
+                WNA16_TRY(push_id(d, &t->post_suffix, &t->n_post_suffix, id));
+            else
+                WNA16_TRY(push_id(d, &t->post_prefix, &t->n_post_prefix, id));
         }
     }
     return WNA16_OK;
@@ -271,8 +277,8 @@ static wna16_status parse_vocab(wna16_diag *d, wna16_tokenizer *t, const json_t 
         WNA16_TRY(get_id(d, t, v, field, &id));
         if (!len || len > TOK_MAX_TOKEN_LEN)
             return wna16_fail(d, WNA16_ERR_TOKENIZER_INVALID,
-                              "%s: %s: token length %zu; expected 1..%d bytes; %s", t->path,
-                              field, len, TOK_MAX_TOKEN_LEN, FIX_HINT);
+                              "%s: %s: token length %zu; expected 1..%d bytes; %s", t->path, field,
+                              len, TOK_MAX_TOKEN_LEN, FIX_HINT);
         if (!tok_strmap_put(&t->vocab, key, len, id, NULL))
             return wna16_fail(d, WNA16_ERR_OUT_OF_MEMORY, "%s: out of memory for the vocab",
                               t->path);
@@ -337,7 +343,8 @@ static wna16_status parse_merges(wna16_diag *d, wna16_tokenizer *t, const json_t
         memcpy(cat, a, alen);
         memcpy(cat + alen, b, blen);
         int32_t merged = tok_strmap_get(&t->vocab, cat, alen + blen);
-        if (merged < 0) s = unknown_merge_token(d, t, i, cat, alen + blen);
+        if (merged < 0)
+            s = unknown_merge_token(d, t, i, cat, alen + blen);
         else if (!tok_pairmap_put(&t->merges, ia, ib, (int32_t)i, merged))
             s = wna16_fail(d, WNA16_ERR_OUT_OF_MEMORY, "%s: out of memory for merges", t->path);
     }
@@ -375,8 +382,8 @@ static wna16_status parse_model(wna16_diag *d, wna16_tokenizer *t, const json_t 
                           t->path, m ? json_kind(m) : "nothing");
     const char *type = json_string_value(json_object_get(m, "type"));
     if (type && strcmp(type, "BPE")) {
-        bool known = !strcmp(type, "WordPiece") || !strcmp(type, "WordLevel") ||
-                     !strcmp(type, "Unigram");
+        bool known =
+            !strcmp(type, "WordPiece") || !strcmp(type, "WordLevel") || !strcmp(type, "Unigram");
         return wna16_fail(d, known ? WNA16_ERR_UNSUPPORTED : WNA16_ERR_TOKENIZER_INVALID,
                           "%s: model.type is \"%s\"; %s; only \"BPE\" (byte-level BPE as used by "
                           "Qwen, Llama-3, GPT-2) is supported",
@@ -497,8 +504,7 @@ static wna16_status build_id_tables(wna16_diag *d, wna16_tokenizer *t, int32_t m
     t->id_len = wna16_calloc(t->n_ids, sizeof *t->id_len);
     t->id_flags = wna16_calloc(t->n_ids, 1);
     if (!t->id_str || !t->id_len || !t->id_flags)
-        return wna16_fail(d, WNA16_ERR_OUT_OF_MEMORY, "out of memory for %zu token ids",
-                          t->n_ids);
+        return wna16_fail(d, WNA16_ERR_OUT_OF_MEMORY, "out of memory for %zu token ids", t->n_ids);
     for (size_t i = 0; i < t->vocab.n; i++) {
         size_t len;
         const char *s = tok_strmap_key(&t->vocab, i, &len);
@@ -582,8 +588,8 @@ static wna16_status parse_all(wna16_diag *d, wna16_tokenizer *t, const json_t *r
                           FIX_HINT);
     WNA16_TRY(build_id_tables(d, t, max_id));
     for (size_t i = 0; i < t->n_post_prefix + t->n_post_suffix; i++) {
-        int32_t id = i < t->n_post_prefix ? t->post_prefix[i]
-                                          : t->post_suffix[i - t->n_post_prefix];
+        int32_t id =
+            i < t->n_post_prefix ? t->post_prefix[i] : t->post_suffix[i - t->n_post_prefix];
         if ((size_t)id >= t->n_ids || !t->id_flags[id])
             return wna16_fail(d, WNA16_ERR_TOKENIZER_INVALID,
                               "%s: post_processor names token id %d which is not in the "
@@ -597,13 +603,14 @@ static wna16_status parse_all(wna16_diag *d, wna16_tokenizer *t, const json_t *r
  * tokenizer_config.json beside it. */
 static wna16_status resolve_paths(wna16_diag *d, const char *path, char **json_path,
                                   char **config_path) {
-    if (is_dir(path)) *json_path = wna16_asprintf("%s/tokenizer.json", path);
-    else *json_path = wna16_strdup(path);
+    if (is_dir(path))
+        *json_path = wna16_asprintf("%s/tokenizer.json", path);
+    else
+        *json_path = wna16_strdup(path);
     if (!*json_path) return wna16_fail(d, WNA16_ERR_OUT_OF_MEMORY, "out of memory");
     const char *slash = strrchr(*json_path, '/');
     int dirlen = slash ? (int)(slash - *json_path) : 1;
-    *config_path =
-        wna16_asprintf("%.*s/tokenizer_config.json", dirlen, slash ? *json_path : ".");
+    *config_path = wna16_asprintf("%.*s/tokenizer_config.json", dirlen, slash ? *json_path : ".");
     if (!*config_path) return wna16_fail(d, WNA16_ERR_OUT_OF_MEMORY, "out of memory");
     return WNA16_OK;
 }
@@ -612,8 +619,9 @@ wna16_status wna16_tokenizer_load(wna16_ctx *ctx, const char *path, wna16_tokeni
     wna16_diag *d = wna16_ctx_diag(ctx);
     wna16_diag_clear(d);
     if (!path || !out)
-        return wna16_fail(d, WNA16_ERR_INVALID_ARGUMENT, "tokenizer_load: path and out are "
-                                                         "required");
+        return wna16_fail(d, WNA16_ERR_INVALID_ARGUMENT,
+                          "tokenizer_load: path and out are "
+                          "required");
     *out = NULL;
     wna16_tokenizer *t = wna16_calloc(1, sizeof *t);
     if (!t) return wna16_fail(d, WNA16_ERR_OUT_OF_MEMORY, "out of memory");

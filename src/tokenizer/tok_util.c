@@ -210,7 +210,8 @@ size_t tok_utf8_valid_len(const uint8_t *s, size_t n) {
     if (c < 0x80) return 1;
     size_t len;
     uint8_t lo = 0x80, hi = 0xBF; /* allowed range of the second byte */
-    if (c >= 0xC2 && c <= 0xDF) len = 2;
+    if (c >= 0xC2 && c <= 0xDF)
+        len = 2;
     else if (c >= 0xE0 && c <= 0xEF) {
         len = 3;
         if (c == 0xE0) lo = 0xA0;
@@ -219,7 +220,8 @@ size_t tok_utf8_valid_len(const uint8_t *s, size_t n) {
         len = 4;
         if (c == 0xF0) lo = 0x90;
         if (c == 0xF4) hi = 0x8F;
-    } else return 0;
+    } else
+        return 0;
     if (n < len || s[1] < lo || s[1] > hi) return 0;
     for (size_t i = 2; i < len; i++)
         if ((s[i] & 0xC0) != 0x80) return 0;
@@ -288,7 +290,8 @@ static size_t utf8_maximal_subpart(const uint8_t *s, size_t n, bool *could_compl
     size_t need;
     uint8_t lo = 0x80, hi = 0xBF;
     *could_complete = false;
-    if (c >= 0xC2 && c <= 0xDF) need = 2;
+    if (c >= 0xC2 && c <= 0xDF)
+        need = 2;
     else if (c >= 0xE0 && c <= 0xEF) {
         need = 3;
         if (c == 0xE0) lo = 0xA0;
@@ -297,7 +300,8 @@ static size_t utf8_maximal_subpart(const uint8_t *s, size_t n, bool *could_compl
         need = 4;
         if (c == 0xF0) lo = 0x90;
         if (c == 0xF4) hi = 0x8F;
-    } else return 1;
+    } else
+        return 1;
     size_t i = 1;
     if (i < n) {
         if (s[1] < lo || s[1] > hi) return 1;
@@ -331,6 +335,7 @@ size_t tok_utf8_lossy(wna16_buf *b, const uint8_t *s, size_t n, bool hold_tail) 
 
 /* ------------------------------------------------------------- ByteLevel */
 
+/* clang-format off */
 const uint16_t tok_byte_to_cp[256] = {
     /* 0x00-0x20 -> U+0100..U+0120 */
     0x100, 0x101, 0x102, 0x103, 0x104, 0x105, 0x106, 0x107, 0x108, 0x109, 0x10A, 0x10B, 0x10C,
@@ -360,6 +365,7 @@ const uint16_t tok_byte_to_cp[256] = {
     0xEA, 0xEB, 0xEC, 0xED, 0xEE, 0xEF, 0xF0, 0xF1, 0xF2, 0xF3, 0xF4, 0xF5, 0xF6, 0xF7, 0xF8,
     0xF9, 0xFA, 0xFB, 0xFC, 0xFD, 0xFE, 0xFF,
 };
+/* clang-format on */
 
 int tok_cp_to_byte(uint32_t cp) {
     /* The inverse is small and fixed; a linear scan is avoided by the
