@@ -348,7 +348,7 @@ def synthetic_fixture():
 
 
 def dump(path, obj):
-    with open(path, "w", encoding="utf-8") as f:
+    with open(path, "w", encoding="utf-8", newline="") as f:
         json.dump(obj, f, ensure_ascii=False, separators=(",", ":"))
         f.write("\n")
 
@@ -366,7 +366,7 @@ def main():
     llama = Tokenizer.from_file(os.path.join(ldir, "tokenizer.json"))
     if args.bench:
         text = bench_text()
-        with open(args.bench, "w", encoding="utf-8") as f:
+        with open(args.bench, "w", encoding="utf-8", newline="") as f:
             f.write(text)
         for name, tok in (("qwen3", qwen), ("llama3", llama)):
             tok.encode(text[:1000])
