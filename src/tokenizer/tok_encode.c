@@ -199,8 +199,16 @@ static bool byte_map(enc *e, const char *w, size_t len, size_t *out_len) {
     return true;
 }
 
+/* Symbol positions are int32: bounds one pre-token (bytes). */
+#define MAX_WORD_BYTES ((size_t)1 << 29)
+
 static wna16_status bpe_word(enc *e, const char *w, size_t len) {
     wna16_tokenizer *t = e->t;
+    if (len > MAX_WORD_BYTES)
+        return wna16_fail(e->d, WNA16_ERR_LIMIT,
+                          "tokenizer_encode: one pre-token is %zu bytes; at most %zu are "
+                          "supported; split the input into smaller pieces",
+                          len, MAX_WORD_BYTES);
     if (t->byte_level) {
         if (!byte_map(e, w, len, &len)) return oom(e);
         w = e->mapped;
@@ -242,6 +250,11 @@ static wna16_status split_piece(enc *e, const tok_pre *p, tok_piece in, tok_piec
     wna16_status st = WNA16_OK;
     while (pos <= n) {
         int rc = pcre2_match(p->re, (PCRE2_SPTR)s, n, pos, PCRE2_NO_UTF_CHECK, p->md, NULL);
+        /* The JIT's small default stack can run out on huge pieces; the
+         * interpreter keeps its backtracking state on the heap. */
+        if (rc == PCRE2_ERROR_JIT_STACKLIMIT)
+            rc = pcre2_match(p->re, (PCRE2_SPTR)s, n, pos, PCRE2_NO_UTF_CHECK | PCRE2_NO_JIT, p->md,
+                             NULL);
         if (rc == PCRE2_ERROR_NOMATCH) break;
         if (rc < 0) {
             st = wna16_fail(e->d, WNA16_ERR_TOKENIZER_REGEX,
