@@ -130,6 +130,7 @@ static void run_corpus(const char *name, const char *tok_path, const char *expec
         size_t tlen = 0, rlen = 0;
         s = wna16_tokenizer_decode(ctx, tok, ids, nids, false, &text, &tlen);
         const json_t *jd = json_array_get(json_object_get(exp, "decoded"), i);
+        if (json_is_null(jd)) jd = js; /* HF decodes it back to the input */
         CHECK_MSG(s == WNA16_OK && tlen == json_string_length(jd) &&
                       !memcmp(text, json_string_value(jd), tlen),
                   "%s string %zu: decode differs from HF", name, i);

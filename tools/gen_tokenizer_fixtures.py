@@ -10,6 +10,7 @@ root:
 It writes, as compact JSON:
   tests/data/tokenizer/corpus.json           the strings (>= 300) and invalid UTF-8 cases
   tests/data/tokenizer/expected_qwen3.json   ids, ids with special parsing off, decoded text
+                                             (null where it equals the input)
   tests/data/tokenizer/expected_llama3.json  same for Llama-3 (its tokenizer stays in shared/)
   tests/data/tokenizer/expected_gpt2.json, expected_deepseek_v3.json   same, when in shared/
   tests/data/tokenizer/chat_qwen3.json       apply_chat_template(tokenize=False) outputs
@@ -166,7 +167,10 @@ INVALID_UTF8_HEX = [
 def build_corpus(qwen_added, llama_added):
     strings = ENGLISH + CJK + OTHER_SCRIPTS + EMOJI + CODE + WHITESPACE + DIGITS + EDGE
     strings += added_token_strings(qwen_added)
-    strings += added_token_strings(llama_added)
+    strings += added_token_strings(llama_added[:16])
+    # every Llama-3 added token (256, mostly reserved) at the start, middle and end
+    for c in llama_added[16:]:
+        strings += [c + "Start", "mid " + c + " dle", "the end." + c]
     strings += random_strings(80)
     seen, out = set(), []
     for s in strings:
@@ -187,7 +191,8 @@ def expected(tok, strings):
         tok.encode_special_tokens = False
         ids.append(e)
         ids_ns.append(ns)
-        decoded.append(tok.decode(e, skip_special_tokens=False))
+        d = tok.decode(e, skip_special_tokens=False)
+        decoded.append(None if d == s else d)  # null: decodes to the input itself
     return {"tokenizers_version": __version__, "ids": ids, "ids_no_special": ids_ns,
             "decoded": decoded}
 
@@ -377,7 +382,7 @@ def main():
         return
     qwen_added = [t.content for t in sorted(qwen.get_added_tokens_decoder().values(),
                                              key=lambda t: t.content)]
-    llama_added = [t.content for t in llama.get_added_tokens_decoder().values()][:16]
+    llama_added = [t.content for _, t in sorted(llama.get_added_tokens_decoder().items())]
     corpus = build_corpus(sorted(set(qwen_added)), llama_added)
     assert len(corpus) >= 300, len(corpus)
     dump(os.path.join(DATA, "corpus.json"),
