@@ -221,9 +221,9 @@ WNA16_API wna16_status wna16_checkpoint_report(wna16_ctx *ctx, const wna16_check
 
 /* Byte-level BPE tokenizer loaded from a Hugging Face tokenizer.json (Qwen2/3,
  * Llama-3, GPT-2 style), exact to the `tokenizers` library (docs/tokenizer.md).
- * A tokenizer is immutable after loading except for an internal word cache,
- * so use one tokenizer per thread for concurrent encoding. Decoding and the
- * read-only queries may run concurrently. */
+ * A tokenizer is immutable after loading except for its word cache and regex
+ * match buffers, so use one tokenizer per thread for concurrent encoding.
+ * Decoding and the read-only queries may run concurrently. */
 typedef struct wna16_tokenizer wna16_tokenizer;
 
 /* Loads PATH: a directory holding tokenizer.json (and optionally
@@ -248,7 +248,8 @@ WNA16_API void wna16_tokenizer_free(wna16_tokenizer *tok);
  * array of *n_ids ids (NULL when empty); free it with free(). HF's
  * tokenizer.encode(text) corresponds to flags ADD_SPECIAL|PARSE_SPECIAL.
  * Errors: INVALID_UTF8 (names the offset; nothing is replaced),
- * INVALID_ARGUMENT, OUT_OF_MEMORY, TOKENIZER_REGEX (regex engine failure). */
+ * INVALID_ARGUMENT, OUT_OF_MEMORY, LIMIT (one pre-token over 512 MiB),
+ * TOKENIZER_REGEX (regex engine failure). */
 WNA16_API wna16_status wna16_tokenizer_encode(wna16_ctx *ctx, wna16_tokenizer *tok,
                                               const char *text, size_t len, unsigned flags,
                                               int32_t **ids, size_t *n_ids);
