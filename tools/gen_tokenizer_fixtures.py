@@ -325,6 +325,9 @@ def synthetic_tokenizers():
         "invert_removed": make(seq(split("\\p{L}+", "Removed", invert=True), bl())),
         "prefix_space": make(bl(prefix=True, regex=True), string_merges=True),
         "split_then_prefix": make(seq(split("\\d+", "Isolated"), bl(prefix=True))),
+        "empty_matches": make(seq(split("x*", "Isolated"), bl(prefix=True))),
+        "lookahead_next": make(seq(split("(?=[A-Z])", "MergedWithNext"), bl())),
+        "lookahead_removed": make(seq(split("(?=[a-z])|,", "Removed"), bl(prefix=True))),
         "nfkc_template": make(bl(regex=True), normalizer={"type": "NFKC"}, post=template,
                               ignore_merges=True),
     }
@@ -335,6 +338,7 @@ SYNTHETIC_STRINGS = [
     "the [L] hello", "hello   [L]world", "[R]   hello", "a [R]  \n b", "word", "a word here",
     "swordfish word_ words", "ﬁx fix ﬁxﬁx", "<s>hello</s>", "hello\n\nworld\t!", "",
     "test testtest tests", "hi, there. ok!", "naïve café ①", "ﬁ", "x [L][R] y",
+    "HelloWorld FooBar", "axxbxxxc x", "xx", "a,b,,c", "CamelCaseWordsHere",
 ]
 
 

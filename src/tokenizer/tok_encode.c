@@ -21,6 +21,12 @@ typedef struct bpe_merge {
     int32_t rank, pos, left, right, new_id;
 } bpe_merge;
 
+/* A match of a Split regex, or a gap between matches. */
+typedef struct tok_span {
+    size_t start, end;
+    bool match;
+} tok_span;
+
 typedef struct enc {
     wna16_tokenizer *t;
     wna16_diag *d;
@@ -34,6 +40,8 @@ typedef struct enc {
     size_t heap_n, heap_cap;
     char *mapped;
     size_t mapped_cap;
+    tok_span *spans; /* matches and gaps of the piece being split */
+    size_t nspans, spans_cap;
     bool parse_special;
 } enc;
 
@@ -233,21 +241,11 @@ static wna16_status bpe_word(enc *e, const char *w, size_t len) {
 
 /* -------------------------------------------------------- pre-tokenizer */
 
-typedef struct span {
-    size_t start, end;
-    bool match;
-} span;
-
-/* Pieces of one piece under a Split regex (HF Pattern::find_matches and
- * SplitDelimiterBehavior), appended to out. */
-static wna16_status split_piece(enc *e, const tok_pre *p, tok_piece in, tok_pieces *out) {
-    const char *s = e->work.data + in.off;
-    size_t n = in.len, pos = 0, prev = 0;
-    size_t first_out = out->n;
-    /* Collect matches and the gaps between them, then apply the behaviour. */
-    span *spans = NULL;
-    size_t nspans = 0, spans_cap = 0;
-    wna16_status st = WNA16_OK;
+/* Finds every match of p in the piece and records matches and the gaps
+ * between them as spans covering it (HF Pattern::find_matches). */
+static wna16_status find_spans(enc *e, const tok_pre *p, const char *s, size_t n) {
+    size_t pos = 0, prev = 0;
+    e->nspans = 0;
     while (pos <= n) {
         int rc = pcre2_match(p->re, (PCRE2_SPTR)s, n, pos, PCRE2_NO_UTF_CHECK, p->md, NULL);
         /* The JIT's small default stack can run out on huge pieces; the
@@ -256,41 +254,43 @@ static wna16_status split_piece(enc *e, const tok_pre *p, tok_piece in, tok_piec
             rc = pcre2_match(p->re, (PCRE2_SPTR)s, n, pos, PCRE2_NO_UTF_CHECK | PCRE2_NO_JIT, p->md,
                              NULL);
         if (rc == PCRE2_ERROR_NOMATCH) break;
-        if (rc < 0) {
-            st = wna16_fail(e->d, WNA16_ERR_TOKENIZER_REGEX,
-                            "%s: pre_tokenizer regex failed while matching (PCRE2 error %d); "
-                            "the pattern may need too much backtracking",
-                            e->t->path, rc);
-            break;
-        }
+        if (rc < 0)
+            return wna16_fail(e->d, WNA16_ERR_TOKENIZER_REGEX,
+                              "%s: pre_tokenizer regex failed while matching (PCRE2 error %d); "
+                              "the pattern may need too much backtracking",
+                              e->t->path, rc);
         PCRE2_SIZE *ov = pcre2_get_ovector_pointer(p->md);
         size_t ms = ov[0], me = ov[1];
-        if (!grow((void **)&spans, &spans_cap, nspans + 2, sizeof *spans)) {
-            st = oom(e);
-            break;
-        }
-        if (prev != ms) spans[nspans++] = (span){prev, ms, false};
-        spans[nspans++] = (span){ms, me, true};
+        if (!grow((void **)&e->spans, &e->spans_cap, e->nspans + 2, sizeof *e->spans))
+            return oom(e);
+        if (prev != ms) e->spans[e->nspans++] = (tok_span){prev, ms, false};
+        e->spans[e->nspans++] = (tok_span){ms, me, true};
         prev = me;
-        if (me == ms) { /* empty match: step over one character */
-            if (me >= n) break;
+        if (me > ms)
+            pos = me;
+        else if (me >= n)
+            break;
+        else { /* empty match: step over one character */
             size_t cl = tok_utf8_valid_len((const uint8_t *)s + me, n - me);
             pos = me + (cl ? cl : 1);
-        } else
-            pos = me;
+        }
     }
-    if (st == WNA16_OK && prev != n) {
-        if (!grow((void **)&spans, &spans_cap, nspans + 1, sizeof *spans))
-            st = oom(e);
-        else
-            spans[nspans++] = (span){prev, n, false};
-    }
-    size_t pending = SIZE_MAX; /* MergedWithNext: start of a match waiting for its piece */
-    for (size_t i = 0; st == WNA16_OK && i < nspans; i++) {
-        bool m = spans[i].match != p->invert, prev_m = i > 0 && (spans[i - 1].match != p->invert);
-        bool next_m = i + 1 < nspans && (spans[i + 1].match != p->invert);
+    if (prev == n) return WNA16_OK;
+    if (!grow((void **)&e->spans, &e->spans_cap, e->nspans + 1, sizeof *e->spans)) return oom(e);
+    e->spans[e->nspans++] = (tok_span){prev, n, false};
+    return WNA16_OK;
+}
+
+/* Turns the spans into pieces by the Split's behaviour, mirroring the folds
+ * of HF SplitDelimiterBehavior, then drops empty pieces as HF does. */
+static wna16_status apply_behavior(enc *e, const tok_pre *p, size_t base, tok_pieces *out) {
+    size_t first_out = out->n, pending = SIZE_MAX; /* MergedWithNext: match awaiting its piece */
+    for (size_t i = 0; i < e->nspans; i++) {
+        bool m = e->spans[i].match != p->invert;
+        bool prev_m = i > 0 && (e->spans[i - 1].match != p->invert);
+        bool next_m = i + 1 < e->nspans && (e->spans[i + 1].match != p->invert);
         bool have = out->n > first_out, extend = false;
-        size_t a = in.off + spans[i].start, b = in.off + spans[i].end;
+        size_t a = base + e->spans[i].start, b = base + e->spans[i].end;
         switch (p->behavior) {
         case SPLIT_ISOLATED:
             break;
@@ -304,7 +304,7 @@ static wna16_status split_piece(enc *e, const tok_pre *p, tok_piece in, tok_piec
             extend = m == prev_m && have;
             break;
         case SPLIT_MERGED_NEXT:
-            if (m && i + 1 < nspans && !next_m) {
+            if (m && i + 1 < e->nspans && !next_m) {
                 pending = a;
                 continue;
             }
@@ -315,10 +315,18 @@ static wna16_status split_piece(enc *e, const tok_pre *p, tok_piece in, tok_piec
         if (extend)
             out->v[out->n - 1].len = b - out->v[out->n - 1].off;
         else if (!tok_pieces_push(out, a, b - a))
-            st = oom(e);
+            return oom(e);
     }
-    wna16_free(spans);
-    return st;
+    size_t k = first_out;
+    for (size_t i = first_out; i < out->n; i++)
+        if (out->v[i].len) out->v[k++] = out->v[i];
+    out->n = k;
+    return WNA16_OK;
+}
+
+static wna16_status split_piece(enc *e, const tok_pre *p, tok_piece in, tok_pieces *out) {
+    WNA16_TRY(find_spans(e, p, e->work.data + in.off, in.len));
+    return apply_behavior(e, p, in.off, out);
 }
 
 /* ByteLevel's add_prefix_space: each piece not starting with a space gets
@@ -496,6 +504,7 @@ static void enc_free(enc *e) {
     wna16_free(e->syms);
     wna16_free(e->heap);
     wna16_free(e->mapped);
+    wna16_free(e->spans);
 }
 
 wna16_status wna16_tokenizer_encode(wna16_ctx *ctx, wna16_tokenizer *tok, const char *text,
