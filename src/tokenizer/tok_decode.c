@@ -96,7 +96,11 @@ wna16_status wna16_detok_stream_push(wna16_ctx *ctx, wna16_detok_stream *s, int3
                           "detok_stream_push: s and text are "
                           "required");
     const wna16_tokenizer *t = s->tok;
-    if (!valid_id(t, id)) return bad_id(d, t, id, 0);
+    if (!valid_id(t, id))
+        return wna16_fail(d, WNA16_ERR_TOKEN_ID,
+                          "detok_stream_push: id %d is not a token of %s (valid ids are 0..%zu "
+                          "with gaps); the ids were made by another tokenizer or are corrupt",
+                          id, t->path, t->n_ids - 1);
     if (!skipped(t, id, s->skip_special))
         wna16_buf_put(&s->pending, (const char *)t->dec_arena + t->dec_off[id], t->dec_len[id]);
     return stream_drain(d, s, false, text, len);
