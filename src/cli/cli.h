@@ -10,6 +10,8 @@
 int wna16_cmd_inspect(int argc, char **argv);
 int wna16_cmd_logits(int argc, char **argv);
 int wna16_cmd_bench(int argc, char **argv);
+int wna16_cmd_tokenize(int argc, char **argv);
+int wna16_cmd_detokenize(int argc, char **argv);
 
 /* Shared helpers (cli_util.c). */
 bool cli_is_help(const char *arg);

@@ -13,6 +13,8 @@ static const command commands[] = {
     {"inspect", wna16_cmd_inspect, "describe a checkpoint and whether it shards at each TP degree"},
     {"logits", wna16_cmd_logits, "print the last-position logits of a prompt of token ids"},
     {"bench", wna16_cmd_bench, "microbenchmarks as fractions of this machine's limits (gemm)"},
+    {"tokenize", wna16_cmd_tokenize, "encode text to token ids with a tokenizer.json"},
+    {"detokenize", wna16_cmd_detokenize, "decode token ids to text with a tokenizer.json"},
 };
 
 static void usage(FILE *f) {
