@@ -449,6 +449,17 @@ def check_all():
                     bsd.update(library_decompress_from_disk(d))
                 assert_bitequal(spec_check_dir(d, 4, GROUP),
                                 library_decompress_from_disk(d), dn + " spec")
+                if "num_experts" not in cfg and "num_local_experts" not in cfg:
+                    # dense: transformers' own CT loader gives the same weights
+                    # (it cannot load per-expert CT MoE checkpoints: KeyError)
+                    from transformers.utils.quantization_config import \
+                        CompressedTensorsConfig
+                    hsd = AutoModelForCausalLM.from_pretrained(
+                        d, quantization_config=CompressedTensorsConfig(
+                            run_compressed=False)).state_dict()
+                    exp = library_decompress_from_disk(d)
+                    assert_bitequal({k: hsd[k] for k in exp}, exp, dn + " HF CT load")
+                    print(f"{dn:20s} transformers CT loader == CT decompression")
                 dequant_dir(d, bsd, os.path.join(tmpd, "deq"))
                 new, _ = reference(os.path.join(tmpd, "deq"), old["prompt_ids"],
                                    old["weights"])
