@@ -372,6 +372,38 @@ WNA16_API wna16_status wna16_tokenizer_apply_chat(wna16_ctx *ctx, const wna16_to
                                                   size_t n_messages, bool add_generation_prompt,
                                                   bool enable_thinking, char **text);
 
+/* ------------------------------------------------------------- generation */
+
+typedef struct wna16_generate_options {
+    int64_t max_tokens;
+    wna16_sampler_options sampler;
+    const char *const *stop; /* stop strings (matched on the decoded text) */
+    size_t n_stop;
+    /* Streamed text, in order, never splitting a UTF-8 character or a
+     * possible stop string; return false to stop. May be NULL. */
+    bool (*on_text)(void *user, const char *text, size_t len);
+    void *user;
+} wna16_generate_options;
+
+typedef struct wna16_generate_result {
+    int32_t *ids;       /* generated ids (the EOS id included when it ended the run) */
+    int64_t generated;  /* number of ids */
+    char *text;         /* decoded text (without special tokens; "" with no tokenizer) */
+    int64_t prompt_tokens;
+    double prefill_seconds, decode_seconds;
+    const char *stop_reason; /* "eos", "stop", "length" or "callback" */
+    int32_t *ids_base;  /* internal */
+} wna16_generate_result;
+
+/* Prefills the prompt in one pass (the cache is reset first), then samples
+ * up to max_tokens, stopping on the model's EOS ids or a stop string. tok
+ * may be NULL (ids only). Free the result with wna16_generate_result_free. */
+WNA16_API wna16_status wna16_generate(wna16_ctx *ctx, wna16_model *m, const wna16_tokenizer *tok,
+                                      const int32_t *prompt, size_t n_prompt,
+                                      const wna16_generate_options *options,
+                                      wna16_generate_result *result);
+WNA16_API void wna16_generate_result_free(wna16_generate_result *r);
+
 #ifdef __cplusplus
 }
 #endif
