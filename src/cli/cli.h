@@ -8,6 +8,7 @@
 #include <stdbool.h>
 
 int wna16_cmd_inspect(int argc, char **argv);
+int wna16_cmd_bench(int argc, char **argv);
 
 /* Shared helpers (cli_util.c). */
 bool cli_is_help(const char *arg);

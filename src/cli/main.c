@@ -11,6 +11,7 @@ typedef struct command {
 
 static const command commands[] = {
     {"inspect", wna16_cmd_inspect, "describe a checkpoint and whether it shards at each TP degree"},
+    {"bench", wna16_cmd_bench, "microbenchmarks as fractions of this machine's limits (gemm)"},
 };
 
 static void usage(FILE *f) {

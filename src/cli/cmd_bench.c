@@ -1,0 +1,379 @@
+/* `wna16 bench <mode>`: microbenchmarks that report fractions of this
+ * machine's measured limits (kernels/machine_limits.h). Each mode is one
+ * entry of bench_modes[] (gemm here; moe and model can be added alongside). */
+#include <math.h>
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli/cli.h"
+#include "core/common.h"
+#include "format/qweight.h"
+#include "kernels/gemm.h"
+#include "kernels/machine_limits.h"
+
+/* ------------------------------------------------------------ shared */
+
+typedef struct bench_limits {
+    int threads;
+    double read_gbs, bf16_gflops, fma_gflops, mhz;
+    size_t llc_bytes;
+} bench_limits;
+
+static size_t llc_bytes(void) {
+    long v = -1;
+#ifdef _SC_LEVEL3_CACHE_SIZE
+    v = sysconf(_SC_LEVEL3_CACHE_SIZE);
+#endif
+    return v > 0 ? (size_t)v : (size_t)32 << 20;
+}
+
+static double cpu_mhz(void) {
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    double mhz = 0;
+    char line[256];
+    while (f && fgets(line, sizeof line, f))
+        if (!strncmp(line, "cpu MHz", 7)) {
+            char *c = strchr(line, ':');
+            if (c) mhz = atof(c + 1);
+            break;
+        }
+    if (f) fclose(f);
+    return mhz;
+}
+
+static void measure_limits(bench_limits *l, int threads, bool quiet) {
+    l->threads = threads;
+    l->llc_bytes = llc_bytes();
+    if (!quiet) fprintf(stderr, "measuring machine limits on %d threads...\n", threads);
+    l->read_gbs = wna16_measure_read_bw(threads, (size_t)1 << 30, 6);
+    l->bf16_gflops = wna16_measure_bf16_peak(threads);
+    l->fma_gflops = wna16_measure_fma_peak(threads);
+    l->mhz = cpu_mhz();
+}
+
+static bool parse_list(const char *flag, const char *text, long lo, long hi, long *out, int *n,
+                       int cap) {
+    *n = 0;
+    if (!text) return cli_parse_int(flag, NULL, lo, hi, out);
+    char buf[512];
+    snprintf(buf, sizeof buf, "%s", text);
+    for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
+        if (*n == cap || !cli_parse_int(flag, tok, lo, hi, &out[*n])) return false;
+        (*n)++;
+    }
+    return *n > 0;
+}
+
+/* ------------------------------------------------------------ gemm */
+
+static void gemm_help(FILE *f) {
+    fprintf(f,
+            "usage: wna16 bench gemm [--m LIST] [--n LIST] [--k LIST] [--bits 4|8] [--group G]\n"
+            "                        [--asym] [--dtype bf16|f16|f32] [--threads T] [--isa NAME]\n"
+            "                        [--min-time S] [--json]\n\n"
+            "Measures this machine's read bandwidth (STREAM-style sum over 1 GiB) and bf16-dot\n"
+            "/ FMA peaks (register-resident loops) on T threads, then times y = x·Wᵀ for each\n"
+            "M x (K, N) case with the packed WNA16 kernels, rotating enough packed copies of W\n"
+            "to exceed the last-level cache (cold weights). Reports time, GFLOP/s, weight GB/s\n"
+            "and each as a fraction of the measured limit. --n/--k lists form a cross product;\n"
+            "default M 1,8,32,128,512 and (K,N) (4096,4096), (2048,4096); int4, group 128\n"
+            "(0 = channelwise), symmetric, bf16 activations and output.\n");
+}
+
+typedef struct gemm_result {
+    long m, n, k;
+    double t_best, t_median, gflops, wgbs, frac_bw, frac_peak;
+} gemm_result;
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static const char *dt_name(wna16_dtype t) {
+    return t == WNA16_DTYPE_BF16 ? "bf16" : t == WNA16_DTYPE_F16 ? "f16" : "f32";
+}
+
+static int bench_gemm(int argc, char **argv) {
+    long ms[16] = {1, 8, 32, 128, 512}, ns[8] = {4096}, ks[8] = {4096, 2048};
+    int n_m = 5, n_n = 0, n_k = 0;
+    long bits = 4, group = 128, threads = omp_get_max_threads();
+    bool asym = false, json = false;
+    double min_time = 0.3;
+    wna16_dtype dt = WNA16_DTYPE_BF16;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (cli_is_help(a)) {
+            gemm_help(stdout);
+            return 0;
+        } else if (!strcmp(a, "--json")) {
+            json = true;
+        } else if (!strcmp(a, "--asym")) {
+            asym = true;
+        } else if (!strcmp(a, "--m")) {
+            if (!parse_list(a, v, 1, 1 << 16, ms, &n_m, 16)) return 2;
+            i++;
+        } else if (!strcmp(a, "--n")) {
+            if (!parse_list(a, v, 1, 1 << 20, ns, &n_n, 8)) return 2;
+            i++;
+        } else if (!strcmp(a, "--k")) {
+            if (!parse_list(a, v, 1, 1 << 20, ks, &n_k, 8)) return 2;
+            i++;
+        } else if (!strcmp(a, "--bits")) {
+            if (!cli_parse_int(a, v, 4, 8, &bits) || (bits != 4 && bits != 8)) return 2;
+            i++;
+        } else if (!strcmp(a, "--group")) {
+            if (!cli_parse_int(a, v, 0, 1 << 20, &group)) return 2;
+            i++;
+        } else if (!strcmp(a, "--threads")) {
+            if (!cli_parse_int(a, v, 1, 1024, &threads)) return 2;
+            i++;
+        } else if (!strcmp(a, "--min-time")) {
+            min_time = v ? atof(v) : 0;
+            if (!(min_time > 0 && min_time < 100)) {
+                fprintf(stderr, "wna16 bench gemm: --min-time expects seconds in (0, 100)\n");
+                return 2;
+            }
+            i++;
+        } else if (!strcmp(a, "--dtype")) {
+            if (v && !strcmp(v, "bf16")) dt = WNA16_DTYPE_BF16;
+            else if (v && !strcmp(v, "f16")) dt = WNA16_DTYPE_F16;
+            else if (v && !strcmp(v, "f32")) dt = WNA16_DTYPE_F32;
+            else {
+                fprintf(stderr, "wna16 bench gemm: --dtype takes bf16, f16 or f32\n");
+                return 2;
+            }
+            i++;
+        } else if (!strcmp(a, "--isa")) {
+            wna16_isa isa;
+            if (!wna16_isa_parse(v, &isa)) {
+                fprintf(stderr, "wna16 bench gemm: --isa takes ref, avx2, avx512 or avx512bf16\n");
+                return 2;
+            }
+            wna16_isa_set_cap(isa);
+            i++;
+        } else {
+            fprintf(stderr, "wna16 bench gemm: unexpected argument '%s'\n", a);
+            gemm_help(stderr);
+            return 2;
+        }
+    }
+    /* shapes: the cross product of --k and --n, or the two defaults */
+    long shapes[64][2];
+    int n_shapes = 0;
+    if (!n_n && !n_k) {
+        shapes[0][0] = 4096, shapes[0][1] = 4096;
+        shapes[1][0] = 2048, shapes[1][1] = 4096;
+        n_shapes = 2;
+    } else {
+        if (!n_n) n_n = 1;
+        if (!n_k) n_k = 1, ks[0] = 4096;
+        for (int a = 0; a < n_k; a++)
+            for (int b = 0; b < n_n; b++) shapes[n_shapes][0] = ks[a], shapes[n_shapes++][1] = ns[b];
+    }
+    for (int s = 0; s < n_shapes; s++) {
+        long g = group ? group : shapes[s][0];
+        if (shapes[s][0] % g) {
+            fprintf(stderr, "wna16 bench gemm: k = %ld is not a multiple of the group %ld\n",
+                    shapes[s][0], g);
+            return 2;
+        }
+    }
+
+    bench_limits lim;
+    measure_limits(&lim, (int)threads, json);
+    bool use_bf16 = dt == WNA16_DTYPE_BF16 && lim.bf16_gflops > 0;
+    double peak = use_bf16 ? lim.bf16_gflops : lim.fma_gflops;
+    if (!json) {
+        printf("machine: %d threads, isa %s, %.0f MHz (cpuinfo), LLC %zu MiB\n", lim.threads,
+               wna16_isa_name(wna16_isa_active()), lim.mhz, lim.llc_bytes >> 20);
+        printf("limits:  read %.1f GB/s, bf16-dot peak %.1f GFLOP/s, fp32 FMA peak %.1f GFLOP/s\n",
+               lim.read_gbs, lim.bf16_gflops, lim.fma_gflops);
+        printf("case:    int%ld %s g%ld, x/y %s, compute fraction vs %s peak\n\n", bits,
+               asym ? "asym" : "sym", group, dt_name(dt), use_bf16 ? "bf16-dot" : "FMA");
+        printf("%6s %6s %6s %11s %11s %9s %8s %8s %8s\n", "M", "K", "N", "best_us", "median_us",
+               "GFLOP/s", "%peak", "W_GB/s", "%bw");
+    }
+    gemm_result *res = calloc((size_t)(n_shapes * n_m), sizeof *res);
+    int n_res = 0, rc = 0;
+    wna16_ctx *ctx;
+    if (wna16_ctx_create(&ctx) != WNA16_OK) return 1;
+    wna16_diag *d = wna16_ctx_diag(ctx);
+    for (int s = 0; s < n_shapes && !rc; s++) {
+        long K = shapes[s][0], N = shapes[s][1], G = group ? group : K;
+        int64_t ng = K / G, row_words = (K * bits + 31) / 32;
+        int8_t *q = malloc((size_t)(N * K));
+        uint32_t *packed = calloc((size_t)(N * row_words), 4);
+        float *scales = malloc((size_t)(N * ng) * 4);
+        uint8_t *zeros = asym ? malloc((size_t)(N * ng)) : NULL;
+        uint32_t r = 12345;
+        for (int64_t i = 0; i < N * K; i++) {
+            r = r * 1664525u + 1013904223u;
+            q[i] = (int8_t)((int)(r >> 24) % (1 << bits) - (1 << (bits - 1)));
+        }
+        for (int64_t i = 0; i < N * ng; i++) {
+            scales[i] = 0.01f + 0.001f * (float)(i % 7);
+            if (zeros) zeros[i] = (uint8_t)(i % (1 << bits));
+        }
+        wna16_pack_rows(q, N, K, (int)bits, packed);
+        free(q);
+        wna16_qweight w = {.n = N, .k = K, .bits = (int)bits, .group_size = G, .n_groups = ng,
+                           .symmetric = !asym, .packed = packed, .row_words = row_words,
+                           .scales = scales, .scale_stride = ng, .zeros = zeros,
+                           .zero_stride = ng, .scale_dtype = WNA16_DTYPE_BF16};
+        wna16_packed_linear *copies[64] = {0};
+        wna16_status st = wna16_linear_pack(d, &w, &copies[0]);
+        free(packed);
+        free(scales);
+        free(zeros);
+        if (st != WNA16_OK) {
+            rc = cli_fail("bench gemm", ctx, st);
+            break;
+        }
+        size_t wbytes = wna16_linear_packed_bytes(copies[0]);
+        int n_copies = (int)((2 * lim.llc_bytes) / wbytes) + 2;
+        if (n_copies > 64) n_copies = 64;
+        for (int c = 1; c < n_copies && st == WNA16_OK; c++)
+            st = wna16_linear_clone(d, copies[0], &copies[c]);
+        if (st != WNA16_OK) {
+            rc = cli_fail("bench gemm", ctx, st);
+            for (int c = 0; c < n_copies; c++) wna16_linear_free(copies[c]);
+            break;
+        }
+        for (int mi = 0; mi < n_m && !rc; mi++) {
+            long M = ms[mi];
+            size_t es = dt == WNA16_DTYPE_F32 ? 4 : 2;
+            uint8_t *x = malloc((size_t)(M * K) * es), *y = malloc((size_t)(M * N) * es);
+            for (int64_t i = 0; i < M * K; i++) {
+                float v = (float)((i * 7919) % 2001 - 1000) * 1e-3f;
+                if (dt == WNA16_DTYPE_F32) ((float *)x)[i] = v;
+                else if (dt == WNA16_DTYPE_F16) ((uint16_t *)x)[i] = wna16_f32_to_f16(v);
+                else ((uint16_t *)x)[i] = wna16_f32_to_bf16(v);
+            }
+            double times[4096];
+            int n_t = 0;
+            double t_start = wna16_now();
+            for (int it = 0; n_t < 4096; it++) {
+                wna16_packed_linear *pl = copies[it % n_copies];
+                double t0 = wna16_now();
+                st = wna16_linear_gemm(d, pl, M, x, dt, K, y, dt, N, NULL, WNA16_DTYPE_F32,
+                                       (int)threads);
+                double t1 = wna16_now();
+                if (st != WNA16_OK) break;
+                if (it >= 2) times[n_t++] = t1 - t0; /* two warm-up calls */
+                if (n_t >= 5 && t1 - t_start > min_time) break;
+            }
+            free(x);
+            free(y);
+            if (st != WNA16_OK) {
+                rc = cli_fail("bench gemm", ctx, st);
+                break;
+            }
+            qsort(times, (size_t)n_t, sizeof times[0], cmp_double);
+            gemm_result *g = &res[n_res++];
+            g->m = M, g->n = N, g->k = K;
+            g->t_best = times[0];
+            g->t_median = times[n_t / 2];
+            g->gflops = 2.0 * (double)M * (double)N * (double)K / g->t_best * 1e-9;
+            g->wgbs = (double)wbytes / g->t_best * 1e-9;
+            g->frac_bw = lim.read_gbs > 0 ? g->wgbs / lim.read_gbs : 0;
+            g->frac_peak = peak > 0 ? g->gflops / peak : 0;
+            if (!json)
+                printf("%6ld %6ld %6ld %11.1f %11.1f %9.1f %7.1f%% %8.1f %7.1f%%\n", M, K, N,
+                       g->t_best * 1e6, g->t_median * 1e6, g->gflops, 100 * g->frac_peak, g->wgbs,
+                       100 * g->frac_bw);
+            fflush(stdout);
+        }
+        for (int c = 0; c < n_copies; c++) wna16_linear_free(copies[c]);
+    }
+    /* acceptance targets, where the run has the cases they need */
+    if (!rc) {
+        wna16_buf out = {0};
+        if (json) {
+            wna16_buf_printf(&out,
+                             "{\"machine\": {\"threads\": %d, \"isa\": \"%s\", \"mhz\": %.0f, "
+                             "\"llc_bytes\": %zu, \"read_gbs\": %.2f, \"bf16_gflops\": %.1f, "
+                             "\"fma_gflops\": %.1f},\n \"case\": {\"bits\": %ld, \"group\": %ld, "
+                             "\"symmetric\": %s, \"dtype\": \"%s\"},\n \"results\": [",
+                             lim.threads, wna16_isa_name(wna16_isa_active()), lim.mhz,
+                             lim.llc_bytes, lim.read_gbs, lim.bf16_gflops, lim.fma_gflops, bits,
+                             group, asym ? "false" : "true", dt_name(dt));
+        } else {
+            printf("\ntargets: M=1 >= 90%% bw; M>=128 >= 65%% peak; 1<M<128 time <= "
+                   "max(t(M=1), flops / best prefill rate)\n");
+        }
+        for (int i = 0; i < n_res; i++) {
+            gemm_result *g = &res[i];
+            double t1 = 0, best_rate = 0;
+            for (int j = 0; j < n_res; j++)
+                if (res[j].n == g->n && res[j].k == g->k) {
+                    if (res[j].m == 1) t1 = res[j].t_best;
+                    if (res[j].m >= 128 && res[j].gflops > best_rate) best_rate = res[j].gflops;
+                }
+            const char *verdict = "n/a";
+            char why[128] = "";
+            if (g->m == 1) {
+                verdict = g->frac_bw >= 0.90 ? "pass" : "miss";
+                snprintf(why, sizeof why, "bw %.1f%% (>= 90%%)", 100 * g->frac_bw);
+            } else if (g->m >= 128) {
+                verdict = g->frac_peak >= 0.65 ? "pass" : "miss";
+                snprintf(why, sizeof why, "peak %.1f%% (>= 65%%)", 100 * g->frac_peak);
+            } else if (t1 > 0 && best_rate > 0) {
+                double bound = fmax(t1, 2.0 * g->m * g->n * g->k / (best_rate * 1e9));
+                verdict = g->t_best <= bound ? "pass" : "miss";
+                snprintf(why, sizeof why, "%.1f us vs bound %.1f us", g->t_best * 1e6, bound * 1e6);
+            }
+            if (json)
+                wna16_buf_printf(&out,
+                                 "%s\n  {\"m\": %ld, \"k\": %ld, \"n\": %ld, \"best_us\": %.2f, "
+                                 "\"median_us\": %.2f, \"gflops\": %.2f, \"frac_peak\": %.4f, "
+                                 "\"weight_gbs\": %.2f, \"frac_bw\": %.4f, \"target\": \"%s\"}",
+                                 i ? "," : "", g->m, g->k, g->n, g->t_best * 1e6,
+                                 g->t_median * 1e6, g->gflops, g->frac_peak, g->wgbs, g->frac_bw,
+                                 verdict);
+            else
+                printf("  M=%-4ld K=%-5ld N=%-5ld %-4s %s\n", g->m, g->k, g->n, verdict, why);
+        }
+        if (json) {
+            wna16_buf_printf(&out, "\n]}\n");
+            if (out.data) fputs(out.data, stdout);
+            wna16_buf_free(&out);
+        }
+    }
+    free(res);
+    wna16_ctx_free(ctx);
+    return rc;
+}
+
+/* ------------------------------------------------------------ modes */
+
+typedef struct bench_mode {
+    const char *name;
+    int (*run)(int argc, char **argv);
+    const char *summary;
+} bench_mode;
+
+static const bench_mode bench_modes[] = {
+    {"gemm", bench_gemm, "WNA16 linear y = x·Wᵀ, decode and prefill shapes"},
+};
+
+static void bench_help(FILE *f) {
+    fprintf(f, "usage: wna16 bench <mode> [options]   (wna16 bench <mode> --help)\n\n");
+    for (size_t i = 0; i < sizeof bench_modes / sizeof bench_modes[0]; i++)
+        fprintf(f, "  %-8s %s\n", bench_modes[i].name, bench_modes[i].summary);
+}
+
+int wna16_cmd_bench(int argc, char **argv) {
+    if (argc < 2 || cli_is_help(argv[1])) {
+        bench_help(argc < 2 ? stderr : stdout);
+        return argc < 2 ? 2 : 0;
+    }
+    for (size_t i = 0; i < sizeof bench_modes / sizeof bench_modes[0]; i++)
+        if (!strcmp(argv[1], bench_modes[i].name)) return bench_modes[i].run(argc - 1, argv + 1);
+    fprintf(stderr, "wna16 bench: unknown mode '%s'\n\n", argv[1]);
+    bench_help(stderr);
+    return 2;
+}

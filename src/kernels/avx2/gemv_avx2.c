@@ -1,0 +1,119 @@
+/* AVX2 + FMA leaves for fp32 activations (same arithmetic as the AVX-512
+ * ones, 8 lanes = 4 channels x 2 k parities). */
+#include <immintrin.h>
+#include <string.h>
+
+#include "kernels/ukernel.h"
+
+#define INLINE static inline __attribute__((always_inline))
+
+INLINE __m256 pair_bcast(const float *a) {
+    double d;
+    memcpy(&d, a, sizeof d);
+    return _mm256_castpd_ps(_mm256_set1_pd(d));
+}
+
+INLINE __m256i load8_u8(const uint8_t *p) {
+    return _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)p));
+}
+
+/* (c,p) lanes of channels 0-3 and 4-7 -> 8 per-channel sums in order. */
+INLINE __m256 pair_reduce(__m256 s0, __m256 s1) {
+    __m256 h = _mm256_hadd_ps(s0, s1);
+    return _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(h), 0xD8));
+}
+
+INLINE void gemv_f32(const wna16_block_layout *L, const uint8_t *block, const float *a, size_t lda,
+                     float *c, const size_t MR, const int BITS) {
+    const int64_t gq = L->group_quads;
+    const __m256i m15 = _mm256_set1_epi32(15);
+    for (size_t i = 0; i < MR * WNA16_LINEAR_NR; i++) c[i] = 0.0f;
+    for (int64_t g = 0; g < L->n_groups; g++) {
+        const uint8_t *rec = block + g * L->record_bytes;
+        __m256i z[4];
+        for (int j = 0; j < 4; j++)
+            z[j] = L->asym ? _mm256_cvtepu16_epi32(
+                                 _mm_load_si128((const __m128i *)(rec + L->wbytes + 64) + j))
+                           : _mm256_set1_epi32(BITS == 4 ? 8 : 128);
+        __m256 acc[2][4];
+        for (size_t i = 0; i < MR; i++)
+            for (int j = 0; j < 4; j++) acc[i][j] = _mm256_setzero_ps();
+        for (int64_t t = 0; t < gq; t++) {
+            __m256 wl[4], wh[4];
+            if (BITS == 4) {
+                const uint8_t *q = rec + t * 32;
+                _mm_prefetch((const char *)(q + 1024), _MM_HINT_T0);
+                for (int j = 0; j < 4; j++) {
+                    __m256i x = load8_u8(q + 8 * j);
+                    wl[j] = _mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_and_si256(x, m15), z[j]));
+                    wh[j] = _mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_srli_epi32(x, 4), z[j]));
+                }
+            } else {
+                const uint8_t *q = rec + t * 64;
+                _mm_prefetch((const char *)(q + 1024), _MM_HINT_T0);
+                for (int j = 0; j < 4; j++) {
+                    wl[j] = _mm256_cvtepi32_ps(_mm256_sub_epi32(load8_u8(q + 8 * j), z[j]));
+                    wh[j] = _mm256_cvtepi32_ps(_mm256_sub_epi32(load8_u8(q + 32 + 8 * j), z[j]));
+                }
+            }
+            for (size_t i = 0; i < MR; i++) {
+                const float *ar = a + i * lda + g * gq * 4 + t * 4;
+                __m256 lo = pair_bcast(ar), hi = pair_bcast(ar + 2);
+                for (int j = 0; j < 4; j++)
+                    acc[i][j] = _mm256_fmadd_ps(wh[j], hi, _mm256_fmadd_ps(wl[j], lo, acc[i][j]));
+            }
+        }
+        const float *sc = (const float *)(rec + L->wbytes);
+        __m256 s0 = _mm256_load_ps(sc), s1 = _mm256_load_ps(sc + 8);
+        for (size_t i = 0; i < MR; i++) {
+            float *ci = c + i * WNA16_LINEAR_NR;
+            _mm256_storeu_ps(ci, _mm256_fmadd_ps(pair_reduce(acc[i][0], acc[i][1]), s0,
+                                                 _mm256_loadu_ps(ci)));
+            _mm256_storeu_ps(ci + 8, _mm256_fmadd_ps(pair_reduce(acc[i][2], acc[i][3]), s1,
+                                                     _mm256_loadu_ps(ci + 8)));
+        }
+    }
+}
+
+void wna16_gemv_q4_f32_2x16__avx2(const wna16_block_layout *L, const uint8_t *block, size_t mr,
+                                  const void *a, size_t lda, float *c) {
+    if (mr == 1) gemv_f32(L, block, a, lda, c, 1, 4);
+    else gemv_f32(L, block, a, lda, c, 2, 4);
+}
+
+void wna16_gemv_q8_f32_2x16__avx2(const wna16_block_layout *L, const uint8_t *block, size_t mr,
+                                  const void *a, size_t lda, float *c) {
+    if (mr == 1) gemv_f32(L, block, a, lda, c, 1, 8);
+    else gemv_f32(L, block, a, lda, c, 2, 8);
+}
+
+float wna16_peak_fma_loop__avx2(int64_t n_iter) {
+    __m256 acc[12];
+    for (int i = 0; i < 12; i++) acc[i] = _mm256_set1_ps((float)i);
+    __m256 a = _mm256_set1_ps(1.0f), b = _mm256_set1_ps(1e-20f);
+    for (int64_t it = 0; it < n_iter; it++) {
+#pragma GCC unroll 24
+        for (int i = 0; i < 12; i++) acc[i] = _mm256_fmadd_ps(a, b, acc[i]);
+        __asm__ volatile("" : "+x"(a), "+x"(b));
+    }
+    __m256 s = acc[0];
+    for (int i = 1; i < 12; i++) s = _mm256_add_ps(s, acc[i]);
+    float out[8];
+    _mm256_storeu_ps(out, s);
+    return out[0] + out[7];
+}
+
+uint64_t wna16_read_sum__avx2(const void *p, size_t bytes) {
+    const __m256i *v = p;
+    __m256i s0 = _mm256_setzero_si256(), s1 = s0, s2 = s0, s3 = s0;
+    for (size_t i = 0; i < bytes / 32; i += 8) {
+        s0 = _mm256_add_epi64(s0, _mm256_add_epi64(_mm256_load_si256(v + i), _mm256_load_si256(v + i + 4)));
+        s1 = _mm256_add_epi64(s1, _mm256_add_epi64(_mm256_load_si256(v + i + 1), _mm256_load_si256(v + i + 5)));
+        s2 = _mm256_add_epi64(s2, _mm256_add_epi64(_mm256_load_si256(v + i + 2), _mm256_load_si256(v + i + 6)));
+        s3 = _mm256_add_epi64(s3, _mm256_add_epi64(_mm256_load_si256(v + i + 3), _mm256_load_si256(v + i + 7)));
+    }
+    s0 = _mm256_add_epi64(_mm256_add_epi64(s0, s1), _mm256_add_epi64(s2, s3));
+    uint64_t o[4];
+    _mm256_storeu_si256((__m256i *)o, s0);
+    return o[0] + o[1] + o[2] + o[3];
+}

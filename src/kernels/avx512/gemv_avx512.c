@@ -1,0 +1,130 @@
+/* AVX-512 (F/BW/VL/DQ) leaves for fp32 activations: weights become exact
+ * fp32 integers q = u - zero, FMA against broadcast activation pairs; lanes
+ * hold (channel, k parity) pairs, summed per group before the scale. */
+#include <immintrin.h>
+#include <string.h>
+
+#include "kernels/ukernel.h"
+
+#define INLINE static inline __attribute__((always_inline))
+
+INLINE __m512 pair_bcast(const float *a) {
+    double d;
+    memcpy(&d, a, sizeof d);
+    return _mm512_castpd_ps(_mm512_set1_pd(d));
+}
+
+/* [ch0..7 as (c,p) lanes], [ch8..15] -> 16 per-channel sums in order. */
+INLINE __m512 pair_reduce(__m512 s0, __m512 s1) {
+    __m512 e = _mm512_shuffle_ps(s0, s1, 0x88), o = _mm512_shuffle_ps(s0, s1, 0xDD);
+    const __m512i idx = _mm512_set_epi32(15, 14, 11, 10, 7, 6, 3, 2, 13, 12, 9, 8, 5, 4, 1, 0);
+    return _mm512_permutexvar_ps(idx, _mm512_add_ps(e, o));
+}
+
+INLINE void gemv_f32(const wna16_block_layout *L, const uint8_t *block, const float *a, size_t lda,
+                     float *c, const size_t MR, const int BITS) {
+    __m512 cc[4];
+    const int64_t gq = L->group_quads;
+    const __m512i m15 = _mm512_set1_epi32(15);
+    for (size_t i = 0; i < MR; i++) cc[i] = _mm512_setzero_ps();
+    for (int64_t g = 0; g < L->n_groups; g++) {
+        const uint8_t *rec = block + g * L->record_bytes;
+        __m512i z0, z1;
+        if (L->asym) {
+            const __m256i *zw = (const __m256i *)(rec + L->wbytes + 64);
+            z0 = _mm512_cvtepu16_epi32(_mm256_load_si256(zw));
+            z1 = _mm512_cvtepu16_epi32(_mm256_load_si256(zw + 1));
+        } else {
+            z0 = z1 = _mm512_set1_epi32(BITS == 4 ? 8 : 128);
+        }
+        __m512 A0[4], A1[4], B0[4], B1[4];
+        for (size_t i = 0; i < MR; i++)
+            A0[i] = A1[i] = B0[i] = B1[i] = _mm512_setzero_ps();
+        for (int64_t t = 0; t < gq; t++) {
+            __m512 w0, w1, w2, w3; /* lo k-pair ch0-7, ch8-15, hi k-pair ch0-7, ch8-15 */
+            if (BITS == 4) {
+                const uint8_t *q = rec + t * 32;
+                _mm_prefetch((const char *)(q + 1024), _MM_HINT_T0);
+                __m512i x0 = _mm512_cvtepu8_epi32(_mm_load_si128((const __m128i *)q));
+                __m512i x1 = _mm512_cvtepu8_epi32(_mm_load_si128((const __m128i *)(q + 16)));
+                w0 = _mm512_cvtepi32_ps(_mm512_sub_epi32(_mm512_and_si512(x0, m15), z0));
+                w1 = _mm512_cvtepi32_ps(_mm512_sub_epi32(_mm512_and_si512(x1, m15), z1));
+                w2 = _mm512_cvtepi32_ps(_mm512_sub_epi32(_mm512_srli_epi32(x0, 4), z0));
+                w3 = _mm512_cvtepi32_ps(_mm512_sub_epi32(_mm512_srli_epi32(x1, 4), z1));
+            } else {
+                const uint8_t *q = rec + t * 64;
+                _mm_prefetch((const char *)(q + 1024), _MM_HINT_T0);
+                __m512i x0 = _mm512_cvtepu8_epi32(_mm_load_si128((const __m128i *)q));
+                __m512i x1 = _mm512_cvtepu8_epi32(_mm_load_si128((const __m128i *)(q + 16)));
+                __m512i x2 = _mm512_cvtepu8_epi32(_mm_load_si128((const __m128i *)(q + 32)));
+                __m512i x3 = _mm512_cvtepu8_epi32(_mm_load_si128((const __m128i *)(q + 48)));
+                w0 = _mm512_cvtepi32_ps(_mm512_sub_epi32(x0, z0));
+                w1 = _mm512_cvtepi32_ps(_mm512_sub_epi32(x1, z1));
+                w2 = _mm512_cvtepi32_ps(_mm512_sub_epi32(x2, z0));
+                w3 = _mm512_cvtepi32_ps(_mm512_sub_epi32(x3, z1));
+            }
+            for (size_t i = 0; i < MR; i++) {
+                const float *ar = a + i * lda + g * gq * 4 + t * 4;
+                __m512 lo = pair_bcast(ar), hi = pair_bcast(ar + 2);
+                A0[i] = _mm512_fmadd_ps(w0, lo, A0[i]);
+                A1[i] = _mm512_fmadd_ps(w1, lo, A1[i]);
+                B0[i] = _mm512_fmadd_ps(w2, hi, B0[i]);
+                B1[i] = _mm512_fmadd_ps(w3, hi, B1[i]);
+            }
+        }
+        const __m512 s = _mm512_load_ps((const float *)(rec + L->wbytes));
+        for (size_t i = 0; i < MR; i++) {
+            __m512 p = pair_reduce(_mm512_add_ps(A0[i], B0[i]), _mm512_add_ps(A1[i], B1[i]));
+            cc[i] = _mm512_fmadd_ps(p, s, cc[i]);
+        }
+    }
+    for (size_t i = 0; i < MR; i++) _mm512_storeu_ps(c + i * WNA16_LINEAR_NR, cc[i]);
+}
+
+void wna16_gemv_q4_f32_4x16__avx512(const wna16_block_layout *L, const uint8_t *block, size_t mr,
+                                    const void *a, size_t lda, float *c) {
+    switch (mr) {
+    case 1: gemv_f32(L, block, a, lda, c, 1, 4); break;
+    case 2: gemv_f32(L, block, a, lda, c, 2, 4); break;
+    case 3: gemv_f32(L, block, a, lda, c, 3, 4); break;
+    default: gemv_f32(L, block, a, lda, c, 4, 4); break;
+    }
+}
+
+void wna16_gemv_q8_f32_4x16__avx512(const wna16_block_layout *L, const uint8_t *block, size_t mr,
+                                    const void *a, size_t lda, float *c) {
+    switch (mr) {
+    case 1: gemv_f32(L, block, a, lda, c, 1, 8); break;
+    case 2: gemv_f32(L, block, a, lda, c, 2, 8); break;
+    case 3: gemv_f32(L, block, a, lda, c, 3, 8); break;
+    default: gemv_f32(L, block, a, lda, c, 4, 8); break;
+    }
+}
+
+float wna16_peak_fma_loop__avx512(int64_t n_iter) {
+    __m512 acc[24];
+    for (int i = 0; i < 24; i++) acc[i] = _mm512_set1_ps((float)i);
+    __m512 a = _mm512_set1_ps(1.0f), b = _mm512_set1_ps(1e-20f);
+    for (int64_t it = 0; it < n_iter; it++) {
+#pragma GCC unroll 24
+        for (int i = 0; i < 24; i++) acc[i] = _mm512_fmadd_ps(a, b, acc[i]);
+        __asm__ volatile("" : "+v"(a), "+v"(b));
+    }
+    __m512 s = acc[0];
+    for (int i = 1; i < 24; i++) s = _mm512_add_ps(s, acc[i]);
+    return _mm512_reduce_add_ps(s);
+}
+
+/* Sum of `bytes` (a multiple of 256) at p: the read-bandwidth loop. */
+uint64_t wna16_read_sum__avx512(const void *p, size_t bytes) {
+    const __m512i *v = p;
+    __m512i s0 = _mm512_setzero_si512(), s1 = s0, s2 = s0, s3 = s0;
+    for (size_t i = 0; i < bytes / 64; i += 4) {
+        s0 = _mm512_add_epi64(s0, _mm512_load_si512(v + i));
+        s1 = _mm512_add_epi64(s1, _mm512_load_si512(v + i + 1));
+        s2 = _mm512_add_epi64(s2, _mm512_load_si512(v + i + 2));
+        s3 = _mm512_add_epi64(s3, _mm512_load_si512(v + i + 3));
+    }
+    s0 = _mm512_add_epi64(_mm512_add_epi64(s0, s1), _mm512_add_epi64(s2, s3));
+    return (uint64_t)_mm512_reduce_add_epi64(s0);
+}

@@ -1,0 +1,140 @@
+/* CPU feature detection and the kernel table. Compiled without ISA flags:
+ * nothing here may execute an instruction the CPU might lack. */
+#include "kernels/ukernel.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#define WNA16_X86 1
+#endif
+
+static const char *const isa_names[WNA16_ISA_COUNT] = {
+    [WNA16_ISA_REF] = "ref",
+    [WNA16_ISA_AVX2] = "avx2",
+    [WNA16_ISA_AVX512] = "avx512",
+    [WNA16_ISA_AVX512BF16] = "avx512bf16",
+};
+
+const char *wna16_isa_name(wna16_isa isa) {
+    return (unsigned)isa < WNA16_ISA_COUNT ? isa_names[isa] : NULL;
+}
+
+bool wna16_isa_parse(const char *name, wna16_isa *out) {
+    for (int i = 0; i < WNA16_ISA_COUNT; i++)
+        if (name && !strcmp(name, isa_names[i])) {
+            *out = (wna16_isa)i;
+            return true;
+        }
+    return false;
+}
+
+#ifdef WNA16_X86
+static uint64_t xgetbv0(void) {
+    uint32_t lo, hi;
+    __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+    return ((uint64_t)hi << 32) | lo;
+}
+#endif
+
+static wna16_isa detect(void) {
+#ifdef WNA16_X86
+    unsigned a, b, c, d;
+    if (!__get_cpuid(1, &a, &b, &c, &d)) return WNA16_ISA_REF;
+    bool osxsave = c & (1u << 27), fma = c & (1u << 12), f16c = c & (1u << 29);
+    bool avx = c & (1u << 28);
+    if (!osxsave || !avx) return WNA16_ISA_REF;
+    uint64_t xcr0 = xgetbv0();
+    bool ymm_state = (xcr0 & 0x6) == 0x6;           /* SSE + AVX state */
+    bool zmm_state = (xcr0 & 0xe6) == 0xe6;         /* + opmask, ZMM_Hi256, Hi16_ZMM */
+    if (!ymm_state) return WNA16_ISA_REF;
+    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return WNA16_ISA_REF;
+    bool avx2 = b & (1u << 5);
+    bool avx512f = b & (1u << 16), avx512dq = b & (1u << 17), avx512bw = b & (1u << 30),
+         avx512vl = b & (1u << 31);
+    if (!(avx2 && fma && f16c)) return WNA16_ISA_REF;
+    if (!(zmm_state && avx512f && avx512dq && avx512bw && avx512vl)) return WNA16_ISA_AVX2;
+    unsigned a1 = 0, b1, c1, d1;
+    __get_cpuid_count(7, 1, &a1, &b1, &c1, &d1);
+    bool bf16 = a1 & (1u << 5);
+    return bf16 ? WNA16_ISA_AVX512BF16 : WNA16_ISA_AVX512;
+#else
+    return WNA16_ISA_REF;
+#endif
+}
+
+static wna16_kernel_table tables[WNA16_ISA_COUNT];
+static wna16_isa detected = WNA16_ISA_REF;
+static wna16_isa active = WNA16_ISA_REF;
+static pthread_once_t once = PTHREAD_ONCE_INIT;
+
+/* Reference first, then each level overrides what it provides (BLIS-style). */
+static void fill_tables(void) {
+    wna16_kernel_table t = {
+        .isa = WNA16_ISA_REF,
+        .gemv_q4_f32 = wna16_gemv_q4_f32_4x16__ref,
+        .gemv_q8_f32 = wna16_gemv_q8_f32_4x16__ref,
+        .gemv_f32_mr = 4,
+    };
+    tables[WNA16_ISA_REF] = t;
+    t.isa = WNA16_ISA_AVX2;
+    t.gemv_q4_f32 = wna16_gemv_q4_f32_2x16__avx2;
+    t.gemv_q8_f32 = wna16_gemv_q8_f32_2x16__avx2;
+    t.gemv_f32_mr = 2;
+    tables[WNA16_ISA_AVX2] = t;
+    t.isa = WNA16_ISA_AVX512;
+    t.gemv_q4_f32 = wna16_gemv_q4_f32_4x16__avx512;
+    t.gemv_q8_f32 = wna16_gemv_q8_f32_4x16__avx512;
+    t.gemv_f32_mr = 4;
+    tables[WNA16_ISA_AVX512] = t;
+    t.isa = WNA16_ISA_AVX512BF16;
+    t.gemv_q4_bf16 = wna16_gemv_q4_bf16_4x16__avx512bf16;
+    t.gemv_q8_bf16 = wna16_gemv_q8_bf16_4x16__avx512bf16;
+    t.gemv_bf16_mr = 4;
+    t.dequant_q4_bf16 = wna16_dequant_q4_bf16_16__avx512bf16;
+    t.dequant_q8_bf16 = wna16_dequant_q8_bf16_16__avx512bf16;
+    t.gemm_bf16 = wna16_gemm_bf16_12x32__avx512bf16;
+    t.gemm_mr = 12;
+    tables[WNA16_ISA_AVX512BF16] = t;
+}
+
+static void init(void) {
+    fill_tables();
+    detected = detect();
+    active = detected;
+    const char *env = getenv("WNA16_ISA");
+    if (env && *env) {
+        wna16_isa cap;
+        if (wna16_isa_parse(env, &cap)) {
+            if (cap < active) active = cap;
+        } else {
+            fprintf(stderr, "wna16: WNA16_ISA='%s' is not one of ref, avx2, avx512, avx512bf16; "
+                            "ignored\n", env);
+        }
+    }
+}
+
+wna16_isa wna16_isa_detected(void) {
+    pthread_once(&once, init);
+    return detected;
+}
+
+wna16_isa wna16_isa_active(void) {
+    pthread_once(&once, init);
+    return active;
+}
+
+wna16_isa wna16_isa_set_cap(wna16_isa cap) {
+    pthread_once(&once, init);
+    if ((unsigned)cap >= WNA16_ISA_COUNT) cap = WNA16_ISA_COUNT - 1;
+    active = cap < detected ? cap : detected;
+    return active;
+}
+
+const wna16_kernel_table *wna16_kernels(void) {
+    pthread_once(&once, init);
+    return &tables[active];
+}

@@ -1,0 +1,508 @@
+/* WNA16 linear: repacking, blocking, activation packing, threading and the
+ * epilogue. Portable: the arithmetic lives in the leaves (ukernel.h). */
+#include "kernels/gemm.h"
+
+#include <omp.h>
+#include <stdalign.h>
+#include <string.h>
+
+#include "kernels/ukernel.h"
+
+/* The packed record must keep zmm loads aligned. */
+_Static_assert(WNA16_LINEAR_NR == 16, "the packed layout is built for 16-channel blocks");
+
+/* Rows at or below this use the streaming (decode) kernel with bf16 acts. */
+#define DECODE_MAX_M 4
+/* Target k-pairs per dequantized panel chunk (128 bytes each: 32 KiB). */
+#define PANEL_KPAIRS 256
+
+struct wna16_packed_linear {
+    int64_t n, k, kp, group_size, n_groups, n_blocks;
+    int bits;
+    bool symmetric;
+    wna16_block_layout L;
+    int64_t block_bytes;
+    uint8_t *data; /* 64-byte aligned, n_blocks * block_bytes */
+    size_t data_bytes;
+    void *alloc;
+};
+
+static int64_t round_up(int64_t v, int64_t m) { return (v + m - 1) / m * m; }
+
+static void *align64(void *p) { return (void *)(((uintptr_t)p + 63) & ~(uintptr_t)63); }
+
+/* Byte and shift of u(kk, c) inside a group record (kk: column within the group). */
+static inline size_t packed_pos(int bits, int64_t kk, int c, int *shift) {
+    int64_t t = kk >> 2, r = kk & 3, p = r & 1, hi = r >> 1;
+    if (bits == 4) {
+        *shift = (int)(hi * 4);
+        return (size_t)(t * 32 + 2 * c + p);
+    }
+    *shift = 0;
+    return (size_t)(t * 64 + 32 * hi + 2 * c + p);
+}
+
+wna16_status wna16_linear_pack(wna16_diag *d, const wna16_qweight *w, wna16_packed_linear **out) {
+    if (!out) return wna16_fail(d, WNA16_ERR_INVALID_ARGUMENT, "linear pack: out is NULL");
+    *out = NULL;
+    if (!w || !w->packed || !w->scales)
+        return wna16_fail(d, WNA16_ERR_INVALID_ARGUMENT, "linear pack: weight, data or scales NULL");
+    if (w->n <= 0 || w->k <= 0)
+        return wna16_fail(d, WNA16_ERR_INVALID_ARGUMENT,
+                          "linear pack: shape [%lld, %lld] must be positive", (long long)w->n,
+                          (long long)w->k);
+    if (w->bits != 4 && w->bits != 8)
+        return wna16_fail(d, WNA16_ERR_UNSUPPORTED_BITS,
+                          "linear pack: %d-bit weights; the kernels take 4 or 8", w->bits);
+    int64_t gs = w->group_size;
+    if (!(gs == w->k || gs == 32 || gs == 64 || gs == 128) || gs <= 0 || w->k % gs != 0)
+        return wna16_fail(d, WNA16_ERR_GROUP_SIZE,
+                          "linear pack: group size %lld with k = %lld; the kernels take 32, 64, "
+                          "128 or channelwise, and k must be a multiple of it",
+                          (long long)gs, (long long)w->k);
+    if (w->n_groups != w->k / gs)
+        return wna16_fail(d, WNA16_ERR_INVALID_ARGUMENT,
+                          "linear pack: n_groups %lld != k / group_size = %lld",
+                          (long long)w->n_groups, (long long)(w->k / gs));
+    if (w->col_offset < 0 || w->row_words < ((w->col_offset + w->k) * w->bits + 31) / 32 ||
+        w->scale_stride < w->n_groups || (w->zeros && w->zero_stride < w->n_groups))
+        return wna16_fail(d, WNA16_ERR_INVALID_ARGUMENT,
+                          "linear pack: row_words/col_offset/strides too small for the shape");
+    bool asym = w->zeros != NULL;
+    if (asym)
+        for (int64_t o = 0; o < w->n; o++)
+            for (int64_t g = 0; g < w->n_groups; g++)
+                if (w->zeros[o * w->zero_stride + g] >> w->bits)
+                    return wna16_fail(d, WNA16_ERR_BAD_ZERO_POINT,
+                                      "linear pack: zero point %u at [%lld, %lld] does not fit "
+                                      "%d bits",
+                                      w->zeros[o * w->zero_stride + g], (long long)o,
+                                      (long long)g, w->bits);
+
+    wna16_packed_linear *pl = wna16_calloc(1, sizeof *pl);
+    if (!pl) return wna16_fail(d, WNA16_ERR_OUT_OF_MEMORY, "linear pack: header");
+    pl->n = w->n;
+    pl->k = w->k;
+    pl->kp = round_up(w->k, 4);
+    pl->group_size = gs;
+    pl->n_groups = w->n_groups;
+    pl->n_blocks = (w->n + WNA16_LINEAR_NR - 1) / WNA16_LINEAR_NR;
+    pl->bits = w->bits;
+    pl->symmetric = !asym;
+    int64_t gsp = pl->n_groups == 1 ? pl->kp : gs;
+    pl->L.n_groups = pl->n_groups;
+    pl->L.group_quads = gsp / 4;
+    pl->L.wbytes = round_up(pl->L.group_quads * (w->bits == 4 ? 32 : 64), 64);
+    pl->L.record_bytes = pl->L.wbytes + 64 + (asym ? 64 : 0);
+    pl->L.bits = w->bits;
+    pl->L.asym = asym;
+    uint64_t block_bytes, total;
+    if (!wna16_mul_u64((uint64_t)pl->n_groups, (uint64_t)pl->L.record_bytes, &block_bytes) ||
+        !wna16_mul_u64(block_bytes, (uint64_t)pl->n_blocks, &total) || total > SIZE_MAX - 64) {
+        wna16_free(pl);
+        return wna16_fail(d, WNA16_ERR_LIMIT, "linear pack: packed size overflows");
+    }
+    pl->block_bytes = (int64_t)block_bytes;
+    pl->data_bytes = (size_t)total;
+    pl->alloc = wna16_malloc(pl->data_bytes + 64);
+    if (!pl->alloc) {
+        wna16_free(pl);
+        return wna16_fail(d, WNA16_ERR_OUT_OF_MEMORY,
+                          "linear pack: %zu bytes for the packed weight", pl->data_bytes);
+    }
+    pl->data = align64(pl->alloc);
+    memset(pl->data, 0, pl->data_bytes);
+
+    uint32_t sym_zero = 1u << (w->bits - 1);
+    for (int64_t b = 0; b < pl->n_blocks; b++)
+        for (int64_t g = 0; g < pl->n_groups; g++) {
+            uint8_t *rec = pl->data + b * pl->block_bytes + g * pl->L.record_bytes;
+            float *sc = (float *)(rec + pl->L.wbytes);
+            int16_t *zw = (int16_t *)(rec + pl->L.wbytes + 64);
+            for (int c = 0; c < WNA16_LINEAR_NR; c++) {
+                int64_t o = b * WNA16_LINEAR_NR + c;
+                bool valid = o < w->n;
+                uint32_t z = valid ? wna16_qweight_zero(w, o, g) : (asym ? 0 : sym_zero);
+                sc[c] = valid ? w->scales[o * w->scale_stride + g] : 0.0f;
+                if (asym) zw[2 * c] = zw[2 * c + 1] = (int16_t)z;
+                for (int64_t kk = 0; kk < gsp; kk++) {
+                    int64_t col = g * gsp + kk;
+                    uint32_t u = valid && col < w->k ? wna16_qweight_u(w, o, col) : z;
+                    int shift;
+                    size_t pos = packed_pos(w->bits, kk, c, &shift);
+                    rec[pos] |= (uint8_t)(u << shift);
+                }
+            }
+        }
+    *out = pl;
+    return WNA16_OK;
+}
+
+void wna16_linear_free(wna16_packed_linear *pl) {
+    if (!pl) return;
+    wna16_free(pl->alloc);
+    wna16_free(pl);
+}
+
+wna16_status wna16_linear_clone(wna16_diag *d, const wna16_packed_linear *pl,
+                                wna16_packed_linear **out) {
+    if (!out || !pl) return wna16_fail(d, WNA16_ERR_INVALID_ARGUMENT, "linear clone: NULL");
+    *out = NULL;
+    wna16_packed_linear *c = wna16_malloc(sizeof *c);
+    void *alloc = wna16_malloc(pl->data_bytes + 64);
+    if (!c || !alloc) {
+        wna16_free(c);
+        wna16_free(alloc);
+        return wna16_fail(d, WNA16_ERR_OUT_OF_MEMORY, "linear clone: %zu bytes", pl->data_bytes);
+    }
+    *c = *pl;
+    c->alloc = alloc;
+    c->data = align64(alloc);
+    memcpy(c->data, pl->data, pl->data_bytes);
+    *out = c;
+    return WNA16_OK;
+}
+
+int64_t wna16_linear_n(const wna16_packed_linear *pl) { return pl->n; }
+int64_t wna16_linear_k(const wna16_packed_linear *pl) { return pl->k; }
+int wna16_linear_bits(const wna16_packed_linear *pl) { return pl->bits; }
+int64_t wna16_linear_group_size(const wna16_packed_linear *pl) { return pl->group_size; }
+bool wna16_linear_symmetric(const wna16_packed_linear *pl) { return pl->symmetric; }
+size_t wna16_linear_packed_bytes(const wna16_packed_linear *pl) { return pl->data_bytes; }
+size_t wna16_linear_footprint(const wna16_packed_linear *pl) {
+    return pl->data_bytes + 64 + sizeof *pl;
+}
+
+void wna16_linear_unpack(const wna16_packed_linear *pl, uint8_t *u, float *scales, uint8_t *zeros) {
+    int64_t gsp = pl->L.group_quads * 4;
+    for (int64_t o = 0; o < pl->n; o++) {
+        int64_t b = o / WNA16_LINEAR_NR;
+        int c = (int)(o % WNA16_LINEAR_NR);
+        for (int64_t g = 0; g < pl->n_groups; g++) {
+            const uint8_t *rec = pl->data + b * pl->block_bytes + g * pl->L.record_bytes;
+            const float *sc = (const float *)(rec + pl->L.wbytes);
+            const int16_t *zw = (const int16_t *)(rec + pl->L.wbytes + 64);
+            if (scales) scales[o * pl->n_groups + g] = sc[c];
+            if (zeros)
+                zeros[o * pl->n_groups + g] =
+                    pl->L.asym ? (uint8_t)zw[2 * c] : (uint8_t)(1u << (pl->bits - 1));
+            if (u)
+                for (int64_t kk = 0; kk < gsp; kk++) {
+                    int64_t col = g * gsp + kk;
+                    if (col >= pl->k) break;
+                    int shift;
+                    size_t pos = packed_pos(pl->bits, kk, c, &shift);
+                    u[o * pl->k + col] = (uint8_t)((rec[pos] >> shift) & ((1u << pl->bits) - 1u));
+                }
+        }
+    }
+}
+
+/* ------------------------------------------------------------- driver */
+
+typedef enum path { PATH_F32_GEMV, PATH_BF16_GEMV, PATH_BF16_PREFILL } path;
+
+typedef struct plan {
+    const wna16_kernel_table *t;
+    path path;
+    wna16_gemv_fn gemv;
+    wna16_dequant_bf16_fn dequant;
+    size_t mr;           /* rows per kernel call */
+    int64_t lda;         /* activation row stride (elements) for the gemv paths */
+    int64_t kpairs;      /* kp / 2 */
+    int64_t chunk_groups;/* prefill: groups per dequantized panel */
+    size_t a_bytes;      /* packed activations (shared) */
+    size_t thread_bytes; /* per-thread scratch */
+} plan;
+
+static size_t al64(size_t v) { return (v + 63) & ~(size_t)63; }
+
+static plan make_plan(const wna16_packed_linear *pl, int64_t m, wna16_dtype xt) {
+    plan p = {.t = wna16_kernels()};
+    const wna16_kernel_table *t = p.t;
+    bool bf16 = xt == WNA16_DTYPE_BF16 && t->gemv_q4_bf16;
+    p.kpairs = pl->kp / 2;
+    int64_t gkp = pl->L.group_quads * 2;
+    if (bf16 && t->gemm_bf16 && m > DECODE_MAX_M) {
+        p.path = PATH_BF16_PREFILL;
+        p.dequant = pl->bits == 4 ? t->dequant_q4_bf16 : t->dequant_q8_bf16;
+        p.mr = t->gemm_mr;
+        p.chunk_groups = PANEL_KPAIRS / gkp;
+        if (p.chunk_groups < 1) p.chunk_groups = 1;
+        if (p.chunk_groups > pl->n_groups) p.chunk_groups = pl->n_groups;
+        int64_t tiles = (m + (int64_t)p.mr - 1) / (int64_t)p.mr;
+        p.a_bytes = al64((size_t)(tiles * p.kpairs * (int64_t)p.mr) * 4);
+        p.thread_bytes = al64((size_t)(p.chunk_groups * gkp) * 64 * 2) +
+                         al64((size_t)p.chunk_groups * 32 * 4) + al64((size_t)m * 32 * 4);
+    } else {
+        p.path = bf16 ? PATH_BF16_GEMV : PATH_F32_GEMV;
+        p.gemv = bf16 ? (pl->bits == 4 ? t->gemv_q4_bf16 : t->gemv_q8_bf16)
+                      : (pl->bits == 4 ? t->gemv_q4_f32 : t->gemv_q8_f32);
+        p.mr = bf16 ? t->gemv_bf16_mr : t->gemv_f32_mr;
+        size_t es = bf16 ? 2 : 4;
+        p.lda = round_up(pl->kp, 32) + 32; /* off the 4 KiB alias between rows */
+        p.a_bytes = al64((size_t)(m * p.lda) * es);
+        p.thread_bytes = al64(p.mr * WNA16_LINEAR_NR * 4);
+    }
+    return p;
+}
+
+static inline float load_act(const void *x, wna16_dtype t, int64_t i) {
+    switch (t) {
+    case WNA16_DTYPE_BF16: return wna16_bf16_to_f32(((const uint16_t *)x)[i]);
+    case WNA16_DTYPE_F16: return wna16_f16_to_f32(((const uint16_t *)x)[i]);
+    default: return ((const float *)x)[i];
+    }
+}
+
+/* Packs rows [r0, r1) of x into the plan's activation layout. */
+static void pack_acts(const wna16_packed_linear *pl, const plan *p, int64_t r0, int64_t r1,
+                      const void *x, wna16_dtype xt, int64_t ldx, void *a) {
+    size_t xs = xt == WNA16_DTYPE_F32 ? 4 : 2;
+    for (int64_t i = r0; i < r1; i++) {
+        const uint8_t *xr = (const uint8_t *)x + (size_t)(i * ldx) * xs;
+        if (p->path == PATH_F32_GEMV) {
+            float *ar = (float *)a + i * p->lda;
+            for (int64_t c = 0; c < pl->k; c++) ar[c] = load_act(xr, xt, c);
+            memset(ar + pl->k, 0, (size_t)(p->lda - pl->k) * 4);
+        } else if (p->path == PATH_BF16_GEMV) {
+            uint16_t *ar = (uint16_t *)a + i * p->lda;
+            memcpy(ar, xr, (size_t)pl->k * 2);
+            memset(ar + pl->k, 0, (size_t)(p->lda - pl->k) * 2);
+        } else {
+            int64_t mr = (int64_t)p->mr, tile = i / mr, r = i % mr;
+            uint32_t *at = (uint32_t *)a + tile * p->kpairs * mr;
+            const uint16_t *x16 = (const uint16_t *)xr;
+            for (int64_t kp = 0; kp < p->kpairs; kp++) {
+                int64_t c = 2 * kp;
+                uint32_t lo = c < pl->k ? x16[c] : 0, hi = c + 1 < pl->k ? x16[c + 1] : 0;
+                at[kp * mr + r] = lo | hi << 16;
+            }
+        }
+    }
+    /* rows of the last prefill tile past m stay as the caller zeroed them */
+}
+
+static inline void store_out(void *y, wna16_dtype t, int64_t i, float v) {
+    switch (t) {
+    case WNA16_DTYPE_BF16: ((uint16_t *)y)[i] = wna16_f32_to_bf16(v); break;
+    case WNA16_DTYPE_F16: ((uint16_t *)y)[i] = wna16_f32_to_f16(v); break;
+    default: ((float *)y)[i] = v; break;
+    }
+}
+
+typedef struct io {
+    int64_t m;
+    void *y;
+    wna16_dtype yt;
+    int64_t ldy;
+    const void *bias;
+    wna16_dtype bt;
+} io;
+
+/* Writes columns [o0, o1) of rows [r0, r0+rows) from c (row stride ldc). */
+static void epilogue(const io *e, int64_t r0, int64_t rows, int64_t o0, int64_t o1, const float *c,
+                     size_t ldc) {
+    size_t ys = e->yt == WNA16_DTYPE_F32 ? 4 : 2;
+    for (int64_t i = 0; i < rows; i++) {
+        uint8_t *yr = (uint8_t *)e->y + (size_t)((r0 + i) * e->ldy) * ys;
+        for (int64_t o = o0; o < o1; o++) {
+            float v = c[(size_t)i * ldc + (size_t)(o - o0)];
+            if (e->bias) v += load_act(e->bias, e->bt, o);
+            store_out(yr, e->yt, o, v);
+        }
+    }
+}
+
+/* Computes blocks [b0, b1) (columns clipped to [.., n_end)) on this thread. */
+static void run_blocks(const wna16_packed_linear *pl, const plan *p, const io *e, int64_t b0,
+                       int64_t b1, int64_t n_end, const void *a, void *scratch) {
+    const int64_t NR = WNA16_LINEAR_NR;
+    if (b0 >= b1 || e->m == 0) return;
+    if (p->path != PATH_BF16_PREFILL) {
+        float *c = scratch;
+        size_t es = p->path == PATH_BF16_GEMV ? 2 : 4;
+        for (int64_t b = b0; b < b1; b++) {
+            const uint8_t *blk = pl->data + b * pl->block_bytes;
+            int64_t o0 = b * NR, o1 = o0 + NR < n_end ? o0 + NR : n_end;
+            for (int64_t r = 0; r < e->m; r += (int64_t)p->mr) {
+                size_t mr = (size_t)(e->m - r < (int64_t)p->mr ? e->m - r : (int64_t)p->mr);
+                p->gemv(&pl->L, blk, mr, (const uint8_t *)a + (size_t)(r * p->lda) * es,
+                        (size_t)p->lda, c);
+                epilogue(e, r, (int64_t)mr, o0, o1, c, NR);
+            }
+        }
+        return;
+    }
+    /* prefill: units of two blocks (32 channels) */
+    const int64_t gkp = pl->L.group_quads * 2, mr = (int64_t)p->mr;
+    uint16_t *panel = scratch;
+    float *sc = (float *)((uint8_t *)scratch + al64((size_t)(p->chunk_groups * gkp) * 128));
+    float *cbuf = (float *)((uint8_t *)sc + al64((size_t)p->chunk_groups * 32 * 4));
+    for (int64_t b = b0; b < b1; b += 2) {
+        bool pair = b + 1 < b1;
+        memset(cbuf, 0, (size_t)e->m * 32 * 4);
+        for (int64_t g0 = 0; g0 < pl->n_groups; g0 += p->chunk_groups) {
+            int64_t g1 = g0 + p->chunk_groups < pl->n_groups ? g0 + p->chunk_groups : pl->n_groups;
+            p->dequant(&pl->L, pl->data + b * pl->block_bytes, g0, g1, panel, 64, sc, 32);
+            if (pair)
+                p->dequant(&pl->L, pl->data + (b + 1) * pl->block_bytes, g0, g1, panel + 32, 64,
+                           sc + 16, 32);
+            else
+                for (int64_t kq = 0; kq < (g1 - g0) * gkp; kq++) {
+                    memset(panel + kq * 64 + 32, 0, 64);
+                    if (kq < g1 - g0) memset(sc + kq * 32 + 16, 0, 64);
+                }
+            for (int64_t r = 0; r < e->m; r += mr) {
+                size_t rows = (size_t)(e->m - r < mr ? e->m - r : mr);
+                const uint32_t *ap = (const uint32_t *)a + (r / mr) * p->kpairs * mr + g0 * gkp * mr;
+                p->t->gemm_bf16(rows, g1 - g0, gkp, ap, panel, sc, cbuf + r * 32);
+            }
+        }
+        int64_t o0 = b * NR, o1 = o0 + (pair ? 2 : 1) * NR;
+        if (o1 > n_end) o1 = n_end;
+        epilogue(e, 0, e->m, o0, o1, cbuf, 32);
+    }
+}
+
+static const char *act_name(wna16_dtype t) {
+    return t == WNA16_DTYPE_BF16 ? "BF16" : t == WNA16_DTYPE_F16 ? "F16" : t == WNA16_DTYPE_F32 ? "F32" : "other";
+}
+
+static bool dtype_ok(wna16_dtype t) {
+    return t == WNA16_DTYPE_BF16 || t == WNA16_DTYPE_F16 || t == WNA16_DTYPE_F32;
+}
+
+static size_t dsize(wna16_dtype t) { return t == WNA16_DTYPE_F32 ? 4 : 2; }
+
+static wna16_status check_args(wna16_diag *d, const wna16_packed_linear *pl, int64_t m,
+                               const void *x, wna16_dtype xt, int64_t ldx, void *y, wna16_dtype yt,
+                               int64_t ldy, const void *bias, wna16_dtype bt) {
+    if (!pl) return wna16_fail(d, WNA16_ERR_INVALID_ARGUMENT, "linear gemm: weight is NULL");
+    if (m < 0) return wna16_fail(d, WNA16_ERR_INVALID_ARGUMENT, "linear gemm: m = %lld", (long long)m);
+    if (!dtype_ok(xt) || !dtype_ok(yt) || (bias && bt != WNA16_DTYPE_F32 && bt != yt))
+        return wna16_fail(d, WNA16_ERR_BAD_DTYPE,
+                          "linear gemm: x %s, y %s, bias %s; x and y take BF16, F16 or F32 and "
+                          "bias F32 or y's dtype",
+                          act_name(xt), act_name(yt), bias ? act_name(bt) : "none");
+    if (m == 0) return WNA16_OK;
+    if (!x || !y)
+        return wna16_fail(d, WNA16_ERR_INVALID_ARGUMENT, "linear gemm: x or y is NULL");
+    if (ldx < pl->k || ldy < pl->n)
+        return wna16_fail(d, WNA16_ERR_INVALID_ARGUMENT,
+                          "linear gemm: ldx %lld < k %lld or ldy %lld < n %lld", (long long)ldx,
+                          (long long)pl->k, (long long)ldy, (long long)pl->n);
+    uintptr_t x0 = (uintptr_t)x, x1 = x0 + (size_t)((m - 1) * ldx + pl->k) * dsize(xt);
+    uintptr_t y0 = (uintptr_t)y, y1 = y0 + (size_t)((m - 1) * ldy + pl->n) * dsize(yt);
+    if (x0 < y1 && y0 < x1)
+        return wna16_fail(d, WNA16_ERR_INVALID_ARGUMENT,
+                          "linear gemm: x and y overlap (in-place is not supported)");
+    return WNA16_OK;
+}
+
+size_t wna16_linear_scratch_bytes(const wna16_packed_linear *pl, int64_t m) {
+    plan p = make_plan(pl, m, WNA16_DTYPE_BF16);
+    plan q = make_plan(pl, m, WNA16_DTYPE_F32);
+    size_t a = p.a_bytes + p.thread_bytes, b = q.a_bytes + q.thread_bytes;
+    return a > b ? a : b;
+}
+
+void wna16_linear_split(const wna16_packed_linear *pl, int part, int parts, int64_t *n_begin,
+                        int64_t *n_end) {
+    int64_t b0 = pl->n_blocks * part / parts, b1 = pl->n_blocks * (part + 1) / parts;
+    *n_begin = b0 * WNA16_LINEAR_NR;
+    *n_end = b1 * WNA16_LINEAR_NR < pl->n ? b1 * WNA16_LINEAR_NR : pl->n;
+    if (*n_end < *n_begin) *n_end = *n_begin;
+}
+
+wna16_status wna16_linear_gemm_range(wna16_diag *d, const wna16_packed_linear *pl, int64_t n_begin,
+                                     int64_t n_end, int64_t m, const void *x, wna16_dtype xt,
+                                     int64_t ldx, void *y, wna16_dtype yt, int64_t ldy,
+                                     const void *bias, wna16_dtype bt, void *scratch,
+                                     size_t scratch_bytes) {
+    WNA16_TRY(check_args(d, pl, m, x, xt, ldx, y, yt, ldy, bias, bt));
+    if (n_begin < 0 || n_begin % WNA16_LINEAR_NR || n_end > pl->n || n_end < n_begin)
+        return wna16_fail(d, WNA16_ERR_INVALID_ARGUMENT,
+                          "linear gemm: range [%lld, %lld) of n = %lld; the start must be a "
+                          "multiple of %d",
+                          (long long)n_begin, (long long)n_end, (long long)pl->n, WNA16_LINEAR_NR);
+    if (m == 0 || n_end == n_begin) return WNA16_OK;
+    plan p = make_plan(pl, m, xt);
+    size_t need = p.a_bytes + p.thread_bytes;
+    void *own = NULL;
+    if (scratch) {
+        if (scratch_bytes < need || ((uintptr_t)scratch & 63))
+            return wna16_fail(d, WNA16_ERR_INVALID_ARGUMENT,
+                              "linear gemm: scratch of %zu bytes at %p; need %zu, 64-byte aligned",
+                              scratch_bytes, scratch, need);
+    } else {
+        own = wna16_malloc(need + 64);
+        if (!own)
+            return wna16_fail(d, WNA16_ERR_OUT_OF_MEMORY, "linear gemm: %zu bytes of scratch", need);
+        scratch = align64(own);
+    }
+    if (p.path == PATH_BF16_PREFILL) memset(scratch, 0, p.a_bytes);
+    pack_acts(pl, &p, 0, m, x, xt, ldx, scratch);
+    io e = {m, y, yt, ldy, bias, bt};
+    int64_t b1 = (n_end + WNA16_LINEAR_NR - 1) / WNA16_LINEAR_NR;
+    run_blocks(pl, &p, &e, n_begin / WNA16_LINEAR_NR, b1, n_end, scratch,
+               (uint8_t *)scratch + p.a_bytes);
+    wna16_free(own);
+    return WNA16_OK;
+}
+
+wna16_status wna16_linear_gemm(wna16_diag *d, const wna16_packed_linear *pl, int64_t m,
+                               const void *x, wna16_dtype xt, int64_t ldx, void *y, wna16_dtype yt,
+                               int64_t ldy, const void *bias, wna16_dtype bt, int n_threads) {
+    WNA16_TRY(check_args(d, pl, m, x, xt, ldx, y, yt, ldy, bias, bt));
+    if (m == 0) return WNA16_OK;
+    if (n_threads <= 0) n_threads = omp_get_max_threads();
+    plan p = make_plan(pl, m, xt);
+    /* units: blocks for the gemv paths, block pairs for prefill */
+    int64_t unit = p.path == PATH_BF16_PREFILL ? 2 : 1;
+    int64_t units = (pl->n_blocks + unit - 1) / unit;
+    if (n_threads > units) n_threads = (int)units;
+    size_t need = p.a_bytes + p.thread_bytes * (size_t)n_threads;
+    void *own = wna16_malloc(need + 64);
+    if (!own) return wna16_fail(d, WNA16_ERR_OUT_OF_MEMORY, "linear gemm: %zu bytes of scratch", need);
+    uint8_t *scratch = align64(own);
+    if (p.path == PATH_BF16_PREFILL) memset(scratch, 0, p.a_bytes);
+    io e = {m, y, yt, ldy, bias, bt};
+    if (n_threads == 1) {
+        pack_acts(pl, &p, 0, m, x, xt, ldx, scratch);
+        run_blocks(pl, &p, &e, 0, pl->n_blocks, pl->n, scratch, scratch + p.a_bytes);
+    } else {
+#pragma omp parallel num_threads(n_threads)
+        {
+            int t = omp_get_thread_num(), nt = omp_get_num_threads();
+            /* activation rows packed in parallel, in whole prefill tiles */
+            int64_t tiles = (m + (int64_t)p.mr - 1) / (int64_t)p.mr;
+            int64_t r0 = tiles * t / nt * (int64_t)p.mr, r1 = tiles * (t + 1) / nt * (int64_t)p.mr;
+            if (r1 > m) r1 = m;
+            if (r0 < r1) pack_acts(pl, &p, r0, r1, x, xt, ldx, scratch);
+#pragma omp barrier
+            int64_t u0 = units * t / nt, u1 = units * (t + 1) / nt;
+            int64_t b0 = u0 * unit, b1 = u1 * unit < pl->n_blocks ? u1 * unit : pl->n_blocks;
+            run_blocks(pl, &p, &e, b0, b1, pl->n, scratch,
+                       scratch + p.a_bytes + p.thread_bytes * (size_t)t);
+        }
+    }
+    wna16_free(own);
+    return WNA16_OK;
+}
+
+void wna16_linear_ref_f64(const wna16_qweight *w, int64_t m, const float *x, int64_t ldx,
+                          const float *bias, double *ref, double *sabs) {
+    for (int64_t i = 0; i < m; i++)
+        for (int64_t o = 0; o < w->n; o++) {
+            double s = 0, a = 0;
+            for (int64_t c = 0; c < w->k; c++) {
+                double v = (double)x[i * ldx + c] * (double)wna16_qweight_value(w, o, c);
+                s += v;
+                a += v < 0 ? -v : v;
+            }
+            if (bias) s += bias[o];
+            ref[i * w->n + o] = s;
+            if (sabs) sabs[i * w->n + o] = a;
+        }
+}

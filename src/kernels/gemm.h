@@ -1,0 +1,124 @@
+/* WNA16 linear layer: y[M,N] = x[M,K] · Wᵀ (+ bias) with int4/int8 weights
+ * repacked once at load into the kernel layout (docs/kernels.md).
+ *
+ * Internal API (not in the public header). Shape-time and data-time are
+ * split: wna16_linear_pack() builds an immutable packed weight once; the
+ * gemm calls only read it, so one packed weight may be used by many threads
+ * at the same time (e.g. the MoE scheduler threading over experts and calling
+ * wna16_linear_gemm_range() with its own scratch).
+ *
+ * Numerics (the contract every ISA meets, see docs/kernels.md §Numerics):
+ *  - activations are widened to fp32 (bf16/fp16 exactly), weights are the
+ *    exact integers q = u - zero; per group g and output o the kernel forms
+ *    P_g = Σ_{k∈g} a_k·q_k in fp32, then C = fma(P_g, scale_g, C) in group
+ *    order, then y = round_out(C + bias). Every output element has one fixed
+ *    reduction order that does not depend on the thread count or the N range.
+ *  - the order of the sum inside P_g depends on the ISA and on the M regime
+ *    (decode vs prefill); with integer-exact data all of them are bitwise
+ *    equal to the scalar reference.
+ */
+#ifndef WNA16_KERNELS_GEMM_H
+#define WNA16_KERNELS_GEMM_H
+
+#include "core/common.h"
+#include "format/qweight.h"
+
+/* Output channels per packed block (register width of the kernels). */
+#define WNA16_LINEAR_NR 16
+
+/* ISA levels, each a superset of the previous one. */
+typedef enum wna16_isa {
+    WNA16_ISA_REF = 0,
+    WNA16_ISA_AVX2 = 1,       /* AVX2 + FMA + F16C */
+    WNA16_ISA_AVX512 = 2,     /* AVX-512 F/BW/VL/DQ */
+    WNA16_ISA_AVX512BF16 = 3, /* + AVX512_BF16 (vdpbf16ps) */
+    WNA16_ISA_COUNT
+} wna16_isa;
+
+/* "ref", "avx2", "avx512", "avx512bf16"; NULL for an out-of-range value. */
+const char *wna16_isa_name(wna16_isa isa);
+/* Parses a name as above; false if unknown. */
+bool wna16_isa_parse(const char *name, wna16_isa *out);
+/* Best level this CPU and OS support (cpuid + XGETBV), ignoring any cap. */
+wna16_isa wna16_isa_detected(void);
+/* Level the kernels use now: min(detected, cap). The cap starts from the
+ * WNA16_ISA environment variable (unset: no cap; unknown name: ignored with
+ * a warning on stderr). */
+wna16_isa wna16_isa_active(void);
+/* Caps the level in-process (tests loop over every level); returns the level
+ * now active (min(detected, cap)). Not thread-safe against running gemms. */
+wna16_isa wna16_isa_set_cap(wna16_isa cap);
+
+typedef struct wna16_packed_linear wna16_packed_linear;
+
+/* Repacks a canonical weight. Errors: WNA16_ERR_INVALID_ARGUMENT (NULL, n or
+ * k <= 0, inconsistent strides), WNA16_ERR_UNSUPPORTED_BITS (bits not 4/8),
+ * WNA16_ERR_GROUP_SIZE (group size not 32, 64, 128 or k; k not a multiple of
+ * it), WNA16_ERR_BAD_ZERO_POINT (zero point >= 2^bits),
+ * WNA16_ERR_OUT_OF_MEMORY. Scales are copied as fp32 (they are not checked
+ * here: the loader validates them). */
+wna16_status wna16_linear_pack(wna16_diag *d, const wna16_qweight *w, wna16_packed_linear **out);
+void wna16_linear_free(wna16_packed_linear *pl);
+/* A deep copy (benchmarks rotate copies to keep weights cold). */
+wna16_status wna16_linear_clone(wna16_diag *d, const wna16_packed_linear *pl,
+                                wna16_packed_linear **out);
+
+/* Shape and footprint queries. */
+int64_t wna16_linear_n(const wna16_packed_linear *pl);
+int64_t wna16_linear_k(const wna16_packed_linear *pl);
+int wna16_linear_bits(const wna16_packed_linear *pl);
+int64_t wna16_linear_group_size(const wna16_packed_linear *pl);
+bool wna16_linear_symmetric(const wna16_packed_linear *pl);
+/* Bytes of the packed weight (weights + scales + zero points, padding
+ * included): what a decode step streams from memory. */
+size_t wna16_linear_packed_bytes(const wna16_packed_linear *pl);
+/* Bytes of the whole object (packed_bytes plus the header). */
+size_t wna16_linear_footprint(const wna16_packed_linear *pl);
+
+/* Inverse of pack: u[n][k] unsigned values, scales[n][n_groups] fp32,
+ * zeros[n][n_groups] unsigned zero points (2^(bits-1) when symmetric).
+ * Any output may be NULL. */
+void wna16_linear_unpack(const wna16_packed_linear *pl, uint8_t *u, float *scales, uint8_t *zeros);
+
+/* y[i][o] = round_y(Σ_c x[i][c]·w[o][c] + bias[o]) for i < m, o < n.
+ * x: m rows of k elements, row stride ldx elements, dtype xt (BF16, F16, F32).
+ * y: m rows of n elements, row stride ldy, dtype yt (BF16, F16, F32).
+ * bias: NULL, or n elements of dtype bt (F32 or yt).
+ * n_threads: OpenMP threads over N blocks (<= 0: omp_get_max_threads()).
+ * Results are bitwise identical for every n_threads. m == 0 is a no-op.
+ * Errors: WNA16_ERR_INVALID_ARGUMENT (NULL pointers, m < 0, ldx < k,
+ * ldy < n, x and y overlapping), WNA16_ERR_BAD_DTYPE, WNA16_ERR_OUT_OF_MEMORY
+ * (scratch). y is not read. */
+wna16_status wna16_linear_gemm(wna16_diag *d, const wna16_packed_linear *pl, int64_t m,
+                               const void *x, wna16_dtype xt, int64_t ldx, void *y, wna16_dtype yt,
+                               int64_t ldy, const void *bias, wna16_dtype bt, int n_threads);
+
+/* Scratch bytes wna16_linear_gemm_range() needs for m rows (any N range). */
+size_t wna16_linear_scratch_bytes(const wna16_packed_linear *pl, int64_t m);
+
+/* Single-threaded, on the calling thread: computes only output columns
+ * [n_begin, n_end) of y (y, ldy and bias still address the full row; only
+ * those columns are written). n_begin must be a multiple of WNA16_LINEAR_NR
+ * (split N on block boundaries: wna16_linear_split() does it), n_end <= n.
+ * scratch: at least wna16_linear_scratch_bytes(pl, m) bytes, 64-byte aligned,
+ * or NULL to allocate one for this call. Each column gets exactly the bits
+ * wna16_linear_gemm() gives it. Errors as wna16_linear_gemm, plus
+ * WNA16_ERR_INVALID_ARGUMENT for a bad range or a short/misaligned scratch. */
+wna16_status wna16_linear_gemm_range(wna16_diag *d, const wna16_packed_linear *pl, int64_t n_begin,
+                                     int64_t n_end, int64_t m, const void *x, wna16_dtype xt,
+                                     int64_t ldx, void *y, wna16_dtype yt, int64_t ldy,
+                                     const void *bias, wna16_dtype bt, void *scratch,
+                                     size_t scratch_bytes);
+
+/* Part `part` of `parts` of [0, n), on block boundaries, as even as blocks
+ * allow: [*n_begin, *n_end) (possibly empty). */
+void wna16_linear_split(const wna16_packed_linear *pl, int part, int parts, int64_t *n_begin,
+                        int64_t *n_end);
+
+/* Reference dot in double from the canonical weight (tests, bench checks):
+ * ref[i][o] = Σ_c x[i][c]·w[o][c] (+ bias[o]), and sabs[i][o] = Σ|x·w|
+ * (sabs may be NULL). x is fp32 here. */
+void wna16_linear_ref_f64(const wna16_qweight *w, int64_t m, const float *x, int64_t ldx,
+                          const float *bias, double *ref, double *sabs);
+
+#endif

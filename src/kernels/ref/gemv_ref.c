@@ -1,0 +1,45 @@
+/* Scalar reference kernels: the definition every ISA is tested against.
+ * Per output: P_g = Σ_{k∈g} a_k·q_k (fp32, k ascending), c = fma(P_g, s_g, c). */
+#include <math.h>
+
+#include "kernels/ukernel.h"
+
+static inline uint32_t u_at(const uint8_t *rec, int bits, int64_t kk, int c) {
+    int64_t t = kk >> 2, r = kk & 3, p = r & 1, hi = r >> 1;
+    if (bits == 4) return (rec[t * 32 + 2 * c + p] >> (hi * 4)) & 15u;
+    return rec[t * 64 + 32 * hi + 2 * c + p];
+}
+
+static void gemv_ref(const wna16_block_layout *L, const uint8_t *block, size_t mr, const float *a,
+                     size_t lda, float *c) {
+    int64_t gsp = L->group_quads * 4;
+    int32_t sym_zero = 1 << (L->bits - 1);
+    for (size_t i = 0; i < mr; i++)
+        for (int ch = 0; ch < WNA16_LINEAR_NR; ch++) c[i * WNA16_LINEAR_NR + ch] = 0.0f;
+    for (int64_t g = 0; g < L->n_groups; g++) {
+        const uint8_t *rec = block + g * L->record_bytes;
+        const float *sc = (const float *)(rec + L->wbytes);
+        const int16_t *zw = (const int16_t *)(rec + L->wbytes + 64);
+        for (int ch = 0; ch < WNA16_LINEAR_NR; ch++) {
+            int32_t z = L->asym ? zw[2 * ch] : sym_zero;
+            for (size_t i = 0; i < mr; i++) {
+                const float *ar = a + i * lda + g * gsp;
+                float p = 0.0f;
+                for (int64_t kk = 0; kk < gsp; kk++)
+                    p += ar[kk] * (float)((int32_t)u_at(rec, L->bits, kk, ch) - z);
+                float *cc = &c[i * WNA16_LINEAR_NR + ch];
+                *cc = fmaf(p, sc[ch], *cc);
+            }
+        }
+    }
+}
+
+void wna16_gemv_q4_f32_4x16__ref(const wna16_block_layout *L, const uint8_t *block, size_t mr,
+                                 const void *a, size_t lda, float *c) {
+    gemv_ref(L, block, mr, a, lda, c);
+}
+
+void wna16_gemv_q8_f32_4x16__ref(const wna16_block_layout *L, const uint8_t *block, size_t mr,
+                                 const void *a, size_t lda, float *c) {
+    gemv_ref(L, block, mr, a, lda, c);
+}

@@ -1,0 +1,113 @@
+/* The micro-kernel contract (docs/kernels.md) and the dispatch table.
+ *
+ * Packed layout (built by wna16_linear_pack, static_asserted in gemm.c):
+ * output channels are cut into blocks of 16 (WNA16_LINEAR_NR; channels past
+ * n are padding with zero scale). K is padded to kp (a multiple of 4; equal
+ * to k unless channelwise). A block is n_groups group records, contiguous:
+ *
+ *   record = weights (group_quads k-quads) | scales fp32[16] | zeros int16[32] (asym only)
+ *
+ * A k-quad holds k = 4t..4t+3 for the 16 channels; element e = 2c + p
+ * (channel c, parity p) is the bf16-pair order of vdpbf16ps:
+ *   int4: 32 bytes; byte e = u(4t+p, c) | u(4t+2+p, c) << 4
+ *   int8: 64 bytes; byte 32h + e = u(4t+2h+p, c)
+ * u is the unsigned stored value; q = u - zero. zeros word e = zero of channel
+ * e>>1 (pre-expanded for vpsubw). Padded k columns hold u = zero (q = 0).
+ *
+ * Kernel rules: packed weights in, all edges handled inside (padding makes
+ * every block full width), no allocation, no threads, no error returns.
+ * Callers validate everything. */
+#ifndef WNA16_KERNELS_UKERNEL_H
+#define WNA16_KERNELS_UKERNEL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kernels/gemm.h"
+
+typedef struct wna16_block_layout {
+    int64_t n_groups;     /* group records per block */
+    int64_t group_quads;  /* k-quads per group */
+    int64_t record_bytes; /* bytes per group record (multiple of 64) */
+    int64_t wbytes;       /* weight bytes per record; scales at +wbytes, zeros at +wbytes+64 */
+    int bits;             /* 4 or 8 */
+    int asym;             /* records carry zeros */
+} wna16_block_layout;
+
+/* Decode ("gemv") kernel: one block of 16 channels over the whole K, for
+ * mr <= gemv_mr rows. a: mr rows of kp activations (fp32, or bf16 bits for
+ * the bf16 kind), row stride lda elements, zero past k. c: [mr][16] fp32,
+ * overwritten with Σ_g fma(P_g, s_g, ·) in group order. */
+typedef void (*wna16_gemv_fn)(const wna16_block_layout *L, const uint8_t *block, size_t mr,
+                              const void *a, size_t lda, float *c);
+
+/* Prefill: dequantize groups [g0, g1) of one block to bf16 integers q into a
+ * panel [kpair][ldp] (this block's 32 bf16 per k-pair at column offset 0 of
+ * each panel row; the caller offsets the pointer for the second block) and
+ * its scales into sc[(g-g0)*lds + 0..15]. */
+typedef void (*wna16_dequant_bf16_fn)(const wna16_block_layout *L, const uint8_t *block,
+                                      int64_t g0, int64_t g1, uint16_t *panel, size_t ldp,
+                                      float *sc, size_t lds);
+
+/* Prefill micro-kernel, mr <= gemm_mr rows x 32 channels (two blocks):
+ * ap: packed activations [kpair][gemm_mr] (bf16 pairs as uint32),
+ * panel: [kpair][64] bf16, sc: [group][32] fp32, c: [mr][32] fp32,
+ * accumulated: for each group, c = fma(P_g, s_g, c). */
+typedef void (*wna16_gemm_bf16_fn)(size_t mr, int64_t n_groups, int64_t group_kpairs,
+                                   const uint32_t *ap, const uint16_t *panel, const float *sc,
+                                   float *c);
+
+typedef struct wna16_kernel_table {
+    wna16_isa isa;
+    /* fp32 activations (every ISA). */
+    wna16_gemv_fn gemv_q4_f32, gemv_q8_f32;
+    size_t gemv_f32_mr;
+    /* bf16 activations (NULL when the ISA has no bf16 dot). */
+    wna16_gemv_fn gemv_q4_bf16, gemv_q8_bf16;
+    size_t gemv_bf16_mr;
+    wna16_dequant_bf16_fn dequant_q4_bf16, dequant_q8_bf16;
+    wna16_gemm_bf16_fn gemm_bf16;
+    size_t gemm_mr;
+} wna16_kernel_table;
+
+/* The table of the active ISA level (filled once, see dispatch.c). */
+const wna16_kernel_table *wna16_kernels(void);
+
+/* Leaves, named <op>_<weights>_<acts>_<MR>x<NR>__<isa>. */
+void wna16_gemv_q4_f32_4x16__ref(const wna16_block_layout *, const uint8_t *, size_t,
+                                 const void *, size_t, float *);
+void wna16_gemv_q8_f32_4x16__ref(const wna16_block_layout *, const uint8_t *, size_t,
+                                 const void *, size_t, float *);
+void wna16_gemv_q4_f32_2x16__avx2(const wna16_block_layout *, const uint8_t *, size_t,
+                                  const void *, size_t, float *);
+void wna16_gemv_q8_f32_2x16__avx2(const wna16_block_layout *, const uint8_t *, size_t,
+                                  const void *, size_t, float *);
+void wna16_gemv_q4_f32_4x16__avx512(const wna16_block_layout *, const uint8_t *, size_t,
+                                    const void *, size_t, float *);
+void wna16_gemv_q8_f32_4x16__avx512(const wna16_block_layout *, const uint8_t *, size_t,
+                                    const void *, size_t, float *);
+void wna16_gemv_q4_bf16_4x16__avx512bf16(const wna16_block_layout *, const uint8_t *, size_t,
+                                         const void *, size_t, float *);
+void wna16_gemv_q8_bf16_4x16__avx512bf16(const wna16_block_layout *, const uint8_t *, size_t,
+                                         const void *, size_t, float *);
+void wna16_dequant_q4_bf16_16__avx512bf16(const wna16_block_layout *, const uint8_t *, int64_t,
+                                          int64_t, uint16_t *, size_t, float *, size_t);
+void wna16_dequant_q8_bf16_16__avx512bf16(const wna16_block_layout *, const uint8_t *, int64_t,
+                                          int64_t, uint16_t *, size_t, float *, size_t);
+void wna16_gemm_bf16_12x32__avx512bf16(size_t, int64_t, int64_t, const uint32_t *,
+                                       const uint16_t *, const float *, float *);
+
+/* Machine-limit loops (machine_limits.c): n_iter iterations of a
+ * register-resident loop; return a value that depends on the result. */
+float wna16_peak_fma_loop__avx2(int64_t n_iter);
+float wna16_peak_fma_loop__avx512(int64_t n_iter);
+float wna16_peak_bf16_loop__avx512bf16(int64_t n_iter);
+/* Sum of bytes (a multiple of 256, 64-byte aligned) at p, as 64-bit lanes. */
+uint64_t wna16_read_sum__avx2(const void *p, size_t bytes);
+uint64_t wna16_read_sum__avx512(const void *p, size_t bytes);
+/* Flops per iteration of the loops above. */
+#define WNA16_PEAK_FMA_AVX2_FLOPS (12 * 8 * 2)
+#define WNA16_PEAK_FMA_AVX512_FLOPS (24 * 16 * 2)
+#define WNA16_PEAK_BF16_FLOPS (24 * 32 * 2)
+
+#endif

@@ -1,0 +1,420 @@
+/* WNA16 linear GEMM: repack round trip, argument errors, and every ISA level
+ * of this machine against a double reference over a generated case matrix,
+ * in the integer-exact regime (bitwise) and the rounding-bounded regime
+ * (docs/kernels.md §Testing); bitwise identity across thread counts and N
+ * ranges. WNA16_TEST_QUICK=1 trims the matrix (sanitizer builds). */
+#include <math.h>
+#include <stdint.h>
+
+#include "core/common.h"
+#include "format/qweight.h"
+#include "kernels/gemm.h"
+#include "testing.h"
+
+static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
+static uint32_t rnd(void) {
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
+    return (uint32_t)(rng_state >> 16);
+}
+static int rnd_int(int lo, int hi) { return lo + (int)(rnd() % (uint32_t)(hi - lo + 1)); }
+static float rnd_unit(void) { return (float)((rnd() & 0xffffff) / 16777216.0 * 2.0 - 1.0); }
+
+/* A test weight: owns its canonical arrays. */
+typedef struct tweight {
+    wna16_qweight w;
+    uint32_t *packed;
+    float *scales;
+    uint8_t *zeros;
+    uint8_t *u; /* [n][k] */
+} tweight;
+
+static void tweight_free(tweight *t) {
+    free(t->packed);
+    free(t->scales);
+    free(t->zeros);
+    free(t->u);
+}
+
+/* exact: small integer weights and power-of-two scales. gs = 0: channelwise. */
+static void make_weight(tweight *t, int64_t n, int64_t k, int bits, int64_t gs, bool sym,
+                        bool exact) {
+    memset(t, 0, sizeof *t);
+    if (gs == 0) gs = k;
+    int64_t ng = k / gs, row_words = (k * bits + 31) / 32;
+    int maxu = (1 << bits) - 1, half = 1 << (bits - 1);
+    t->u = malloc((size_t)(n * k));
+    t->scales = malloc((size_t)(n * ng) * sizeof(float));
+    t->zeros = sym ? NULL : malloc((size_t)(n * ng));
+    int8_t *q = malloc((size_t)(n * k));
+    for (int64_t o = 0; o < n; o++)
+        for (int64_t g = 0; g < ng; g++) {
+            int z = sym ? half : rnd_int(0, maxu);
+            if (!sym) t->zeros[o * ng + g] = (uint8_t)z;
+            float s;
+            if (exact) s = ldexpf(1.0f, rnd_int(-2, 1));
+            else s = wna16_bf16_to_f32(wna16_f32_to_bf16(0.001f + 0.02f * (rnd_unit() + 1.0f)));
+            t->scales[o * ng + g] = s;
+            for (int64_t c = g * gs; c < (g + 1) * gs; c++) {
+                int u = rnd_int(0, maxu);
+                if (exact && bits == 8) u = z + rnd_int(-16, 16);
+                if (u < 0) u = 0;
+                if (u > maxu) u = maxu;
+                t->u[o * k + c] = (uint8_t)u;
+                q[o * k + c] = (int8_t)(u - half);
+            }
+        }
+    t->packed = calloc((size_t)(n * row_words), 4);
+    wna16_pack_rows(q, n, k, bits, t->packed);
+    free(q);
+    t->w = (wna16_qweight){.n = n, .k = k, .bits = bits, .group_size = gs, .n_groups = ng,
+                           .symmetric = sym, .packed = t->packed, .row_words = row_words,
+                           .scales = t->scales, .scale_stride = ng, .zeros = t->zeros,
+                           .zero_stride = ng, .scale_dtype = WNA16_DTYPE_BF16};
+}
+
+static size_t dsize(wna16_dtype t) { return t == WNA16_DTYPE_F32 ? 4 : 2; }
+static float round_to(wna16_dtype t, float v) {
+    if (t == WNA16_DTYPE_BF16) return wna16_bf16_to_f32(wna16_f32_to_bf16(v));
+    if (t == WNA16_DTYPE_F16) return wna16_f16_to_f32(wna16_f32_to_f16(v));
+    return v;
+}
+static void put(void *p, wna16_dtype t, int64_t i, float v) {
+    if (t == WNA16_DTYPE_BF16) ((uint16_t *)p)[i] = wna16_f32_to_bf16(v);
+    else if (t == WNA16_DTYPE_F16) ((uint16_t *)p)[i] = wna16_f32_to_f16(v);
+    else ((float *)p)[i] = v;
+}
+static float get(const void *p, wna16_dtype t, int64_t i) {
+    if (t == WNA16_DTYPE_BF16) return wna16_bf16_to_f32(((const uint16_t *)p)[i]);
+    if (t == WNA16_DTYPE_F16) return wna16_f16_to_f32(((const uint16_t *)p)[i]);
+    return ((const float *)p)[i];
+}
+static double u_out(wna16_dtype t) {
+    return t == WNA16_DTYPE_BF16 ? 0x1p-9 : t == WNA16_DTYPE_F16 ? 0x1p-11 : 0x1p-24;
+}
+
+static const char *dname(wna16_dtype t) {
+    return t == WNA16_DTYPE_BF16 ? "bf16" : t == WNA16_DTYPE_F16 ? "f16" : "f32";
+}
+static const wna16_dtype dts[3] = {WNA16_DTYPE_BF16, WNA16_DTYPE_F16, WNA16_DTYPE_F32};
+static int n_cases, n_runs;
+static wna16_isa isa_max;
+
+static void test_roundtrip(void) {
+    for (int bits = 4; bits <= 8; bits += 4)
+        for (int sym = 0; sym < 2; sym++) {
+            int64_t shapes[][3] = {{1, 1, 0}, {17, 33, 0}, {33, 64, 32}, {16, 384, 128}, {50, 192, 64}};
+            for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+                tweight t;
+                make_weight(&t, shapes[s][0], shapes[s][1], bits, shapes[s][2], sym, false);
+                wna16_packed_linear *pl = NULL;
+                CHECK(wna16_linear_pack(NULL, &t.w, &pl) == WNA16_OK);
+                if (!pl) continue;
+                int64_t n = t.w.n, k = t.w.k, ng = t.w.n_groups;
+                uint8_t *u = malloc((size_t)(n * k)), *z = malloc((size_t)(n * ng));
+                float *sc = malloc((size_t)(n * ng) * 4);
+                wna16_linear_unpack(pl, u, sc, z);
+                CHECK(!memcmp(u, t.u, (size_t)(n * k)));
+                CHECK(!memcmp(sc, t.scales, (size_t)(n * ng) * 4));
+                bool zok = true;
+                for (int64_t i = 0; i < n * ng; i++)
+                    zok &= z[i] == (sym ? (1 << (bits - 1)) : t.zeros[i]);
+                CHECK(zok);
+                /* dequantize-from-packed equals the reference dequantizer bitwise */
+                float *ref = malloc((size_t)(n * k) * 4);
+                wna16_dequant_ref_f32(&t.w, ref);
+                bool dok = true;
+                for (int64_t o = 0; o < n; o++)
+                    for (int64_t c = 0; c < k; c++) {
+                        int64_t g = c / t.w.group_size;
+                        float v = (float)((int)u[o * k + c] - (int)z[o * ng + g]) * sc[o * ng + g];
+                        dok &= v == ref[o * k + c];
+                    }
+                CHECK(dok);
+                CHECK(wna16_linear_n(pl) == n && wna16_linear_k(pl) == k &&
+                      wna16_linear_bits(pl) == bits && wna16_linear_symmetric(pl) == (bool)sym);
+                CHECK(wna16_linear_packed_bytes(pl) >= (size_t)(n * k * bits / 8));
+                CHECK(wna16_linear_footprint(pl) > wna16_linear_packed_bytes(pl));
+                free(u);
+                free(z);
+                free(sc);
+                free(ref);
+                wna16_linear_free(pl);
+                tweight_free(&t);
+            }
+        }
+}
+
+static void test_errors(void) {
+    wna16_ctx *ctx;
+    wna16_ctx_create(&ctx);
+    wna16_diag *d = &((struct wna16_ctx *)ctx)->diag;
+    tweight t;
+    make_weight(&t, 20, 256, 4, 64, true, false);
+    wna16_packed_linear *pl = NULL;
+    wna16_qweight w = t.w;
+    w.group_size = 16;
+    w.n_groups = 16;
+    CHECK_STATUS(ctx, wna16_linear_pack(d, &w, &pl), WNA16_ERR_GROUP_SIZE, "group size 16");
+    w = t.w;
+    w.k = 250;
+    w.n_groups = 250 / 64;
+    CHECK_STATUS(ctx, wna16_linear_pack(d, &w, &pl), WNA16_ERR_GROUP_SIZE, "multiple");
+    w = t.w;
+    w.bits = 3;
+    CHECK_STATUS(ctx, wna16_linear_pack(d, &w, &pl), WNA16_ERR_UNSUPPORTED_BITS, "3-bit");
+    w = t.w;
+    w.n = 0;
+    CHECK_STATUS(ctx, wna16_linear_pack(d, &w, &pl), WNA16_ERR_INVALID_ARGUMENT, "shape");
+    CHECK_STATUS(ctx, wna16_linear_pack(d, NULL, &pl), WNA16_ERR_INVALID_ARGUMENT, "NULL");
+    uint8_t badz[20 * 4];
+    memset(badz, 3, sizeof badz);
+    badz[7] = 16;
+    w = t.w;
+    w.zeros = badz;
+    w.zero_stride = 4;
+    w.symmetric = false;
+    CHECK_STATUS(ctx, wna16_linear_pack(d, &w, &pl), WNA16_ERR_BAD_ZERO_POINT, "zero point 16");
+    CHECK(pl == NULL);
+    wna16_linear_free(NULL);
+
+    CHECK(wna16_linear_pack(d, &t.w, &pl) == WNA16_OK);
+    float x[3 * 256], y[3 * 20];
+    for (int i = 0; i < 3 * 256; i++) x[i] = 1.0f;
+    for (int i = 0; i < 3 * 20; i++) y[i] = -7.0f;
+    /* M = 0 is a no-op that does not touch y, even with NULL pointers */
+    CHECK(wna16_linear_gemm(d, pl, 0, NULL, WNA16_DTYPE_F32, 256, NULL, WNA16_DTYPE_F32, 20, NULL,
+                            WNA16_DTYPE_F32, 2) == WNA16_OK);
+    CHECK(wna16_linear_gemm(d, pl, 0, x, WNA16_DTYPE_F32, 256, y, WNA16_DTYPE_F32, 20, NULL,
+                            WNA16_DTYPE_F32, 2) == WNA16_OK);
+    CHECK(y[0] == -7.0f);
+    /* an empty N range is a no-op too */
+    CHECK(wna16_linear_gemm_range(d, pl, 16, 16, 3, x, WNA16_DTYPE_F32, 256, y, WNA16_DTYPE_F32,
+                                  20, NULL, WNA16_DTYPE_F32, NULL, 0) == WNA16_OK);
+    CHECK(y[16] == -7.0f);
+    CHECK_STATUS(ctx, wna16_linear_gemm(d, pl, 3, x, WNA16_DTYPE_I8, 256, y, WNA16_DTYPE_F32, 20,
+                                        NULL, WNA16_DTYPE_F32, 1),
+                 WNA16_ERR_BAD_DTYPE, "other");
+    CHECK_STATUS(ctx, wna16_linear_gemm(d, pl, 3, x, WNA16_DTYPE_F32, 256, y, WNA16_DTYPE_F32, 20,
+                                        x, WNA16_DTYPE_BF16, 1),
+                 WNA16_ERR_BAD_DTYPE, "bias");
+    CHECK_STATUS(ctx, wna16_linear_gemm(d, pl, 3, x, WNA16_DTYPE_F32, 255, y, WNA16_DTYPE_F32, 20,
+                                        NULL, WNA16_DTYPE_F32, 1),
+                 WNA16_ERR_INVALID_ARGUMENT, "ldx");
+    CHECK_STATUS(ctx, wna16_linear_gemm(d, pl, -1, x, WNA16_DTYPE_F32, 256, y, WNA16_DTYPE_F32, 20,
+                                        NULL, WNA16_DTYPE_F32, 1),
+                 WNA16_ERR_INVALID_ARGUMENT, "m = -1");
+    CHECK_STATUS(ctx, wna16_linear_gemm(d, pl, 1, x, WNA16_DTYPE_F32, 256, x + 100,
+                                        WNA16_DTYPE_F32, 20, NULL, WNA16_DTYPE_F32, 1),
+                 WNA16_ERR_INVALID_ARGUMENT, "overlap");
+    CHECK_STATUS(ctx, wna16_linear_gemm(d, NULL, 1, x, WNA16_DTYPE_F32, 256, y, WNA16_DTYPE_F32,
+                                        20, NULL, WNA16_DTYPE_F32, 1),
+                 WNA16_ERR_INVALID_ARGUMENT, "NULL");
+    CHECK_STATUS(ctx, wna16_linear_gemm_range(d, pl, 8, 20, 3, x, WNA16_DTYPE_F32, 256, y,
+                                              WNA16_DTYPE_F32, 20, NULL, WNA16_DTYPE_F32, NULL, 0),
+                 WNA16_ERR_INVALID_ARGUMENT, "multiple of 16");
+    CHECK_STATUS(ctx, wna16_linear_gemm_range(d, pl, 0, 21, 3, x, WNA16_DTYPE_F32, 256, y,
+                                              WNA16_DTYPE_F32, 20, NULL, WNA16_DTYPE_F32, NULL, 0),
+                 WNA16_ERR_INVALID_ARGUMENT, "range");
+    static _Alignas(64) uint8_t small[64];
+    CHECK_STATUS(ctx, wna16_linear_gemm_range(d, pl, 0, 20, 3, x, WNA16_DTYPE_F32, 256, y,
+                                              WNA16_DTYPE_F32, 20, NULL, WNA16_DTYPE_F32, small,
+                                              sizeof small),
+                 WNA16_ERR_INVALID_ARGUMENT, "scratch");
+    /* NaN in one activation row poisons that row only, on every ISA */
+    for (int lvl = 0; lvl <= (int)isa_max; lvl++) {
+        wna16_isa_set_cap((wna16_isa)lvl);
+        for (int xi = 0; xi < 3; xi++) {
+            uint16_t xb[3 * 256];
+            float xf[3 * 256];
+            for (int i = 0; i < 3 * 256; i++) xf[i] = 0.5f;
+            xf[256 + 17] = NAN;
+            for (int i = 0; i < 3 * 256; i++) put(xi == 2 ? (void *)xf : (void *)xb, dts[xi], i, xf[i]);
+            CHECK(wna16_linear_gemm(d, pl, 3, xi == 2 ? (void *)xf : (void *)xb, dts[xi], 256, y,
+                                    WNA16_DTYPE_F32, 20, NULL, WNA16_DTYPE_F32, 2) == WNA16_OK);
+            CHECK_MSG(!isnan(y[0]) && isnan(y[20]) && isnan(y[39]) && !isnan(y[40]),
+                      "isa %s x %s", wna16_isa_name((wna16_isa)lvl), dname(dts[xi]));
+        }
+    }
+    wna16_isa_set_cap(isa_max);
+    wna16_linear_free(pl);
+    tweight_free(&t);
+    wna16_ctx_free(ctx);
+}
+
+/* One case: all ISA levels, 1 and 2 threads, and the range API, against the
+ * double reference. */
+static void run_case(int64_t m, int64_t n, int64_t k, int bits, int64_t gs, bool sym, bool exact,
+                     wna16_dtype xt, wna16_dtype yt, int bias_kind /* 0 none, 1 f32, 2 yt */,
+                     bool odd_strides) {
+    n_cases++;
+    tweight t;
+    make_weight(&t, n, k, bits, gs, sym, exact);
+    wna16_packed_linear *pl = NULL;
+    if (wna16_linear_pack(NULL, &t.w, &pl) != WNA16_OK) {
+        CHECK_MSG(0, "pack failed n=%lld k=%lld", (long long)n, (long long)k);
+        tweight_free(&t);
+        return;
+    }
+    int64_t ldx = odd_strides ? k + 3 : k, ldy = odd_strides ? n + 5 : n;
+    size_t xs = dsize(xt), ys = dsize(yt);
+    /* +1 element: x and y start unaligned when odd_strides */
+    uint8_t *xbuf = malloc((size_t)(m * ldx + 1) * xs), *xp = xbuf + (odd_strides ? xs : 0);
+    float *xf = malloc((size_t)(m * ldx) * 4);
+    for (int64_t i = 0; i < m * ldx; i++) {
+        float v = exact ? (float)rnd_int(-4, 4) : rnd_unit();
+        v = round_to(xt, v);
+        xf[i] = v;
+        put(xp, xt, i, v);
+    }
+    float *bf = NULL;
+    void *bias = NULL;
+    wna16_dtype bt = bias_kind == 2 ? yt : WNA16_DTYPE_F32;
+    if (bias_kind) {
+        bf = malloc((size_t)n * 4);
+        bias = malloc((size_t)n * 4);
+        for (int64_t o = 0; o < n; o++) {
+            float v = round_to(bt, exact ? (float)rnd_int(-8, 8) : rnd_unit());
+            bf[o] = v;
+            put(bias, bt, o, v);
+        }
+    }
+    double *ref = malloc((size_t)(m * n) * sizeof(double)), *sabs = malloc((size_t)(m * n) * 8);
+    wna16_linear_ref_f64(&t.w, m, xf, ldx, bf, ref, sabs);
+    size_t ybytes = (size_t)(m * ldy + 1) * ys;
+    uint8_t *y1 = malloc(ybytes), *y2 = malloc(ybytes), *y3 = malloc(ybytes);
+    for (int lvl = 0; lvl <= (int)isa_max; lvl++) {
+        wna16_isa_set_cap((wna16_isa)lvl);
+        memset(y1, 0xA5, ybytes);
+        memset(y2, 0x5A, ybytes);
+        memset(y3, 0x33, ybytes);
+        uint8_t *yp1 = y1 + (odd_strides ? ys : 0), *yp2 = y2 + (odd_strides ? ys : 0),
+                *yp3 = y3 + (odd_strides ? ys : 0);
+        n_runs++;
+        CHECK(wna16_linear_gemm(NULL, pl, m, xp, xt, ldx, yp1, yt, ldy, bias, bt, 1) == WNA16_OK);
+        CHECK(wna16_linear_gemm(NULL, pl, m, xp, xt, ldx, yp2, yt, ldy, bias, bt, 2) == WNA16_OK);
+        /* the MoE-style caller: three N ranges with caller-owned scratch */
+        size_t sb = wna16_linear_scratch_bytes(pl, m);
+        void *scr = aligned_alloc(64, (sb + 63) / 64 * 64);
+        for (int part = 0; part < 3; part++) {
+            int64_t nb, ne;
+            wna16_linear_split(pl, part, 3, &nb, &ne);
+            CHECK(wna16_linear_gemm_range(NULL, pl, nb, ne, m, xp, xt, ldx, yp3, yt, ldy, bias,
+                                          bt, scr, sb) == WNA16_OK);
+        }
+        free(scr);
+        int bad = 0, bad_thr = 0;
+        double worst = 0;
+        for (int64_t i = 0; i < m; i++)
+            for (int64_t o = 0; o < n; o++) {
+                int64_t at = i * ldy + o;
+                if (memcmp(yp1 + at * ys, yp2 + at * ys, ys) || memcmp(yp1 + at * ys, yp3 + at * ys, ys))
+                    bad_thr++;
+                double r = ref[i * n + o], got = get(yp1, yt, at);
+                if (exact) {
+                    float want = round_to(yt, (float)r);
+                    if (memcmp(&want, &(float){round_to(yt, (float)got)}, 4) || want != (float)got)
+                        bad++;
+                } else {
+                    double tol = 2 * u_out(yt) * fabs(r) +
+                                 ((double)k * 0x1p-24 + 2 * u_out(yt)) * sabs[i * n + o] + 1e-30;
+                    double err = fabs(got - r);
+                    if (!(err <= tol)) bad++;
+                    if (tol > 0 && err / tol > worst) worst = err / tol;
+                }
+            }
+        /* padding between rows is never written */
+        bool pad_ok = true;
+        if (odd_strides)
+            for (int64_t i = 0; i < m; i++)
+                for (int64_t o = n; o < ldy && i * ldy + o < m * ldy; o++)
+                    pad_ok &= yp1[(i * ldy + o) * ys] == 0xA5;
+        CHECK_MSG(bad == 0 && bad_thr == 0 && pad_ok,
+                  "isa %s m=%lld n=%lld k=%lld bits=%d gs=%lld %s %s x=%s y=%s bias=%d: "
+                  "%d wrong, %d differ across threads/ranges, pad %d (worst err/tol %.3g)",
+                  wna16_isa_name((wna16_isa)lvl), (long long)m, (long long)n, (long long)k, bits,
+                  (long long)gs, sym ? "sym" : "asym", exact ? "exact" : "random",
+                  dname(xt), dname(yt), bias_kind, bad, bad_thr, pad_ok,
+                  worst);
+    }
+    wna16_isa_set_cap(isa_max);
+    free(y1);
+    free(y2);
+    free(y3);
+    free(ref);
+    free(sabs);
+    free(xbuf);
+    free(xf);
+    free(bf);
+    free(bias);
+    wna16_linear_free(pl);
+    tweight_free(&t);
+}
+
+static void test_matrix(bool quick) {
+    static const int64_t Ms[] = {1, 2, 3, 4, 5, 6, 7, 8, 17, 64, 255};
+    static const int64_t Ns[] = {1, 15, 16, 17, 31, 32, 33, 48, 50};
+    static const int64_t Ks_cw[] = {1, 3, 4, 5, 31, 33, 64, 65, 100};
+    static const int64_t gss[] = {32, 64, 128, 0};
+    int combo = 0;
+    for (int bits = 4; bits <= 8; bits += 4)
+        for (int sym = 0; sym < 2; sym++)
+            for (size_t gi = 0; gi < 4; gi++) {
+                int64_t gs = gss[gi];
+                int64_t Ks[9];
+                size_t nk = 0;
+                if (gs) {
+                    Ks[nk++] = gs;
+                    Ks[nk++] = 2 * gs;
+                    Ks[nk++] = 3 * gs; /* 96: not a multiple of 64 */
+                } else {
+                    for (; nk < 9; nk++) Ks[nk] = Ks_cw[nk];
+                }
+                /* every N x K edge, M rotating through the list */
+                for (size_t ni = 0; ni < 9; ni++)
+                    for (size_t ki = 0; ki < nk; ki++) {
+                        if (quick && (ni + ki) % 3) continue;
+                        int c = combo++;
+                        int64_t m = Ms[c % 11];
+                        if (m == 255 && quick) m = 17;
+                        run_case(m, Ns[ni], Ks[ki], bits, gs, sym, c % 2 == 0, dts[c % 3],
+                                 dts[(c / 3) % 3], c % 4 == 3 ? 0 : (c % 4), c % 5 == 0);
+                    }
+                /* every M with both regimes on a ragged shape */
+                for (size_t mi = 0; mi < 11; mi++) {
+                    if (quick && mi % 3) continue;
+                    int c = combo++;
+                    int64_t k = gs ? 2 * gs : 65;
+                    for (int ex = 0; ex < 2; ex++)
+                        run_case(Ms[mi], 33, k, bits, gs, sym, ex, dts[c % 3], dts[(c + ex) % 3],
+                                 c % 3, mi % 2);
+                }
+            }
+    /* every activation x output dtype pair, both regimes, decode and prefill M */
+    for (int xi = 0; xi < 3; xi++)
+        for (int yi = 0; yi < 3; yi++)
+            for (int ex = 0; ex < 2; ex++) {
+                run_case(1, 40, 256, 4, 128, true, ex, dts[xi], dts[yi], 1, false);
+                run_case(13, 40, 256, 8, 64, false, ex, dts[xi], dts[yi], 2, true);
+            }
+    /* larger: several panel chunks and several N blocks per thread */
+    run_case(17, 80, 1024, 4, 32, true, false, WNA16_DTYPE_BF16, WNA16_DTYPE_BF16, 0, false);
+    run_case(29, 100, 1024, 4, 128, false, true, WNA16_DTYPE_BF16, WNA16_DTYPE_F32, 1, false);
+    run_case(3, 100, 1030, 8, 0, true, false, WNA16_DTYPE_BF16, WNA16_DTYPE_F16, 0, false);
+    run_case(40, 64, 1030, 4, 0, false, true, WNA16_DTYPE_BF16, WNA16_DTYPE_BF16, 1, false);
+}
+
+int main(void) {
+    const char *q = getenv("WNA16_TEST_QUICK");
+    bool quick = q && *q && strcmp(q, "0");
+    isa_max = wna16_isa_active();
+    printf("ISA levels tested: ref..%s (detected %s)\n", wna16_isa_name(isa_max),
+           wna16_isa_name(wna16_isa_detected()));
+    test_roundtrip();
+    test_errors();
+    test_matrix(quick);
+    printf("%d cases, %d gemm runs per thread count over %d ISA levels\n", n_cases, n_runs,
+           (int)isa_max + 1);
+    TEST_MAIN_END();
+}
