@@ -112,6 +112,7 @@ int wna16_cmd_generate(int argc, char **argv) {
     gen_args a;
     int rc = parse(argc, argv, &a);
     if (rc >= 0) return rc;
+    rc = 0;
     wna16_ctx *ctx;
     if (wna16_ctx_create(&ctx) != WNA16_OK) return 1;
     wna16_tokenizer *tok = NULL;
