@@ -317,7 +317,7 @@ typedef struct carve {
 } carve;
 
 static void *take(carve *c, size_t bytes) {
-    void *p = c->base ? c->base + c->off : NULL;
+    void *p = c->base && bytes ? c->base + c->off : NULL;
     c->off += (bytes + 63) & ~(size_t)63;
     return p;
 }
