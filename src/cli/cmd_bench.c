@@ -358,6 +358,7 @@ typedef struct bench_mode {
 
 static const bench_mode bench_modes[] = {
     {"gemm", bench_gemm, "WNA16 linear y = x·Wᵀ, decode and prefill shapes"},
+    {"moe", wna16_bench_moe, "fused MoE layer, Qwen3-30B-A3B shapes, cold weights"},
 };
 
 static void bench_help(FILE *f) {
