@@ -11,10 +11,24 @@
 /* The packed record must keep zmm loads aligned. */
 _Static_assert(WNA16_LINEAR_NR == 16, "the packed layout is built for 16-channel blocks");
 
-/* Rows at or below this use the streaming (decode) kernel with bf16 acts. */
-#define DECODE_MAX_M 4
+/* Rows at or below this use the streaming (decode) kernel with bf16 acts,
+ * in row tiles of at most gemv_bf16_mr; above it, the dequantized panel and
+ * the register-blocked micro-kernel. */
+#ifndef WNA16_DECODE_MAX_M
+#define WNA16_DECODE_MAX_M 128
+#endif
+static int64_t decode_max_m = WNA16_DECODE_MAX_M;
+
+int64_t wna16_linear_set_decode_max_m(int64_t m) {
+    int64_t old = decode_max_m;
+    decode_max_m = m < 0 ? WNA16_DECODE_MAX_M : m;
+    return old;
+}
 /* Target k-pairs per dequantized panel chunk (128 bytes each: 32 KiB). */
-#define PANEL_KPAIRS 256
+#ifndef WNA16_PANEL_KPAIRS
+#define WNA16_PANEL_KPAIRS 256
+#endif
+#define PANEL_KPAIRS WNA16_PANEL_KPAIRS
 
 struct wna16_packed_linear {
     int64_t n, k, kp, group_size, n_groups, n_blocks;
@@ -31,13 +45,15 @@ static int64_t round_up(int64_t v, int64_t m) { return (v + m - 1) / m * m; }
 
 static void *align64(void *p) { return (void *)(((uintptr_t)p + 63) & ~(uintptr_t)63); }
 
-/* Byte and shift of u(kk, c) inside a group record (kk: column within the group). */
+/* Byte and shift of u(kk, c) inside a group record (kk: column within the
+ * group); the layout is documented in ukernel.h. */
 static inline size_t packed_pos(int bits, int64_t kk, int c, int *shift) {
-    int64_t t = kk >> 2, r = kk & 3, p = r & 1, hi = r >> 1;
     if (bits == 4) {
-        *shift = (int)(hi * 4);
-        return (size_t)(t * 32 + 2 * c + p);
+        int64_t t = kk >> 3, j = (kk >> 1) & 3, p = kk & 1;
+        *shift = (int)((j & 1) * 4);
+        return (size_t)(t * 64 + 2 * (2 * c + p) + (j >> 1));
     }
+    int64_t t = kk >> 2, hi = (kk >> 1) & 1, p = kk & 1;
     *shift = 0;
     return (size_t)(t * 64 + 32 * hi + 2 * c + p);
 }
@@ -83,7 +99,7 @@ wna16_status wna16_linear_pack(wna16_diag *d, const wna16_qweight *w, wna16_pack
     if (!pl) return wna16_fail(d, WNA16_ERR_OUT_OF_MEMORY, "linear pack: header");
     pl->n = w->n;
     pl->k = w->k;
-    pl->kp = round_up(w->k, 4);
+    pl->kp = round_up(w->k, 8);
     pl->group_size = gs;
     pl->n_groups = w->n_groups;
     pl->n_blocks = (w->n + WNA16_LINEAR_NR - 1) / WNA16_LINEAR_NR;
@@ -91,8 +107,8 @@ wna16_status wna16_linear_pack(wna16_diag *d, const wna16_qweight *w, wna16_pack
     pl->symmetric = !asym;
     int64_t gsp = pl->n_groups == 1 ? pl->kp : gs;
     pl->L.n_groups = pl->n_groups;
-    pl->L.group_quads = gsp / 4;
-    pl->L.wbytes = round_up(pl->L.group_quads * (w->bits == 4 ? 32 : 64), 64);
+    pl->L.group_units = gsp / (w->bits == 4 ? 8 : 4);
+    pl->L.wbytes = pl->L.group_units * 64;
     pl->L.record_bytes = pl->L.wbytes + 64 + (asym ? 64 : 0);
     pl->L.bits = w->bits;
     pl->L.asym = asym;
@@ -174,7 +190,7 @@ size_t wna16_linear_footprint(const wna16_packed_linear *pl) {
 }
 
 void wna16_linear_unpack(const wna16_packed_linear *pl, uint8_t *u, float *scales, uint8_t *zeros) {
-    int64_t gsp = pl->L.group_quads * 4;
+    int64_t gsp = pl->L.group_units * (pl->bits == 4 ? 8 : 4);
     for (int64_t o = 0; o < pl->n; o++) {
         int64_t b = o / WNA16_LINEAR_NR;
         int c = (int)(o % WNA16_LINEAR_NR);
@@ -222,8 +238,8 @@ static plan make_plan(const wna16_packed_linear *pl, int64_t m, wna16_dtype xt) 
     const wna16_kernel_table *t = p.t;
     bool bf16 = xt == WNA16_DTYPE_BF16 && t->gemv_q4_bf16;
     p.kpairs = pl->kp / 2;
-    int64_t gkp = pl->L.group_quads * 2;
-    if (bf16 && t->gemm_bf16 && m > DECODE_MAX_M) {
+    int64_t gkp = pl->L.group_units * (pl->bits == 4 ? 4 : 2);
+    if (bf16 && t->gemm_bf16 && m > decode_max_m) {
         p.path = PATH_BF16_PREFILL;
         p.dequant = pl->bits == 4 ? t->dequant_q4_bf16 : t->dequant_q8_bf16;
         p.mr = t->gemm_mr;
@@ -325,17 +341,21 @@ static void run_blocks(const wna16_packed_linear *pl, const plan *p, const io *e
         for (int64_t b = b0; b < b1; b++) {
             const uint8_t *blk = pl->data + b * pl->block_bytes;
             int64_t o0 = b * NR, o1 = o0 + NR < n_end ? o0 + NR : n_end;
-            for (int64_t r = 0; r < e->m; r += (int64_t)p->mr) {
-                size_t mr = (size_t)(e->m - r < (int64_t)p->mr ? e->m - r : (int64_t)p->mr);
+            /* rows split into equal tiles of at most mr (8 rows -> 8, 12 -> 6 + 6) */
+            int64_t tiles = (e->m + (int64_t)p->mr - 1) / (int64_t)p->mr;
+            for (int64_t ti = 0, r = 0; ti < tiles; ti++) {
+                int64_t r1 = e->m * (ti + 1) / tiles;
+                size_t mr = (size_t)(r1 - r);
                 p->gemv(&pl->L, blk, mr, (const uint8_t *)a + (size_t)(r * p->lda) * es,
                         (size_t)p->lda, c);
                 epilogue(e, r, (int64_t)mr, o0, o1, c, NR);
+                r = r1;
             }
         }
         return;
     }
     /* prefill: units of two blocks (32 channels) */
-    const int64_t gkp = pl->L.group_quads * 2, mr = (int64_t)p->mr;
+    const int64_t gkp = pl->L.group_units * (pl->bits == 4 ? 4 : 2), mr = (int64_t)p->mr;
     uint16_t *panel = scratch;
     float *sc = (float *)((uint8_t *)scratch + al64((size_t)(p->chunk_groups * gkp) * 128));
     float *cbuf = (float *)((uint8_t *)sc + al64((size_t)p->chunk_groups * 32 * 4));

@@ -1,16 +1,18 @@
 /* The micro-kernel contract (docs/kernels.md) and the dispatch table.
  *
- * Packed layout (built by wna16_linear_pack, static_asserted in gemm.c):
- * output channels are cut into blocks of 16 (WNA16_LINEAR_NR; channels past
- * n are padding with zero scale). K is padded to kp (a multiple of 4; equal
- * to k unless channelwise). A block is n_groups group records, contiguous:
+ * Packed layout (built by wna16_linear_pack): output channels are cut into
+ * blocks of 16 (WNA16_LINEAR_NR; channels past n are padding with zero
+ * scale). K is padded to kp (a multiple of 8; equal to k unless channelwise).
+ * A block is n_groups group records, contiguous, each a multiple of 64 bytes:
  *
- *   record = weights (group_quads k-quads) | scales fp32[16] | zeros int16[32] (asym only)
+ *   record = weights (group_units 64-byte units) | scales fp32[16] | zeros int16[32] (asym only)
  *
- * A k-quad holds k = 4t..4t+3 for the 16 channels; element e = 2c + p
- * (channel c, parity p) is the bf16-pair order of vdpbf16ps:
- *   int4: 32 bytes; byte e = u(4t+p, c) | u(4t+2+p, c) << 4
- *   int8: 64 bytes; byte 32h + e = u(4t+2h+p, c)
+ * Element e = 2c + p (channel c, k parity p) is the bf16-pair order of
+ * vdpbf16ps: one 32-element vector holds one k-pair for the 16 channels.
+ *   int4: a unit holds k = 8t..8t+7: 16-bit word e has u(8t + 2j + p, c) in
+ *         bits 4j..4j+3 (j = 0..3), so vpermw on (word >> 4j) picks k-pair j
+ *         straight from a 32-entry table (it only reads the low 5 bits).
+ *   int8: a unit holds k = 4t..4t+3: byte 32h + e = u(4t + 2h + p, c).
  * u is the unsigned stored value; q = u - zero. zeros word e = zero of channel
  * e>>1 (pre-expanded for vpsubw). Padded k columns hold u = zero (q = 0).
  *
@@ -27,7 +29,7 @@
 
 typedef struct wna16_block_layout {
     int64_t n_groups;     /* group records per block */
-    int64_t group_quads;  /* k-quads per group */
+    int64_t group_units;  /* 64-byte weight units per group (8 k for int4, 4 k for int8) */
     int64_t record_bytes; /* bytes per group record (multiple of 64) */
     int64_t wbytes;       /* weight bytes per record; scales at +wbytes, zeros at +wbytes+64 */
     int bits;             /* 4 or 8 */
@@ -86,9 +88,9 @@ void wna16_gemv_q4_f32_4x16__avx512(const wna16_block_layout *, const uint8_t *,
                                     const void *, size_t, float *);
 void wna16_gemv_q8_f32_4x16__avx512(const wna16_block_layout *, const uint8_t *, size_t,
                                     const void *, size_t, float *);
-void wna16_gemv_q4_bf16_4x16__avx512bf16(const wna16_block_layout *, const uint8_t *, size_t,
+void wna16_gemv_q4_bf16_8x16__avx512bf16(const wna16_block_layout *, const uint8_t *, size_t,
                                          const void *, size_t, float *);
-void wna16_gemv_q8_bf16_4x16__avx512bf16(const wna16_block_layout *, const uint8_t *, size_t,
+void wna16_gemv_q8_bf16_8x16__avx512bf16(const wna16_block_layout *, const uint8_t *, size_t,
                                          const void *, size_t, float *);
 void wna16_dequant_q4_bf16_16__avx512bf16(const wna16_block_layout *, const uint8_t *, int64_t,
                                           int64_t, uint16_t *, size_t, float *, size_t);
