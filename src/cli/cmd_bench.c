@@ -123,7 +123,11 @@ static int bench_gemm(int argc, char **argv) {
             if (!parse_list(a, v, 1, 1 << 20, ks, &n_k, 8)) return 2;
             i++;
         } else if (!strcmp(a, "--bits")) {
-            if (!cli_parse_int(a, v, 4, 8, &bits) || (bits != 4 && bits != 8)) return 2;
+            if (!cli_parse_int(a, v, 4, 8, &bits)) return 2;
+            if (bits != 4 && bits != 8) {
+                fprintf(stderr, "wna16 bench gemm: --bits takes 4 or 8\n");
+                return 2;
+            }
             i++;
         } else if (!strcmp(a, "--group")) {
             if (!cli_parse_int(a, v, 0, 1 << 20, &group)) return 2;

@@ -289,7 +289,13 @@ static void pack_acts(const wna16_packed_linear *pl, const plan *p, int64_t r0, 
             int64_t mr = (int64_t)p->mr, tile = i / mr, r = i % mr;
             uint32_t *at = (uint32_t *)a + tile * p->kpairs * mr;
             const uint16_t *x16 = (const uint16_t *)xr;
-            for (int64_t kp = 0; kp < p->kpairs; kp++) {
+            int64_t full = pl->k / 2;
+            for (int64_t kp = 0; kp < full; kp++) {
+                uint32_t v;
+                memcpy(&v, x16 + 2 * kp, 4);
+                at[kp * mr + r] = v;
+            }
+            for (int64_t kp = full; kp < p->kpairs; kp++) {
                 int64_t c = 2 * kp;
                 uint32_t lo = c < pl->k ? x16[c] : 0, hi = c + 1 < pl->k ? x16[c + 1] : 0;
                 at[kp * mr + r] = lo | hi << 16;
@@ -297,14 +303,6 @@ static void pack_acts(const wna16_packed_linear *pl, const plan *p, int64_t r0, 
         }
     }
     /* rows of the last prefill tile past m stay as the caller zeroed them */
-}
-
-static inline void store_out(void *y, wna16_dtype t, int64_t i, float v) {
-    switch (t) {
-    case WNA16_DTYPE_BF16: ((uint16_t *)y)[i] = wna16_f32_to_bf16(v); break;
-    case WNA16_DTYPE_F16: ((uint16_t *)y)[i] = wna16_f32_to_f16(v); break;
-    default: ((float *)y)[i] = v; break;
-    }
 }
 
 typedef struct io {
@@ -316,16 +314,29 @@ typedef struct io {
     wna16_dtype bt;
 } io;
 
-/* Writes columns [o0, o1) of rows [r0, r0+rows) from c (row stride ldc). */
-static void epilogue(const io *e, int64_t r0, int64_t rows, int64_t o0, int64_t o1, const float *c,
+/* Writes columns [o0, o1) of rows [r0, r0+rows) from c (row stride ldc).
+ * c is scratch: the bias is added in place. Loops are branch-free per
+ * element so the compiler vectorizes them. */
+static void epilogue(const io *e, int64_t r0, int64_t rows, int64_t o0, int64_t o1, float *c,
                      size_t ldc) {
     size_t ys = e->yt == WNA16_DTYPE_F32 ? 4 : 2;
+    size_t n = (size_t)(o1 - o0);
+    float bias[64];
+    if (e->bias)
+        for (size_t j = 0; j < n; j++) bias[j] = load_act(e->bias, e->bt, o0 + (int64_t)j);
     for (int64_t i = 0; i < rows; i++) {
-        uint8_t *yr = (uint8_t *)e->y + (size_t)((r0 + i) * e->ldy) * ys;
-        for (int64_t o = o0; o < o1; o++) {
-            float v = c[(size_t)i * ldc + (size_t)(o - o0)];
-            if (e->bias) v += load_act(e->bias, e->bt, o);
-            store_out(yr, e->yt, o, v);
+        float *ci = c + (size_t)i * ldc;
+        uint8_t *yr = (uint8_t *)e->y + (size_t)((r0 + i) * e->ldy + o0) * ys;
+        if (e->bias)
+            for (size_t j = 0; j < n; j++) ci[j] += bias[j];
+        if (e->yt == WNA16_DTYPE_F32) {
+            memcpy(yr, ci, n * 4);
+        } else if (e->yt == WNA16_DTYPE_BF16) {
+            uint16_t *y16 = (uint16_t *)yr;
+            for (size_t j = 0; j < n; j++) y16[j] = wna16_f32_to_bf16(ci[j]);
+        } else {
+            uint16_t *y16 = (uint16_t *)yr;
+            for (size_t j = 0; j < n; j++) y16[j] = wna16_f32_to_f16(ci[j]);
         }
     }
 }

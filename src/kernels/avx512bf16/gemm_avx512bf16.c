@@ -82,6 +82,18 @@ INLINE __m512 dot_m(__m512 acc, const uint32_t *apair, __m512i w) {
 #ifndef WNA16_DECODE_PREFETCH
 #define WNA16_DECODE_PREFETCH 2048
 #endif
+#ifndef WNA16_DECODE_PREFETCH_HINT
+#define WNA16_DECODE_PREFETCH_HINT _MM_HINT_T0
+#endif
+#ifndef WNA16_DECODE_PREFETCH2
+#define WNA16_DECODE_PREFETCH2 0
+#endif
+
+/* Software prefetch of the weight stream (64 bytes per call). */
+INLINE void prefetch_w(const uint8_t *p) {
+    if (WNA16_DECODE_PREFETCH) _mm_prefetch((const char *)(p + WNA16_DECODE_PREFETCH), WNA16_DECODE_PREFETCH_HINT);
+    if (WNA16_DECODE_PREFETCH2) _mm_prefetch((const char *)(p + WNA16_DECODE_PREFETCH2), _MM_HINT_T1);
+}
 
 /* ------------------------------------------------------------ decode */
 
@@ -113,11 +125,11 @@ INLINE void gemv_bf16(const wna16_block_layout *L, const uint8_t *block, const u
         const int64_t step = BITS == 4 ? 1 : 2; /* units per 4 k-pairs */
         for (; t + step <= gu; t += step) {
             __m512i w[4];
-            _mm_prefetch((const char *)(rec + t * 64 + WNA16_DECODE_PREFETCH), _MM_HINT_T0);
+            prefetch_w(rec + t * 64);
             if (BITS == 4) {
                 q4_unpack(rec + t * 64, ASYM, zv, lut, w);
             } else {
-                _mm_prefetch((const char *)(rec + t * 64 + 64 + WNA16_DECODE_PREFETCH), _MM_HINT_T0);
+                prefetch_w(rec + t * 64 + 64);
                 w[0] = q8_unpack(rec + t * 64, z0, z1);
                 w[1] = q8_unpack(rec + t * 64 + 32, z0, z1);
                 w[2] = q8_unpack(rec + t * 64 + 64, z0, z1);
