@@ -104,9 +104,10 @@ void wna16_gemm_bf16_12x32__avx512bf16(size_t, int64_t, int64_t, const uint32_t 
 float wna16_peak_fma_loop__avx2(int64_t n_iter);
 float wna16_peak_fma_loop__avx512(int64_t n_iter);
 float wna16_peak_bf16_loop__avx512bf16(int64_t n_iter);
-/* Sum of bytes (a multiple of 256, 64-byte aligned) at p, as 64-bit lanes. */
-uint64_t wna16_read_sum__avx2(const void *p, size_t bytes);
-uint64_t wna16_read_sum__avx512(const void *p, size_t bytes);
+/* Sum of bytes (a multiple of 256, 64-byte aligned) at p, as 64-bit lanes;
+ * prefetch != 0 adds an L2 software prefetch 8 KiB ahead. */
+uint64_t wna16_read_sum__avx2(const void *p, size_t bytes, int prefetch);
+uint64_t wna16_read_sum__avx512(const void *p, size_t bytes, int prefetch);
 /* Flops per iteration of the loops above. */
 #define WNA16_PEAK_FMA_AVX2_FLOPS (12 * 8 * 2)
 #define WNA16_PEAK_FMA_AVX512_FLOPS (24 * 16 * 2)

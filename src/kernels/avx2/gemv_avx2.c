@@ -102,10 +102,11 @@ float wna16_peak_fma_loop__avx2(int64_t n_iter) {
     return out[0] + out[7];
 }
 
-uint64_t wna16_read_sum__avx2(const void *p, size_t bytes) {
+uint64_t wna16_read_sum__avx2(const void *p, size_t bytes, int prefetch) {
     const __m256i *v = p;
     __m256i s0 = _mm256_setzero_si256(), s1 = s0, s2 = s0, s3 = s0;
     for (size_t i = 0; i < bytes / 32; i += 8) {
+        if (prefetch) _mm_prefetch((const char *)(v + i) + 8192, _MM_HINT_T1);
         s0 = _mm256_add_epi64(s0, _mm256_add_epi64(_mm256_load_si256(v + i), _mm256_load_si256(v + i + 4)));
         s1 = _mm256_add_epi64(s1, _mm256_add_epi64(_mm256_load_si256(v + i + 1), _mm256_load_si256(v + i + 5)));
         s2 = _mm256_add_epi64(s2, _mm256_add_epi64(_mm256_load_si256(v + i + 2), _mm256_load_si256(v + i + 6)));
