@@ -11,11 +11,13 @@
 /* The packed record must keep zmm loads aligned. */
 _Static_assert(WNA16_LINEAR_NR == 16, "the packed layout is built for 16-channel blocks");
 
-/* Rows at or below this use the streaming (decode) kernel with bf16 acts,
- * in row tiles of at most gemv_bf16_mr; above it, the dequantized panel and
- * the register-blocked micro-kernel. */
+/* With bf16 activations, m at or below this uses the streaming kernels
+ * (weights unpacked in registers: 16-wide for m <= 4, 32-wide in tiles of
+ * <= 8 rows above); larger m the dequantized panel and the 12x32
+ * micro-kernel. On Zen 5 the streaming kernels are faster up to m = 1024 at
+ * least, so the panel path is opt-in (wna16_linear_set_decode_max_m). */
 #ifndef WNA16_DECODE_MAX_M
-#define WNA16_DECODE_MAX_M 128
+#define WNA16_DECODE_MAX_M INT64_MAX /* see docs/kernels.md §Regimes */
 #endif
 static int64_t decode_max_m = WNA16_DECODE_MAX_M;
 
@@ -25,6 +27,11 @@ int64_t wna16_linear_set_decode_max_m(int64_t m) {
     return old;
 }
 /* Target k-pairs per dequantized panel chunk (128 bytes each: 32 KiB). */
+/* Small-batch path: activation rows per chunk fit in this many bytes. */
+#ifndef WNA16_SMALL_CHUNK_BYTES
+#define WNA16_SMALL_CHUNK_BYTES (512 * 1024)
+#endif
+#define SMALL_CHUNK_BYTES ((size_t)WNA16_SMALL_CHUNK_BYTES)
 #ifndef WNA16_PANEL_KPAIRS
 #define WNA16_PANEL_KPAIRS 256
 #endif
@@ -111,6 +118,7 @@ wna16_status wna16_linear_pack(wna16_diag *d, const wna16_qweight *w, wna16_pack
     pl->L.wbytes = pl->L.group_units * 64;
     pl->L.record_bytes = pl->L.wbytes + 64 + (asym ? 64 : 0);
     pl->L.bits = w->bits;
+    pl->L.block_bytes = 0; /* set below */
     pl->L.asym = asym;
     uint64_t block_bytes, total;
     if (!wna16_mul_u64((uint64_t)pl->n_groups, (uint64_t)pl->L.record_bytes, &block_bytes) ||
@@ -119,6 +127,7 @@ wna16_status wna16_linear_pack(wna16_diag *d, const wna16_qweight *w, wna16_pack
         return wna16_fail(d, WNA16_ERR_LIMIT, "linear pack: packed size overflows");
     }
     pl->block_bytes = (int64_t)block_bytes;
+    pl->L.block_bytes = pl->block_bytes;
     pl->data_bytes = (size_t)total;
     pl->alloc = wna16_malloc(pl->data_bytes + 64);
     if (!pl->alloc) {
@@ -216,12 +225,17 @@ void wna16_linear_unpack(const wna16_packed_linear *pl, uint8_t *u, float *scale
 
 /* ------------------------------------------------------------- driver */
 
-typedef enum path { PATH_F32_GEMV, PATH_BF16_GEMV, PATH_BF16_PREFILL } path;
+/* F32_GEMV: fp32 activations, 16-wide streaming kernel in row tiles.
+ * BF16_GEMV: m <= 4, 16-wide streaming kernel (4 accumulators per row).
+ * BF16_SMALL: 4 < m <= decode_max_m, 32-wide streaming kernel, tiles <= 8 rows.
+ * BF16_PREFILL: dequantized panel + 12x32 micro-kernel. */
+typedef enum path { PATH_F32_GEMV, PATH_BF16_GEMV, PATH_BF16_SMALL, PATH_BF16_PREFILL } path;
 
 typedef struct plan {
     const wna16_kernel_table *t;
     path path;
     wna16_gemv_fn gemv;
+    wna16_gemv2_fn gemv2;
     wna16_dequant_bf16_fn dequant;
     size_t mr;           /* rows per kernel call */
     int64_t lda;         /* activation row stride (elements) for the gemv paths */
@@ -250,6 +264,13 @@ static plan make_plan(const wna16_packed_linear *pl, int64_t m, wna16_dtype xt) 
         p.a_bytes = al64((size_t)(tiles * p.kpairs * (int64_t)p.mr) * 4);
         p.thread_bytes = al64((size_t)(p.chunk_groups * gkp) * 64 * 2) +
                          al64((size_t)p.chunk_groups * 32 * 4) + al64((size_t)m * 32 * 4);
+    } else if (bf16 && t->gemv2_q4_bf16 && m > (int64_t)t->gemv_bf16_mr) {
+        p.path = PATH_BF16_SMALL;
+        p.gemv2 = pl->bits == 4 ? t->gemv2_q4_bf16 : t->gemv2_q8_bf16;
+        p.mr = t->gemv2_bf16_mr;
+        p.lda = round_up(pl->kp, 32) + 32;
+        p.a_bytes = al64((size_t)(m * p.lda) * 2);
+        p.thread_bytes = al64(p.mr * 32 * 4);
     } else {
         p.path = bf16 ? PATH_BF16_GEMV : PATH_F32_GEMV;
         p.gemv = bf16 ? (pl->bits == 4 ? t->gemv_q4_bf16 : t->gemv_q8_bf16)
@@ -281,7 +302,7 @@ static void pack_acts(const wna16_packed_linear *pl, const plan *p, int64_t r0, 
             float *ar = (float *)a + i * p->lda;
             for (int64_t c = 0; c < pl->k; c++) ar[c] = load_act(xr, xt, c);
             memset(ar + pl->k, 0, (size_t)(p->lda - pl->k) * 4);
-        } else if (p->path == PATH_BF16_GEMV) {
+        } else if (p->path == PATH_BF16_GEMV || p->path == PATH_BF16_SMALL) {
             uint16_t *ar = (uint16_t *)a + i * p->lda;
             memcpy(ar, xr, (size_t)pl->k * 2);
             memset(ar + pl->k, 0, (size_t)(p->lda - pl->k) * 2);
@@ -346,6 +367,31 @@ static void run_blocks(const wna16_packed_linear *pl, const plan *p, const io *e
                        int64_t b1, int64_t n_end, const void *a, void *scratch) {
     const int64_t NR = WNA16_LINEAR_NR;
     if (b0 >= b1 || e->m == 0) return;
+    if (p->path == PATH_BF16_SMALL) {
+        /* rows in chunks whose activations stay in L2 (weights re-streamed
+         * per chunk), then block pairs, then balanced tiles of <= mr rows */
+        float *c = scratch;
+        int64_t mc = (int64_t)(SMALL_CHUNK_BYTES / ((size_t)p->lda * 2)) / 8 * 8;
+        if (mc < 8) mc = 8;
+        for (int64_t m0 = 0; m0 < e->m; m0 += mc) {
+            int64_t rows = e->m - m0 < mc ? e->m - m0 : mc;
+            int64_t tiles = (rows + (int64_t)p->mr - 1) / (int64_t)p->mr;
+            for (int64_t b = b0; b < b1; b += 2) {
+                size_t nb = b + 1 < b1 ? 2 : 1;
+                const uint8_t *blk = pl->data + b * pl->block_bytes;
+                int64_t o0 = b * NR, o1 = o0 + (int64_t)nb * NR < n_end ? o0 + (int64_t)nb * NR : n_end;
+                for (int64_t ti = 0, r = 0; ti < tiles; ti++) {
+                    int64_t r1 = rows * (ti + 1) / tiles;
+                    size_t mr = (size_t)(r1 - r);
+                    p->gemv2(&pl->L, blk, nb, mr, (const uint16_t *)a + (m0 + r) * p->lda,
+                             (size_t)p->lda, c);
+                    epilogue(e, m0 + r, (int64_t)mr, o0, o1, c, 32);
+                    r = r1;
+                }
+            }
+        }
+        return;
+    }
     if (p->path != PATH_BF16_PREFILL) {
         float *c = scratch;
         size_t es = p->path == PATH_BF16_GEMV ? 2 : 4;
@@ -490,7 +536,7 @@ wna16_status wna16_linear_gemm(wna16_diag *d, const wna16_packed_linear *pl, int
     if (n_threads <= 0) n_threads = omp_get_max_threads();
     plan p = make_plan(pl, m, xt);
     /* units: blocks for the gemv paths, block pairs for prefill */
-    int64_t unit = p.path == PATH_BF16_PREFILL ? 2 : 1;
+    int64_t unit = p.path == PATH_BF16_PREFILL || p.path == PATH_BF16_SMALL ? 2 : 1;
     int64_t units = (pl->n_blocks + unit - 1) / unit;
     if (n_threads > units) n_threads = (int)units;
     size_t need = p.a_bytes + p.thread_bytes * (size_t)n_threads;

@@ -32,6 +32,7 @@ typedef struct wna16_block_layout {
     int64_t group_units;  /* 64-byte weight units per group (8 k for int4, 4 k for int8) */
     int64_t record_bytes; /* bytes per group record (multiple of 64) */
     int64_t wbytes;       /* weight bytes per record; scales at +wbytes, zeros at +wbytes+64 */
+    int64_t block_bytes;  /* bytes per block (n_groups records) */
     int bits;             /* 4 or 8 */
     int asym;             /* records carry zeros */
 } wna16_block_layout;
@@ -42,6 +43,14 @@ typedef struct wna16_block_layout {
  * overwritten with Σ_g fma(P_g, s_g, ·) in group order. */
 typedef void (*wna16_gemv_fn)(const wna16_block_layout *L, const uint8_t *block, size_t mr,
                               const void *a, size_t lda, float *c);
+
+/* Small-batch streaming kernel: nb (1 or 2) consecutive blocks, mr <=
+ * gemv2_mr rows, weights unpacked in registers. c: [mr][32] fp32 (columns
+ * 16..31 only when nb == 2), overwritten. Per (row, channel) the k-pairs are
+ * summed in order in one accumulator, so nb = 1 and nb = 2 give the same
+ * bits for a channel. */
+typedef void (*wna16_gemv2_fn)(const wna16_block_layout *L, const uint8_t *block, size_t nb,
+                               size_t mr, const void *a, size_t lda, float *c);
 
 /* Prefill: dequantize groups [g0, g1) of one block to bf16 integers q into a
  * panel [kpair][ldp] (this block's 32 bf16 per k-pair at column offset 0 of
@@ -67,6 +76,8 @@ typedef struct wna16_kernel_table {
     /* bf16 activations (NULL when the ISA has no bf16 dot). */
     wna16_gemv_fn gemv_q4_bf16, gemv_q8_bf16;
     size_t gemv_bf16_mr;
+    wna16_gemv2_fn gemv2_q4_bf16, gemv2_q8_bf16;
+    size_t gemv2_bf16_mr;
     wna16_dequant_bf16_fn dequant_q4_bf16, dequant_q8_bf16;
     wna16_gemm_bf16_fn gemm_bf16;
     size_t gemm_mr;
@@ -92,6 +103,10 @@ void wna16_gemv_q4_bf16_8x16__avx512bf16(const wna16_block_layout *, const uint8
                                          const void *, size_t, float *);
 void wna16_gemv_q8_bf16_8x16__avx512bf16(const wna16_block_layout *, const uint8_t *, size_t,
                                          const void *, size_t, float *);
+void wna16_gemv_q4_bf16_8x32__avx512bf16(const wna16_block_layout *, const uint8_t *, size_t,
+                                         size_t, const void *, size_t, float *);
+void wna16_gemv_q8_bf16_8x32__avx512bf16(const wna16_block_layout *, const uint8_t *, size_t,
+                                         size_t, const void *, size_t, float *);
 void wna16_dequant_q4_bf16_16__avx512bf16(const wna16_block_layout *, const uint8_t *, int64_t,
                                           int64_t, uint16_t *, size_t, float *, size_t);
 void wna16_dequant_q8_bf16_16__avx512bf16(const wna16_block_layout *, const uint8_t *, int64_t,

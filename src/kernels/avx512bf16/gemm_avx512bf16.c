@@ -183,6 +183,100 @@ void wna16_gemv_q8_bf16_8x16__avx512bf16(const wna16_block_layout *L, const uint
     GEMV_CASES(8, 0)
 }
 
+/* ------------------------------------------------------- small batch */
+
+/* nb blocks x mr rows; one accumulator per (row, block), k-pairs summed in
+ * order; a broadcast activation pair feeds both blocks. */
+INLINE void gemv2_bf16(const wna16_block_layout *L, const uint8_t *block, const uint16_t *a,
+                       size_t lda, float *c, const size_t MR, const size_t NB, const int BITS,
+                       const int ASYM) {
+    __m512 acc[8][2];
+    const __m512i lut = ASYM ? lut_signed() : lut_sym();
+    const int64_t gu = L->group_units, ku = BITS == 4 ? 8 : 4;
+    for (size_t i = 0; i < MR; i++)
+        for (size_t b = 0; b < NB; b++) _mm512_storeu_ps(c + i * 32 + b * 16, _mm512_setzero_ps());
+    for (int64_t g = 0; g < L->n_groups; g++) {
+        const uint8_t *rec[2];
+        __m512i zv[2], z0[2], z1[2];
+        for (size_t b = 0; b < NB; b++) {
+            rec[b] = block + b * L->block_bytes + g * L->record_bytes;
+            zv[b] = z0[b] = z1[b] = _mm512_setzero_si512();
+            if (BITS == 4) {
+                if (ASYM) zv[b] = _mm512_load_si512((const void *)(rec[b] + L->wbytes + 64));
+            } else {
+                zeros_q8(L, rec[b], &z0[b], &z1[b]);
+            }
+        }
+        for (size_t i = 0; i < MR; i++)
+            for (size_t b = 0; b < NB; b++) acc[i][b] = _mm512_setzero_ps();
+        const uint32_t *a32 = (const uint32_t *)(a + g * gu * ku);
+        const size_t lda32 = lda / 2;
+        for (int64_t t = 0; t < gu; t++) {
+            __m512i w[2][4];
+            for (size_t b = 0; b < NB; b++) {
+                prefetch_w(rec[b] + t * 64);
+                if (BITS == 4) {
+                    q4_unpack(rec[b] + t * 64, ASYM, zv[b], lut, w[b]);
+                } else {
+                    w[b][0] = q8_unpack(rec[b] + t * 64, z0[b], z1[b]);
+                    w[b][1] = q8_unpack(rec[b] + t * 64 + 32, z0[b], z1[b]);
+                }
+            }
+            const int64_t kp = t * ku / 2;
+            for (int j = 0; j < (BITS == 4 ? 4 : 2); j++)
+                for (size_t i = 0; i < MR; i++) {
+                    __m512i av = _mm512_set1_epi32((int)a32[i * lda32 + (size_t)kp + (size_t)j]);
+                    for (size_t b = 0; b < NB; b++)
+                        acc[i][b] = _mm512_dpbf16_ps(acc[i][b], (__m512bh)av, (__m512bh)w[b][j]);
+                }
+        }
+        for (size_t b = 0; b < NB; b++) {
+            const __m512 s = _mm512_load_ps((const float *)(rec[b] + L->wbytes));
+            for (size_t i = 0; i < MR; i++) {
+                float *ci = c + i * 32 + b * 16;
+                _mm512_storeu_ps(ci, _mm512_fmadd_ps(acc[i][b], s, _mm512_loadu_ps(ci)));
+            }
+        }
+    }
+}
+
+#define GEMV2_CASES(BITS, ASYM)                                                                    \
+    if (nb == 2) {                                                                                 \
+        switch (mr) {                                                                              \
+        case 1: gemv2_bf16(L, block, a, lda, c, 1, 2, BITS, ASYM); break;                          \
+        case 2: gemv2_bf16(L, block, a, lda, c, 2, 2, BITS, ASYM); break;                          \
+        case 3: gemv2_bf16(L, block, a, lda, c, 3, 2, BITS, ASYM); break;                          \
+        case 4: gemv2_bf16(L, block, a, lda, c, 4, 2, BITS, ASYM); break;                          \
+        case 5: gemv2_bf16(L, block, a, lda, c, 5, 2, BITS, ASYM); break;                          \
+        case 6: gemv2_bf16(L, block, a, lda, c, 6, 2, BITS, ASYM); break;                          \
+        case 7: gemv2_bf16(L, block, a, lda, c, 7, 2, BITS, ASYM); break;                          \
+        default: gemv2_bf16(L, block, a, lda, c, 8, 2, BITS, ASYM); break;                         \
+        }                                                                                          \
+    } else {                                                                                       \
+        switch (mr) {                                                                              \
+        case 1: gemv2_bf16(L, block, a, lda, c, 1, 1, BITS, ASYM); break;                          \
+        case 2: gemv2_bf16(L, block, a, lda, c, 2, 1, BITS, ASYM); break;                          \
+        case 3: gemv2_bf16(L, block, a, lda, c, 3, 1, BITS, ASYM); break;                          \
+        case 4: gemv2_bf16(L, block, a, lda, c, 4, 1, BITS, ASYM); break;                          \
+        case 5: gemv2_bf16(L, block, a, lda, c, 5, 1, BITS, ASYM); break;                          \
+        case 6: gemv2_bf16(L, block, a, lda, c, 6, 1, BITS, ASYM); break;                          \
+        case 7: gemv2_bf16(L, block, a, lda, c, 7, 1, BITS, ASYM); break;                          \
+        default: gemv2_bf16(L, block, a, lda, c, 8, 1, BITS, ASYM); break;                         \
+        }                                                                                          \
+    }
+
+void wna16_gemv_q4_bf16_8x32__avx512bf16(const wna16_block_layout *L, const uint8_t *block,
+                                         size_t nb, size_t mr, const void *a, size_t lda,
+                                         float *c) {
+    if (L->asym) GEMV2_CASES(4, 1) else GEMV2_CASES(4, 0)
+}
+
+void wna16_gemv_q8_bf16_8x32__avx512bf16(const wna16_block_layout *L, const uint8_t *block,
+                                         size_t nb, size_t mr, const void *a, size_t lda,
+                                         float *c) {
+    GEMV2_CASES(8, 0)
+}
+
 /* ------------------------------------------------------------ prefill */
 
 void wna16_dequant_q4_bf16_16__avx512bf16(const wna16_block_layout *L, const uint8_t *block,
