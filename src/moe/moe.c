@@ -16,12 +16,11 @@
 #include "moe/moe_internal.h"
 #include "parallel/shard.h"
 
-/* Rows per kernel call when an expert has a few tokens: the kernels'
- * streaming (decode) path takes up to 4 rows; up to GEMV_SPLIT_MAX rows are
- * run as several such calls over the same columns (the second pass hits L2)
- * instead of the dequantize-to-panel prefill path. */
-#define MOE_GEMV_ROWS 4
-#define MOE_GEMV_SPLIT_MAX 8
+/* Rows per kernel call: 0 = all of an expert's tokens in one call (the
+ * kernels tile the rows themselves, and weights are then decoded once per
+ * N-range). A positive value splits them (a tuning knob for kernels whose
+ * small-m path is limited). */
+#define MOE_ROWS_PER_CALL 0
 
 /* ------------------------------------------------------------ layer */
 
@@ -339,7 +338,17 @@ static int cmp_item(const void *a, const void *b) {
 }
 
 static int64_t rows_per_call(int64_t m) {
-    return m > MOE_GEMV_ROWS && m <= MOE_GEMV_SPLIT_MAX ? MOE_GEMV_ROWS : m;
+    return MOE_ROWS_PER_CALL > 0 && m > MOE_ROWS_PER_CALL ? MOE_ROWS_PER_CALL : m;
+}
+
+/* Part q of np of [0, n) on boundaries of two 16-channel blocks (the
+ * kernels' 32-wide unit), as even as that allows. */
+static void split_pairs(int64_t n, int64_t q, int64_t np, int64_t *n0, int64_t *n1) {
+    int64_t units = (n + 2 * WNA16_LINEAR_NR - 1) / (2 * WNA16_LINEAR_NR);
+    int64_t u0 = units * q / np, u1 = units * (q + 1) / np;
+    *n0 = u0 * 2 * WNA16_LINEAR_NR;
+    *n1 = u1 * 2 * WNA16_LINEAR_NR < n ? u1 * 2 * WNA16_LINEAR_NR : n;
+    if (*n1 < *n0) *n1 = *n0;
 }
 
 typedef struct fwd {
@@ -546,7 +555,7 @@ static wna16_status forward_core(wna16_diag *d, const wna16_moe_layer *L,
             if (np < 1) np = 1;
             for (int64_t q = 0; q < np; q++) {
                 item *it = &f.items[n];
-                wna16_linear_split(pl, (int)q, (int)np, &it->n0, &it->n1);
+                split_pairs(wna16_linear_n(pl), q, np, &it->n0, &it->n1);
                 if (it->n1 <= it->n0) continue;
                 it->slot = (int32_t)s;
                 it->phase = ph;
