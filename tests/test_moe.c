@@ -375,6 +375,7 @@ static void check_problem(const char *name, const problem *p, const int64_t *Ts,
         snprintf(what, sizeof what, "%s T=%lld", name, (long long)T);
         double q = compare(what, y, &r, T, H, NULL);
         if (q > worst_ratio) worst_ratio = q;
+        if (getenv("MOE_TEST_VERBOSE")) fprintf(stderr, "%s: worst %.3g\n", what, q);
         CHECK_MSG(r.near_ties <= T / 8, "%s: %d near ties", what, r.near_ties);
         for (int nt = 2; nt <= 3; nt++) {
             CHECK(wna16_moe_layer_forward(D, L, T, x, H, y2, nt) == WNA16_OK);
@@ -662,7 +663,12 @@ typedef struct ckspec {
     int bits;
     int64_t group; /* 0 channel */
     bool asym, shared_gate;
+    bool mixtral; /* block_sparse_moe.experts.E.{w1,w3,w2} */
 } ckspec;
+
+static const char *ck_prefix(const ckspec *s) {
+    return s->mixtral ? "model.layers.0.block_sparse_moe" : "model.layers.0.mlp";
+}
 
 static void add_qw(wna16_st_writer *w, const char *prefix, qw *q, int bits) {
     char name[256];
@@ -704,8 +710,8 @@ static const char *write_ck(const ckspec *s, problem *p) {
             "\"pack-quantized\", \"targets\": [\"Linear\"], \"weights\": {\"dynamic\": false, "
             "\"group_size\": %s, \"num_bits\": %d, \"strategy\": \"%s\", \"symmetric\": %s, "
             "\"type\": \"int\"}}}, \"format\": \"pack-quantized\", \"ignore\": "
-            "[\"model.layers.0.mlp.gate\", \"model.layers.0.mlp.shared_expert_gate\", "
-            "\"lm_head\"], \"quant_method\": \"compressed-tensors\", \"quantization_status\": "
+            "[\"model.layers.0.mlp.gate\", \"model.layers.0.block_sparse_moe.gate\", "
+            "\"model.layers.0.mlp.shared_expert_gate\", \"lm_head\"], \"quant_method\": \"compressed-tensors\", \"quantization_status\": "
             "\"compressed\", \"version\": \"0.20.1\"}}\n",
             (long long)s->H, (long long)(4 * s->H), (long long)s->I, (long long)s->E,
             (long long)s->K, (long long)s->S, group, s->bits, s->group ? "group" : "channel",
@@ -714,12 +720,15 @@ static const char *write_ck(const ckspec *s, problem *p) {
     wna16_st_writer *w;
     CHECK(wna16_st_writer_create(ctx, &w) == WNA16_OK);
     char name[256];
+    const char *pre = ck_prefix(s);
+    const char *g = s->mixtral ? "w1" : "gate_proj", *u = s->mixtral ? "w3" : "up_proj",
+               *dn = s->mixtral ? "w2" : "down_proj";
     for (int64_t e = 0; e < s->E; e++) {
-        snprintf(name, sizeof name, "model.layers.0.mlp.experts.%lld.gate_proj", (long long)e);
+        snprintf(name, sizeof name, "%s.experts.%lld.%s", pre, (long long)e, g);
         add_qw(w, name, &p->gate[e], s->bits);
-        snprintf(name, sizeof name, "model.layers.0.mlp.experts.%lld.up_proj", (long long)e);
+        snprintf(name, sizeof name, "%s.experts.%lld.%s", pre, (long long)e, u);
         add_qw(w, name, &p->up[e], s->bits);
-        snprintf(name, sizeof name, "model.layers.0.mlp.experts.%lld.down_proj", (long long)e);
+        snprintf(name, sizeof name, "%s.experts.%lld.%s", pre, (long long)e, dn);
         add_qw(w, name, &p->down[e], s->bits);
     }
     if (s->S) {
@@ -730,8 +739,8 @@ static const char *write_ck(const ckspec *s, problem *p) {
     uint16_t *router = malloc((size_t)(s->E * s->H) * 2);
     for (int64_t i = 0; i < s->E * s->H; i++) router[i] = wna16_f32_to_bf16(p->router[i]);
     int64_t rs[2] = {s->E, s->H};
-    CHECK(wna16_st_writer_add(ctx, w, "model.layers.0.mlp.gate.weight", WNA16_DTYPE_BF16, 2, rs,
-                              router) == WNA16_OK);
+    snprintf(name, sizeof name, "%s.gate.weight", pre);
+    CHECK(wna16_st_writer_add(ctx, w, name, WNA16_DTYPE_BF16, 2, rs, router) == WNA16_OK);
     uint16_t *sg = NULL;
     if (s->shared_gate) {
         sg = malloc((size_t)s->H * 2);
@@ -750,6 +759,7 @@ static const char *write_ck(const ckspec *s, problem *p) {
 
 typedef struct tp_job {
     const wna16_checkpoint *ck;
+    const char *prefix;
     const wna16_moe_config *cfg;
     wna16_comm *comm;
     int64_t T;
@@ -764,7 +774,7 @@ static void *tp_rank(void *arg) {
     tp_job *j = arg;
     int tp = wna16_comm_size(j->comm), rank = wna16_comm_rank(j->comm);
     wna16_moe_layer *L = NULL;
-    j->load_st = wna16_moe_layer_load(&j->diag, j->ck, "model.layers.0.mlp", j->cfg, tp, rank, &L);
+    j->load_st = wna16_moe_layer_load(&j->diag, j->ck, j->prefix, j->cfg, tp, rank, &L);
     j->agree_st = wna16_comm_agree(&j->diag, j->comm, j->load_st);
     if (j->agree_st != WNA16_OK) return NULL;
     j->bytes = wna16_moe_layer_bytes(L);
@@ -778,14 +788,15 @@ static void *tp_rank(void *arg) {
 }
 
 /* Runs the layer at TP=tp (threads backend); y gets the reduced output. */
-static wna16_status run_tp(const wna16_checkpoint *ck, const wna16_moe_config *cfg, int tp,
-                           int64_t T, const uint16_t *x, float *y, char *detail, size_t *bytes0) {
+static wna16_status run_tp(const wna16_checkpoint *ck, const char *prefix,
+                           const wna16_moe_config *cfg, int tp, int64_t T, const uint16_t *x,
+                           float *y, char *detail, size_t *bytes0) {
     wna16_comm *comms[4];
     CHECK(wna16_comm_threads(D, tp, comms) == WNA16_OK);
     tp_job jobs[4];
     pthread_t th[4];
     for (int r = 0; r < tp; r++) {
-        jobs[r] = (tp_job){.ck = ck, .cfg = cfg, .comm = comms[r], .T = T, .x = x};
+        jobs[r] = (tp_job){.ck = ck, .prefix = prefix, .cfg = cfg, .comm = comms[r], .T = T, .x = x};
         jobs[r].y = r == 0 ? y : malloc((size_t)(T * cfg->hidden) * 4);
         pthread_create(&th[r], NULL, tp_rank, &jobs[r]);
     }
@@ -816,12 +827,13 @@ static wna16_moe_config spec_cfg(const ckspec *s) {
  * double reference; the in-process single-rank layer is bitwise TP=1. */
 static void test_tp(void) {
     static const ckspec specs[] = {
-        {"tp_int4_sym_g32", 256, 256, 8, 2, 0, 4, 32, false, false},
-        {"tp_int4_asym_g32", 256, 256, 8, 2, 0, 4, 32, true, false},
-        {"tp_int8_sym_g64", 256, 256, 8, 2, 0, 8, 64, false, false},
-        {"tp_int8_asym_g32", 256, 256, 8, 2, 0, 8, 32, true, false},
-        {"tp_int4_asym_channel", 256, 256, 8, 2, 0, 4, 0, true, false},
-        {"tp_int4_sym_g32_shared", 256, 256, 8, 2, 512, 4, 32, false, true},
+        {"tp_int4_sym_g32", 256, 256, 8, 2, 0, 4, 32, false, false, false},
+        {"tp_int4_asym_g32", 256, 256, 8, 2, 0, 4, 32, true, false, false},
+        {"tp_int8_sym_g64", 256, 256, 8, 2, 0, 8, 64, false, false, false},
+        {"tp_int8_asym_g32", 256, 256, 8, 2, 0, 8, 32, true, false, false},
+        {"tp_int4_asym_channel", 256, 256, 8, 2, 0, 4, 0, true, false, false},
+        {"tp_int4_sym_g32_shared", 256, 256, 8, 2, 512, 4, 32, false, true, false},
+        {"tp_mixtral_int4_sym_g64", 256, 256, 8, 2, 0, 4, 64, false, false, true},
     };
     static const int64_t Ts[] = {1, 7, 33};
     for (size_t si = 0; si < sizeof specs / sizeof *specs; si++) {
@@ -855,7 +867,7 @@ static void test_tp(void) {
             for (int k = 0; k < 3; k++) {
                 int tp = 1 << k;
                 char detail[WNA16_DETAIL_MAX];
-                st = run_tp(ck, &cfg, tp, T, x, y[k], detail, &bytes[k]);
+                st = run_tp(ck, ck_prefix(s), &cfg, tp, T, x, y[k], detail, &bytes[k]);
                 CHECK_MSG(st == WNA16_OK, "%s TP=%d: %s %s", s->name, tp, wna16_status_str(st),
                           detail);
                 char what[96];
@@ -889,7 +901,7 @@ static void test_tp(void) {
         problem_free(&p);
     }
     /* refused: I = 192, g32 -> TP=4 gives I_p = 48, not a multiple of 32; TP=2 (96) is fine */
-    ckspec bad = {"tp_refuse_i192", 128, 192, 4, 2, 0, 4, 32, false, false};
+    ckspec bad = {"tp_refuse_i192", 128, 192, 4, 2, 0, 4, 32, false, false, false};
     wna16_moe_config cfg = spec_cfg(&bad);
     problem p;
     problem_make(&p, &cfg, 4, 32, false, false, 77);
@@ -899,8 +911,8 @@ static void test_tp(void) {
     uint16_t *x = make_x(3, 128, 1);
     float *y = malloc(3 * 128 * 4);
     char detail[WNA16_DETAIL_MAX];
-    CHECK(run_tp(ck, &cfg, 2, 3, x, y, detail, NULL) == WNA16_OK);
-    wna16_status st = run_tp(ck, &cfg, 4, 3, x, y, detail, NULL);
+    CHECK(run_tp(ck, ck_prefix(&bad), &cfg, 2, 3, x, y, detail, NULL) == WNA16_OK);
+    wna16_status st = run_tp(ck, ck_prefix(&bad), &cfg, 4, 3, x, y, detail, NULL);
     CHECK_MSG(st == WNA16_ERR_TP_INDIVISIBLE &&
                   strstr(detail, "model.layers.0.mlp.experts.0.down_proj") &&
                   strstr(detail, "I_p=48"),
