@@ -78,10 +78,13 @@ static wna16_status load_mlp(wna16_diag *d, const wna16_checkpoint *ck, wna16_mo
     wna16_status st = wna16_ck_qweight(d, ck, m->gate, &m->sg, &g, &og);
     if (st == WNA16_OK) st = wna16_ck_qweight(d, ck, m->up, &m->su, &u, &ou);
     if (st == WNA16_OK) st = wna16_ck_qweight(d, ck, m->down, &m->sd, &dn, &od);
+    /* a channelwise weight sliced along K keeps one scale per row: its one
+     * group spans this rank's columns (the canonical form says group == k) */
+    if (st == WNA16_OK && dn.n_groups == 1) dn.group_size = dn.k;
     if (st == WNA16_OK)
         st = e < L->cfg.num_experts ? wna16_moe_layer_set_expert(d, L, e, &g, &u, &dn)
                                     : wna16_moe_layer_set_shared(d, L, &g, &u, &dn, shared_gate);
-    if (st != WNA16_OK) wna16_diag_prefix(d, "%s", m->gate->name);
+    if (st != WNA16_OK) wna16_diag_prefix(d, "%s (expert %lld): ", m->gate->name, (long long)e);
     wna16_free(og);
     wna16_free(ou);
     wna16_free(od);

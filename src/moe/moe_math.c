@@ -14,6 +14,7 @@
 #define MOE_CLONES
 #endif
 
+
 #define LANES 16
 
 static float reduce16(float *acc) {
@@ -62,15 +63,19 @@ void wna16_moe_dot_rows(const float *xf, const float *w, int64_t e0, int64_t e1,
     for (; e < e1; e++) out[e - e0] = wna16_moe_dot_f32(xf, w + e * h, h);
 }
 
-/* exp(x) to ~2 ulp for x in [-87, 88] (clamped outside; NaN -> NaN):
- * Cody-Waite reduction by ln2 and a degree-6 Taylor/minimax polynomial. */
+/* exp(x) to ~2 ulp for x in [-87, 88] (clamped to +-87): Cody-Waite
+ * reduction by ln2 and a degree-6 polynomial; 2^r is built from the bits of
+ * the rounding sum (no float->int conversion, so a NaN is harmless garbage
+ * here: the caller keeps NaN through its other operand). Branch-free so the
+ * loop vectorizes. */
 static inline float exp_f32(float x) {
-    bool nan = x != x;
-    x = nan ? 0.0f : x;
-    x = x < -87.0f ? -87.0f : x;
-    x = x > 88.0f ? 88.0f : x;
-    float r = x * 1.44269504088896341f + 12582912.0f;
-    r = r - 12582912.0f; /* round(x / ln2) */
+    /* |x| > 87 (or NaN) -> +-87, decided on the bits: integer compares keep
+     * the loop branch-free without -fno-trapping-math */
+    union { float f; uint32_t u; } in = {.f = x}, lim = {.f = 87.0f};
+    lim.u |= in.u & 0x80000000u;
+    x = (in.u & 0x7fffffffu) > 0x42AE0000u ? lim.f : x;
+    union { float f; uint32_t u; } t = {.f = x * 1.44269504088896341f + 12582912.0f};
+    float r = t.f - 12582912.0f; /* round(x / ln2), exactly the integer in t's low bits */
     float f = x - r * 0.693359375f;
     f = f - r * -2.12194440e-4f;
     float p = 1.0f / 720.0f;
@@ -80,33 +85,30 @@ static inline float exp_f32(float x) {
     p = p * f + 0.5f;
     p = p * f + 1.0f;
     p = p * f + 1.0f;
-    int32_t i = (int32_t)r;
-    uint32_t bits = (uint32_t)(i + 127) << 23;
-    float s;
-    memcpy(&s, &bits, 4);
-    float v = p * s;
-    return nan ? NAN : v;
+    union { uint32_t u; float f; } b = {.u = (t.u - 0x4B400000u + 127u) << 23};
+    return p * b.f;
 }
 
 static inline uint16_t to_bf16(float f) {
-    uint32_t u;
-    memcpy(&u, &f, 4);
+    union { float f; uint32_t u; } c = {.f = f};
+    uint32_t u = c.u;
     uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
     uint32_t quiet = (u >> 16) | 0x40u;
     return (uint16_t)((u & 0x7fffffffu) > 0x7f800000u ? quiet : rounded);
 }
 
 MOE_CLONES
-void wna16_moe_silu_mul_bf16(const float *g, const float *u, int64_t n, uint16_t *act) {
+void wna16_moe_silu_mul_bf16(const float *restrict g, const float *restrict u, int64_t n,
+                             uint16_t *restrict act) {
     for (int64_t i = 0; i < n; i++) {
         float gv = g[i];
-        float s = gv / (1.0f + exp_f32(-gv));
+        float s = gv / (1.0f + exp_f32(-gv)); /* NaN g stays NaN */
         act[i] = to_bf16(s * u[i]);
     }
 }
 
 MOE_CLONES
-void wna16_moe_axpy(float *y, float w, const float *v, int64_t n, bool first) {
+void wna16_moe_axpy(float *restrict y, float w, const float *restrict v, int64_t n, bool first) {
     if (first)
         for (int64_t i = 0; i < n; i++) y[i] = w * v[i];
     else
