@@ -19,6 +19,7 @@ int wna16_cmd_tokenize(int argc, char **argv);
 int wna16_cmd_detokenize(int argc, char **argv);
 /* `wna16 bench moe` (bench_moe.c), a mode of wna16_cmd_bench. */
 int wna16_bench_moe(int argc, char **argv);
+int wna16_cmd_quantize(int argc, char **argv);
 
 /* Shared helpers (cli_util.c). */
 bool cli_is_help(const char *arg);

@@ -128,7 +128,9 @@ static wna16_status mlp_block(wna16_diag *d, wna16_model *m, wna16_rank_model *r
     for (int64_t t = 0; t < n; t++) rmsnorm_row(s->x + t * H, H, ly->mlp_norm, m->cfg.rms_norm_eps, s->tmp + t * H);
     to_bf16(s->tmp, n * H, s->hb, s->hf);
     capture(m, r, L, "mlp_in", n, H, s->hf);
-    if (ly->sparse) {
+    if (ly->sparse && !ly->moe && m->mlp_override) {
+        WNA16_TRY(m->mlp_override(m->capture_user, L, n, s->hb, s->tmp));
+    } else if (ly->sparse) {
         WNA16_TRY(wna16_moe_layer_forward(d, ly->moe, n, s->hb, H, s->tmp, threads));
     } else {
         int64_t I = ly->gate.n;
@@ -206,14 +208,16 @@ static wna16_status run_rank(wna16_diag *d, rank_job *job) {
     scratch s;
     WNA16_TRY(scratch_alloc(d, m, r, job->n, &s));
     int64_t H = m->cfg.hidden_size;
-    embed(m, job->ids, job->n, s.x);
+    if (m->start_x) memcpy(s.x, m->start_x, (size_t)(job->n * H) * sizeof(float));
+    else embed(m, job->ids, job->n, s.x);
     wna16_status st = WNA16_OK;
     int64_t last = m->stop_after_layer >= 0 ? m->stop_after_layer : m->cfg.num_layers - 1;
-    for (int64_t L = 0; L <= last && L < m->cfg.num_layers && st == WNA16_OK; L++) {
+    for (int64_t L = m->start_x ? m->start_layer : 0; L <= last && L < m->cfg.num_layers && st == WNA16_OK; L++) {
         st = attn_block(d, m, r, L, job->n, &s, threads);
         for (int64_t i = 0; st == WNA16_OK && i < job->n * H; i++) s.x[i] += s.tmp[i];
         if (st == WNA16_OK) st = mlp_block(d, m, r, L, job->n, &s, threads);
         for (int64_t i = 0; st == WNA16_OK && i < job->n * H; i++) s.x[i] += s.tmp[i];
+        if (st == WNA16_OK && m->start_x) capture(m, r, L, "layer_out", job->n, H, s.x);
     }
     if (st == WNA16_OK && job->rank == 0 && job->logits && m->stop_after_layer < 0)
         st = logits_out(m, &s, job->n, job->logits, threads);

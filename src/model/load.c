@@ -146,6 +146,7 @@ static wna16_status load_layer(wna16_diag *d, wna16_model *m, wna16_rank_model *
     ly->sparse = layer_is_sparse(m, L);
     snprintf(name, sizeof name, "model.layers.%lld.%s", (long long)L, m->arch->mlp_prefix);
     if (ly->sparse) {
+        if (m->defer_moe) return WNA16_OK;
         wna16_moe_config mc = moe_config(m);
         return wna16_moe_layer_load(d, m->ck, name, &mc, r->tp, r->rank, &ly->moe);
     }
@@ -272,9 +273,8 @@ static wna16_status load_all(wna16_diag *d, wna16_model *m, const char *dir,
     return WNA16_OK;
 }
 
-wna16_status wna16_model_load(wna16_ctx *ctx, const char *dir, const wna16_model_options *options,
-                              wna16_model **out) {
-    wna16_diag *d = wna16_ctx_diag(ctx);
+static wna16_status model_load(wna16_diag *d, const char *dir, const wna16_model_options *options,
+                               bool defer_moe, wna16_model **out) {
     if (!dir || !out) return wna16_fail(d, WNA16_ERR_INVALID_ARGUMENT, "NULL argument");
     *out = NULL;
     wna16_diag_clear(d);
@@ -282,6 +282,7 @@ wna16_status wna16_model_load(wna16_ctx *ctx, const char *dir, const wna16_model
     wna16_model *m = wna16_calloc(1, sizeof *m);
     if (!m) return wna16_fail(d, WNA16_ERR_OUT_OF_MEMORY, "model");
     m->stop_after_layer = -1;
+    m->defer_moe = defer_moe;
     wna16_status s = load_all(d, m, dir, options ? options : &defaults);
     if (s != WNA16_OK) {
         wna16_model_free(m);
@@ -289,6 +290,18 @@ wna16_status wna16_model_load(wna16_ctx *ctx, const char *dir, const wna16_model
     }
     *out = m;
     return WNA16_OK;
+}
+
+wna16_status wna16_model_load(wna16_ctx *ctx, const char *dir, const wna16_model_options *options,
+                              wna16_model **out) {
+    return model_load(wna16_ctx_diag(ctx), dir, options, false, out);
+}
+
+wna16_status wna16_model_load_calib(wna16_diag *d, const char *dir,
+                                    const wna16_model_options *options, wna16_model **out) {
+    wna16_model_options o = options ? *options : (wna16_model_options){0};
+    o.tp = 1;
+    return model_load(d, dir, &o, true, out);
 }
 
 static void free_layer(wna16_layer *ly) {

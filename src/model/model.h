@@ -78,7 +78,22 @@ struct wna16_model {
     wna16_capture_fn capture;
     void *capture_user;
     int64_t stop_after_layer; /* < 0: run every layer; else stop after it (no logits) */
+    /* Quantizer (sequential calibration, src/quant): when start_x != NULL the
+     * forward starts at layer start_layer from these hidden states [n][H]
+     * fp32 instead of embedding ids, and capture() also gets "layer_out" (the
+     * residual stream after each layer). With defer_moe (set by
+     * wna16_model_load_calib) sparse layers are not loaded and their MLP is
+     * mlp_override(user, layer, rows, x bf16 [rows][H], y fp32 [rows][H]). */
+    const float *start_x;
+    int64_t start_layer;
+    bool defer_moe;
+    wna16_status (*mlp_override)(void *user, int64_t layer, int64_t rows, const uint16_t *x,
+                                 float *y);
 };
+
+/* wna16_model_load for the quantizer: tp 1, MoE layers deferred (above). */
+wna16_status wna16_model_load_calib(wna16_diag *d, const char *dir,
+                                    const wna16_model_options *options, wna16_model **out);
 
 wna16_status wna16_lin_load(wna16_diag *d, const wna16_checkpoint *ck, const char *name,
                             wna16_tp_role role, int64_t heads, int tp, int rank, bool bias_here,
