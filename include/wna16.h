@@ -264,6 +264,145 @@ typedef struct wna16_sampler_options {
  * ids seen so far, for the repetition penalty. */
 WNA16_API int32_t wna16_sample(const wna16_sampler_options *o, float *logits, int64_t vocab,
                                const int32_t *history, size_t n_history, uint64_t *rng_state);
+/* -------------------------------------------------------------- tokenizer */
+
+/* Byte-level BPE tokenizer loaded from a Hugging Face tokenizer.json (Qwen2/3,
+ * Llama-3, GPT-2 style), exact to the `tokenizers` library (docs/tokenizer.md).
+ * A tokenizer is immutable after loading except for its word cache and regex
+ * match buffers, so use one tokenizer per thread for concurrent encoding.
+ * Decoding and the read-only queries may run concurrently. */
+typedef struct wna16_tokenizer wna16_tokenizer;
+
+/* Loads PATH: a directory holding tokenizer.json (and optionally
+ * tokenizer_config.json), or the tokenizer.json file itself (its sibling
+ * tokenizer_config.json is read when present). Free with wna16_tokenizer_free.
+ * Errors: IO (missing file), TOKENIZER_INVALID (not JSON, duplicate keys,
+ * missing model, merges naming unknown tokens, ids out of range, ...),
+ * TOKENIZER_REGEX (a Split pattern that does not compile), UNSUPPORTED
+ * (a model, normalizer or pre-tokenizer type other than byte-level BPE's),
+ * OUT_OF_MEMORY / LIMIT. */
+WNA16_API wna16_status wna16_tokenizer_load(wna16_ctx *ctx, const char *path,
+                                            wna16_tokenizer **out);
+WNA16_API void wna16_tokenizer_free(wna16_tokenizer *tok);
+
+/* Encode flags. */
+#define WNA16_TOK_ADD_SPECIAL 1u   /* apply the post-processor (e.g. a BOS prefix) */
+#define WNA16_TOK_PARSE_SPECIAL 2u /* special added tokens in the text become their ids;
+                                      without it they are encoded as plain text
+                                      (non-special added tokens always match) */
+
+/* Encodes len bytes of UTF-8 text (NUL bytes allowed). *ids is a malloc'd
+ * array of *n_ids ids (NULL when empty); free it with free(). HF's
+ * tokenizer.encode(text) corresponds to flags ADD_SPECIAL|PARSE_SPECIAL.
+ * Errors: INVALID_UTF8 (names the offset; nothing is replaced),
+ * INVALID_ARGUMENT, OUT_OF_MEMORY, LIMIT (one pre-token over 512 MiB),
+ * TOKENIZER_REGEX (regex engine failure). */
+WNA16_API wna16_status wna16_tokenizer_encode(wna16_ctx *ctx, wna16_tokenizer *tok,
+                                              const char *text, size_t len, unsigned flags,
+                                              int32_t **ids, size_t *n_ids);
+
+/* Decodes ids to text, as HF's tokenizer.decode: byte sequences that are not
+ * valid UTF-8 become U+FFFD. skip_special drops special added tokens.
+ * *text is malloc'd and NUL-terminated (free with free()); *len may be NULL.
+ * Errors: TOKEN_ID (an id the tokenizer does not have), OUT_OF_MEMORY. */
+WNA16_API wna16_status wna16_tokenizer_decode(wna16_ctx *ctx, const wna16_tokenizer *tok,
+                                              const int32_t *ids, size_t n_ids,
+                                              bool skip_special, char **text, size_t *len);
+
+/* Incremental decoding for streaming generation: push one id at a time and
+ * get back only complete UTF-8 text; bytes of a character split across
+ * tokens are held until it completes (or turn into U+FFFD once they cannot).
+ * The concatenation of every push and the final flush equals
+ * wna16_tokenizer_decode of the whole sequence. The stream borrows tok. */
+typedef struct wna16_detok_stream wna16_detok_stream;
+WNA16_API wna16_status wna16_detok_stream_create(wna16_ctx *ctx, const wna16_tokenizer *tok,
+                                                 bool skip_special, wna16_detok_stream **out);
+/* *text (NUL-terminated, *len bytes, possibly empty) is owned by the stream
+ * and valid until its next call. Errors: TOKEN_ID, OUT_OF_MEMORY. */
+WNA16_API wna16_status wna16_detok_stream_push(wna16_ctx *ctx, wna16_detok_stream *s,
+                                               int32_t id, const char **text, size_t *len);
+/* Emits held bytes (as U+FFFD) and resets the stream for a new sequence. */
+WNA16_API wna16_status wna16_detok_stream_flush(wna16_ctx *ctx, wna16_detok_stream *s,
+                                                const char **text, size_t *len);
+WNA16_API void wna16_detok_stream_free(wna16_detok_stream *s);
+
+/* Chat prompt formats recognised from tokenizer_config.json's chat_template. */
+typedef enum wna16_chat_format {
+    WNA16_CHAT_NONE = 0,   /* no template, or one we do not recognise */
+    WNA16_CHAT_CHATML = 1, /* <|im_start|>role\ncontent<|im_end|>\n (Qwen2/2.5) */
+    WNA16_CHAT_QWEN3 = 2,  /* ChatML with Qwen3's <think> handling */
+} wna16_chat_format;
+
+typedef struct wna16_tokenizer_info {
+    size_t vocab_size;      /* distinct ids: model vocabulary plus added tokens */
+    size_t id_limit;        /* largest id + 1 */
+    int32_t bos_id, eos_id; /* from tokenizer_config.json; -1 when none */
+    int32_t pad_id;         /* -1 when none */
+    bool add_bos, add_eos;  /* tokenizer_config.json add_bos_token / add_eos_token */
+    wna16_chat_format chat_format;
+} wna16_tokenizer_info;
+
+WNA16_API void wna16_tokenizer_get_info(const wna16_tokenizer *tok, wna16_tokenizer_info *info);
+/* Distinct ids (same as info.vocab_size). */
+WNA16_API size_t wna16_tokenizer_vocab_size(const wna16_tokenizer *tok);
+/* Id of an added token ("<|im_end|>") or of a vocabulary entry spelled in
+ * the model's alphabet ("Ġthe"); -1 when there is none. */
+WNA16_API int32_t wna16_tokenizer_token_id(const wna16_tokenizer *tok, const char *token);
+/* The token's string (added-token content or vocabulary entry), or NULL for
+ * an unknown id. Owned by the tokenizer. */
+WNA16_API const char *wna16_tokenizer_token_str(const wna16_tokenizer *tok, int32_t id);
+/* True for added tokens marked special (decode's skip_special drops them). */
+WNA16_API bool wna16_tokenizer_is_special(const wna16_tokenizer *tok, int32_t id);
+
+typedef struct wna16_chat_message {
+    const char *role;    /* "system", "user", "assistant" or "tool" */
+    const char *content; /* UTF-8, NUL-terminated */
+} wna16_chat_message;
+
+/* Renders messages as the model's chat prompt, byte-identical to
+ * transformers' apply_chat_template(tokenize=False) for the recognised
+ * formats. add_generation_prompt appends "<|im_start|>assistant\n"; with
+ * Qwen3 and enable_thinking false it also appends the empty think block
+ * "<think>\n\n</think>\n\n". *text is malloc'd (free with free()); encode it
+ * with WNA16_TOK_PARSE_SPECIAL. Errors: UNSUPPORTED (no recognised template:
+ * the message names what was found), INVALID_ARGUMENT (unknown role, NULL
+ * content), OUT_OF_MEMORY. */
+WNA16_API wna16_status wna16_tokenizer_apply_chat(wna16_ctx *ctx, const wna16_tokenizer *tok,
+                                                  const wna16_chat_message *messages,
+                                                  size_t n_messages, bool add_generation_prompt,
+                                                  bool enable_thinking, char **text);
+
+/* ------------------------------------------------------------- generation */
+
+typedef struct wna16_generate_options {
+    int64_t max_tokens;
+    wna16_sampler_options sampler;
+    const char *const *stop; /* stop strings (matched on the decoded text) */
+    size_t n_stop;
+    /* Streamed text, in order, never splitting a UTF-8 character or a
+     * possible stop string; return false to stop. May be NULL. */
+    bool (*on_text)(void *user, const char *text, size_t len);
+    void *user;
+} wna16_generate_options;
+
+typedef struct wna16_generate_result {
+    int32_t *ids;       /* generated ids (the EOS id included when it ended the run) */
+    int64_t generated;  /* number of ids */
+    char *text;         /* decoded text (without special tokens; "" with no tokenizer) */
+    int64_t prompt_tokens;
+    double prefill_seconds, decode_seconds;
+    const char *stop_reason; /* "eos", "stop", "length" or "callback" */
+    int32_t *ids_base;  /* internal */
+} wna16_generate_result;
+
+/* Prefills the prompt in one pass (the cache is reset first), then samples
+ * up to max_tokens, stopping on the model's EOS ids or a stop string. tok
+ * may be NULL (ids only). Free the result with wna16_generate_result_free. */
+WNA16_API wna16_status wna16_generate(wna16_ctx *ctx, wna16_model *m, const wna16_tokenizer *tok,
+                                      const int32_t *prompt, size_t n_prompt,
+                                      const wna16_generate_options *options,
+                                      wna16_generate_result *result);
+WNA16_API void wna16_generate_result_free(wna16_generate_result *r);
 
 #ifdef __cplusplus
 }

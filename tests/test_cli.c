@@ -39,5 +39,23 @@ int main(void) {
                       "with actorder=static (or none): it gives the same accuracy with no runtime cost"));
     CHECK(run("inspect tests/data/ct/actorder_group --json") != 0 && strstr(out, "\"loadable\": false"));
     CHECK(run("inspect /nonexistent") == 1 && strstr(out, "ERR_IO"));
+    /* the demo: builds, inspects, generates at TP=1 and TP=2, and they agree */
+    char dir[] = "/tmp/wna16_demo_XXXXXX", cmd[256];
+    CHECK(mkdtemp(dir) != NULL);
+    snprintf(cmd, sizeof cmd, "demo --dir %s/model -n 8", dir);
+    CHECK(run(cmd) == 0 && strstr(out, "TP=1 and TP=2 agree: 8 tokens identical") &&
+          strstr(out, "W4A16 sym g32") && strstr(out, "TP=2   ok"));
+    snprintf(cmd, sizeof cmd, "generate --model %s/model --chat hello -n 5 --json", dir);
+    CHECK(run(cmd) == 0 && strstr(out, "\"generated_tokens\": 5") && strstr(out, "\"decode_tok_s\""));
+    snprintf(cmd, sizeof cmd, "generate --model %s/model --prompt hello -n 4 --tp 2 --temp 0.8 --top-k 20 --seed 7", dir);
+    CHECK(run(cmd) == 0 && strstr(out, "decode") && strstr(out, "tok/s"));
+    CHECK(run("generate --help") == 0 && strstr(out, "--chat"));
+    CHECK(run("generate --model x") == 2);
+    snprintf(cmd, sizeof cmd, "generate --model %s/model --prompt hi --tp 3", dir);
+    CHECK(run(cmd) == 1 && strstr(out, "ERR_TP_INDIVISIBLE"));
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    CHECK(system(cmd) == 0);
+    CHECK(run("synth --help") == 0 && run("demo --help") == 0 && run("logits --help") == 0);
+    CHECK(run("logits --model tests/data/models/qwen3_w4a16 --ids 1,2,3 --top 1") == 0);
     TEST_MAIN_END();
 }

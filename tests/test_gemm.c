@@ -5,6 +5,7 @@
  * ranges. WNA16_TEST_QUICK=1 trims the matrix (sanitizer builds). */
 #include <math.h>
 #include <stdint.h>
+#include <unistd.h>
 
 #include "core/common.h"
 #include "format/qweight.h"
@@ -398,14 +399,36 @@ static void test_matrix(bool quick) {
                 run_case(1, 40, 256, 4, 128, true, ex, dts[xi], dts[yi], 1, false);
                 run_case(13, 40, 256, 8, 64, false, ex, dts[xi], dts[yi], 2, true);
             }
+    /* the panel micro-kernel for every row-tile height (forced for small m) */
+    int64_t old = wna16_linear_set_decode_max_m(0);
+    for (int64_t m = 1; m <= 24; m += (m < 13 ? 1 : 5)) {
+        run_case(m, 40, 256, 4, 64, m % 2, m % 3 != 0, WNA16_DTYPE_BF16, dts[m % 3], m % 3,
+                 m % 4 == 1);
+        run_case(m, 17, 72, 8, 0, m % 2 == 0, m % 3 == 0, WNA16_DTYPE_BF16, dts[(m + 1) % 3],
+                 (m + 1) % 3, false);
+    }
+    run_case(64, 48, 1024, 4, 128, true, false, WNA16_DTYPE_BF16, WNA16_DTYPE_BF16, 0, false);
+    wna16_linear_set_decode_max_m(old);
     /* larger: several panel chunks and several N blocks per thread */
     run_case(17, 80, 1024, 4, 32, true, false, WNA16_DTYPE_BF16, WNA16_DTYPE_BF16, 0, false);
     run_case(29, 100, 1024, 4, 128, false, true, WNA16_DTYPE_BF16, WNA16_DTYPE_F32, 1, false);
+    run_case(130, 48, 512, 4, 32, true, false, WNA16_DTYPE_BF16, WNA16_DTYPE_BF16, 2, false);
+    run_case(300, 40, 1024, 4, 64, false, false, WNA16_DTYPE_BF16, WNA16_DTYPE_BF16, 0, false);
+    run_case(300, 40, 1024, 8, 128, true, true, WNA16_DTYPE_BF16, WNA16_DTYPE_F32, 1, true);
     run_case(3, 100, 1030, 8, 0, true, false, WNA16_DTYPE_BF16, WNA16_DTYPE_F16, 0, false);
     run_case(40, 64, 1030, 4, 0, false, true, WNA16_DTYPE_BF16, WNA16_DTYPE_BF16, 1, false);
 }
 
-int main(void) {
+int main(int argc, char **argv) {
+    (void)argc;
+    /* Thousands of tiny 2-thread regions: with OpenMP's default spin-wait,
+     * a core shared with another ctest job turns each barrier into a
+     * scheduler time slice. Re-run once with passive waiting (libgomp reads
+     * the variable when it loads, so it must be set before exec). */
+    if (!getenv("OMP_WAIT_POLICY")) {
+        setenv("OMP_WAIT_POLICY", "passive", 1);
+        execv("/proc/self/exe", argv);
+    }
     const char *q = getenv("WNA16_TEST_QUICK");
     bool quick = q && *q && strcmp(q, "0");
     isa_max = wna16_isa_active();

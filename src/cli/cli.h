@@ -6,16 +6,31 @@
 #include "wna16.h"
 
 #include <stdbool.h>
+#include <stdio.h>
 
 int wna16_cmd_inspect(int argc, char **argv);
 int wna16_cmd_logits(int argc, char **argv);
+int wna16_cmd_generate(int argc, char **argv);
+int wna16_cmd_synth(int argc, char **argv);
+int wna16_cmd_demo(int argc, char **argv);
+int wna16_bench_model(int argc, char **argv);
 int wna16_cmd_bench(int argc, char **argv);
+int wna16_cmd_tokenize(int argc, char **argv);
+int wna16_cmd_detokenize(int argc, char **argv);
+/* `wna16 bench moe` (bench_moe.c), a mode of wna16_cmd_bench. */
+int wna16_bench_moe(int argc, char **argv);
 int wna16_cmd_quantize(int argc, char **argv);
 
 /* Shared helpers (cli_util.c). */
 bool cli_is_help(const char *arg);
 /* Parses a positive int flag value; prints an error and returns false if bad. */
 bool cli_parse_int(const char *flag, const char *text, long min, long max, long *out);
+/* Monotonic seconds; peak resident memory of this process in MiB. */
+double cli_now(void);
+double cli_peak_rss_mib(void);
+/* Writes s as a JSON string literal (quotes and escapes). */
+void cli_print_json_string(FILE *f, const char *s);
+
 /* Prints "wna16 <cmd>: <status>: <detail>" to stderr and returns exit code 1. */
 int cli_fail(const char *cmd, wna16_ctx *ctx, wna16_status s);
 

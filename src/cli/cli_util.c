@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 bool cli_is_help(const char *arg) { return !strcmp(arg, "--help") || !strcmp(arg, "-h"); }
 
@@ -23,4 +24,31 @@ bool cli_parse_int(const char *flag, const char *text, long min, long max, long 
 int cli_fail(const char *cmd, wna16_ctx *ctx, wna16_status s) {
     fprintf(stderr, "wna16 %s: %s: %s\n", cmd, wna16_status_str(s), wna16_ctx_error(ctx));
     return 1;
+}
+
+double cli_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+double cli_peak_rss_mib(void) {
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    double kib = 0;
+    while (f && fgets(line, sizeof line, f))
+        if (!strncmp(line, "VmHWM:", 6)) kib = strtod(line + 6, NULL);
+    if (f) fclose(f);
+    return kib / 1024.0;
+}
+
+void cli_print_json_string(FILE *f, const char *s) {
+    fputc('"', f);
+    for (const unsigned char *p = (const unsigned char *)s; p && *p; p++) {
+        if (*p == '"' || *p == '\\') fprintf(f, "\\%c", *p);
+        else if (*p == '\n') fputs("\\n", f);
+        else if (*p < 0x20) fprintf(f, "\\u%04x", *p);
+        else fputc(*p, f);
+    }
+    fputc('"', f);
 }

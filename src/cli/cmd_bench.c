@@ -73,14 +73,15 @@ static void gemm_help(FILE *f) {
     fprintf(f,
             "usage: wna16 bench gemm [--m LIST] [--n LIST] [--k LIST] [--bits 4|8] [--group G]\n"
             "                        [--asym] [--dtype bf16|f16|f32] [--threads T] [--isa NAME]\n"
-            "                        [--min-time S] [--json]\n\n"
+            "                        [--decode-max-m M] [--min-time S] [--json]\n\n"
             "Measures this machine's read bandwidth (STREAM-style sum over 1 GiB) and bf16-dot\n"
             "/ FMA peaks (register-resident loops) on T threads, then times y = x·Wᵀ for each\n"
             "M x (K, N) case with the packed WNA16 kernels, rotating enough packed copies of W\n"
             "to exceed the last-level cache (cold weights). Reports time, GFLOP/s, weight GB/s\n"
             "and each as a fraction of the measured limit. --n/--k lists form a cross product;\n"
             "default M 1,8,32,128,512 and (K,N) (4096,4096), (2048,4096); int4, group 128\n"
-            "(0 = channelwise), symmetric, bf16 activations and output.\n");
+            "(0 = channelwise), symmetric, bf16 activations and output. --decode-max-m M\n"
+            "sends bf16 cases with more than M rows to the dequantized-panel kernel.\n");
 }
 
 typedef struct gemm_result {
@@ -123,7 +124,11 @@ static int bench_gemm(int argc, char **argv) {
             if (!parse_list(a, v, 1, 1 << 20, ks, &n_k, 8)) return 2;
             i++;
         } else if (!strcmp(a, "--bits")) {
-            if (!cli_parse_int(a, v, 4, 8, &bits) || (bits != 4 && bits != 8)) return 2;
+            if (!cli_parse_int(a, v, 4, 8, &bits)) return 2;
+            if (bits != 4 && bits != 8) {
+                fprintf(stderr, "wna16 bench gemm: --bits takes 4 or 8\n");
+                return 2;
+            }
             i++;
         } else if (!strcmp(a, "--group")) {
             if (!cli_parse_int(a, v, 0, 1 << 20, &group)) return 2;
@@ -146,6 +151,11 @@ static int bench_gemm(int argc, char **argv) {
                 fprintf(stderr, "wna16 bench gemm: --dtype takes bf16, f16 or f32\n");
                 return 2;
             }
+            i++;
+        } else if (!strcmp(a, "--decode-max-m")) {
+            long mx;
+            if (!cli_parse_int(a, v, 0, 1L << 40, &mx)) return 2;
+            wna16_linear_set_decode_max_m(mx);
             i++;
         } else if (!strcmp(a, "--isa")) {
             wna16_isa isa;
@@ -358,6 +368,8 @@ typedef struct bench_mode {
 
 static const bench_mode bench_modes[] = {
     {"gemm", bench_gemm, "WNA16 linear y = x·Wᵀ, decode and prefill shapes"},
+    {"model", wna16_bench_model, "whole-model prefill and decode vs. bandwidth and bf16 peak"},
+    {"moe", wna16_bench_moe, "fused MoE layer, Qwen3-30B-A3B shapes, cold weights"},
 };
 
 static void bench_help(FILE *f) {

@@ -2,6 +2,7 @@
  * matmul activations rounded to bf16, as vLLM feeds its kernels. Each TP
  * rank runs this on its own thread over its own shards; the partial outputs
  * of o_proj and of the MLP are all-reduced (one each per layer). */
+#include "kernels/attn.h"
 #include "kernels/dense.h"
 #include "model/model.h"
 
@@ -69,29 +70,15 @@ static void attention(const wna16_model *m, const wna16_rank_model *r, int64_t L
                       scratch *s, int threads) {
     int64_t hd = m->cfg.head_dim, group = r->heads / r->kv_heads, pos0 = m->pos;
     float scale = 1.0f / sqrtf((float)hd);
+    wna16_attn_row_fn row = wna16_attn_row(hd);
+    /* K/V rows of one kv head are contiguous in the cache, stride hd. */
 #pragma omp parallel for collapse(2) num_threads(threads) schedule(dynamic)
     for (int64_t t = 0; t < n; t++)
         for (int64_t h = 0; h < r->heads; h++) {
-            int64_t kvh = h / group, last = pos0 + t;
-            const float *q = s->q + (t * r->heads + h) * hd;
-            float *out = s->att + (t * r->heads + h) * hd;
-            float *sc = s->scores + (t * r->heads + h) * m->context;
-            float mx = -INFINITY;
-            for (int64_t p = 0; p <= last; p++) {
-                const float *k = kv_at(m, r, L, 0, kvh, p);
-                float dot = 0;
-                for (int64_t i = 0; i < hd; i++) dot += q[i] * k[i];
-                sc[p] = dot * scale;
-                if (sc[p] > mx) mx = sc[p];
-            }
-            float sum = 0;
-            for (int64_t p = 0; p <= last; p++) sum += sc[p] = expf(sc[p] - mx);
-            memset(out, 0, (size_t)hd * sizeof *out);
-            for (int64_t p = 0; p <= last; p++) {
-                const float *v = kv_at(m, r, L, 1, kvh, p);
-                float w = sc[p] / sum;
-                for (int64_t i = 0; i < hd; i++) out[i] += w * v[i];
-            }
+            int64_t kvh = h / group;
+            row(s->q + (t * r->heads + h) * hd, kv_at(m, r, L, 0, kvh, 0), kv_at(m, r, L, 1, kvh, 0),
+                hd, pos0 + t + 1, hd, scale, s->scores + (t * r->heads + h) * m->context,
+                s->att + (t * r->heads + h) * hd);
         }
 }
 

@@ -48,14 +48,14 @@ static void init_rope(wna16_model *m) {
     }
 }
 
-static wna16_status need_tensor(wna16_diag *d, const wna16_model *m, const char *name,
-                                int64_t numel, const wna16_tensor_view **out) {
+static wna16_status find_tensor(wna16_diag *d, const wna16_model *m, const char *name,
+                                 int64_t numel, const wna16_tensor_view **out) {
     const wna16_tensor_view *v = wna16_checkpoint_tensor(m->ck, name);
     if (!v)
         return wna16_fail(d, WNA16_ERR_TENSOR_MISSING, "%s: tensor '%s' is missing", m->ck->dir,
                           name);
-    if (v->dtype != WNA16_DTYPE_BF16)
-        return wna16_fail(d, WNA16_ERR_BAD_DTYPE, "%s: tensor '%s' is %s; expected BF16",
+    if (v->dtype != WNA16_DTYPE_BF16 && v->dtype != WNA16_DTYPE_F16 && v->dtype != WNA16_DTYPE_F32)
+        return wna16_fail(d, WNA16_ERR_BAD_DTYPE, "%s: tensor '%s' is %s; expected BF16, F16 or F32",
                           m->ck->dir, name, wna16_dtype_name(v->dtype));
     if (wna16_view_numel(v) != numel)
         return wna16_fail(d, WNA16_ERR_SHAPE_MISMATCH,
@@ -65,10 +65,30 @@ static wna16_status need_tensor(wna16_diag *d, const wna16_model *m, const char 
     return WNA16_OK;
 }
 
+/* A bf16 view of a float tensor: the mapping itself, or a converted copy. */
+static wna16_status need_bf16(wna16_diag *d, wna16_model *m, const char *name, int64_t numel,
+                              const uint16_t **out) {
+    const wna16_tensor_view *v;
+    WNA16_TRY(find_tensor(d, m, name, numel, &v));
+    if (v->dtype == WNA16_DTYPE_BF16) {
+        *out = v->data;
+        return WNA16_OK;
+    }
+    uint16_t **list = wna16_realloc(m->converted, (m->n_converted + 1) * sizeof *list);
+    if (!list) return wna16_fail(d, WNA16_ERR_OUT_OF_MEMORY, "%s", name);
+    m->converted = list;
+    uint16_t *copy = wna16_malloc((size_t)numel * sizeof *copy);
+    if (!copy) return wna16_fail(d, WNA16_ERR_OUT_OF_MEMORY, "%s: bf16 copy", name);
+    for (int64_t i = 0; i < numel; i++) copy[i] = wna16_f32_to_bf16(wna16_view_float(v, i));
+    list[m->n_converted++] = copy;
+    *out = copy;
+    return WNA16_OK;
+}
+
 static wna16_status load_norm_f32(wna16_diag *d, const wna16_model *m, const char *name,
                                   int64_t n, float **out) {
     const wna16_tensor_view *v;
-    WNA16_TRY(need_tensor(d, m, name, n, &v));
+    WNA16_TRY(find_tensor(d, m, name, n, &v));
     *out = wna16_malloc((size_t)n * sizeof(float));
     if (!*out) return wna16_fail(d, WNA16_ERR_OUT_OF_MEMORY, "norm");
     for (int64_t i = 0; i < n; i++) (*out)[i] = wna16_view_float(v, i);
@@ -103,14 +123,11 @@ static wna16_moe_config moe_config(const wna16_model *m) {
 static wna16_status load_layer(wna16_diag *d, wna16_model *m, wna16_rank_model *r, int64_t L) {
     wna16_layer *ly = &r->layers[L];
     char name[256];
-    const wna16_tensor_view *v;
     int64_t H = m->cfg.hidden_size;
     snprintf(name, sizeof name, "model.layers.%lld.input_layernorm.weight", (long long)L);
-    WNA16_TRY(need_tensor(d, m, name, H, &v));
-    ly->attn_norm = v->data;
+    WNA16_TRY(need_bf16(d, m, name, H, &ly->attn_norm));
     snprintf(name, sizeof name, "model.layers.%lld.post_attention_layernorm.weight", (long long)L);
-    WNA16_TRY(need_tensor(d, m, name, H, &v));
-    ly->mlp_norm = v->data;
+    WNA16_TRY(need_bf16(d, m, name, H, &ly->mlp_norm));
     if (m->arch->qk_norm) {
         snprintf(name, sizeof name, "model.layers.%lld.self_attn.q_norm.weight", (long long)L);
         WNA16_TRY(load_norm_f32(d, m, name, m->cfg.head_dim, &ly->q_norm));
@@ -206,15 +223,11 @@ static void read_eos(wna16_model *m) {
 }
 
 static wna16_status load_globals(wna16_diag *d, wna16_model *m) {
-    const wna16_tensor_view *v;
     int64_t V = m->cfg.vocab_size, H = m->cfg.hidden_size;
-    WNA16_TRY(need_tensor(d, m, "model.embed_tokens.weight", V * H, &v));
-    m->embed = v->data;
-    WNA16_TRY(need_tensor(d, m, "model.norm.weight", H, &v));
-    m->final_norm = v->data;
+    WNA16_TRY(need_bf16(d, m, "model.embed_tokens.weight", V * H, &m->embed));
+    WNA16_TRY(need_bf16(d, m, "model.norm.weight", H, &m->final_norm));
     if (wna16_checkpoint_tensor(m->ck, "lm_head.weight") || !m->cfg.tie_word_embeddings) {
-        WNA16_TRY(need_tensor(d, m, "lm_head.weight", V * H, &v));
-        m->lm_head = v->data;
+        WNA16_TRY(need_bf16(d, m, "lm_head.weight", V * H, &m->lm_head));
     } else {
         m->lm_head = m->embed;
     }
@@ -312,6 +325,8 @@ void wna16_model_free(wna16_model *m) {
     wna16_free(m->ranks);
     wna16_free(m->inv_freq);
     wna16_free(m->eos);
+    for (size_t i = 0; i < m->n_converted; i++) wna16_free(m->converted[i]);
+    wna16_free(m->converted);
     wna16_checkpoint_close(m->ck);
     wna16_free(m);
 }

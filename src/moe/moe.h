@@ -8,6 +8,7 @@
 #define WNA16_MOE_MOE_H
 
 #include "core/common.h"
+#include "format/qweight.h"
 
 struct wna16_checkpoint;
 
@@ -54,5 +55,81 @@ size_t wna16_moe_layer_bytes(const wna16_moe_layer *layer);
  * n_threads OpenMP threads (<= 0: all). tokens == 0 is a no-op. */
 wna16_status wna16_moe_layer_forward(wna16_diag *d, const wna16_moe_layer *layer, int64_t tokens,
                                      const uint16_t *x, int64_t ldx, float *y, int n_threads);
+
+/* ------------------------------------------------------------------ added API */
+
+/* Routing alone (vllm-wna16.md §3), per token, all in fp32:
+ * scores = softmax(logits) (max-subtracted) or sigmoid(logits); selection by
+ * repeated argmax over scores (+ bias[e] when bias != NULL: selection only),
+ * lowest index on ties, optionally limited to the topk_group best groups
+ * (n_group > 1: group score = max, or sum of the top 2 with a bias);
+ * weights = unbiased scores of the chosen experts, divided by their sum when
+ * cfg->renormalize (a sum <= 0 divides by 1), times routed_scaling_factor.
+ * Non-finite logits: a NaN never wins a comparison (ids stay distinct and in
+ * range) and a token with a NaN logit gets NaN softmax weights; softmax with
+ * +Inf logits gives those experts equal shares of 1 (the limit), all -Inf
+ * gives 1/E each. logits [tokens][E]; ids int32 and weights fp32 [tokens][k]. */
+wna16_status wna16_moe_route(wna16_diag *d, const wna16_moe_config *cfg, int64_t tokens,
+                             const float *logits, const float *bias, int32_t *ids, float *weights);
+
+/* Router logits [tokens][E] in fp32 from bf16 x and this layer's router
+ * (fixed summation order: identical on every rank and thread count). */
+wna16_status wna16_moe_layer_logits(wna16_diag *d, const wna16_moe_layer *layer, int64_t tokens,
+                                    const uint16_t *x, int64_t ldx, float *logits, int n_threads);
+
+/* Building a layer without a checkpoint (benchmarks, tests, other loaders).
+ * create validates cfg and the TP split (WNA16_ERR_TP_INDIVISIBLE through
+ * the sharding plan); the router starts at zero, every expert empty (a
+ * forward with an empty expert fails with WNA16_ERR_TENSOR_MISSING). */
+wna16_status wna16_moe_layer_create(wna16_diag *d, const wna16_moe_config *cfg, int tp, int rank,
+                                    wna16_moe_layer **out);
+/* router [E][H] fp32 (copied); bias [E] (selection-only correction) or NULL. */
+wna16_status wna16_moe_layer_set_router(wna16_diag *d, wna16_moe_layer *layer,
+                                        const float *router, const float *bias);
+/* Expert e's shards for this rank as canonical weights: gate and up
+ * [I_p, H] (fused into one w13 [2*I_p, H], gate rows first), down [H, I_p].
+ * They are repacked; the caller keeps ownership of the inputs. */
+wna16_status wna16_moe_layer_set_expert(wna16_diag *d, wna16_moe_layer *layer, int64_t e,
+                                        const wna16_qweight *gate, const wna16_qweight *up,
+                                        const wna16_qweight *down);
+/* Same, for the shared expert ([S_p, H] and [H, S_p], S_p = shared / tp);
+ * gate_weight [H] fp32 for the sigmoid gate (required iff
+ * cfg->shared_expert_gate). */
+wna16_status wna16_moe_layer_set_shared(wna16_diag *d, wna16_moe_layer *layer,
+                                        const wna16_qweight *gate, const wna16_qweight *up,
+                                        const wna16_qweight *down, const float *gate_weight);
+/* Installs already packed w13 [2*I_p, H] and w2 [H, I_p] for expert e
+ * (e == E: the shared expert); the layer takes ownership, also on failure. */
+struct wna16_packed_linear;
+wna16_status wna16_moe_layer_set_packed(wna16_diag *d, wna16_moe_layer *layer, int64_t e,
+                                        struct wna16_packed_linear *w13,
+                                        struct wna16_packed_linear *w2);
+/* A deep copy (benchmarks rotate copies to keep the weights cold). */
+wna16_status wna16_moe_layer_clone(wna16_diag *d, const wna16_moe_layer *layer,
+                                   wna16_moe_layer **out);
+const wna16_moe_config *wna16_moe_layer_config(const wna16_moe_layer *layer);
+/* This rank's per-expert intermediate I_p (and shared S_p). */
+int64_t wna16_moe_layer_ip(const wna16_moe_layer *layer);
+int64_t wna16_moe_layer_shared_ip(const wna16_moe_layer *layer);
+/* Packed bytes of expert e (w13 + w2; e == E: the shared expert), 0 if empty. */
+size_t wna16_moe_layer_expert_bytes(const wna16_moe_layer *layer, int64_t e);
+
+/* Reusable scratch for forward calls (grows on demand; one per thread that
+ * calls forward). NULL-safe free. */
+typedef struct wna16_moe_workspace wna16_moe_workspace;
+void wna16_moe_workspace_free(wna16_moe_workspace *ws);
+
+/* wna16_moe_layer_forward with a caller-kept workspace (*ws NULL: created). */
+wna16_status wna16_moe_layer_forward_ws(wna16_diag *d, const wna16_moe_layer *layer,
+                                        wna16_moe_workspace **ws, int64_t tokens,
+                                        const uint16_t *x, int64_t ldx, float *y, int n_threads);
+/* The expert part with the routing given: ids [tokens][k] (each in [0, E),
+ * distinct within a token, else WNA16_ERR_EXPERT_ID) and weights
+ * [tokens][k] as wna16_moe_route returns them. The shared expert (if any)
+ * is still added, gated from x. ws may be NULL (a temporary one). */
+wna16_status wna16_moe_layer_forward_routed(wna16_diag *d, const wna16_moe_layer *layer,
+                                            wna16_moe_workspace **ws, int64_t tokens,
+                                            const uint16_t *x, int64_t ldx, const int32_t *ids,
+                                            const float *weights, float *y, int n_threads);
 
 #endif

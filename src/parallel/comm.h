@@ -27,6 +27,8 @@ wna16_status wna16_comm_single(wna16_diag *d, wna16_comm **out);
 /* `size` ranks as threads of this process: out[r] is rank r's handle, to be
  * used only by the thread that runs rank r. */
 wna16_status wna16_comm_threads(wna16_diag *d, int size, wna16_comm **out);
+/* The backend's name: "single", "threads" (later "mpi"). */
+const char *wna16_comm_backend(const wna16_comm *c);
 /* Frees one handle (each rank frees its own; the shared state goes with the last). */
 void wna16_comm_free(wna16_comm *c);
 

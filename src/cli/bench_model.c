@@ -1,0 +1,143 @@
+/* `wna16 bench model`: whole-model prefill and decode speed as fractions of
+ * this machine's limits, measured in the same run. Decode is bandwidth-bound:
+ * its floor is the bytes of weights one token touches (attention, the top-k
+ * experts of every layer, routers, lm_head) over the read bandwidth. Prefill
+ * is compute-bound: its FLOPs over the bf16-dot peak. */
+#include "cli/cli.h"
+#include "format/checkpoint.h"
+#include "kernels/machine_limits.h"
+#include "model/model.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void bench_model_help(FILE *f) {
+    fprintf(f, "usage: wna16 bench model --model DIR [--prompt N] [--decode N] [--threads N] [--tp N] [--json]\n\n"
+               "Prefills a random N-token prompt (default 512) in one pass, then decodes --decode tokens\n"
+               "(default 32) greedily, and reports tok/s beside the bandwidth floor (decode) and the\n"
+               "bf16 peak (prefill) measured in the same run.\n");
+}
+
+static int64_t module_weight_bytes(const wna16_module *m) {
+    const wna16_tensor_view *parts[] = {m->packed, m->scale, m->zero, m->weight, m->bias};
+    int64_t b = 0;
+    for (size_t i = 0; i < 5; i++)
+        if (parts[i]) b += (int64_t)parts[i]->nbytes;
+    return b;
+}
+
+typedef struct model_costs {
+    double bytes_per_token;  /* decode: weights one token reads */
+    double params_per_token; /* multiply-adds per token in linears (active experts only) */
+} model_costs;
+
+static model_costs costs(const wna16_model *m) {
+    model_costs c = {0};
+    const wna16_checkpoint *ck = m->ck;
+    double expert_bytes = 0, expert_params = 0;
+    int64_t n_experts = 0;
+    for (size_t i = 0; i < ck->n_modules; i++) {
+        const wna16_module *mod = &ck->modules[i];
+        if (mod->kind == WNA16_MODULE_OTHER) continue;
+        double bytes = (double)module_weight_bytes(mod), params = (double)(mod->out * mod->in);
+        if (mod->expert >= 0) {
+            expert_bytes += bytes, expert_params += params;
+            if (mod->role == WNA16_TP_MOE_W2) n_experts++;
+            continue;
+        }
+        c.bytes_per_token += bytes;
+        /* lm_head runs once per sequence step, on the last position only */
+        c.params_per_token += strcmp(mod->name, "lm_head") ? params : 0;
+    }
+    if (n_experts) {
+        double k = (double)m->cfg.num_experts_per_tok;
+        c.bytes_per_token += expert_bytes / (double)n_experts * k;
+        c.params_per_token += expert_params / (double)n_experts * k;
+    }
+    return c;
+}
+
+int wna16_bench_model(int argc, char **argv) {
+    const char *dir = NULL;
+    long prompt = 512, decode = 32, threads = 0, tp = 1;
+    bool json = false;
+    for (int i = 1; i < argc; i++) {
+        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (cli_is_help(argv[i])) return bench_model_help(stdout), 0;
+        else if (!strcmp(argv[i], "--model") && v) dir = argv[++i];
+        else if (!strcmp(argv[i], "--prompt")) { if (!cli_parse_int("--prompt", v, 1, 1 << 20, &prompt)) return 2; i++; }
+        else if (!strcmp(argv[i], "--decode")) { if (!cli_parse_int("--decode", v, 1, 1 << 20, &decode)) return 2; i++; }
+        else if (!strcmp(argv[i], "--threads")) { if (!cli_parse_int("--threads", v, 1, 1024, &threads)) return 2; i++; }
+        else if (!strcmp(argv[i], "--tp")) { if (!cli_parse_int("--tp", v, 1, 64, &tp)) return 2; i++; }
+        else if (!strcmp(argv[i], "--json")) json = true;
+        else {
+            fprintf(stderr, "wna16 bench model: unexpected argument '%s'\n", argv[i]);
+            return 2;
+        }
+    }
+    if (!dir) return bench_model_help(stderr), 2;
+    int nt = threads > 0 ? (int)threads : 0;
+    wna16_ctx *ctx;
+    if (wna16_ctx_create(&ctx) != WNA16_OK) return 1;
+    wna16_model *m = NULL;
+    wna16_model_options o = {.tp = (int)tp, .threads = nt, .context = prompt + decode + 1, .progress = !json};
+    double t0 = cli_now();
+    wna16_status s = wna16_model_load(ctx, dir, &o, &m);
+    if (s != WNA16_OK) return cli_fail("bench model", ctx, s);
+    double load_s = cli_now() - t0;
+    int limit_threads = m->threads;
+    double bw = wna16_measure_read_bw(limit_threads, (size_t)1 << 30, 3);
+    double peak = wna16_measure_bf16_peak(limit_threads);
+    int64_t V = m->cfg.vocab_size;
+    int32_t *ids = malloc((size_t)prompt * sizeof *ids);
+    float *logits = malloc((size_t)V * sizeof *logits);
+    uint64_t r = 42;
+    for (long i = 0; i < prompt; i++) ids[i] = (int32_t)((r = r * 6364136223846793005ull + 1442695040888963407ull) >> 33) % (int32_t)V;
+    wna16_model_reset(m);
+    double tp0 = cli_now();
+    s = wna16_model_eval(ctx, m, ids, prompt, logits);
+    double prefill_s = cli_now() - tp0;
+    double td0 = cli_now();
+    for (long i = 0; s == WNA16_OK && i < decode; i++) {
+        int32_t next = 0;
+        for (int64_t j = 1; j < V; j++)
+            if (logits[j] > logits[next]) next = (int32_t)j;
+        s = wna16_model_eval(ctx, m, &next, 1, logits);
+    }
+    double decode_s = cli_now() - td0;
+    int rc = 0;
+    if (s != WNA16_OK) rc = cli_fail("bench model", ctx, s);
+    else {
+        model_costs c = costs(m);
+        double attn_flops = 0; /* causal scores and weighted sums over the prompt */
+        attn_flops = 2.0 * 2.0 * (double)m->cfg.num_layers * (double)(m->cfg.num_heads * m->cfg.head_dim) *
+                     (double)prompt * (double)(prompt + 1) / 2.0;
+        double prefill_flops = 2.0 * c.params_per_token * (double)prompt + attn_flops;
+        double prefill_gflops = prefill_flops / prefill_s / 1e9;
+        double decode_tok_s = (double)decode / decode_s;
+        double decode_gbs = c.bytes_per_token * decode_tok_s / 1e9;
+        if (json)
+            printf("{\"model\": \"%s\", \"threads\": %d, \"tp\": %ld, \"read_bw_gbs\": %.2f, \"bf16_peak_gflops\": %.1f, "
+                   "\"load_seconds\": %.2f, \"prompt_tokens\": %ld, \"prefill_seconds\": %.4f, \"prefill_tok_s\": %.2f, "
+                   "\"prefill_gflops\": %.1f, \"prefill_fraction_of_peak\": %.4f, \"decode_tokens\": %ld, "
+                   "\"decode_tok_s\": %.3f, \"bytes_per_token\": %.0f, \"decode_gbs\": %.2f, "
+                   "\"decode_fraction_of_bw\": %.4f, \"peak_rss_mib\": %.1f}\n",
+                   dir, limit_threads, tp, bw, peak, load_s, prompt, prefill_s, prompt / prefill_s, prefill_gflops,
+                   prefill_gflops / peak, decode, decode_tok_s, c.bytes_per_token, decode_gbs, decode_gbs / bw,
+                   cli_peak_rss_mib());
+        else {
+            printf("machine: %d threads, read bandwidth %.2f GB/s, bf16 peak %.1f GFLOP/s\n", limit_threads, bw, peak);
+            printf("model:   %s, loaded in %.2fs, peak RSS %.0f MiB\n", dir, load_s, cli_peak_rss_mib());
+            printf("prefill: %ld tokens in %.3fs = %.1f tok/s, %.1f GFLOP/s = %.1f%% of the bf16 peak\n", prompt,
+                   prefill_s, prompt / prefill_s, prefill_gflops, 100 * prefill_gflops / peak);
+            printf("decode:  %ld tokens, %.2f tok/s, %.1f MB/token -> %.2f GB/s = %.1f%% of the read bandwidth\n",
+                   decode, decode_tok_s, c.bytes_per_token / 1e6, decode_gbs, 100 * decode_gbs / bw);
+        }
+    }
+    free(ids);
+    free(logits);
+    wna16_model_free(m);
+    wna16_ctx_free(ctx);
+    return rc;
+}

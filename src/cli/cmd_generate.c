@@ -1,0 +1,169 @@
+#include "core/common.h"
+#include "cli/cli.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static void generate_help(FILE *f) {
+    fprintf(f,
+            "usage: wna16 generate --model DIR (--prompt TEXT | --chat TEXT) [options]\n\n"
+            "Loads the model (validating it first), prefills the prompt in one pass and streams\n"
+            "the continuation, then prints prefill and decode tokens/s and peak memory.\n\n"
+            "  --prompt TEXT        raw prompt\n"
+            "  --chat TEXT          a user turn, formatted with the model's chat template\n"
+            "  --system TEXT        a system turn for --chat\n"
+            "  --think              let Qwen3 think (default: empty think block)\n"
+            "  -n N                 tokens to generate (default 64)\n"
+            "  --tp N               tensor-parallel degree, ranks as threads (default 1)\n"
+            "  --threads N          compute threads (default: all cores)\n"
+            "  --ctx N              KV cache length (default min(4096, model max))\n"
+            "  --temp T             temperature; 0 = greedy (default 0)\n"
+            "  --top-k K --top-p P --min-p P --repeat-penalty R\n"
+            "  --seed S             sampling seed (default 0)\n"
+            "  --stop STR           stop string (repeatable)\n"
+            "  --tokenizer PATH     tokenizer dir or tokenizer.json (default: the model dir)\n"
+            "  --json               print one JSON object instead of streaming text\n");
+}
+
+typedef struct gen_args {
+    const char *dir, *prompt, *chat, *system, *tokenizer;
+    const char *stop[16];
+    size_t n_stop;
+    long n, tp, threads, ctx, top_k;
+    double temp, top_p, min_p, penalty;
+    unsigned long long seed;
+    bool json, think;
+} gen_args;
+
+static bool parse_double(const char *flag, const char *text, double *out) {
+    char *end = NULL;
+    *out = text ? strtod(text, &end) : 0;
+    if (!text || end == text || *end) {
+        fprintf(stderr, "wna16: %s expects a number, got '%s'\n", flag, text ? text : "(nothing)");
+        return false;
+    }
+    return true;
+}
+
+static int parse(int argc, char **argv, gen_args *a) {
+    *a = (gen_args){.n = 64, .tp = 1, .penalty = 1.0, .top_p = 1.0};
+    for (int i = 1; i < argc; i++) {
+        const char *f = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (cli_is_help(f)) return generate_help(stdout), 0;
+#define STR(name, field) else if (!strcmp(f, name) && v) a->field = argv[++i];
+#define INT(name, field, lo, hi) else if (!strcmp(f, name)) { if (!cli_parse_int(name, v, lo, hi, &a->field)) return 2; i++; }
+#define DBL(name, field) else if (!strcmp(f, name)) { if (!parse_double(name, v, &a->field)) return 2; i++; }
+        STR("--model", dir) STR("--prompt", prompt) STR("--chat", chat) STR("--system", system)
+        STR("--tokenizer", tokenizer)
+        INT("-n", n, 0, 1 << 24) INT("--tp", tp, 1, 64) INT("--threads", threads, 1, 1024)
+        INT("--ctx", ctx, 1, 1L << 24) INT("--top-k", top_k, 0, 1 << 24)
+        DBL("--temp", temp) DBL("--top-p", top_p) DBL("--min-p", min_p) DBL("--repeat-penalty", penalty)
+        else if (!strcmp(f, "--seed") && v) a->seed = strtoull(argv[++i], NULL, 10);
+        else if (!strcmp(f, "--stop") && v && a->n_stop < 16) a->stop[a->n_stop++] = argv[++i];
+        else if (!strcmp(f, "--json")) a->json = true;
+        else if (!strcmp(f, "--think")) a->think = true;
+        else {
+            fprintf(stderr, "wna16 generate: unexpected argument '%s'\n", f);
+            return 2;
+        }
+#undef STR
+#undef INT
+#undef DBL
+    }
+    if (!a->dir || (!a->prompt == !a->chat)) {
+        fprintf(stderr, "wna16 generate: needs --model and exactly one of --prompt or --chat\n\n");
+        generate_help(stderr);
+        return 2;
+    }
+    return -1;
+}
+
+static bool stream_out(void *user, const char *text, size_t len) {
+    (void)user;
+    fwrite(text, 1, len, stdout);
+    fflush(stdout);
+    return true;
+}
+
+static wna16_status encode_prompt(wna16_ctx *ctx, wna16_tokenizer *tok, const gen_args *a,
+                                  int32_t **ids, size_t *n) {
+    if (a->prompt)
+        return wna16_tokenizer_encode(ctx, tok, a->prompt, strlen(a->prompt),
+                                      WNA16_TOK_ADD_SPECIAL | WNA16_TOK_PARSE_SPECIAL, ids, n);
+    wna16_chat_message msgs[2];
+    size_t k = 0;
+    if (a->system) msgs[k++] = (wna16_chat_message){"system", a->system};
+    msgs[k++] = (wna16_chat_message){"user", a->chat};
+    char *text = NULL;
+    WNA16_TRY(wna16_tokenizer_apply_chat(ctx, tok, msgs, k, true, a->think, &text));
+    wna16_status s = wna16_tokenizer_encode(ctx, tok, text, strlen(text), WNA16_TOK_PARSE_SPECIAL, ids, n);
+    free(text);
+    return s;
+}
+
+static void print_json(const wna16_generate_result *r, const wna16_model *m, double load_s) {
+    cli_print_json_string(stdout, r->text);
+    (void)m, (void)load_s;
+}
+
+int wna16_cmd_generate(int argc, char **argv) {
+    gen_args a;
+    int rc = parse(argc, argv, &a);
+    if (rc >= 0) return rc;
+    rc = 0;
+    wna16_ctx *ctx;
+    if (wna16_ctx_create(&ctx) != WNA16_OK) return 1;
+    wna16_tokenizer *tok = NULL;
+    wna16_model *m = NULL;
+    int32_t *ids = NULL;
+    size_t n_ids = 0;
+    wna16_generate_result r = {0};
+    double t0 = cli_now();
+    wna16_status s = wna16_tokenizer_load(ctx, a.tokenizer ? a.tokenizer : a.dir, &tok);
+    wna16_model_options mo = {.tp = (int)a.tp, .threads = (int)a.threads, .context = a.ctx,
+                              .progress = !a.json};
+    if (s == WNA16_OK) s = wna16_model_load(ctx, a.dir, &mo, &m);
+    double load_s = cli_now() - t0;
+    if (s == WNA16_OK && !a.json)
+        fprintf(stderr, "loaded %s in %.2fs: %.1f MiB of weights, TP=%ld, peak RSS %.1f MiB\n", a.dir,
+                load_s, (double)wna16_model_weight_bytes(m) / 1048576.0, a.tp, cli_peak_rss_mib());
+    if (s == WNA16_OK) s = encode_prompt(ctx, tok, &a, &ids, &n_ids);
+    if (s == WNA16_OK) {
+        wna16_generate_options go = {
+            .max_tokens = a.n,
+            .sampler = {.temperature = (float)a.temp, .top_p = (float)a.top_p, .min_p = (float)a.min_p,
+                        .repetition_penalty = (float)a.penalty, .top_k = (int)a.top_k, .seed = a.seed},
+            .stop = a.stop, .n_stop = a.n_stop, .on_text = a.json ? NULL : stream_out};
+        s = wna16_generate(ctx, m, tok, ids, n_ids, &go, &r);
+    }
+    if (s != WNA16_OK) {
+        rc = cli_fail("generate", ctx, s);
+    } else {
+        double pre = r.prefill_seconds > 0 ? (double)r.prompt_tokens / r.prefill_seconds : 0;
+        double dec = r.decode_seconds > 0 && r.generated > 1 ? (double)(r.generated - 1) / r.decode_seconds : 0;
+        if (a.json) {
+            printf("{\"text\": ");
+            print_json(&r, m, load_s);
+            printf(", \"tokens\": [");
+            for (int64_t i = 0; i < r.generated; i++) printf("%s%d", i ? ", " : "", r.ids[i]);
+            printf("], \"prompt_tokens\": %lld, \"generated_tokens\": %lld, \"stop_reason\": \"%s\", "
+                   "\"tp\": %ld, \"load_seconds\": %.3f, \"prefill_tok_s\": %.2f, \"decode_tok_s\": %.2f, "
+                   "\"peak_rss_mib\": %.1f}\n",
+                   (long long)r.prompt_tokens, (long long)r.generated, r.stop_reason, a.tp, load_s, pre,
+                   dec, cli_peak_rss_mib());
+        } else {
+            fprintf(stderr, "\n\nprompt %lld tokens, prefill %.1f tok/s; generated %lld tokens (%s), "
+                            "decode %.2f tok/s; peak RSS %.1f MiB\n",
+                    (long long)r.prompt_tokens, pre, (long long)r.generated, r.stop_reason, dec,
+                    cli_peak_rss_mib());
+        }
+    }
+    wna16_generate_result_free(&r);
+    free(ids);
+    wna16_model_free(m);
+    wna16_tokenizer_free(tok);
+    wna16_ctx_free(ctx);
+    return rc;
+}

@@ -1,0 +1,60 @@
+#include "core/common.h"
+#include "cli/cli.h"
+#include "model/synth.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static void synth_help(FILE *f) {
+    fprintf(f, "usage: wna16 synth --out DIR [--preset demo|qwen3-30b-a3b] [--layers N] [--bits 4|8|16]\n"
+               "                   [--group N] [--asym] [--dense] [--seed S]\n\n"
+               "Writes a random-weight checkpoint with real shapes as compressed-tensors\n"
+               "pack-quantized (or bf16 with --bits 16): the embedded demo model, or the exact\n"
+               "Qwen3-30B-A3B shapes (W4A16 g128; --layers cuts it) for speed measurements\n"
+               "without downloading anything. --dense writes a Qwen3ForCausalLM instead.\n");
+}
+
+int wna16_cmd_synth(int argc, char **argv) {
+    const char *out = NULL, *preset = "demo";
+    long layers = 0, bits = 0, group = 0, seed = -1;
+    bool asym = false, dense = false;
+    for (int i = 1; i < argc; i++) {
+        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (cli_is_help(argv[i])) return synth_help(stdout), 0;
+        else if (!strcmp(argv[i], "--out") && v) out = argv[++i];
+        else if (!strcmp(argv[i], "--preset") && v) preset = argv[++i];
+        else if (!strcmp(argv[i], "--layers")) { if (!cli_parse_int("--layers", v, 1, 4096, &layers)) return 2; i++; }
+        else if (!strcmp(argv[i], "--bits")) { if (!cli_parse_int("--bits", v, 4, 16, &bits)) return 2; i++; }
+        else if (!strcmp(argv[i], "--group")) { if (!cli_parse_int("--group", v, -1, 1 << 20, &group)) return 2; i++; }
+        else if (!strcmp(argv[i], "--seed")) { if (!cli_parse_int("--seed", v, 0, 1L << 40, &seed)) return 2; i++; }
+        else if (!strcmp(argv[i], "--asym")) asym = true;
+        else if (!strcmp(argv[i], "--dense")) dense = true;
+        else {
+            fprintf(stderr, "wna16 synth: unexpected argument '%s'\n", argv[i]);
+            return 2;
+        }
+    }
+    wna16_synth_options o;
+    if (!out || !wna16_synth_preset(preset, &o)) {
+        synth_help(stderr);
+        return 2;
+    }
+    if (layers) o.layers = layers;
+    if (bits) o.bits = (int)bits;
+    if (group) o.group_size = group;
+    if (seed >= 0) o.seed = (uint64_t)seed;
+    if (dense) o.architecture = "Qwen3ForCausalLM";
+    o.symmetric = !asym;
+    o.progress = true;
+    if (o.bits != 4 && o.bits != 8 && o.bits != 16) {
+        fprintf(stderr, "wna16 synth: --bits must be 4, 8 or 16\n");
+        return 2;
+    }
+    wna16_ctx *ctx;
+    if (wna16_ctx_create(&ctx) != WNA16_OK) return 1;
+    wna16_status s = wna16_synth_write(&ctx->diag, &o, out);
+    int rc = s == WNA16_OK ? 0 : cli_fail("synth", ctx, s);
+    if (!rc) fprintf(stderr, "wrote %s\n", out);
+    wna16_ctx_free(ctx);
+    return rc;
+}

@@ -1,0 +1,33 @@
+/* Random-weight checkpoints with real shapes, written as compressed-tensors
+ * W4A16/W8A16 pack-quantized (or bf16): the embedded demo model, and the
+ * Qwen3-30B-A3B-shaped model that speed is measured on without downloading
+ * anything. */
+#ifndef WNA16_MODEL_SYNTH_H
+#define WNA16_MODEL_SYNTH_H
+
+#include "core/common.h"
+
+typedef struct wna16_synth_options {
+    const char *architecture;   /* "Qwen3MoeForCausalLM" or "Qwen3ForCausalLM" */
+    int64_t hidden, layers, heads, kv_heads, head_dim;
+    int64_t intermediate;       /* dense MLP */
+    int64_t moe_intermediate, experts, top_k;
+    int64_t vocab, max_positions;
+    int bits;                   /* 4 or 8; 16 = unquantized bf16 */
+    int64_t group_size;         /* > 0, or -1 channelwise */
+    bool symmetric;
+    uint64_t seed;
+    int64_t eos_id, bos_id;     /* -1: none */
+    int64_t layers_per_shard;   /* 0: one file */
+    bool progress;
+} wna16_synth_options;
+
+/* Presets: "qwen3-30b-a3b" (exact shapes, W4A16 g128) and "demo" (a tiny
+ * Qwen3-MoE with the Qwen3 vocabulary). false if the name is unknown. */
+bool wna16_synth_preset(const char *name, wna16_synth_options *o);
+
+/* Writes config.json, generation_config.json and the safetensors shards
+ * into dir (created if needed). */
+wna16_status wna16_synth_write(wna16_diag *d, const wna16_synth_options *o, const char *dir);
+
+#endif

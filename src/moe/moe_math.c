@@ -1,0 +1,116 @@
+/* The MoE layer's elementwise math: router dot, silu·up, weighted combine.
+ * Portable C written so the compiler vectorizes it; where GCC can, it also
+ * emits an AVX-512 clone (target_clones). Every clone does the same IEEE
+ * operations in the same order (ISO C mode: no FMA contraction, no
+ * reassociation), so results are bitwise identical on every machine. */
+#include <math.h>
+#include <string.h>
+
+#include "moe/moe_internal.h"
+
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && !defined(__SANITIZE_ADDRESS__)
+#define MOE_CLONES __attribute__((target_clones("avx512f", "default")))
+#else
+#define MOE_CLONES
+#endif
+
+
+#define LANES 16
+
+static float reduce16(float *acc) {
+    for (int s = LANES / 2; s > 0; s /= 2)
+        for (int j = 0; j < s; j++) acc[j] += acc[j + s];
+    return acc[0];
+}
+
+MOE_CLONES
+float wna16_moe_dot_f32(const float *a, const float *b, int64_t n) {
+    float acc[LANES] = {0};
+    int64_t i = 0;
+    for (; i + LANES <= n; i += LANES)
+        for (int j = 0; j < LANES; j++) acc[j] += a[i + j] * b[i + j];
+    for (; i < n; i++) acc[i % LANES] += a[i] * b[i];
+    return reduce16(acc);
+}
+
+MOE_CLONES
+void wna16_moe_dot_rows(const float *xf, const float *w, int64_t e0, int64_t e1, int64_t h,
+                        float *out) {
+    int64_t e = e0;
+    for (; e + 4 <= e1; e += 4) {
+        const float *w0 = w + e * h, *w1 = w0 + h, *w2 = w1 + h, *w3 = w2 + h;
+        float a0[LANES] = {0}, a1[LANES] = {0}, a2[LANES] = {0}, a3[LANES] = {0};
+        int64_t i = 0;
+        for (; i + LANES <= h; i += LANES)
+            for (int j = 0; j < LANES; j++) {
+                float xv = xf[i + j];
+                a0[j] += xv * w0[i + j];
+                a1[j] += xv * w1[i + j];
+                a2[j] += xv * w2[i + j];
+                a3[j] += xv * w3[i + j];
+            }
+        for (; i < h; i++) {
+            a0[i % LANES] += xf[i] * w0[i];
+            a1[i % LANES] += xf[i] * w1[i];
+            a2[i % LANES] += xf[i] * w2[i];
+            a3[i % LANES] += xf[i] * w3[i];
+        }
+        out[e - e0] = reduce16(a0);
+        out[e - e0 + 1] = reduce16(a1);
+        out[e - e0 + 2] = reduce16(a2);
+        out[e - e0 + 3] = reduce16(a3);
+    }
+    for (; e < e1; e++) out[e - e0] = wna16_moe_dot_f32(xf, w + e * h, h);
+}
+
+/* exp(x) to ~2 ulp for x in [-87, 88] (clamped to +-87): Cody-Waite
+ * reduction by ln2 and a degree-6 polynomial; 2^r is built from the bits of
+ * the rounding sum (no float->int conversion, so a NaN is harmless garbage
+ * here: the caller keeps NaN through its other operand). Branch-free so the
+ * loop vectorizes. */
+static inline float exp_f32(float x) {
+    /* |x| > 87 (or NaN) -> +-87, decided on the bits: integer compares keep
+     * the loop branch-free without -fno-trapping-math */
+    union { float f; uint32_t u; } in = {.f = x}, lim = {.f = 87.0f};
+    lim.u |= in.u & 0x80000000u;
+    x = (in.u & 0x7fffffffu) > 0x42AE0000u ? lim.f : x;
+    union { float f; uint32_t u; } t = {.f = x * 1.44269504088896341f + 12582912.0f};
+    float r = t.f - 12582912.0f; /* round(x / ln2), exactly the integer in t's low bits */
+    float f = x - r * 0.693359375f;
+    f = f - r * -2.12194440e-4f;
+    float p = 1.0f / 720.0f;
+    p = p * f + 1.0f / 120.0f;
+    p = p * f + 1.0f / 24.0f;
+    p = p * f + 1.0f / 6.0f;
+    p = p * f + 0.5f;
+    p = p * f + 1.0f;
+    p = p * f + 1.0f;
+    union { uint32_t u; float f; } b = {.u = (t.u - 0x4B400000u + 127u) << 23};
+    return p * b.f;
+}
+
+static inline uint16_t to_bf16(float f) {
+    union { float f; uint32_t u; } c = {.f = f};
+    uint32_t u = c.u;
+    uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+    uint32_t quiet = (u >> 16) | 0x40u;
+    return (uint16_t)((u & 0x7fffffffu) > 0x7f800000u ? quiet : rounded);
+}
+
+MOE_CLONES
+void wna16_moe_silu_mul_bf16(const float *restrict g, const float *restrict u, int64_t n,
+                             uint16_t *restrict act) {
+    for (int64_t i = 0; i < n; i++) {
+        float gv = g[i];
+        float s = gv / (1.0f + exp_f32(-gv)); /* NaN g stays NaN */
+        act[i] = to_bf16(s * u[i]);
+    }
+}
+
+MOE_CLONES
+void wna16_moe_axpy(float *restrict y, float w, const float *restrict v, int64_t n, bool first) {
+    if (first)
+        for (int64_t i = 0; i < n; i++) y[i] = w * v[i];
+    else
+        for (int64_t i = 0; i < n; i++) y[i] += w * v[i];
+}

@@ -1,0 +1,224 @@
+/* Internal structures of the byte-level BPE tokenizer (docs/tokenizer.md).
+ * The pipeline mirrors Hugging Face `tokenizers`: added tokens are cut out
+ * of the raw text first, the gaps are normalized, pre-tokenized into
+ * pieces, and each piece goes through the BPE model. */
+#ifndef WNA16_TOKENIZER_INTERNAL_H
+#define WNA16_TOKENIZER_INTERNAL_H
+
+#include "core/common.h"
+
+#define PCRE2_CODE_UNIT_WIDTH 8
+#include <pcre2.h>
+
+/* Largest token id we accept: bounds every id-indexed table we allocate, so
+ * a corrupt file cannot ask for gigabytes. Real vocabularies are < 300k. */
+#define TOK_MAX_ID (1 << 24)
+/* Longest token string (bytes); real ones are < 300. */
+#define TOK_MAX_TOKEN_LEN 65536
+
+/* ------------------------------------------------------------ string map */
+
+/* Open-addressing hash map from byte strings to int32 values. Keys are
+ * copied into an internal arena, so callers may pass temporaries. */
+typedef struct tok_strmap {
+    uint32_t *slots; /* entry index + 1; 0 = empty */
+    size_t nslots;   /* power of two */
+    struct tok_strent {
+        uint32_t off, len, hash;
+        int32_t val;
+    } * ents;
+    size_t n, ents_cap;
+    char *arena;
+    size_t arena_len, arena_cap;
+} tok_strmap;
+
+uint32_t tok_hash(const char *s, size_t n);
+/* Returns false when out of memory. *existed tells whether the key was
+ * already there (its value is then replaced). */
+bool tok_strmap_put(tok_strmap *m, const char *key, size_t len, int32_t val, bool *existed);
+/* Value or -1 when absent. */
+int32_t tok_strmap_get(const tok_strmap *m, const char *key, size_t len);
+void tok_strmap_clear(tok_strmap *m);
+void tok_strmap_free(tok_strmap *m);
+static inline const char *tok_strmap_key(const tok_strmap *m, size_t i, size_t *len) {
+    *len = m->ents[i].len;
+    return m->arena + m->ents[i].off;
+}
+
+/* Map from a pair of ids to (rank, merged id). */
+typedef struct tok_pairmap {
+    struct tok_pairent {
+        uint64_t key; /* (a << 32 | b) + 1; 0 = empty */
+        int32_t rank, id;
+    } * slots;
+    size_t nslots, n;
+} tok_pairmap;
+bool tok_pairmap_put(tok_pairmap *m, int32_t a, int32_t b, int32_t rank, int32_t id);
+/* False when the pair has no merge. */
+bool tok_pairmap_get(const tok_pairmap *m, int32_t a, int32_t b, int32_t *rank, int32_t *id);
+void tok_pairmap_free(tok_pairmap *m);
+
+/* ---------------------------------------------------------------- pieces */
+
+/* A piece of text: a byte range of a working buffer. */
+typedef struct tok_piece {
+    size_t off, len;
+} tok_piece;
+
+typedef struct tok_pieces {
+    tok_piece *v;
+    size_t n, cap;
+} tok_pieces;
+bool tok_pieces_push(tok_pieces *p, size_t off, size_t len);
+
+/* --------------------------------------------------------------- stages */
+
+typedef enum { NORM_NFC, NORM_NFD, NORM_NFKC, NORM_NFKD } tok_norm_kind;
+
+/* How a Split keeps its delimiters (HF SplitDelimiterBehavior). */
+typedef enum {
+    SPLIT_REMOVED,
+    SPLIT_ISOLATED,
+    SPLIT_MERGED_PREV,
+    SPLIT_MERGED_NEXT,
+    SPLIT_CONTIGUOUS
+} tok_split_behavior;
+
+typedef enum { PRE_SPLIT, PRE_BYTELEVEL } tok_pre_kind;
+
+typedef struct tok_pre {
+    tok_pre_kind kind;
+    /* PRE_SPLIT, and PRE_BYTELEVEL with use_regex (GPT-2 pattern) */
+    pcre2_code *re;
+    pcre2_match_data *md;
+    tok_split_behavior behavior;
+    bool invert;
+    /* PRE_BYTELEVEL */
+    bool add_prefix_space;
+} tok_pre;
+
+typedef struct tok_added {
+    char *content;
+    size_t len;
+    int32_t id;
+    bool special, lstrip, rstrip, single_word, normalized;
+} tok_added;
+
+/* A byte trie over added-token contents, for leftmost-longest matching. */
+typedef struct tok_trie_node {
+    int32_t child, sibling; /* node indices; -1 = none */
+    int32_t added;          /* index into added[] ending here; -1 = none */
+    uint8_t byte;
+} tok_trie_node;
+
+typedef struct tok_trie {
+    tok_trie_node *nodes;
+    size_t n, cap;
+} tok_trie;
+
+/* Cached BPE result of one word: ids[off .. off+n) in the cache pool. */
+typedef struct tok_cache {
+    tok_strmap map; /* word -> entry index */
+    struct tok_cache_ent {
+        uint32_t off, n;
+    } * ents;
+    size_t nents, ents_cap;
+    int32_t *pool;
+    size_t pool_len, pool_cap;
+} tok_cache;
+
+struct wna16_tokenizer {
+    char *path; /* tokenizer.json, for error messages */
+
+    /* model */
+    tok_strmap vocab; /* token string -> id */
+    tok_pairmap merges;
+    char **id_str;      /* id -> token string (model vocab or added content) */
+    uint32_t *id_len;   /* byte length of id_str[i] */
+    uint8_t *dec_arena; /* decoded bytes of every id (after the decoder's byte map) */
+    uint32_t *dec_off, *dec_len;
+    uint8_t *id_flags;    /* TOK_ID_* */
+    size_t n_ids;         /* table size: max id + 1 */
+    size_t vocab_size;    /* distinct ids, model + added */
+    int32_t char_id[512]; /* id of the one-char token for code points < 512, or -1 */
+    int32_t unk_id;       /* -1 when none */
+    bool fuse_unk, byte_fallback, ignore_merges;
+    int32_t byte_fallback_id[256];
+
+    /* normalizer: up to 4 unicode forms in sequence */
+    tok_norm_kind norms[4];
+    int n_norms;
+
+    /* pre-tokenizer sequence */
+    tok_pre pres[8];
+    int n_pres;
+    bool byte_level; /* pieces are byte-mapped before the model */
+
+    /* decoder */
+    bool decoder_byte_level;
+
+    /* post-processor template (single sequence) */
+    int32_t *post_prefix, *post_suffix;
+    size_t n_post_prefix, n_post_suffix;
+
+    /* added tokens */
+    tok_added *added;
+    size_t n_added;
+    tok_trie trie_raw;  /* non-normalized added tokens: matched on raw text */
+    tok_trie trie_norm; /* normalized ones: matched after normalization */
+
+    /* tokenizer_config.json */
+    int32_t bos_id, eos_id, pad_id;
+    bool add_bos, add_eos;
+    char *chat_template;
+
+    tok_cache cache;
+};
+
+#define TOK_ID_PRESENT 1u
+#define TOK_ID_ADDED   2u
+#define TOK_ID_SPECIAL 4u
+
+/* ByteLevel alphabet (GPT-2 bytes_to_unicode). */
+extern const uint16_t tok_byte_to_cp[256];
+/* Code point -> byte, or -1, for code points < 324. */
+int tok_cp_to_byte(uint32_t cp);
+
+/* UTF-8: length of a valid sequence at s (n bytes left), 0 if invalid. */
+size_t tok_utf8_valid_len(const uint8_t *s, size_t n);
+/* Offset of the first invalid byte, or n when all of s is valid UTF-8. */
+size_t tok_utf8_check(const uint8_t *s, size_t n);
+/* Decodes one code point of valid UTF-8; returns its length. */
+size_t tok_utf8_decode(const uint8_t *s, uint32_t *cp);
+size_t tok_utf8_encode(uint32_t cp, char *out);
+/* Appends s to b with every invalid sequence replaced by U+FFFD (one per
+ * maximal invalid subpart, as Python and Rust do). If hold_tail, an
+ * incomplete but possibly valid sequence at the end is not consumed;
+ * returns the number of input bytes consumed. */
+size_t tok_utf8_lossy(wna16_buf *b, const uint8_t *s, size_t n, bool hold_tail);
+
+/* Trie of added tokens. */
+bool tok_trie_add(tok_trie *t, const char *s, size_t len, int32_t added_index);
+/* Longest added token starting at s (n bytes left): its index or -1. */
+int32_t tok_trie_longest(const tok_trie *t, const char *s, size_t n, size_t *match_len);
+void tok_trie_free(tok_trie *t);
+
+/* Compiles a pattern (PCRE2 UTF+UCP, JIT when available). */
+wna16_status tok_regex_compile(wna16_diag *d, const char *path, const char *where,
+                               const char *pattern, bool literal, pcre2_code **re,
+                               pcre2_match_data **md);
+
+/* The GPT-2 pattern used by ByteLevel when use_regex is true. */
+extern const char tok_gpt2_pattern[];
+
+/* Applies the normalizer sequence. *norm is NULL when the text is
+ * unchanged (then *norm_len == n); otherwise free it with free(). */
+wna16_status tok_normalize(wna16_diag *d, const wna16_tokenizer *t, const char *s, size_t n,
+                           char **norm, size_t *norm_len);
+
+/* Loads tokenizer_config.json fields (bos/eos, chat template). */
+wna16_status tok_load_config(wna16_diag *d, wna16_tokenizer *t, const char *config_path);
+
+void tok_cache_free(tok_cache *c);
+
+#endif

@@ -1,0 +1,341 @@
+/* Tokenizer unit tests: malformed tokenizer.json files (status + message),
+ * the query API, decoding edge cases, streaming, chat errors and the CLI. */
+#include "testing.h"
+#include "wna16.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define QWEN "tests/data/tokenizer/qwen3"
+
+static char tmpdir[64];
+
+/* Writes text to tmpdir/name and returns the path (static buffer). */
+static const char *write_tmp(const char *name, const char *text) {
+    static char path[256];
+    snprintf(path, sizeof path, "%s/%s", tmpdir, name);
+    FILE *f = fopen(path, "wb");
+    if (!f) return path;
+    fputs(text, f);
+    fclose(f);
+    return path;
+}
+
+#define MODEL_OK                                                                                   \
+    "\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0, \"b\": 1, \"ab\": 2}, "                  \
+    "\"merges\": [\"a b\"]}"
+
+static void expect_load_error(wna16_ctx *ctx, const char *json, wna16_status want,
+                              const char *substr) {
+    wna16_tokenizer *tok = (wna16_tokenizer *)1;
+    const char *path = write_tmp("tokenizer.json", json);
+    CHECK_STATUS(ctx, wna16_tokenizer_load(ctx, path, &tok), want, substr);
+    CHECK(tok == NULL);
+    /* every message names the file */
+    CHECK_MSG(strstr(wna16_ctx_error(ctx), "tokenizer.json") != NULL, "%s", wna16_ctx_error(ctx));
+}
+
+static void test_malformed(void) {
+    wna16_ctx *ctx;
+    wna16_ctx_create(&ctx);
+    expect_load_error(ctx, "{\"model\": ", WNA16_ERR_TOKENIZER_INVALID, "not valid JSON");
+    expect_load_error(ctx, "[1, 2]", WNA16_ERR_TOKENIZER_INVALID, "not a JSON object");
+    expect_load_error(ctx, "{" MODEL_OK ", " MODEL_OK "}", WNA16_ERR_TOKENIZER_INVALID,
+                      "duplicate");
+    expect_load_error(ctx,
+                      "{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0, \"a\": 1}, "
+                      "\"merges\": []}}",
+                      WNA16_ERR_TOKENIZER_INVALID, "duplicate");
+    expect_load_error(ctx, "{\"normalizer\": null}", WNA16_ERR_TOKENIZER_INVALID, "field model");
+    expect_load_error(ctx, "{\"model\": {\"type\": \"Magic\", \"vocab\": {}}}",
+                      WNA16_ERR_TOKENIZER_INVALID, "unknown model type");
+    expect_load_error(ctx, "{\"model\": {\"type\": \"WordPiece\", \"vocab\": {}}}",
+                      WNA16_ERR_UNSUPPORTED, "WordPiece");
+    expect_load_error(ctx,
+                      "{\"pre_tokenizer\": {\"type\": \"Split\", \"pattern\": {\"Regex\": "
+                      "\"(unclosed[\"}, \"behavior\": \"Isolated\", \"invert\": false}, " MODEL_OK
+                      "}",
+                      WNA16_ERR_TOKENIZER_REGEX, "does not compile");
+    expect_load_error(ctx,
+                      "{\"pre_tokenizer\": {\"type\": \"Split\", \"pattern\": {\"Regex\": \"a\"}, "
+                      "\"behavior\": \"Sideways\"}, " MODEL_OK "}",
+                      WNA16_ERR_TOKENIZER_INVALID, "behavior");
+    expect_load_error(ctx,
+                      "{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0, \"b\": 1}, "
+                      "\"merges\": [\"a c\"]}}",
+                      WNA16_ERR_TOKENIZER_INVALID, "\"c\" which is not in model.vocab");
+    expect_load_error(ctx,
+                      "{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0, \"b\": 1}, "
+                      "\"merges\": [[\"a\", \"b\"]]}}",
+                      WNA16_ERR_TOKENIZER_INVALID, "\"ab\" which is not in model.vocab");
+    expect_load_error(ctx,
+                      "{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0}, \"merges\": "
+                      "[\"nospace\"]}}",
+                      WNA16_ERR_TOKENIZER_INVALID, "model.merges[0]");
+    expect_load_error(ctx,
+                      "{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0}, \"merges\": [7]}}",
+                      WNA16_ERR_TOKENIZER_INVALID, "model.merges[0]");
+    expect_load_error(ctx,
+                      "{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 1099511627776}, "
+                      "\"merges\": []}}",
+                      WNA16_ERR_TOKENIZER_INVALID, "out of range");
+    expect_load_error(ctx,
+                      "{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": -1}, \"merges\": []}}",
+                      WNA16_ERR_TOKENIZER_INVALID, "token id -1 is out of range");
+    expect_load_error(ctx,
+                      "{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 99999999999999999999},"
+                      " \"merges\": []}}",
+                      WNA16_ERR_TOKENIZER_INVALID, "too big integer");
+    expect_load_error(ctx,
+                      "{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": \"0\"}, \"merges\": "
+                      "[]}}",
+                      WNA16_ERR_TOKENIZER_INVALID, "expected an integer token id");
+    expect_load_error(ctx,
+                      "{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0, \"b\": 0}, "
+                      "\"merges\": []}}",
+                      WNA16_ERR_TOKENIZER_INVALID, "is used by both");
+    expect_load_error(ctx, "{\"model\": {\"type\": \"BPE\", \"vocab\": {}, \"merges\": []}}",
+                      WNA16_ERR_TOKENIZER_INVALID, "empty");
+    expect_load_error(ctx, "{\"model\": {\"type\": \"BPE\", \"vocab\": [], \"merges\": []}}",
+                      WNA16_ERR_TOKENIZER_INVALID, "model.vocab");
+    expect_load_error(
+        ctx, "{\"added_tokens\": [{\"id\": 16777216, \"content\": \"<x>\"}], " MODEL_OK "}",
+        WNA16_ERR_TOKENIZER_INVALID, "added_tokens[0].id");
+    expect_load_error(ctx, "{\"added_tokens\": [{\"id\": 5}], " MODEL_OK "}",
+                      WNA16_ERR_TOKENIZER_INVALID, "added_tokens[0]");
+    expect_load_error(
+        ctx, "{\"added_tokens\": [{\"id\": 5, \"content\": \"x\", \"special\": 1}], " MODEL_OK "}",
+        WNA16_ERR_TOKENIZER_INVALID, "special");
+    expect_load_error(ctx, "{\"normalizer\": {\"type\": \"Lowercase\"}, " MODEL_OK "}",
+                      WNA16_ERR_UNSUPPORTED, "Lowercase");
+    expect_load_error(ctx, "{\"pre_tokenizer\": {\"type\": \"Whitespace\"}, " MODEL_OK "}",
+                      WNA16_ERR_UNSUPPORTED, "Whitespace");
+    expect_load_error(ctx, "{\"decoder\": {\"type\": \"WordPiece\"}, " MODEL_OK "}",
+                      WNA16_ERR_UNSUPPORTED, "decoder type");
+    expect_load_error(ctx,
+                      "{\"model\": {\"type\": \"BPE\", \"dropout\": 0.1, \"vocab\": {\"a\": 0}, "
+                      "\"merges\": []}}",
+                      WNA16_ERR_UNSUPPORTED, "dropout");
+    expect_load_error(ctx,
+                      "{\"model\": {\"type\": \"BPE\", \"unk_token\": \"<unk>\", \"vocab\": "
+                      "{\"a\": 0}, \"merges\": []}}",
+                      WNA16_ERR_TOKENIZER_INVALID, "unk_token");
+    expect_load_error(ctx,
+                      "{\"post_processor\": {\"type\": \"TemplateProcessing\", \"single\": "
+                      "[{\"SpecialToken\": {\"id\": \"<s>\"}}], \"special_tokens\": {\"<s>\": "
+                      "{\"ids\": [9]}}}, " MODEL_OK "}",
+                      WNA16_ERR_TOKENIZER_INVALID, "token id 9");
+    /* a config naming a token the tokenizer lacks */
+    write_tmp("tokenizer_config.json", "{\"eos_token\": \"<|nope|>\"}");
+    expect_load_error(ctx, "{" MODEL_OK "}", WNA16_ERR_TOKENIZER_INVALID, "<|nope|>");
+    write_tmp("tokenizer_config.json", "{\"eos_token\": \"ab\", \"bos_token\": {\"content\": "
+                                       "\"a\"}, \"add_bos_token\": true}");
+    /* and a valid minimal one, loaded through its directory */
+    wna16_tokenizer *tok = NULL;
+    write_tmp("tokenizer.json", "{" MODEL_OK "}");
+    CHECK(wna16_tokenizer_load(ctx, tmpdir, &tok) == WNA16_OK);
+    wna16_tokenizer_info info;
+    wna16_tokenizer_get_info(tok, &info);
+    CHECK(info.vocab_size == 3 && info.eos_id == 2 && info.bos_id == 0 && info.add_bos);
+    CHECK(info.chat_format == WNA16_CHAT_NONE);
+    int32_t *ids = NULL;
+    size_t n = 0;
+    CHECK(wna16_tokenizer_encode(ctx, tok, "abab", 4, 0, &ids, &n) == WNA16_OK);
+    CHECK(n == 2 && ids[0] == 2 && ids[1] == 2);
+    free(ids);
+    wna16_tokenizer_free(tok);
+    CHECK_STATUS(ctx, wna16_tokenizer_load(ctx, "/nonexistent/dir", &tok), WNA16_ERR_IO,
+                 "no such file");
+    CHECK_STATUS(ctx, wna16_tokenizer_load(ctx, NULL, &tok), WNA16_ERR_INVALID_ARGUMENT, "path");
+    unlink(write_tmp("tokenizer_config.json", ""));
+    unlink(write_tmp("tokenizer.json", ""));
+    wna16_ctx_free(ctx);
+}
+
+static void test_queries_and_decode(void) {
+    wna16_ctx *ctx;
+    wna16_ctx_create(&ctx);
+    wna16_tokenizer *tok = NULL;
+    CHECK(wna16_tokenizer_load(ctx, QWEN "/tokenizer.json", &tok) == WNA16_OK);
+    if (!tok) {
+        wna16_ctx_free(ctx);
+        return;
+    }
+    wna16_tokenizer_info info;
+    wna16_tokenizer_get_info(tok, &info);
+    CHECK(info.vocab_size == 151669 && wna16_tokenizer_vocab_size(tok) == 151669);
+    CHECK(info.id_limit == 151669);
+    CHECK(info.eos_id == 151645 && info.pad_id == 151643 && info.bos_id == -1 && !info.add_bos);
+    CHECK(info.chat_format == WNA16_CHAT_QWEN3);
+    CHECK(wna16_tokenizer_token_id(tok, "<|im_end|>") == 151645);
+    CHECK(wna16_tokenizer_token_id(tok, "<think>") == 151667);
+    CHECK(wna16_tokenizer_token_id(tok, "Hello") == 9707);
+    CHECK(wna16_tokenizer_token_id(tok, "Ġworld") == 1879);
+    CHECK(wna16_tokenizer_token_id(tok, "no such token at all") == -1);
+    CHECK(!strcmp(wna16_tokenizer_token_str(tok, 151644), "<|im_start|>"));
+    CHECK(wna16_tokenizer_token_str(tok, -5) == NULL);
+    CHECK(wna16_tokenizer_token_str(tok, 151669) == NULL);
+    CHECK(wna16_tokenizer_is_special(tok, 151645) && !wna16_tokenizer_is_special(tok, 151667));
+    CHECK(!wna16_tokenizer_is_special(tok, 9707));
+
+    /* empty input */
+    int32_t *ids = (int32_t *)1;
+    size_t n = 7;
+    CHECK(wna16_tokenizer_encode(ctx, tok, NULL, 0, 0, &ids, &n) == WNA16_OK && n == 0);
+    free(ids);
+    CHECK_STATUS(ctx, wna16_tokenizer_encode(ctx, tok, "a\xff", 2, 0, &ids, &n),
+                 WNA16_ERR_INVALID_UTF8, "offset 1");
+
+    /* decode: bad ids, skip_special, lone bytes -> U+FFFD */
+    char *text = NULL;
+    size_t len = 0;
+    int32_t bad[] = {9707, 151669};
+    CHECK_STATUS(ctx, wna16_tokenizer_decode(ctx, tok, bad, 2, false, &text, &len),
+                 WNA16_ERR_TOKEN_ID, "ids[1] = 151669");
+    int32_t neg[] = {-1};
+    CHECK_STATUS(ctx, wna16_tokenizer_decode(ctx, tok, neg, 1, false, &text, &len),
+                 WNA16_ERR_TOKEN_ID, "-1");
+    int32_t chat[] = {151644, 9707, 151645, 151667};
+    CHECK(wna16_tokenizer_decode(ctx, tok, chat, 4, true, &text, &len) == WNA16_OK);
+    CHECK(text && !strcmp(text, "Hello<think>")); /* <think> is not special in Qwen3 */
+    free(text);
+    CHECK(wna16_tokenizer_decode(ctx, tok, chat, 0, false, &text, &len) == WNA16_OK);
+    CHECK(text && len == 0 && text[0] == 0);
+    free(text);
+    /* "ä" (0xE4 as a ByteLevel char) is the lone byte 0xE4: a started 3-byte sequence */
+    int32_t lead = wna16_tokenizer_token_id(tok, "ä");
+    int32_t lone[] = {lead, 9707};
+    CHECK(lead >= 0);
+    CHECK(wna16_tokenizer_decode(ctx, tok, lone, 2, false, &text, &len) == WNA16_OK);
+    CHECK(text && !strcmp(text, "\xEF\xBF\xBDHello"));
+    free(text);
+
+    /* streaming: "你" = E4 BD A0 arrives byte by byte */
+    wna16_detok_stream *st = NULL;
+    CHECK(wna16_detok_stream_create(ctx, tok, false, &st) == WNA16_OK);
+    const char *piece;
+    size_t plen;
+    const char *bytes[] = {"ä", "½", "ł"}; /* ByteLevel chars of E4, BD, A0 */
+    for (int i = 0; i < 3 && st; i++) {
+        int32_t id = wna16_tokenizer_token_id(tok, bytes[i]);
+        CHECK(id >= 0);
+        CHECK(wna16_detok_stream_push(ctx, st, id, &piece, &plen) == WNA16_OK);
+        CHECK(i < 2 ? plen == 0 : (plen == 3 && !strcmp(piece, "你")));
+    }
+    /* an incomplete tail is held, then flushed as U+FFFD */
+    CHECK(wna16_detok_stream_push(ctx, st, lead, &piece, &plen) == WNA16_OK && plen == 0);
+    CHECK(wna16_detok_stream_flush(ctx, st, &piece, &plen) == WNA16_OK);
+    CHECK(plen == 3 && !strcmp(piece, "\xEF\xBF\xBD"));
+    /* an impossible continuation turns the held bytes into U+FFFD at once */
+    CHECK(wna16_detok_stream_push(ctx, st, lead, &piece, &plen) == WNA16_OK && plen == 0);
+    CHECK(wna16_detok_stream_push(ctx, st, 9707, &piece, &plen) == WNA16_OK);
+    CHECK(!strcmp(piece, "\xEF\xBF\xBDHello"));
+    CHECK_STATUS(ctx, wna16_detok_stream_push(ctx, st, 999999, &piece, &plen), WNA16_ERR_TOKEN_ID,
+                 "999999");
+    wna16_detok_stream_free(st);
+    wna16_detok_stream_free(NULL);
+    wna16_tokenizer_free(NULL);
+
+    /* chat errors */
+    wna16_chat_message bad_role[] = {{"narrator", "x"}};
+    CHECK_STATUS(ctx, wna16_tokenizer_apply_chat(ctx, tok, bad_role, 1, true, true, &text),
+                 WNA16_ERR_INVALID_ARGUMENT, "narrator");
+    wna16_chat_message hi[] = {{"user", "Hi"}};
+    CHECK(wna16_tokenizer_apply_chat(ctx, tok, hi, 1, true, false, &text) == WNA16_OK);
+    CHECK(text && !strcmp(text, "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n"
+                                "<think>\n\n</think>\n\n"));
+    free(text);
+    wna16_tokenizer_free(tok);
+    wna16_ctx_free(ctx);
+}
+
+static void test_chat_unrecognised(void) {
+    wna16_ctx *ctx;
+    wna16_ctx_create(&ctx);
+    wna16_tokenizer *tok = NULL;
+    char *text = NULL;
+    wna16_chat_message hi[] = {{"user", "Hi"}};
+    write_tmp("tokenizer.json", "{" MODEL_OK "}");
+    write_tmp("tokenizer_config.json", "{\"chat_template\": \"{{ bos_token }}{% for m in "
+                                       "messages %}[INST]{{ m.content }}{% endfor %}\"}");
+    CHECK(wna16_tokenizer_load(ctx, tmpdir, &tok) == WNA16_OK);
+    CHECK_STATUS(ctx, wna16_tokenizer_apply_chat(ctx, tok, hi, 1, true, true, &text),
+                 WNA16_ERR_UNSUPPORTED, "not a recognised format");
+    wna16_tokenizer_free(tok);
+    /* Qwen2.5-style ChatML with its default system prompt */
+    write_tmp("tokenizer_config.json",
+              "{\"chat_template\": [{\"name\": \"tool_use\", \"template\": \"x\"}, {\"name\": "
+              "\"default\", \"template\": \"<|im_start|>system\\nYou are Qwen, created by "
+              "Alibaba Cloud. You are a helpful assistant.<|im_end|>\"}]}");
+    tok = NULL;
+    CHECK(wna16_tokenizer_load(ctx, tmpdir, &tok) == WNA16_OK);
+    CHECK(wna16_tokenizer_apply_chat(ctx, tok, hi, 1, true, false, &text) == WNA16_OK);
+    CHECK(text && !strcmp(text, "<|im_start|>system\nYou are Qwen, created by Alibaba Cloud. You "
+                                "are a helpful assistant.<|im_end|>\n<|im_start|>user\nHi<|im_end|>"
+                                "\n<|im_start|>assistant\n"));
+    free(text);
+    wna16_tokenizer_free(tok);
+    unlink(write_tmp("tokenizer_config.json", ""));
+    tok = NULL;
+    CHECK(wna16_tokenizer_load(ctx, tmpdir, &tok) == WNA16_OK);
+    CHECK_STATUS(ctx, wna16_tokenizer_apply_chat(ctx, tok, hi, 1, true, true, &text),
+                 WNA16_ERR_UNSUPPORTED, "no chat_template");
+    wna16_tokenizer_free(tok);
+    unlink(write_tmp("tokenizer.json", ""));
+    wna16_ctx_free(ctx);
+}
+
+/* Runs the CLI and captures stdout; returns the exit status. */
+static int run_cli(const char *args, char *out, size_t cap) {
+    const char *cli = getenv("WNA16_CLI");
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "%s %s 2>/dev/null", cli ? cli : "build/wna16", args);
+    FILE *p = popen(cmd, "r");
+    if (!p) return -1;
+    size_t n = fread(out, 1, cap - 1, p);
+    out[n] = 0;
+    int rc = pclose(p);
+    return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+}
+
+static void test_cli(void) {
+    char out[4096];
+    CHECK(run_cli("tokenize --tokenizer " QWEN " --text 'Hello world' --json", out, sizeof out) ==
+          0);
+    CHECK(!strcmp(out, "[9707, 1879]\n"));
+    CHECK(run_cli("tokenize --tokenizer " QWEN "/tokenizer.json --text '<|im_end|>x'", out,
+                  sizeof out) == 0);
+    CHECK(!strcmp(out, "151645 87\n"));
+    CHECK(run_cli("tokenize --tokenizer " QWEN " --text '<|im_end|>' --no-special", out,
+                  sizeof out) == 0);
+    CHECK(strcmp(out, "151645\n") && strlen(out) > 8);
+    CHECK(run_cli("tokenize --tokenizer " QWEN " --file tests/data/tokenizer/qwen3/README.md", out,
+                  sizeof out) == 0);
+    CHECK(run_cli("detokenize --tokenizer " QWEN " 9707 1879", out, sizeof out) == 0);
+    CHECK(!strcmp(out, "Hello world\n"));
+    CHECK(run_cli("detokenize --tokenizer " QWEN " '9707,1879 151645' --skip-special", out,
+                  sizeof out) == 0);
+    CHECK(!strcmp(out, "Hello world\n"));
+    CHECK(run_cli("detokenize --tokenizer " QWEN " 99999999", out, sizeof out) == 1);
+    CHECK(run_cli("detokenize --tokenizer " QWEN " abc", out, sizeof out) == 2);
+    CHECK(run_cli("tokenize --help", out, sizeof out) == 0 && strstr(out, "--no-special"));
+    CHECK(run_cli("detokenize --help", out, sizeof out) == 0 && strstr(out, "IDS"));
+    CHECK(run_cli("tokenize --tokenizer " QWEN, out, sizeof out) == 2);
+    CHECK(run_cli("tokenize --tokenizer /nonexistent --text x", out, sizeof out) == 1);
+    CHECK(run_cli("tokenize --tokenizer " QWEN " --text \"$(printf '\\377')\"", out, sizeof out) ==
+          1);
+    CHECK(run_cli("--help", out, sizeof out) == 0 && strstr(out, "detokenize"));
+}
+
+int main(void) {
+    snprintf(tmpdir, sizeof tmpdir, "/tmp/wna16_tok_XXXXXX");
+    if (!mkdtemp(tmpdir)) return 1;
+    test_malformed();
+    test_queries_and_decode();
+    test_chat_unrecognised();
+    test_cli();
+    rmdir(tmpdir);
+    TEST_MAIN_END();
+}
