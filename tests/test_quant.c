@@ -362,6 +362,72 @@ static void test_cli(void) {
     rm_dir(a);
 }
 
+/* MoE: every expert GPTQ'd (down_proj from its own quantized gate/up on all
+ * tokens), the router left out, and the checkpoint runs in the fused MoE layer. */
+static void test_gptq_moe(void) {
+    char out[512];
+    snprintf(out, sizeof out, "%s/moe", tmp_root);
+    wna16_quantize_opts o = {.src = "tests/data/quant/tiny_moe", .dst = out, .bits = 4, .symmetric = true,
+                             .group_size = 32, .gptq = true, .actorder = true, .dampening = 0.01,
+                             .calib_random = true, .samples = 4, .seq_len = 32, .threads = 2};
+    wna16_quantize_report rep;
+    wna16_diag d = {{0}};
+    CHECK_MSG(wna16_quantize(&d, &o, &rep) == WNA16_OK, "%s", d.detail);
+    CHECK(rep.modules_quantized == 4 + 8 * 3);
+    CHECK(rep.n_ignored == 2 && !strcmp(rep.ignored[0], "model.layers.0.mlp.gate") &&
+          !strcmp(rep.ignored[1], "lm_head"));
+    bool down = false;
+    for (size_t i = 0; i < rep.n_types; i++)
+        if (!strcmp(rep.types[i].type, "mlp.experts.down_proj"))
+            down = rep.types[i].modules == 8 && rep.types[i].loss > 0;
+    CHECK(down);
+    wna16_quantize_report_free(&rep);
+    wna16_ctx *ctx;
+    wna16_ctx_create(&ctx);
+    wna16_model *m = NULL;
+    wna16_model_options mo = {.tp = 1, .threads = 1};
+    CHECK_STATUS(ctx, wna16_model_load(ctx, out, &mo, &m), WNA16_OK, "");
+    if (m) {
+        int32_t ids[] = {1, 5, 9, 2, 30, 17};
+        float lg[64];
+        CHECK(wna16_model_eval(ctx, m, ids, 6, lg) == WNA16_OK);
+        bool finite = true;
+        for (int i = 0; i < 64; i++) finite &= isfinite(lg[i]) != 0;
+        CHECK(finite);
+    }
+    wna16_model_free(m);
+    wna16_ctx_free(ctx);
+    rm_dir(out);
+}
+
+/* --calib FILE.txt: tokenized with the model's tokenizer.json; a 2-layer
+ * model exercises the sequential propagation (the `synth` demo at bf16). */
+static void test_calib_text(void) {
+    char buf[8192], args[2048], dir[512], out[512];
+    if (!getenv("WNA16_CLI")) return;
+    snprintf(dir, sizeof dir, "%s/demo16", tmp_root);
+    snprintf(out, sizeof out, "%s/demo16q", tmp_root);
+    snprintf(args, sizeof args, "synth --out %s --bits 16 --dense", dir);
+    CHECK(run_cli(args, buf, sizeof buf) == 0);
+    snprintf(args, sizeof args, "%s/tokenizer.json", dir);
+    size_t n;
+    char *tj = slurp("tests/data/tokenizer/qwen3/tokenizer.json", &n);
+    FILE *f = fopen(args, "wb");
+    if (f && tj) fwrite(tj, 1, n, f);
+    if (f) fclose(f);
+    free(tj);
+    snprintf(args, sizeof args,
+             "quantize --model %s --out %s --calib README.md --samples 4 --seq-len 64 --no-progress --json",
+             dir, out);
+    CHECK_MSG(run_cli(args, buf, sizeof buf) == 0 && strstr(buf, "\"calib_tokens\": 256") &&
+                  strstr(buf, "\"modules_quantized\": 14"),
+              "%s", buf);
+    snprintf(args, sizeof args, "logits --model %s --ids 1,2,3 --top 1", out);
+    CHECK(run_cli(args, buf, sizeof buf) == 0);
+    rm_dir(out);
+    rm_dir(dir);
+}
+
 int main(void) {
     snprintf(tmp_root, sizeof tmp_root, "/tmp/wna16_test_quant_XXXXXX");
     if (!mkdtemp(tmp_root)) return 1;
@@ -370,6 +436,8 @@ int main(void) {
     test_gptq_fixture();
     test_gptq_end_to_end();
     test_cli();
+    test_gptq_moe();
+    test_calib_text();
     rm_dir(tmp_root);
     TEST_MAIN_END();
 }

@@ -20,10 +20,12 @@ static void quantize_help(FILE *f) {
             "  --actorder static|none            GPTQ column order by decreasing diag(H); groups\n"
             "                                    stay contiguous, no g_idx is written (static)\n"
             "  --dampening F                     GPTQ dampening fraction of mean(diag H) (0.01)\n"
-            "  --calib-random                    calibrate on seeded random token ids (default)\n"
+            "  --calib-random                    calibrate on seeded random token ids (the default;\n"
+            "                                    real text with --calib gives better accuracy)\n"
             "  --calib-ids FILE                  calibrate on token ids from FILE (whitespace or\n"
             "                                    comma separated), cut into --seq-len samples\n"
-            "  --calib FILE.txt                  text calibration (needs the tokenizer: not yet)\n"
+            "  --calib FILE.txt                  calibrate on UTF-8 text, tokenized with the model's\n"
+            "                                    tokenizer.json, cut into --seq-len samples\n"
             "  --seed N                          seed for --calib-random (0)\n"
             "  --samples N                       calibration sequences (128)\n"
             "  --seq-len L                       tokens per sequence (512, capped at the model's\n"
@@ -100,16 +102,15 @@ int wna16_cmd_quantize(int argc, char **argv) {
             }
         } else if (!strcmp(a, "--calib-random")) {
             o.calib_random = true;
-            o.calib_ids = NULL;
+            o.calib_ids = o.calib_text = NULL;
         } else if (!strcmp(a, "--calib-ids") && next) {
             o.calib_ids = argv[++i];
+            o.calib_text = NULL;
             o.calib_random = false;
         } else if (!strcmp(a, "--calib") && next) {
-            fprintf(stderr, "wna16 quantize: --calib %s: text calibration needs the tokenizer, which is "
-                            "not in this build yet; tokenize it elsewhere and pass --calib-ids, or use "
-                            "--calib-random\n",
-                    next);
-            goto out;
+            o.calib_text = argv[++i];
+            o.calib_ids = NULL;
+            o.calib_random = false;
         } else if (!strcmp(a, "--seed")) {
             if (!cli_parse_int("--seed", next, 0, 2147483647L, &v)) goto out;
             o.seed = (uint64_t)v;

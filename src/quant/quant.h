@@ -124,7 +124,8 @@ typedef struct wna16_quantize_opts {
     bool gptq;              /* else RTN */
     bool actorder;          /* static act-order (GPTQ) */
     double dampening;       /* 0.01 */
-    const char *calib_ids;  /* token ids, one sample per line (or NULL) */
+    const char *calib_ids;  /* token ids (whitespace/comma separated), or NULL */
+    const char *calib_text; /* UTF-8 text tokenized with SRC's tokenizer.json, or NULL */
     bool calib_random;      /* seeded random ids */
     uint64_t seed;
     int64_t samples, seq_len;
