@@ -124,6 +124,19 @@ void wna16_quant_rtn(const float *w, wna16_qlinear *out) {
         }
 }
 
+/* y[0..n) -= a * x[0..n): the inner loop of the sweep and of the Hessian.
+ * Compiler-multiversioned (no intrinsics): the widest vector ISA the CPU
+ * has is picked at load time. */
+#if defined(__GNUC__) && defined(__x86_64__) && !defined(__SANITIZE_ADDRESS__)
+#define WNA16_MULTIVERSION __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define WNA16_MULTIVERSION
+#endif
+
+WNA16_MULTIVERSION static void axpy_neg(float *restrict y, float a, const float *restrict x, int64_t n) {
+    for (int64_t j = 0; j < n; j++) y[j] -= a * x[j];
+}
+
 /* ---------------------------------------------------------------- Hessian */
 
 void wna16_hessian_add(float *h, int64_t k, const float *x, int64_t rows, int64_t ldx,
@@ -139,7 +152,7 @@ void wna16_hessian_add(float *h, int64_t k, const float *x, int64_t rows, int64_
                 const float *xr = x + t * ldx;
                 float a = xr[i] * scale;
                 if (a == 0) continue;
-                for (int64_t j = i; j < k; j++) hr[j] += a * xr[j];
+                axpy_neg(hr + i, -a, xr + i, k - i);
             }
         }
     }
@@ -340,17 +353,14 @@ wna16_status wna16_gptq_quantize(wna16_diag *d, const float *w, const wna16_gptq
                         float e = (wr[i] - deq) / dgi;
                         total += (double)e * e / 2;
                         err[r * B + (i - i1)] = e;
-                        for (int64_t j = i; j < i2; j++) wr[j] -= e * ui[j];
+                        axpy_neg(wr + i, e, ui + i, i2 - i);
                     }
                 }
-                /* lazy batch update of everything right of the block */
-                for (int64_t r = 0; r < nr; r++) {
-                    float *wr = wt + r * k;
-                    for (int64_t p = 0; p < i2 - i1; p++) {
-                        float e = err[r * B + p];
-                        const float *up = U + (i1 + p) * k;
-                        for (int64_t j = i2; j < k; j++) wr[j] -= e * up[j];
-                    }
+                /* lazy batch update of everything right of the block (each
+                 * U row is read once per row tile) */
+                for (int64_t p = 0; i2 < k && p < i2 - i1; p++) {
+                    const float *up = U + (i1 + p) * k + i2;
+                    for (int64_t r = 0; r < nr; r++) axpy_neg(wt + r * k + i2, err[r * B + p], up, k - i2);
                 }
             }
         }
