@@ -422,8 +422,30 @@ static void test_calib_text(void) {
     CHECK_MSG(run_cli(args, buf, sizeof buf) == 0 && strstr(buf, "\"calib_tokens\": 256") &&
                   strstr(buf, "\"modules_quantized\": 14"),
               "%s", buf);
-    snprintf(args, sizeof args, "logits --model %s --ids 1,2,3 --top 1", out);
-    CHECK(run_cli(args, buf, sizeof buf) == 0);
+    snprintf(args, sizeof args, "logits --model %s --ids 1,2,3 --top 3", out);
+    char one[1024];
+    CHECK(run_cli(args, one, sizeof one) == 0);
+    /* the same run in 1 MiB shards: an index, the same tensors, the same logits */
+    char out2[600];
+    snprintf(out2, sizeof out2, "%s2", out);
+    snprintf(args, sizeof args,
+             "quantize --model %s --out %s --calib README.md --samples 4 --seq-len 64 --no-progress "
+             "--max-shard-size 1",
+             dir, out2);
+    CHECK(run_cli(args, buf, sizeof buf) == 0 && strstr(buf, "2 shards"));
+    char p[700];
+    snprintf(p, sizeof p, "%s/model.safetensors.index.json", out2);
+    json_t *idx = json_load_file(p, 0, NULL);
+    const json_t *wm = json_object_get(idx, "weight_map");
+    CHECK(json_object_size(wm) > 0 &&
+          !strcmp(json_string_value(json_object_get(wm, "model.layers.1.mlp.down_proj.weight_packed")),
+                  "model-00002-of-00002.safetensors") &&
+          !strcmp(json_string_value(json_object_get(wm, "lm_head.weight")), "model-00001-of-00002.safetensors"));
+    json_decref(idx);
+    snprintf(args, sizeof args, "logits --model %s --ids 1,2,3 --top 3", out2);
+    char two[1024];
+    CHECK(run_cli(args, two, sizeof two) == 0 && !strcmp(one, two));
+    rm_dir(out2);
     rm_dir(out);
     rm_dir(dir);
 }

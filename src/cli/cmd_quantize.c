@@ -3,6 +3,7 @@
 #include "cli/cli.h"
 #include "quant/quant.h"
 
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,6 +39,13 @@ static void quantize_help(FILE *f) {
             "  --threads N                       compute threads (all cores)\n"
             "  --no-progress                     no progress bar\n"
             "  --json                            print the summary as JSON\n");
+}
+
+static void on_signal(int sig) {
+    (void)sig;
+    wna16_quantize_interrupted = 1;
+    signal(SIGINT, SIG_DFL); /* a second Ctrl-C kills at once */
+    signal(SIGTERM, SIG_DFL);
 }
 
 int wna16_cmd_quantize(int argc, char **argv) {
@@ -155,6 +163,8 @@ int wna16_cmd_quantize(int argc, char **argv) {
         goto out;
     }
     wna16_quantize_report rep;
+    signal(SIGINT, on_signal);
+    signal(SIGTERM, on_signal);
     wna16_status s = wna16_quantize(wna16_ctx_diag(ctx), &o, &rep);
     if (s != WNA16_OK) {
         rc = cli_fail("quantize", ctx, s);

@@ -157,6 +157,11 @@ typedef struct wna16_quantize_report {
     int64_t calib_tokens;
 } wna16_quantize_report;
 
+/* Set from a signal handler (SIGINT/SIGTERM in the CLI): the run stops at
+ * the next layer, expert or sample boundary with WNA16_ERR_IO
+ * ("interrupted") and removes its temporary directory. */
+extern volatile int wna16_quantize_interrupted;
+
 wna16_status wna16_quantize(wna16_diag *d, const wna16_quantize_opts *o, wna16_quantize_report *rep);
 void wna16_quantize_report_free(wna16_quantize_report *r);
 /* Text or JSON summary (malloc'd, wna16_free). */

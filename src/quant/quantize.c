@@ -25,6 +25,13 @@
 
 /* ------------------------------------------------------------ utilities */
 
+volatile int wna16_quantize_interrupted;
+
+static wna16_status check_interrupt(wna16_diag *d) {
+    return wna16_quantize_interrupted ? wna16_fail(d, WNA16_ERR_IO, "interrupted; nothing was written")
+                                      : WNA16_OK;
+}
+
 static int64_t layer_of(const char *name) {
     const char *p = strstr(name, "layers.");
     if (!p || (p != name && p[-1] != '.')) return -1;
@@ -504,6 +511,7 @@ static wna16_status run(qrun *r) {
     if (o->gptq) WNA16_TRY(gptq_begin(r));
     progress(r, 0, layers, NULL);
     for (int64_t L = 0; L < layers; L++) {
+        WNA16_TRY(check_interrupt(r->d));
         double t = wna16_now();
         WNA16_TRY(pass_through(r, L));
         if (o->gptq) {
