@@ -362,6 +362,55 @@ static void test_cli(void) {
     rm_dir(a);
 }
 
+/* Every architecture: RTN equals compressed-tensors' RTN of the same bf16
+ * model (tests/data/models/<arch>_w4a16 were made by CT from <arch>_bf16),
+ * and a GPTQ checkpoint loads and runs. */
+static void test_architectures(void) {
+    static const char *const archs[] = {"qwen3", "llama", "mixtral", "qwen2_moe", "qwen3_moe"};
+    for (size_t i = 0; i < sizeof archs / sizeof *archs; i++) {
+        char src[256], ref[256], out[512], a[700], b[700];
+        snprintf(src, sizeof src, "tests/data/models/%s_bf16", archs[i]);
+        snprintf(ref, sizeof ref, "tests/data/models/%s_w4a16", archs[i]);
+        snprintf(out, sizeof out, "%s/%s", tmp_root, archs[i]);
+        wna16_quantize_opts o = {.src = src, .dst = out, .bits = 4, .symmetric = true, .group_size = 32};
+        wna16_quantize_report rep;
+        wna16_diag d = {{0}};
+        CHECK_MSG(wna16_quantize(&d, &o, &rep) == WNA16_OK, "%s: %s", archs[i], d.detail);
+        wna16_quantize_report_free(&rep);
+        static const char *const files[] = {"model.safetensors", "config.json"};
+        for (int f = 0; f < 2; f++) {
+            snprintf(a, sizeof a, "%s/%s", out, files[f]);
+            snprintf(b, sizeof b, "%s/%s", ref, files[f]);
+            CHECK_MSG(same_file(a, b), "%s differs from compressed-tensors' %s", a, b);
+        }
+        struct stat sb;
+        CHECK(stat(out, &sb) == 0 && (sb.st_mode & 0055) != 0); /* not mkdtemp's 0700 */
+        rm_dir(out);
+        wna16_quantize_opts g = {.src = src, .dst = out, .bits = 4, .symmetric = true, .group_size = 32,
+                                 .gptq = true, .actorder = true, .dampening = 0.01, .calib_random = true,
+                                 .samples = 4, .seq_len = 32, .threads = 2};
+        CHECK_MSG(wna16_quantize(&d, &g, &rep) == WNA16_OK, "%s GPTQ: %s", archs[i], d.detail);
+        wna16_quantize_report_free(&rep);
+        wna16_ctx *ctx;
+        wna16_ctx_create(&ctx);
+        wna16_model *m = NULL;
+        wna16_model_options mo = {.tp = 1, .threads = 1};
+        CHECK_STATUS(ctx, wna16_model_load(ctx, out, &mo, &m), WNA16_OK, "");
+        if (m) {
+            int32_t ids[] = {1, 5, 9, 2, 30, 17};
+            float *lg = malloc((size_t)wna16_model_vocab_size(m) * sizeof *lg);
+            CHECK(wna16_model_eval(ctx, m, ids, 6, lg) == WNA16_OK);
+            bool finite = true;
+            for (int64_t v = 0; v < wna16_model_vocab_size(m); v++) finite &= isfinite(lg[v]) != 0;
+            CHECK(finite);
+            free(lg);
+        }
+        wna16_model_free(m);
+        wna16_ctx_free(ctx);
+        rm_dir(out);
+    }
+}
+
 /* MoE: every expert GPTQ'd (down_proj from its own quantized gate/up on all
  * tokens), the router left out, and the checkpoint runs in the fused MoE layer. */
 static void test_gptq_moe(void) {
@@ -459,6 +508,7 @@ int main(void) {
     test_gptq_end_to_end();
     test_cli();
     test_gptq_moe();
+    test_architectures();
     test_calib_text();
     rm_dir(tmp_root);
     TEST_MAIN_END();

@@ -472,6 +472,9 @@ static wna16_status finish(qrun *r) {
         wna16_free(b);
         WNA16_TRY(st);
     }
+    mode_t mask = umask(0);
+    umask(mask);
+    chmod(r->tmpdir, 0777 & ~mask); /* mkdtemp made it 0700 */
     if (rename(r->tmpdir, o->dst))
         return wna16_fail(r->d, WNA16_ERR_IO, "renaming %s to %s: %s", r->tmpdir, o->dst, strerror(errno));
     return WNA16_OK;
