@@ -499,6 +499,47 @@ static void test_calib_text(void) {
     rm_dir(dir);
 }
 
+/* MoE propagation: the runtime's fused MoE layer (what inference runs) and
+ * the quantizer's own reference MoE math give the next layer the same inputs,
+ * so both runs write (nearly) the same layer-1 weights. */
+static void test_moe_propagation(void) {
+    static const char *const archs[] = {"qwen3_moe", "mixtral", "qwen2_moe"};
+    for (size_t i = 0; i < sizeof archs / sizeof *archs; i++) {
+        char src[256], out[2][512], p[700];
+        snprintf(src, sizeof src, "tests/data/models/%s_bf16", archs[i]);
+        wna16_safetensors *st[2] = {NULL, NULL};
+        for (int ref = 0; ref < 2; ref++) {
+            snprintf(out[ref], sizeof out[ref], "%s/%s_prop%d", tmp_root, archs[i], ref);
+            wna16_quantize_opts g = {.src = src, .dst = out[ref], .bits = 4, .symmetric = true, .group_size = 32,
+                                     .gptq = true, .actorder = true, .dampening = 0.01, .calib_random = true,
+                                     .samples = 4, .seq_len = 32, .threads = 2, .moe_reference = ref == 1};
+            wna16_quantize_report rep;
+            wna16_diag d = {{0}};
+            CHECK_MSG(wna16_quantize(&d, &g, &rep) == WNA16_OK, "%s: %s", archs[i], d.detail);
+            wna16_quantize_report_free(&rep);
+            snprintf(p, sizeof p, "%s/model.safetensors", out[ref]);
+            wna16_st_open_file(NULL, p, &st[ref]);
+        }
+        CHECK(st[0] && st[1]);
+        int64_t words = 0, same = 0;
+        for (size_t t = 0; st[0] && st[1] && t < wna16_safetensors_count(st[0]); t++) {
+            const wna16_tensor_view *a = wna16_safetensors_at(st[0], t);
+            const wna16_tensor_view *b = wna16_safetensors_find(st[1], a->name);
+            CHECK(b && b->nbytes == a->nbytes);
+            if (!b || !strstr(a->name, "layers.1.") || !strstr(a->name, "weight_packed")) continue;
+            for (size_t w = 0; w < a->nbytes / 4; w++, words++)
+                same += ((const uint32_t *)a->data)[w] == ((const uint32_t *)b->data)[w];
+        }
+        printf("%s: layer-1 packed words equal with fused vs reference MoE propagation: %.2f%%\n", archs[i],
+               words ? 100.0 * (double)same / (double)words : 0.0);
+        CHECK(words > 0 && same >= words * 95 / 100);
+        wna16_safetensors_close(st[0]);
+        wna16_safetensors_close(st[1]);
+        rm_dir(out[0]);
+        rm_dir(out[1]);
+    }
+}
+
 int main(void) {
     snprintf(tmp_root, sizeof tmp_root, "/tmp/wna16_test_quant_XXXXXX");
     if (!mkdtemp(tmp_root)) return 1;
@@ -509,6 +550,7 @@ int main(void) {
     test_cli();
     test_gptq_moe();
     test_architectures();
+    test_moe_propagation();
     test_calib_text();
     rm_dir(tmp_root);
     TEST_MAIN_END();

@@ -134,6 +134,8 @@ typedef struct wna16_quantize_opts {
     bool progress;          /* progress bar on stderr */
     int threads;            /* 0: all */
     size_t max_shard_bytes; /* 0: 2 GiB */
+    bool moe_reference;     /* tests: propagate MoE layers through the quantizer's own
+                               MoE math instead of the runtime's fused layer */
 } wna16_quantize_opts;
 
 /* Error summary per layer type ("self_attn.q_proj", "experts.down_proj"). */
