@@ -83,7 +83,9 @@ json_t *wna16_quant_config_json(const wna16_qspec *s, bool actorder_static, cons
     json_t *wargs = json_object();
     if (actorder_static) json_object_set_new(wargs, "actorder", json_string("static"));
     json_object_set_new(wargs, "dynamic", json_false());
-    if (s->group_size > 0) json_object_set_new(wargs, "group_size", json_integer(s->group_size));
+    /* channelwise: "group_size": null, as CT writes it for a scheme built with the field
+     * given (tests/data/ct/w4a16_asym_channel) */
+    json_object_set_new(wargs, "group_size", s->group_size > 0 ? json_integer(s->group_size) : json_null());
     json_object_set_new(wargs, "num_bits", json_integer(s->bits));
     json_object_set_new(wargs, "strategy", json_string(s->group_size > 0 ? "group" : "channel"));
     json_object_set_new(wargs, "symmetric", json_boolean(s->symmetric));
