@@ -116,6 +116,33 @@ static void test_rtn_fixtures(void) {
     }
 }
 
+/* Channelwise: the weights args are CT's (tests/data/ct/w4a16_asym_channel). */
+static void test_channel_config(void) {
+    char out[512], a[600];
+    snprintf(out, sizeof out, "%s/channel", tmp_root);
+    wna16_quantize_opts o = {.src = "tests/data/rtn/base_bf16", .dst = out, .bits = 4, .symmetric = false,
+                             .group_size = -1};
+    wna16_quantize_report rep;
+    wna16_diag d = {{0}};
+    CHECK_MSG(wna16_quantize(&d, &o, &rep) == WNA16_OK, "%s", d.detail);
+    wna16_quantize_report_free(&rep);
+    snprintf(a, sizeof a, "%s/config.json", out);
+    json_t *ja = json_load_file(a, 0, NULL), *jb = json_load_file("tests/data/ct/w4a16_asym_channel/config.json", 0, NULL);
+    const char *path[] = {"quantization_config", "config_groups", "group_0", "weights"};
+    const json_t *wa = ja, *wb = jb;
+    for (int i = 0; i < 4; i++) wa = json_object_get(wa, path[i]), wb = json_object_get(wb, path[i]);
+    CHECK(wa && wb && json_equal(wa, wb));
+    json_decref(ja);
+    json_decref(jb);
+    wna16_checkpoint *ck = NULL;
+    wna16_ctx *ctx;
+    wna16_ctx_create(&ctx);
+    CHECK_STATUS(ctx, wna16_checkpoint_open(ctx, out, &ck), WNA16_OK, "");
+    wna16_checkpoint_close(ck);
+    wna16_ctx_free(ctx);
+    rm_dir(out);
+}
+
 static double out_err(const float *w, const float *wh, const float *x, int64_t n, int64_t k, int64_t t) {
     double e = 0;
     for (int64_t o = 0; o < n; o++)
@@ -545,6 +572,7 @@ int main(void) {
     if (!mkdtemp(tmp_root)) return 1;
     test_pyjson();
     test_rtn_fixtures();
+    test_channel_config();
     test_gptq_fixture();
     test_gptq_end_to_end();
     test_cli();
