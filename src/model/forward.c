@@ -130,6 +130,8 @@ static wna16_status mlp_block(wna16_diag *d, wna16_model *m, wna16_rank_model *r
     capture(m, r, L, "mlp_in", n, H, s->hf);
     if (ly->sparse && !ly->moe && m->mlp_override) {
         WNA16_TRY(m->mlp_override(m->capture_user, L, n, s->hb, s->tmp));
+    } else if (ly->dense_moe) {
+        WNA16_TRY(wna16_dense_moe_forward(d, ly->dense_moe, n, s->hf, s->tmp, threads));
     } else if (ly->sparse) {
         WNA16_TRY(wna16_moe_layer_forward(d, ly->moe, n, s->hb, H, s->tmp, threads));
     } else {

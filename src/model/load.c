@@ -148,6 +148,8 @@ static wna16_status load_layer(wna16_diag *d, wna16_model *m, wna16_rank_model *
     if (ly->sparse) {
         if (m->defer_moe) return WNA16_OK;
         wna16_moe_config mc = moe_config(m);
+        if (wna16_dense_moe_applies(m->ck, name))
+            return wna16_dense_moe_load(d, m->ck, name, &mc, r->tp, r->rank, &ly->dense_moe);
         return wna16_moe_layer_load(d, m->ck, name, &mc, r->tp, r->rank, &ly->moe);
     }
     static const char *const mlp[] = {"gate_proj", "up_proj", "down_proj"};
@@ -310,6 +312,7 @@ static void free_layer(wna16_layer *ly) {
     wna16_lin *lins[] = {&ly->q, &ly->k, &ly->v, &ly->o, &ly->gate, &ly->up, &ly->down};
     for (size_t i = 0; i < sizeof lins / sizeof *lins; i++) wna16_lin_free(lins[i]);
     wna16_moe_layer_free(ly->moe);
+    wna16_dense_moe_free(ly->dense_moe);
 }
 
 void wna16_model_free(wna16_model *m) {

@@ -34,12 +34,24 @@ typedef struct wna16_lin {
     float *bias; /* fp32 [n] or NULL */
 } wna16_lin;
 
+/* MoE layers whose experts are unquantized (bf16 models): moe_dense.c. */
+typedef struct wna16_dense_moe wna16_dense_moe;
+bool wna16_dense_moe_applies(const wna16_checkpoint *ck, const char *prefix);
+wna16_status wna16_dense_moe_load(wna16_diag *d, const wna16_checkpoint *ck, const char *prefix,
+                                  const wna16_moe_config *cfg, int tp, int rank,
+                                  wna16_dense_moe **out);
+void wna16_dense_moe_free(wna16_dense_moe *l);
+/* y[n][H] = this rank's partial MoE output for xf (bf16-rounded fp32 rows). */
+wna16_status wna16_dense_moe_forward(wna16_diag *d, const wna16_dense_moe *l, int64_t n,
+                                     const float *xf, float *y, int threads);
+
 typedef struct wna16_layer {
     const uint16_t *attn_norm, *mlp_norm; /* bf16 [hidden] */
     float *q_norm, *k_norm;               /* fp32 [head_dim] or NULL */
     wna16_lin q, k, v, o;
     bool sparse;
     wna16_moe_layer *moe;
+    wna16_dense_moe *dense_moe;
     wna16_lin gate, up, down; /* dense MLP */
 } wna16_layer;
 
