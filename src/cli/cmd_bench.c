@@ -335,7 +335,8 @@ static int bench_gemm(int argc, char **argv) {
         } else {
             printf("\ntargets (issue 3, meant for the default int4 g128 cases): M=1 >= 90%% bw; "
                    "M>=128 >= 65%% peak;\n  1<M<128 time <= max(t(M=1), flops / best M>=128 rate "
-                   "of the same shape)\n");
+                   "of the same shape) (pass),\n  or at least <= max(t(M=1), flops / 65%% of peak) "
+                   "(pass-target)\n");
         }
         for (int i = 0; i < n_res; i++) {
             gemm_result *g = &res[i];
@@ -354,9 +355,16 @@ static int bench_gemm(int argc, char **argv) {
                 verdict = g->frac_peak >= 0.65 ? "pass" : "miss";
                 snprintf(why, sizeof why, "peak %.1f%% (>= 65%%)", 100 * g->frac_peak);
             } else if (t1 > 0 && best_rate > 0) {
-                double bound = fmax(t1, 2.0 * g->m * g->n * g->k / (best_rate * 1e9));
-                verdict = g->t_best <= bound ? "pass" : "miss";
-                snprintf(why, sizeof why, "%.1f us vs bound %.1f us", g->t_best * 1e6, bound * 1e6);
+                /* strict: the best rate measured at M >= 128; target: the
+                 * 65 %-of-peak prefill target rate */
+                double flops = 2.0 * g->m * g->n * g->k;
+                double bound = fmax(t1, flops / (best_rate * 1e9));
+                double bound_t = peak > 0 ? fmax(t1, flops / (0.65 * peak * 1e9)) : bound;
+                verdict = g->t_best <= bound ? "pass" : g->t_best <= bound_t ? "pass-target" : "miss";
+                snprintf(why, sizeof why,
+                         "%.1f us vs max(t1, flops/best rate) %.1f us, vs max(t1, flops/(65%% "
+                         "peak)) %.1f us",
+                         g->t_best * 1e6, bound * 1e6, bound_t * 1e6);
             }
             if (json)
                 wna16_buf_printf(&out,
