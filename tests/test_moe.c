@@ -366,6 +366,13 @@ static void check_problem(const char *name, const problem *p, const int64_t *Ts,
         int32_t *ids = malloc((size_t)(T * K + 1) * 4);
         CHECK(wna16_moe_layer_logits(D, L, T, x, H, logits, 1) == WNA16_OK);
         CHECK(wna16_moe_route(D, &p->cfg, T, logits, p->bias, ids, wts) == WNA16_OK);
+        { /* a token's logits do not depend on its neighbours (paired or single dot) */
+            float one[64];
+            int64_t t = T - 1;
+            CHECK(wna16_moe_layer_logits(D, L, 1, x + t * H, H, one, 1) == WNA16_OK);
+            CHECK_MSG(!memcmp(one, logits + t * E, (size_t)E * 4), "%s: logits of token %lld",
+                      name, (long long)t);
+        }
         wna16_status st = wna16_moe_layer_forward(D, L, T, x, H, y, 1);
         CHECK_MSG(st == WNA16_OK, "%s T=%lld: %s %s", name, (long long)T, wna16_status_str(st),
                   wna16_ctx_error(ctx));

@@ -632,12 +632,28 @@ typedef struct routing {
     void *mem;
 } routing;
 
+/* Router logits for tokens [t0, t0 + n) (n = 1 or 2), x widened into xf. */
+static void logits_rows(const wna16_moe_layer *L, const uint16_t *x, int64_t ldx, int64_t t0,
+                        int n, float *xf, float *logits) {
+    int64_t E = L->cfg.num_experts, H = L->cfg.hidden;
+    for (int i = 0; i < n; i++)
+        for (int64_t h = 0; h < H; h++) xf[i * H + h] = wna16_bf16_to_f32(x[(t0 + i) * ldx + h]);
+    if (n == 2)
+        wna16_moe_dot_rows2(xf, xf + H, L->router, 0, E, H, logits + t0 * E, logits + (t0 + 1) * E);
+    else
+        wna16_moe_dot_rows(xf, L->router, 0, E, H, logits + t0 * E);
+}
+
+static bool parallel_router(const wna16_moe_layer *L, int nt, int64_t T) {
+    return nt > 1 && T > 1 && T * L->cfg.num_experts * L->cfg.hidden >= (1 << 22);
+}
+
 static wna16_status compute_routing(wna16_diag *d, const wna16_moe_layer *L, int64_t T,
                                     const uint16_t *x, int64_t ldx, bool route, int nt,
                                     routing *r) {
     int64_t E = L->cfg.num_experts, K = L->cfg.top_k, H = L->cfg.hidden;
     size_t rs = (wna16_moe_route_scratch(&L->cfg) + 63) & ~(size_t)63;
-    size_t per_thread = rs + (size_t)H * 4;
+    size_t per_thread = rs + (size_t)H * 8;
     carve c = {0};
     for (int pass = 0; pass < 2; pass++) {
         c.off = 0;
@@ -654,20 +670,24 @@ static wna16_status compute_routing(wna16_diag *d, const wna16_moe_layer *L, int
     }
     uint8_t *thread_base = c.base + c.off - per_thread * (size_t)nt;
     if (!route && !L->shared_gate) return WNA16_OK;
-#pragma omp parallel num_threads(nt) if (nt > 1 && T * L->cfg.num_experts * L->cfg.hidden >= (1 << 22))
+    int64_t pairs = (T + 1) / 2;
+#pragma omp parallel num_threads(nt) if (parallel_router(L, nt, T))
     {
         uint8_t *mine = thread_base + per_thread * (size_t)omp_get_thread_num();
         float *xf = (float *)(mine + rs);
 #pragma omp for schedule(static)
-        for (int64_t t = 0; t < T; t++) {
-            for (int64_t h = 0; h < H; h++) xf[h] = wna16_bf16_to_f32(x[t * ldx + h]);
+        for (int64_t q = 0; q < pairs; q++) {
+            int64_t t0 = 2 * q;
+            int n = t0 + 1 < T ? 2 : 1;
             if (route) {
-                wna16_moe_dot_rows(xf, L->router, 0, E, H, r->logits + t * E);
-                wna16_moe_route_rows(&L->cfg, t, t + 1, r->logits, L->bias, r->ids, r->wts, mine);
+                logits_rows(L, x, ldx, t0, n, xf, r->logits);
+                wna16_moe_route_rows(&L->cfg, t0, t0 + n, r->logits, L->bias, r->ids, r->wts, mine);
             }
-            if (L->shared_gate) {
-                float g = wna16_moe_dot_f32(xf, L->shared_gate, H);
-                r->sg[t] = 1.0f / (1.0f + expf(-g));
+            for (int i = 0; i < n && L->shared_gate; i++) {
+                if (!route)
+                    for (int64_t h = 0; h < H; h++) xf[i * H + h] = wna16_bf16_to_f32(x[(t0 + i) * ldx + h]);
+                float g = wna16_moe_dot_f32(xf + i * H, L->shared_gate, H);
+                r->sg[t0 + i] = 1.0f / (1.0f + expf(-g));
             }
         }
     }
@@ -678,15 +698,13 @@ wna16_status wna16_moe_layer_logits(wna16_diag *d, const wna16_moe_layer *L, int
                                     const uint16_t *x, int64_t ldx, float *logits, int n_threads) {
     WNA16_TRY(check_forward(d, L, T, x, ldx, logits));
     int nt = threads_of(n_threads);
-    int64_t E = L->cfg.num_experts, H = L->cfg.hidden;
-    float *xf = wna16_malloc((size_t)(H * nt) * 4);
+    int64_t H = L->cfg.hidden, pairs = (T + 1) / 2;
+    float *xf = wna16_malloc((size_t)(2 * H * nt) * 4);
     if (!xf) return wna16_fail(d, WNA16_ERR_OUT_OF_MEMORY, "moe logits");
-#pragma omp parallel for num_threads(nt) if (nt > 1 && T * E * H >= (1 << 22)) schedule(static)
-    for (int64_t t = 0; t < T; t++) {
-        float *mine = xf + H * omp_get_thread_num();
-        for (int64_t h = 0; h < H; h++) mine[h] = wna16_bf16_to_f32(x[t * ldx + h]);
-        wna16_moe_dot_rows(mine, L->router, 0, E, H, logits + t * E);
-    }
+#pragma omp parallel for num_threads(nt) if (parallel_router(L, nt, T)) schedule(static)
+    for (int64_t q = 0; q < pairs; q++)
+        logits_rows(L, x, ldx, 2 * q, 2 * q + 1 < T ? 2 : 1, xf + 2 * H * omp_get_thread_num(),
+                    logits);
     wna16_free(xf);
     return WNA16_OK;
 }

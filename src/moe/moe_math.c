@@ -63,6 +63,56 @@ void wna16_moe_dot_rows(const float *xf, const float *w, int64_t e0, int64_t e1,
     for (; e < e1; e++) out[e - e0] = wna16_moe_dot_f32(xf, w + e * h, h);
 }
 
+/* Two tokens against experts [e0, e1): the same per-dot operation order as
+ * wna16_moe_dot_rows (so the same bits), with each weight load feeding two
+ * tokens. */
+MOE_CLONES
+void wna16_moe_dot_rows2(const float *x0, const float *x1, const float *w, int64_t e0, int64_t e1,
+                         int64_t h, float *out0, float *out1) {
+    int64_t e = e0;
+    for (; e + 4 <= e1; e += 4) {
+        const float *w0 = w + e * h, *w1 = w0 + h, *w2 = w1 + h, *w3 = w2 + h;
+        float a0[LANES] = {0}, a1[LANES] = {0}, a2[LANES] = {0}, a3[LANES] = {0};
+        float b0[LANES] = {0}, b1[LANES] = {0}, b2[LANES] = {0}, b3[LANES] = {0};
+        int64_t i = 0;
+        for (; i + LANES <= h; i += LANES)
+            for (int j = 0; j < LANES; j++) {
+                float xa = x0[i + j], xb = x1[i + j];
+                float v0 = w0[i + j], v1 = w1[i + j], v2 = w2[i + j], v3 = w3[i + j];
+                a0[j] += xa * v0;
+                a1[j] += xa * v1;
+                a2[j] += xa * v2;
+                a3[j] += xa * v3;
+                b0[j] += xb * v0;
+                b1[j] += xb * v1;
+                b2[j] += xb * v2;
+                b3[j] += xb * v3;
+            }
+        for (; i < h; i++) {
+            a0[i % LANES] += x0[i] * w0[i];
+            a1[i % LANES] += x0[i] * w1[i];
+            a2[i % LANES] += x0[i] * w2[i];
+            a3[i % LANES] += x0[i] * w3[i];
+            b0[i % LANES] += x1[i] * w0[i];
+            b1[i % LANES] += x1[i] * w1[i];
+            b2[i % LANES] += x1[i] * w2[i];
+            b3[i % LANES] += x1[i] * w3[i];
+        }
+        out0[e - e0] = reduce16(a0);
+        out0[e - e0 + 1] = reduce16(a1);
+        out0[e - e0 + 2] = reduce16(a2);
+        out0[e - e0 + 3] = reduce16(a3);
+        out1[e - e0] = reduce16(b0);
+        out1[e - e0 + 1] = reduce16(b1);
+        out1[e - e0 + 2] = reduce16(b2);
+        out1[e - e0 + 3] = reduce16(b3);
+    }
+    for (; e < e1; e++) {
+        out0[e - e0] = wna16_moe_dot_f32(x0, w + e * h, h);
+        out1[e - e0] = wna16_moe_dot_f32(x1, w + e * h, h);
+    }
+}
+
 /* exp(x) to ~2 ulp for x in [-87, 88] (clamped to +-87): Cody-Waite
  * reduction by ln2 and a degree-6 polynomial; 2^r is built from the bits of
  * the rounding sum (no float->int conversion, so a NaN is harmless garbage
