@@ -8,11 +8,11 @@
 struct wna16_moe_layer {
     wna16_moe_config cfg;
     int tp, rank;
-    int64_t ip;            /* I / tp */
-    int64_t sip;           /* shared_intermediate / tp (0: none) */
-    float *router;         /* [E][H] fp32 */
-    float *bias;           /* [E] selection-only correction bias, or NULL */
-    float *shared_gate;    /* [H] or NULL */
+    int64_t ip;         /* I / tp */
+    int64_t sip;        /* shared_intermediate / tp (0: none) */
+    float *router;      /* [E][H] fp32 */
+    float *bias;        /* [E] selection-only correction bias, or NULL */
+    float *shared_gate; /* [H] or NULL */
     /* [E + 1]: index E is the shared expert (NULL when absent) */
     wna16_packed_linear **w13, **w2;
 };

@@ -8,12 +8,12 @@
 
 #include "moe/moe_internal.h"
 
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && !defined(__SANITIZE_ADDRESS__)
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) &&                             \
+    !defined(__SANITIZE_ADDRESS__)
 #define MOE_CLONES __attribute__((target_clones("avx512f", "default")))
 #else
 #define MOE_CLONES
 #endif
-
 
 #define LANES 16
 
@@ -121,10 +121,16 @@ void wna16_moe_dot_rows2(const float *x0, const float *x1, const float *w, int64
 static inline float exp_f32(float x) {
     /* |x| > 87 (or NaN) -> +-87, decided on the bits: integer compares keep
      * the loop branch-free without -fno-trapping-math */
-    union { float f; uint32_t u; } in = {.f = x}, lim = {.f = 87.0f};
+    union {
+        float f;
+        uint32_t u;
+    } in = {.f = x}, lim = {.f = 87.0f};
     lim.u |= in.u & 0x80000000u;
     x = (in.u & 0x7fffffffu) > 0x42AE0000u ? lim.f : x;
-    union { float f; uint32_t u; } t = {.f = x * 1.44269504088896341f + 12582912.0f};
+    union {
+        float f;
+        uint32_t u;
+    } t = {.f = x * 1.44269504088896341f + 12582912.0f};
     float r = t.f - 12582912.0f; /* round(x / ln2), exactly the integer in t's low bits */
     float f = x - r * 0.693359375f;
     f = f - r * -2.12194440e-4f;
@@ -135,12 +141,18 @@ static inline float exp_f32(float x) {
     p = p * f + 0.5f;
     p = p * f + 1.0f;
     p = p * f + 1.0f;
-    union { uint32_t u; float f; } b = {.u = (t.u - 0x4B400000u + 127u) << 23};
+    union {
+        uint32_t u;
+        float f;
+    } b = {.u = (t.u - 0x4B400000u + 127u) << 23};
     return p * b.f;
 }
 
 static inline uint16_t to_bf16(float f) {
-    union { float f; uint32_t u; } c = {.f = f};
+    union {
+        float f;
+        uint32_t u;
+    } c = {.f = f};
     uint32_t u = c.u;
     uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
     uint32_t quiet = (u >> 16) | 0x40u;
