@@ -56,7 +56,8 @@ static void *rank_main(void *arg) {
     /* agree: rank fail_rank (and the one after it) fail; the first wins */
     wna16_status mine = WNA16_OK;
     wna16_diag mine_d = {{0}};
-    if (r == j->fail_rank) mine = wna16_fail(&mine_d, WNA16_ERR_TP_INDIVISIBLE, "rank-%d-detail", r);
+    if (r == j->fail_rank)
+        mine = wna16_fail(&mine_d, WNA16_ERR_TP_INDIVISIBLE, "rank-%d-detail", r);
     if (r == j->fail_rank + 1) mine = wna16_fail(&mine_d, WNA16_ERR_IO, "later-%d", r);
     j->agree_st = wna16_comm_agree(&mine_d, j->c, mine);
     memcpy(j->agree_detail, mine_d.detail, sizeof j->agree_detail);
@@ -97,7 +98,8 @@ static void test_threads(int T, size_t n) {
     CHECK(differ == 0);
     for (int r = 0; r < T; r++) {
         bool bok = true;
-        for (size_t i = 0; i < 1000; i++) bok &= jobs[r].bytes[i] == (unsigned char)((T - 1) * 31 + i);
+        for (size_t i = 0; i < 1000; i++)
+            bok &= jobs[r].bytes[i] == (unsigned char)((T - 1) * 31 + i);
         CHECK_MSG(bok, "T=%d rank %d: broadcast", T, r);
         CHECK(jobs[r].barrier_ok);
         wna16_status want_st = WNA16_ERR_TP_INDIVISIBLE;
@@ -107,8 +109,8 @@ static void test_threads(int T, size_t n) {
         snprintf(want_detail, sizeof want_detail, "rank-%d-detail", T > 1 ? 1 : 0);
         CHECK_MSG(strstr(jobs[r].agree_detail, want_detail) != NULL, "T=%d rank %d: '%s'", T, r,
                   jobs[r].agree_detail);
-        CHECK_MSG(jobs[r].mismatch_st == (T > 1 ? WNA16_ERR_COMM : WNA16_OK), "T=%d: mismatch -> %s",
-                  T, wna16_status_str(jobs[r].mismatch_st));
+        CHECK_MSG(jobs[r].mismatch_st == (T > 1 ? WNA16_ERR_COMM : WNA16_OK),
+                  "T=%d: mismatch -> %s", T, wna16_status_str(jobs[r].mismatch_st));
         free(jobs[r].buf);
         free(jobs[r].bytes);
     }

@@ -9,7 +9,8 @@ const char *wna16_comm_backend(const wna16_comm *c) { return c ? c->ops->name : 
 
 wna16_status wna16_comm_all_reduce_sum(wna16_diag *d, wna16_comm *c, float *buf, size_t n) {
     if (!c || (!buf && n))
-        return wna16_fail(d, WNA16_ERR_INVALID_ARGUMENT, "all_reduce_sum: NULL communicator or buffer");
+        return wna16_fail(d, WNA16_ERR_INVALID_ARGUMENT,
+                          "all_reduce_sum: NULL communicator or buffer");
     return c->ops->all_reduce_sum(d, c, buf, n);
 }
 
