@@ -362,6 +362,143 @@ static void test_cli(void) {
     rm_dir(a);
 }
 
+/* Every architecture: RTN equals compressed-tensors' RTN of the same bf16
+ * model (tests/data/models/<arch>_w4a16 were made by CT from <arch>_bf16),
+ * and a GPTQ checkpoint loads and runs. */
+static void test_architectures(void) {
+    static const char *const archs[] = {"qwen3", "llama", "mixtral", "qwen2_moe", "qwen3_moe"};
+    for (size_t i = 0; i < sizeof archs / sizeof *archs; i++) {
+        char src[256], ref[256], out[512], a[700], b[700];
+        snprintf(src, sizeof src, "tests/data/models/%s_bf16", archs[i]);
+        snprintf(ref, sizeof ref, "tests/data/models/%s_w4a16", archs[i]);
+        snprintf(out, sizeof out, "%s/%s", tmp_root, archs[i]);
+        wna16_quantize_opts o = {.src = src, .dst = out, .bits = 4, .symmetric = true, .group_size = 32};
+        wna16_quantize_report rep;
+        wna16_diag d = {{0}};
+        CHECK_MSG(wna16_quantize(&d, &o, &rep) == WNA16_OK, "%s: %s", archs[i], d.detail);
+        wna16_quantize_report_free(&rep);
+        static const char *const files[] = {"model.safetensors", "config.json"};
+        for (int f = 0; f < 2; f++) {
+            snprintf(a, sizeof a, "%s/%s", out, files[f]);
+            snprintf(b, sizeof b, "%s/%s", ref, files[f]);
+            CHECK_MSG(same_file(a, b), "%s differs from compressed-tensors' %s", a, b);
+        }
+        struct stat sb;
+        CHECK(stat(out, &sb) == 0 && (sb.st_mode & 0055) != 0); /* not mkdtemp's 0700 */
+        rm_dir(out);
+        wna16_quantize_opts g = {.src = src, .dst = out, .bits = 4, .symmetric = true, .group_size = 32,
+                                 .gptq = true, .actorder = true, .dampening = 0.01, .calib_random = true,
+                                 .samples = 4, .seq_len = 32, .threads = 2};
+        CHECK_MSG(wna16_quantize(&d, &g, &rep) == WNA16_OK, "%s GPTQ: %s", archs[i], d.detail);
+        wna16_quantize_report_free(&rep);
+        wna16_ctx *ctx;
+        wna16_ctx_create(&ctx);
+        wna16_model *m = NULL;
+        wna16_model_options mo = {.tp = 1, .threads = 1};
+        CHECK_STATUS(ctx, wna16_model_load(ctx, out, &mo, &m), WNA16_OK, "");
+        if (m) {
+            int32_t ids[] = {1, 5, 9, 2, 30, 17};
+            float *lg = malloc((size_t)wna16_model_vocab_size(m) * sizeof *lg);
+            CHECK(wna16_model_eval(ctx, m, ids, 6, lg) == WNA16_OK);
+            bool finite = true;
+            for (int64_t v = 0; v < wna16_model_vocab_size(m); v++) finite &= isfinite(lg[v]) != 0;
+            CHECK(finite);
+            free(lg);
+        }
+        wna16_model_free(m);
+        wna16_ctx_free(ctx);
+        rm_dir(out);
+    }
+}
+
+/* MoE: every expert GPTQ'd (down_proj from its own quantized gate/up on all
+ * tokens), the router left out, and the checkpoint runs in the fused MoE layer. */
+static void test_gptq_moe(void) {
+    char out[512];
+    snprintf(out, sizeof out, "%s/moe", tmp_root);
+    wna16_quantize_opts o = {.src = "tests/data/quant/tiny_moe", .dst = out, .bits = 4, .symmetric = true,
+                             .group_size = 32, .gptq = true, .actorder = true, .dampening = 0.01,
+                             .calib_random = true, .samples = 4, .seq_len = 32, .threads = 2};
+    wna16_quantize_report rep;
+    wna16_diag d = {{0}};
+    CHECK_MSG(wna16_quantize(&d, &o, &rep) == WNA16_OK, "%s", d.detail);
+    CHECK(rep.modules_quantized == 4 + 8 * 3);
+    CHECK(rep.n_ignored == 2 && !strcmp(rep.ignored[0], "model.layers.0.mlp.gate") &&
+          !strcmp(rep.ignored[1], "lm_head"));
+    bool down = false;
+    for (size_t i = 0; i < rep.n_types; i++)
+        if (!strcmp(rep.types[i].type, "mlp.experts.down_proj"))
+            down = rep.types[i].modules == 8 && rep.types[i].loss > 0;
+    CHECK(down);
+    wna16_quantize_report_free(&rep);
+    wna16_ctx *ctx;
+    wna16_ctx_create(&ctx);
+    wna16_model *m = NULL;
+    wna16_model_options mo = {.tp = 1, .threads = 1};
+    CHECK_STATUS(ctx, wna16_model_load(ctx, out, &mo, &m), WNA16_OK, "");
+    if (m) {
+        int32_t ids[] = {1, 5, 9, 2, 30, 17};
+        float lg[64];
+        CHECK(wna16_model_eval(ctx, m, ids, 6, lg) == WNA16_OK);
+        bool finite = true;
+        for (int i = 0; i < 64; i++) finite &= isfinite(lg[i]) != 0;
+        CHECK(finite);
+    }
+    wna16_model_free(m);
+    wna16_ctx_free(ctx);
+    rm_dir(out);
+}
+
+/* --calib FILE.txt: tokenized with the model's tokenizer.json; a 2-layer
+ * model exercises the sequential propagation (the `synth` demo at bf16). */
+static void test_calib_text(void) {
+    char buf[8192], args[2048], dir[512], out[512];
+    if (!getenv("WNA16_CLI")) return;
+    snprintf(dir, sizeof dir, "%s/demo16", tmp_root);
+    snprintf(out, sizeof out, "%s/demo16q", tmp_root);
+    snprintf(args, sizeof args, "synth --out %s --bits 16 --dense", dir);
+    CHECK(run_cli(args, buf, sizeof buf) == 0);
+    snprintf(args, sizeof args, "%s/tokenizer.json", dir);
+    size_t n;
+    char *tj = slurp("tests/data/tokenizer/qwen3/tokenizer.json", &n);
+    FILE *f = fopen(args, "wb");
+    if (f && tj) fwrite(tj, 1, n, f);
+    if (f) fclose(f);
+    free(tj);
+    snprintf(args, sizeof args,
+             "quantize --model %s --out %s --calib README.md --samples 4 --seq-len 64 --no-progress --json",
+             dir, out);
+    CHECK_MSG(run_cli(args, buf, sizeof buf) == 0 && strstr(buf, "\"calib_tokens\": 256") &&
+                  strstr(buf, "\"modules_quantized\": 14"),
+              "%s", buf);
+    snprintf(args, sizeof args, "logits --model %s --ids 1,2,3 --top 3", out);
+    char one[1024];
+    CHECK(run_cli(args, one, sizeof one) == 0);
+    /* the same run in 1 MiB shards: an index, the same tensors, the same logits */
+    char out2[600];
+    snprintf(out2, sizeof out2, "%s2", out);
+    snprintf(args, sizeof args,
+             "quantize --model %s --out %s --calib README.md --samples 4 --seq-len 64 --no-progress "
+             "--max-shard-size 1",
+             dir, out2);
+    CHECK(run_cli(args, buf, sizeof buf) == 0 && strstr(buf, "2 shards"));
+    char p[700];
+    snprintf(p, sizeof p, "%s/model.safetensors.index.json", out2);
+    json_t *idx = json_load_file(p, 0, NULL);
+    const json_t *wm = json_object_get(idx, "weight_map");
+    CHECK(json_object_size(wm) > 0 &&
+          !strcmp(json_string_value(json_object_get(wm, "model.layers.1.mlp.down_proj.weight_packed")),
+                  "model-00002-of-00002.safetensors") &&
+          !strcmp(json_string_value(json_object_get(wm, "lm_head.weight")), "model-00001-of-00002.safetensors"));
+    json_decref(idx);
+    snprintf(args, sizeof args, "logits --model %s --ids 1,2,3 --top 3", out2);
+    char two[1024];
+    CHECK(run_cli(args, two, sizeof two) == 0 && !strcmp(one, two));
+    rm_dir(out2);
+    rm_dir(out);
+    rm_dir(dir);
+}
+
 int main(void) {
     snprintf(tmp_root, sizeof tmp_root, "/tmp/wna16_test_quant_XXXXXX");
     if (!mkdtemp(tmp_root)) return 1;
@@ -370,6 +507,9 @@ int main(void) {
     test_gptq_fixture();
     test_gptq_end_to_end();
     test_cli();
+    test_gptq_moe();
+    test_architectures();
+    test_calib_text();
     rm_dir(tmp_root);
     TEST_MAIN_END();
 }

@@ -124,7 +124,8 @@ typedef struct wna16_quantize_opts {
     bool gptq;              /* else RTN */
     bool actorder;          /* static act-order (GPTQ) */
     double dampening;       /* 0.01 */
-    const char *calib_ids;  /* token ids, one sample per line (or NULL) */
+    const char *calib_ids;  /* token ids (whitespace/comma separated), or NULL */
+    const char *calib_text; /* UTF-8 text tokenized with SRC's tokenizer.json, or NULL */
     bool calib_random;      /* seeded random ids */
     uint64_t seed;
     int64_t samples, seq_len;
@@ -155,6 +156,11 @@ typedef struct wna16_quantize_report {
     int shards;
     int64_t calib_tokens;
 } wna16_quantize_report;
+
+/* Set from a signal handler (SIGINT/SIGTERM in the CLI): the run stops at
+ * the next layer, expert or sample boundary with WNA16_ERR_IO
+ * ("interrupted") and removes its temporary directory. */
+extern volatile int wna16_quantize_interrupted;
 
 wna16_status wna16_quantize(wna16_diag *d, const wna16_quantize_opts *o, wna16_quantize_report *rep);
 void wna16_quantize_report_free(wna16_quantize_report *r);

@@ -124,6 +124,19 @@ void wna16_quant_rtn(const float *w, wna16_qlinear *out) {
         }
 }
 
+/* y[0..n) -= a * x[0..n): the inner loop of the sweep and of the Hessian.
+ * Compiler-multiversioned (no intrinsics): the widest vector ISA the CPU
+ * has is picked at load time. */
+#if defined(__GNUC__) && defined(__x86_64__) && !defined(__SANITIZE_ADDRESS__)
+#define WNA16_MULTIVERSION __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define WNA16_MULTIVERSION
+#endif
+
+WNA16_MULTIVERSION static void axpy_neg(float *restrict y, float a, const float *restrict x, int64_t n) {
+    for (int64_t j = 0; j < n; j++) y[j] -= a * x[j];
+}
+
 /* ---------------------------------------------------------------- Hessian */
 
 void wna16_hessian_add(float *h, int64_t k, const float *x, int64_t rows, int64_t ldx,
@@ -132,14 +145,14 @@ void wna16_hessian_add(float *h, int64_t k, const float *x, int64_t rows, int64_
     const int64_t TB = 64; /* tokens per pass: the block stays in cache */
     for (int64_t t0 = 0; t0 < rows; t0 += TB) {
         int64_t t1 = t0 + TB < rows ? t0 + TB : rows;
-#pragma omp parallel for schedule(dynamic, 8) num_threads(n_threads)
+#pragma omp parallel for schedule(dynamic, 8) num_threads(n_threads) if (k * k * (t1 - t0) > (1 << 20))
         for (int64_t i = 0; i < k; i++) {
             float *hr = h + i * k;
             for (int64_t t = t0; t < t1; t++) {
                 const float *xr = x + t * ldx;
                 float a = xr[i] * scale;
                 if (a == 0) continue;
-                for (int64_t j = i; j < k; j++) hr[j] += a * xr[j];
+                axpy_neg(hr + i, -a, xr + i, k - i);
             }
         }
     }
@@ -178,7 +191,7 @@ static bool cholesky_lower(double *a, int64_t k, int n_threads) {
         double djj = sqrt(s);
         rj[j] = djj;
         double inv = 1.0 / djj;
-#pragma omp parallel for schedule(static) num_threads(n_threads) if (k - j > 256)
+#pragma omp parallel for schedule(static) num_threads(n_threads) if ((k - j) * j > (1 << 19))
         for (int64_t i = j + 1; i < k; i++) {
             double *ri = a + i * k;
             double acc = ri[j];
@@ -194,7 +207,7 @@ static bool cholesky_lower(double *a, int64_t k, int n_threads) {
 static void lower_inverse(const double *l, int64_t k, double *x, int n_threads) {
     memset(x, 0, (size_t)(k * k) * sizeof *x);
     const int64_t NB = 8;
-#pragma omp parallel num_threads(n_threads)
+#pragma omp parallel num_threads(n_threads) if (k > 256)
     {
         double *col = malloc((size_t)(NB * k) * sizeof *col);
 #pragma omp for schedule(dynamic, 1)
@@ -303,7 +316,7 @@ wna16_status wna16_gptq_quantize(wna16_diag *d, const float *w, const wna16_gptq
     const float *U = f->u;
     double total = 0;
     bool oom = false;
-#pragma omp parallel num_threads(n_threads) reduction(+ : total)
+#pragma omp parallel num_threads(n_threads) reduction(+ : total) if (n * k * k > (1 << 22))
     {
         float *wt = malloc((size_t)(ROW_TILE * k) * sizeof(float));
         float *err = malloc((size_t)(ROW_TILE * B) * sizeof(float));
@@ -340,17 +353,14 @@ wna16_status wna16_gptq_quantize(wna16_diag *d, const float *w, const wna16_gptq
                         float e = (wr[i] - deq) / dgi;
                         total += (double)e * e / 2;
                         err[r * B + (i - i1)] = e;
-                        for (int64_t j = i; j < i2; j++) wr[j] -= e * ui[j];
+                        axpy_neg(wr + i, e, ui + i, i2 - i);
                     }
                 }
-                /* lazy batch update of everything right of the block */
-                for (int64_t r = 0; r < nr; r++) {
-                    float *wr = wt + r * k;
-                    for (int64_t p = 0; p < i2 - i1; p++) {
-                        float e = err[r * B + p];
-                        const float *up = U + (i1 + p) * k;
-                        for (int64_t j = i2; j < k; j++) wr[j] -= e * up[j];
-                    }
+                /* lazy batch update of everything right of the block (each
+                 * U row is read once per row tile) */
+                for (int64_t p = 0; i2 < k && p < i2 - i1; p++) {
+                    const float *up = U + (i1 + p) * k + i2;
+                    for (int64_t r = 0; r < nr; r++) axpy_neg(wt + r * k + i2, err[r * B + p], up, k - i2);
                 }
             }
         }

@@ -25,6 +25,13 @@
 
 /* ------------------------------------------------------------ utilities */
 
+volatile int wna16_quantize_interrupted;
+
+static wna16_status check_interrupt(wna16_diag *d) {
+    return wna16_quantize_interrupted ? wna16_fail(d, WNA16_ERR_IO, "interrupted; nothing was written")
+                                      : WNA16_OK;
+}
+
 static int64_t layer_of(const char *name) {
     const char *p = strstr(name, "layers.");
     if (!p || (p != name && p[-1] != '.')) return -1;
@@ -304,16 +311,21 @@ static wna16_qspec spec_for(const qrun *r, const wna16_module *m) {
     return s;
 }
 
-static void progress(qrun *r, int64_t done, int64_t total, const char *what) {
+/* done may be fractional inside a layer (MoE experts). */
+static void progress_at(qrun *r, double done, int64_t total, const char *what) {
     if (!r->o->progress) return;
     double el = wna16_now() - r->t0;
-    double rem = done > 0 ? el / (double)done * (double)(total - done) : 0;
-    int width = 30, filled = (int)(width * done / (total ? total : 1));
+    double rem = done > 0 ? el / done * ((double)total - done) : 0;
+    int width = 30, filled = (int)(width * done / (double)(total ? total : 1));
     fprintf(stderr, "\rquantize [%.*s%*s] layer %lld/%lld  %.1fs elapsed, ~%.1fs left  %-24s",
             filled, "##############################", width - filled, "", (long long)done,
             (long long)total, el, rem, what ? what : "");
-    if (done == total && !what) fputc('\n', stderr);
+    if (done >= (double)total && !what) fputc('\n', stderr);
     fflush(stderr);
+}
+
+static void progress(qrun *r, int64_t done, int64_t total, const char *what) {
+    progress_at(r, (double)done, total, what);
 }
 
 /* ----------------------------------------------------------------- RTN */
@@ -460,6 +472,9 @@ static wna16_status finish(qrun *r) {
         wna16_free(b);
         WNA16_TRY(st);
     }
+    mode_t mask = umask(0);
+    umask(mask);
+    chmod(r->tmpdir, 0777 & ~mask); /* mkdtemp made it 0700 */
     if (rename(r->tmpdir, o->dst))
         return wna16_fail(r->d, WNA16_ERR_IO, "renaming %s to %s: %s", r->tmpdir, o->dst, strerror(errno));
     return WNA16_OK;
@@ -499,6 +514,7 @@ static wna16_status run(qrun *r) {
     if (o->gptq) WNA16_TRY(gptq_begin(r));
     progress(r, 0, layers, NULL);
     for (int64_t L = 0; L < layers; L++) {
+        WNA16_TRY(check_interrupt(r->d));
         double t = wna16_now();
         WNA16_TRY(pass_through(r, L));
         if (o->gptq) {
