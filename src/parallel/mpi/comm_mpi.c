@@ -12,7 +12,15 @@
  * a watchdog thread ends the process when one collective takes longer than
  * WNA16_MPI_TIMEOUT seconds (a dead or hung peer), so a rank never hangs
  * silently. Only the thread that created the communicator calls MPI
- * (MPI_THREAD_FUNNELED); the watchdog never does. */
+ * (MPI_THREAD_FUNNELED); the watchdog never does.
+ *
+ * Waiting: collectives are nonblocking (MPI-3 MPI_Ibcast, MPI_Iallgather,
+ * ...) completed by a loop that spins on MPI_Test for WNA16_MPI_SPIN_US
+ * (default 500 us) and then sleeps with a growing backoff (up to 200 us; up
+ * to 1 ms in idle waits, which do not spin). A rank waiting for its peers, or
+ * for rank 0's next token, thus leaves the cores to the ranks still
+ * computing instead of busy-polling: on a host with fewer free cores than
+ * threads, blocking MPI collectives' polling slowed decode several-fold. */
 #include <mpi.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -49,6 +57,7 @@ static struct {
     _Atomic(const char *) op;
     atomic_ullong seq;
     double timeout, idle_timeout; /* seconds; 0 = none */
+    long long spin_ns;
     int rank, size;
 } wd = {.mu = PTHREAD_MUTEX_INITIALIZER};
 
@@ -99,6 +108,22 @@ static double env_seconds(const char *name, double def) {
     return end != v && x >= 0 ? x : def;
 }
 
+/* Completes one request: spin, then sleep with backoff (see the top). */
+static int wait_req(MPI_Request *rq) {
+    int done = 0;
+    bool idle = atomic_load(&wd.idle);
+    long long t0 = now_ns(), spin = idle ? 0 : wd.spin_ns;
+    long nap = 5000, cap = idle ? 1000000 : 200000; /* ns */
+    for (;;) {
+        int rc = MPI_Test(rq, &done, MPI_STATUS_IGNORE);
+        if (rc != MPI_SUCCESS || done) return rc;
+        if (now_ns() - t0 < spin) continue;
+        struct timespec t = {0, nap};
+        nanosleep(&t, NULL);
+        if (nap < cap) nap = nap * 2 < cap ? nap * 2 : cap;
+    }
+}
+
 /* ----------------------------------------------------------- collectives */
 
 static mcomm *mc(wna16_comm *c) { return (mcomm *)c; }
@@ -131,7 +156,9 @@ static int reduce_segment(mcomm *m, float *buf, size_t n) {
     MPI_Comm comm = m->comm;
     if (n * sizeof(float) <= SMALL_BYTES) {
         /* every rank gets every buffer and sums them all in rank order */
-        int rc = MPI_Allgather(buf, (int)n, MPI_FLOAT, m->scratch, (int)n, MPI_FLOAT, comm);
+        MPI_Request rq;
+        int rc = MPI_Iallgather(buf, (int)n, MPI_FLOAT, m->scratch, (int)n, MPI_FLOAT, comm, &rq);
+        if (rc == MPI_SUCCESS) rc = wait_req(&rq);
         if (rc != MPI_SUCCESS) return rc;
         for (size_t i = 0; i < n; i++) {
             float sum = m->scratch[i];
@@ -147,8 +174,10 @@ static int reduce_segment(mcomm *m, float *buf, size_t n) {
         m->rcnt[q] = (int)mine; /* rank q's range r lands at scratch[q * mine] */
         m->rdsp[q] = (int)((size_t)q * mine);
     }
-    int rc = MPI_Alltoallv(buf, m->cnt, m->dsp, MPI_FLOAT, m->scratch, m->rcnt, m->rdsp, MPI_FLOAT,
-                           comm);
+    MPI_Request rq;
+    int rc = MPI_Ialltoallv(buf, m->cnt, m->dsp, MPI_FLOAT, m->scratch, m->rcnt, m->rdsp, MPI_FLOAT,
+                            comm, &rq);
+    if (rc == MPI_SUCCESS) rc = wait_req(&rq);
     if (rc != MPI_SUCCESS) return rc;
     float *out = buf + part(n, r, T);
     for (size_t i = 0; i < mine; i++) {
@@ -156,7 +185,8 @@ static int reduce_segment(mcomm *m, float *buf, size_t n) {
         for (int q = 1; q < T; q++) sum += m->scratch[(size_t)q * mine + i];
         out[i] = sum;
     }
-    return MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf, m->cnt, m->dsp, MPI_FLOAT, comm);
+    rc = MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf, m->cnt, m->dsp, MPI_FLOAT, comm, &rq);
+    return rc == MPI_SUCCESS ? wait_req(&rq) : rc;
 }
 
 static wna16_status mpi_all_reduce(wna16_diag *d, wna16_comm *c, float *buf, size_t n) {
@@ -180,16 +210,21 @@ static wna16_status mpi_broadcast(wna16_diag *d, wna16_comm *c, void *buf, size_
     wd_begin(c, "broadcast");
     int rc = MPI_SUCCESS;
     const size_t seg = (size_t)1 << 30;
-    for (size_t off = 0; off < bytes && rc == MPI_SUCCESS; off += seg)
-        rc = MPI_Bcast((char *)buf + off, (int)(bytes - off < seg ? bytes - off : seg), MPI_BYTE,
-                       root, mc(c)->comm);
+    for (size_t off = 0; off < bytes && rc == MPI_SUCCESS; off += seg) {
+        MPI_Request rq;
+        rc = MPI_Ibcast((char *)buf + off, (int)(bytes - off < seg ? bytes - off : seg), MPI_BYTE,
+                        root, mc(c)->comm, &rq);
+        if (rc == MPI_SUCCESS) rc = wait_req(&rq);
+    }
     wd_end();
     return rc == MPI_SUCCESS ? WNA16_OK : mpi_fail(d, c, "broadcast", rc);
 }
 
 static wna16_status mpi_barrier(wna16_diag *d, wna16_comm *c) {
     wd_begin(c, "barrier");
-    int rc = MPI_Barrier(mc(c)->comm);
+    MPI_Request rq;
+    int rc = MPI_Ibarrier(mc(c)->comm, &rq);
+    if (rc == MPI_SUCCESS) rc = wait_req(&rq);
     wd_end();
     return rc == MPI_SUCCESS ? WNA16_OK : mpi_fail(d, c, "barrier", rc);
 }
@@ -203,7 +238,9 @@ static wna16_status mpi_agree(wna16_diag *d, wna16_comm *c, wna16_status mine) {
     if (!all) return wna16_fail(d, WNA16_ERR_OUT_OF_MEMORY, "agree: %d statuses", T);
     int st = (int)mine;
     wd_begin(c, "agree");
-    int rc = MPI_Allgather(&st, 1, MPI_INT, all, 1, MPI_INT, m->comm);
+    MPI_Request rq;
+    int rc = MPI_Iallgather(&st, 1, MPI_INT, all, 1, MPI_INT, m->comm, &rq);
+    if (rc == MPI_SUCCESS) rc = wait_req(&rq);
     int first = -1;
     for (int q = 0; rc == MPI_SUCCESS && q < T && first < 0; q++)
         if (all[q] != WNA16_OK) first = q;
@@ -213,7 +250,8 @@ static wna16_status mpi_agree(wna16_diag *d, wna16_comm *c, wna16_status mine) {
             if (d && d->detail[0]) snprintf(text, sizeof text, "%s", d->detail);
             else snprintf(text, sizeof text, "failed with %s", wna16_status_str(mine));
         }
-        rc = MPI_Bcast(text, (int)sizeof text, MPI_CHAR, first, m->comm);
+        if (rc == MPI_SUCCESS) rc = MPI_Ibcast(text, (int)sizeof text, MPI_CHAR, first, m->comm, &rq);
+        if (rc == MPI_SUCCESS) rc = wait_req(&rq);
         text[sizeof text - 1] = '\0';
     }
     wd_end();
@@ -328,6 +366,7 @@ wna16_status wna16_comm_mpi_world(wna16_ctx *ctx, int *argc, char ***argv, wna16
         wd.size = size;
         wd.timeout = env_seconds("WNA16_MPI_TIMEOUT", 20.0);
         wd.idle_timeout = env_seconds("WNA16_MPI_IDLE_TIMEOUT", 600.0);
+        wd.spin_ns = (long long)(env_seconds("WNA16_MPI_SPIN_US", 500.0) * 1000.0);
         wd.finalize = ours;
         atomic_store(&wd.stop, 0);
         if (pthread_create(&wd.thread, NULL, watchdog, NULL) != 0) {
