@@ -1,8 +1,8 @@
 /* The forward pass, written once. Residual stream and attention in fp32;
  * matmul activations rounded to bf16, as vLLM feeds its kernels. Each TP
- * rank runs this on its own thread (distributed: its own process) over its
- * own shards; the partial outputs
- * of o_proj and of the MLP are all-reduced (one each per layer). */
+ * rank runs this on its own thread (distributed: in its own process) over
+ * its own shards; the partial outputs of o_proj and of the MLP are
+ * all-reduced (one each per layer). */
 #include "kernels/dense.h"
 #include "model/model.h"
 

@@ -284,8 +284,7 @@ static wna16_status prepare(wna16_diag *d, wna16_model *m, const char *dir,
 
 /* Distributed: every rank learns the first failing rank's status and detail
  * (loading times differ between ranks: an idle wait for the watchdog). */
-static wna16_status agree(wna16_diag *d, wna16_model *m, wna16_status s) {
-    wna16_comm *c = m->comms[m->my_rank];
+static wna16_status agree(wna16_diag *d, wna16_comm *c, wna16_status s) {
     wna16_comm_set_idle(c, true);
     s = wna16_comm_agree(d, c, s);
     wna16_comm_set_idle(c, false);
@@ -300,14 +299,15 @@ static wna16_status load_all(wna16_diag *d, wna16_model *m, const char *dir,
         m->released = true; /* nothing to release until every rank has loaded */
         m->my_rank = wna16_comm_rank(o->comm);
         m->comms = wna16_calloc((size_t)wna16_comm_size(o->comm), sizeof *m->comms);
-        if (!m->comms) return wna16_fail(d, WNA16_ERR_OUT_OF_MEMORY, "ranks");
-        m->comms[m->my_rank] = o->comm;
-        wna16_status s = agree(d, m, prepare(d, m, dir, o));
+        if (m->comms) m->comms[m->my_rank] = o->comm;
+        wna16_status s = m->comms ? prepare(d, m, dir, o)
+                                  : wna16_fail(d, WNA16_ERR_OUT_OF_MEMORY, "ranks");
+        s = agree(d, o->comm, s);
         if (s == WNA16_OK) {
             m->ranks = wna16_calloc((size_t)m->tp, sizeof *m->ranks);
             s = m->ranks ? load_rank(d, m, m->my_rank, o, t0)
                          : wna16_fail(d, WNA16_ERR_OUT_OF_MEMORY, "ranks");
-            s = agree(d, m, s);
+            s = agree(d, o->comm, s);
         }
         m->released = s != WNA16_OK;
         return s;
@@ -353,7 +353,7 @@ void wna16_model_free(wna16_model *m) {
     if (!m) return;
     if (m->dist) {
         if (m->my_rank == 0) wna16_model_release(NULL, m, WNA16_OK);
-        m->comms[m->my_rank] = NULL; /* borrowed */
+        if (m->comms) m->comms[m->my_rank] = NULL; /* borrowed */
     }
     for (int r = 0; m->ranks && r < m->tp; r++) {
         for (int64_t L = 0; m->ranks[r].layers && L < m->cfg.num_layers; L++)
