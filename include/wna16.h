@@ -328,6 +328,9 @@ WNA16_API wna16_status wna16_model_follow(wna16_ctx *ctx, wna16_model *m);
 /* why: WNA16_OK, or the status of a failure on rank 0 (its detail taken from
  * ctx), which wna16_model_follow then returns on every rank with that detail. */
 WNA16_API wna16_status wna16_model_release(wna16_ctx *ctx, wna16_model *m, wna16_status why);
+/* Bytes this process allocated for its rank(s): repacked (or copied)
+ * weights and the KV cache; mapped, zero-copy tensors are not counted. */
+WNA16_API size_t wna16_model_rank_bytes(const wna16_model *m);
 /* This process's TP rank (0 unless distributed) and the TP degree. */
 WNA16_API int wna16_model_rank(const wna16_model *m);
 WNA16_API int wna16_model_tp(const wna16_model *m);

@@ -170,8 +170,10 @@ int wna16_cmd_generate(int argc, char **argv) {
     /* per-rank memory, gathered on every rank while all are still here */
     int nr = comm ? wna16_comm_size(comm) : 0;
     double *hwm = nr ? calloc((size_t)nr, sizeof *hwm) : NULL, *rss = nr ? calloc((size_t)nr, sizeof *rss) : NULL;
-    bool have_ranks = s == WNA16_OK && hwm && rss && cli_dist_gather(comm, cli_peak_rss_mib(), hwm) &&
-                      cli_dist_gather(comm, cli_rss_mib(), rss);
+    double *own = nr ? calloc((size_t)nr, sizeof *own) : NULL;
+    bool have_ranks = s == WNA16_OK && hwm && rss && own && cli_dist_gather(comm, cli_peak_rss_mib(), hwm) &&
+                      cli_dist_gather(comm, cli_rss_mib(), rss) &&
+                      cli_dist_gather(comm, (double)wna16_model_rank_bytes(m) / 1048576.0, own);
     if (s != WNA16_OK) {
         rc = cli_fail("generate", ctx, s);
     } else if (lead) {
@@ -187,10 +189,12 @@ int wna16_cmd_generate(int argc, char **argv) {
                    "\"peak_rss_mib\": %.1f",
                    (long long)r.prompt_tokens, (long long)r.generated, r.stop_reason, a.tp, load_s, pre,
                    dec, cli_peak_rss_mib());
-            printf(", \"backend\": \"%s\"", comm ? "mpi" : a.tp > 1 ? "threads" : "single");
+            printf(", \"backend\": \"%s\", \"alloc_mib\": %.1f", comm ? "mpi" : a.tp > 1 ? "threads" : "single",
+                   (double)wna16_model_rank_bytes(m) / 1048576.0);
             if (have_ranks) {
                 print_ranks("rank_peak_rss_mib", hwm, nr);
                 print_ranks("rank_rss_mib", rss, nr);
+                print_ranks("rank_alloc_mib", own, nr);
             }
             printf("}\n");
         } else {
@@ -206,6 +210,7 @@ int wna16_cmd_generate(int argc, char **argv) {
     }
     free(hwm);
     free(rss);
+    free(own);
     wna16_generate_result_free(&r);
     free(ids);
     wna16_model_free(m);

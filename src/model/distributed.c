@@ -110,3 +110,27 @@ void wna16_model_comm_stats(const wna16_model *m, wna16_comm_stats *out) {
 void wna16_model_reset_comm_stats(wna16_model *m) {
     if (m && m->comms) wna16_comm_reset_stats(m->comms[m->dist ? m->my_rank : 0]);
 }
+
+static size_t lin_bytes(const wna16_lin *l) {
+    size_t b = l->q ? wna16_linear_footprint(l->q) : 0;
+    if (l->dense_owned) b += (size_t)(l->n * l->k) * sizeof(uint16_t);
+    if (l->bias) b += (size_t)l->n * sizeof(float);
+    return b;
+}
+
+size_t wna16_model_rank_bytes(const wna16_model *m) {
+    if (!m || !m->ranks) return 0;
+    size_t b = 0;
+    for (int r = 0; r < m->tp; r++) {
+        const wna16_rank_model *rm = &m->ranks[r];
+        if (!rm->layers) continue;
+        b += (size_t)(m->cfg.num_layers * 2 * rm->kv_heads * m->context * m->cfg.head_dim) * sizeof(float);
+        for (int64_t L = 0; L < m->cfg.num_layers; L++) {
+            const wna16_layer *ly = &rm->layers[L];
+            const wna16_lin *lins[] = {&ly->q, &ly->k, &ly->v, &ly->o, &ly->gate, &ly->up, &ly->down};
+            for (size_t i = 0; i < sizeof lins / sizeof *lins; i++) b += lin_bytes(lins[i]);
+            if (ly->moe) b += wna16_moe_layer_bytes(ly->moe);
+        }
+    }
+    return b;
+}

@@ -6,6 +6,9 @@
 #include "model/model.h"
 
 #include <math.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -309,6 +312,9 @@ static wna16_status load_all(wna16_diag *d, wna16_model *m, const char *dir,
                          : wna16_fail(d, WNA16_ERR_OUT_OF_MEMORY, "ranks");
             s = agree(d, o->comm, s);
         }
+#ifdef __GLIBC__
+        malloc_trim(0); /* hand the repacking temporaries back, so RSS is this rank's share */
+#endif
         m->released = s != WNA16_OK;
         return s;
     }
