@@ -359,6 +359,7 @@ typedef struct bench_mode {
 static const bench_mode bench_modes[] = {
     {"gemm", bench_gemm, "WNA16 linear y = x·Wᵀ, decode and prefill shapes"},
     {"model", wna16_bench_model, "whole-model prefill and decode vs. bandwidth and bf16 peak"},
+    {"comm", wna16_bench_comm, "the TP all-reduce alone (threads, or one rank per process under mpirun)"},
 };
 
 static void bench_help(FILE *f) {

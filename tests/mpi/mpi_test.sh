@@ -2,7 +2,8 @@
 # Distributed TP tests (ctest runs each case; registered only when the MPI
 # backend is built). Usage: mpi_test.sh CASE
 #   fixtures  MPI TP=2 == threads TP=2 == TP=1 on the W4A16 fixtures (ids and logits bits)
-#   demo      the same through `wna16 generate --json` on the demo model
+#   demo      the same through `wna16 generate --json` on the demo model; bench
+#             model and bench comm under MPI report the all-reduce
 #   kill      SIGKILL one rank mid-generation: the job exits non-zero within 30 s
 #   hang      SIGSTOP one rank: the other's watchdog exits non-zero within 30 s
 #   refuse    a checkpoint refused at TP=4: all 4 ranks print the same error, exit 1;
@@ -99,6 +100,14 @@ demo)
   t1=$(tokens "$tmp/tp1"); t2=$(tokens "$tmp/thr"); t3=$(tokens "$tmp/mpi")
   echo "TP=1 $t1"; echo "threads TP=2 $t2"; echo "MPI TP=2 $t3"
   [ -n "$t1" ] && [ "$t1" = "$t2" ] && [ "$t2" = "$t3" ] || fail "greedy tokens differ"
+  # the all-reduce share of decode, measured under MPI, and the all-reduce alone
+  run_mpi 2 "$cli" bench model --model "$tmp/demo" --prompt 16 --decode 4 --json > "$tmp/bench" ||
+    fail "bench model under MPI"
+  cat "$tmp/bench"
+  grep -q '"comm_backend": "mpi".*"allreduce_decode_share": [0-9.]*' "$tmp/bench" || fail "no all-reduce share"
+  run_mpi 2 "$cli" bench comm --iters 50 --json > "$tmp/comm" || fail "bench comm under MPI"
+  cat "$tmp/comm"
+  grep -q '"backend": "mpi", "tp": 2' "$tmp/comm" || fail "bench comm: not MPI"
   ;;
 kill) interrupt KILL ;;
 hang)
