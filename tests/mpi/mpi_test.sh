@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Distributed TP tests (ctest runs each case; registered only when the MPI
 # backend is built). Usage: mpi_test.sh CASE
-#   fixtures  MPI TP=2 == threads TP=2 == TP=1 on the W4A16 fixtures (ids and logits bits)
+#   fixtures  MPI TP=2 == threads TP=2 == TP=1 on the W4A16 fixtures (ids and logits bits;
+#             and `wna16 logits` output)
 #   demo      the same through `wna16 generate --json` on the demo model; bench
 #             model and bench comm under MPI report the all-reduce
 #   kill      SIGKILL one rank mid-generation: the job exits non-zero within 30 s
@@ -86,6 +87,13 @@ case "$case_name" in
 fixtures)
   run_mpi 2 "${WNA16_MPI_EQUAL:?}" "$src/tests/data/models/qwen3_moe_tp" \
     "$src/tests/data/models/qwen3_w4a16" "$src/tests/data/models/llama_w4a16" || fail "MPI TP=2 differs (or failed)"
+  # the CLI's logits: every value printed, MPI == threads, text-identical
+  for m in qwen3_moe_tp qwen3_w4a16 llama_w4a16; do
+    "$cli" logits --model "$src/tests/data/models/$m" --ids 1,2,3,4,5 --tp 2 > "$tmp/thr" || fail "$m: threads logits"
+    run_mpi 2 "$cli" logits --model "$src/tests/data/models/$m" --ids 1,2,3,4,5 > "$tmp/mpi" || fail "$m: MPI logits"
+    [ -s "$tmp/thr" ] && cmp -s "$tmp/thr" "$tmp/mpi" || fail "$m: wna16 logits under MPI differs from threads TP=2"
+    echo "$m: wna16 logits: MPI TP=2 == threads TP=2 ($(wc -l < "$tmp/mpi") values)"
+  done
   ;;
 demo)
   demo_model
