@@ -14,8 +14,10 @@ if ((${#targets[@]} == 0)); then
   targets=(safetensors config shard tokenizer_load tokenizer_encode checkpoint)
 fi
 bash scripts/setup.sh
-CC=clang bash scripts/build.sh build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-  -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O2 -g" -DWNA16_FUZZ=ON -DWNA16_WITH_MPI=OFF
+# -O2 -g without NDEBUG; only the fuzz binaries are built.
+CC=clang cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O2 -g" -DWNA16_FUZZ=ON -DWNA16_WITH_MPI=OFF > /dev/null
+cmake --build build-fuzz -j"$(nproc)" --target "${targets[@]/#/fuzz_}"
 export WNA16_SOURCE_DIR=$PWD WNA16_MAX_ALLOC=268435456
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:allocator_may_return_null=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}

@@ -8,10 +8,18 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 bash scripts/build.sh build-valgrind -DCMAKE_BUILD_TYPE=Debug -DWNA16_WITH_MPI=OFF
+# Not fuzz_tokenizer_load: its encode path runs PCRE2's JIT code over a
+# reused buffer, and the JIT's SIMD search reads the aligned bytes just past
+# the subject (inside the allocation), which memcheck reports as a
+# conditional jump on uninitialised memory from code with no object name
+# (a known PCRE2 JIT false positive; only a PCRE2 built --enable-valgrind
+# annotates it). A suppression for nameless frames would hide everything,
+# so that target is left to ASan, which checks the same reads against the
+# allocation bounds.
 tests=("$@")
 if ((${#tests[@]} == 0)); then
   tests=(test_core test_safetensors test_shard test_checkpoint test_tokenizer_robust
-         fuzz_safetensors fuzz_config fuzz_shard fuzz_tokenizer_load fuzz_checkpoint)
+         fuzz_safetensors fuzz_config fuzz_shard fuzz_checkpoint)
 fi
 export WNA16_SOURCE_DIR=$PWD WNA16_CLI=$PWD/build-valgrind/wna16
 # One OpenMP thread: libgomp's thread pool is reported as "possibly lost"
