@@ -35,7 +35,9 @@ static uint32_t rng_next(uint32_t *s) {
     *s ^= *s << 5;
     return *s;
 }
-static float rng_uniform(uint32_t *s) { return (float)(rng_next(s) >> 8) / 16777216.0f; } /* [0,1) */
+static float rng_uniform(uint32_t *s) {
+    return (float)(rng_next(s) >> 8) / 16777216.0f;
+} /* [0,1) */
 static float bf16_round(float v) { return wna16_bf16_to_f32(wna16_f32_to_bf16(v)); }
 
 /* One quantized weight with everything a test needs: the canonical view,
@@ -43,13 +45,13 @@ static float bf16_round(float v) { return wna16_bf16_to_f32(wna16_f32_to_bf16(v)
 typedef struct qw {
     wna16_qweight w;
     int64_t n, k, ng, rw;
-    uint32_t *packed;       /* CT weight_packed [n][rw] */
-    float *scales;          /* [n][ng] */
-    uint16_t *scales_bf16;  /* [n][ng] */
-    uint8_t *zeros;         /* [n][ng] unsigned, NULL when symmetric */
-    uint32_t *zp_packed;    /* CT weight_zero_point [ceil(n*b/32)][ng] */
-    float *deq;             /* [n][k] */
-    int64_t shape[2];       /* CT weight_shape */
+    uint32_t *packed;      /* CT weight_packed [n][rw] */
+    float *scales;         /* [n][ng] */
+    uint16_t *scales_bf16; /* [n][ng] */
+    uint8_t *zeros;        /* [n][ng] unsigned, NULL when symmetric */
+    uint32_t *zp_packed;   /* CT weight_zero_point [ceil(n*b/32)][ng] */
+    float *deq;            /* [n][k] */
+    int64_t shape[2];      /* CT weight_shape */
 } qw;
 
 static void qw_make(qw *q, int64_t n, int64_t k, int bits, int64_t group, bool asym,
@@ -74,7 +76,8 @@ static void qw_make(qw *q, int64_t n, int64_t k, int bits, int64_t group, bool a
         wna16_pack_zero_points(szp, n, ng, bits, q->zp_packed);
         free(szp);
     }
-    for (int64_t i = 0; i < n * k; i++) sq[i] = (int8_t)((int)(rng_next(rng) % (uint32_t)(2 * half)) - half);
+    for (int64_t i = 0; i < n * k; i++)
+        sq[i] = (int8_t)((int)(rng_next(rng) % (uint32_t)(2 * half)) - half);
     /* scales ~ 1/(sqrt(k) * half) so outputs stay O(1) */
     float base = 1.5f / (sqrtf((float)k) * (float)half);
     for (int64_t i = 0; i < n * ng; i++) {
@@ -83,10 +86,19 @@ static void qw_make(qw *q, int64_t n, int64_t k, int bits, int64_t group, bool a
     }
     wna16_pack_rows(sq, n, k, bits, q->packed);
     free(sq);
-    q->w = (wna16_qweight){.n = n, .k = k, .bits = bits, .group_size = gs, .n_groups = ng,
-                           .symmetric = !asym, .packed = q->packed, .row_words = rw,
-                           .scales = q->scales, .scale_stride = ng, .zeros = q->zeros,
-                           .zero_stride = ng, .scale_dtype = WNA16_DTYPE_BF16};
+    q->w = (wna16_qweight){.n = n,
+                           .k = k,
+                           .bits = bits,
+                           .group_size = gs,
+                           .n_groups = ng,
+                           .symmetric = !asym,
+                           .packed = q->packed,
+                           .row_words = rw,
+                           .scales = q->scales,
+                           .scale_stride = ng,
+                           .zeros = q->zeros,
+                           .zero_stride = ng,
+                           .scale_dtype = WNA16_DTYPE_BF16};
     q->deq = malloc((size_t)(n * k) * 4);
     wna16_dequant_ref_f32(&q->w, q->deq);
 }
@@ -211,7 +223,8 @@ static void ref_mlp(const qw *g, const qw *u, const qw *dn, const double *x, dou
             gv += pg, uv += pu, sg += fabs(pg), su += fabs(pu);
         }
         a[i] = dsilu(gv) * uv;
-        /* fp32 accumulation of g and u through silu·up (|silu'| <= 1.1), exp approx, bf16 rounding */
+        /* fp32 accumulation of g and u through silu·up (|silu'| <= 1.1), exp approx, bf16 rounding
+         */
         da[i] = 2.0 * (double)H * u32 * (1.1 * fabs(uv) * sg + fabs(dsilu(gv)) * su) +
                 ubf * fabs(a[i]) * 1.01 + 1e-6 * fabs(a[i]);
     }
@@ -246,7 +259,8 @@ static void ref_forward(const problem *p, int64_t T, const uint16_t *x, const in
     for (int64_t t = 0; t < T; t++) {
         for (int64_t h = 0; h < H; h++) xd[h] = wna16_bf16_to_f32(x[t * H + h]);
         if (force_ids) {
-            for (int64_t j = 0; j < K; j++) ids[j] = force_ids[t * K + j], w[j] = force_w[t * K + j];
+            for (int64_t j = 0; j < K; j++)
+                ids[j] = force_ids[t * K + j], w[j] = force_w[t * K + j];
         } else {
             double mx = -INFINITY;
             for (int64_t e = 0; e < E; e++) {
@@ -257,8 +271,10 @@ static void ref_forward(const problem *p, int64_t T, const uint16_t *x, const in
             }
             double sum = 0;
             for (int64_t e = 0; e < E; e++) {
-                if (c->scoring == WNA16_MOE_SOFTMAX) sum += (sc[e] = exp(sc[e] - mx));
-                else sc[e] = 1.0 / (1.0 + exp(-sc[e]));
+                if (c->scoring == WNA16_MOE_SOFTMAX)
+                    sum += (sc[e] = exp(sc[e] - mx));
+                else
+                    sc[e] = 1.0 / (1.0 + exp(-sc[e]));
             }
             for (int64_t e = 0; e < E && c->scoring == WNA16_MOE_SOFTMAX; e++) sc[e] /= sum;
             for (int64_t e = 0; e < E; e++) sel[e] = sc[e] + (p->bias ? p->bias[e] : 0.0);
@@ -344,8 +360,12 @@ static double compare(const char *what, const float *got, const refout *r, int64
 /* ------------------------------------------------------------ tests */
 
 static wna16_moe_config base_cfg(int64_t H, int64_t I, int64_t E, int64_t K) {
-    return (wna16_moe_config){.hidden = H, .intermediate = I, .num_experts = E, .top_k = K,
-                              .scoring = WNA16_MOE_SOFTMAX, .renormalize = true,
+    return (wna16_moe_config){.hidden = H,
+                              .intermediate = I,
+                              .num_experts = E,
+                              .top_k = K,
+                              .scoring = WNA16_MOE_SOFTMAX,
+                              .renormalize = true,
                               .routed_scaling_factor = 1.0f};
 }
 
@@ -366,6 +386,13 @@ static void check_problem(const char *name, const problem *p, const int64_t *Ts,
         int32_t *ids = malloc((size_t)(T * K + 1) * 4);
         CHECK(wna16_moe_layer_logits(D, L, T, x, H, logits, 1) == WNA16_OK);
         CHECK(wna16_moe_route(D, &p->cfg, T, logits, p->bias, ids, wts) == WNA16_OK);
+        { /* a token's logits do not depend on its neighbours (paired or single dot) */
+            float one[64];
+            int64_t t = T - 1;
+            CHECK(wna16_moe_layer_logits(D, L, 1, x + t * H, H, one, 1) == WNA16_OK);
+            CHECK_MSG(!memcmp(one, logits + t * E, (size_t)E * 4), "%s: logits of token %lld", name,
+                      (long long)t);
+        }
         wna16_status st = wna16_moe_layer_forward(D, L, T, x, H, y, 1);
         CHECK_MSG(st == WNA16_OK, "%s T=%lld: %s %s", name, (long long)T, wna16_status_str(st),
                   wna16_ctx_error(ctx));
@@ -379,7 +406,8 @@ static void check_problem(const char *name, const problem *p, const int64_t *Ts,
         CHECK_MSG(r.near_ties <= T / 8, "%s: %d near ties", what, r.near_ties);
         for (int nt = 2; nt <= 3; nt++) {
             CHECK(wna16_moe_layer_forward(D, L, T, x, H, y2, nt) == WNA16_OK);
-            CHECK_MSG(!memcmp(y, y2, (size_t)(T * H) * 4), "%s: %d threads differ from 1", what, nt);
+            CHECK_MSG(!memcmp(y, y2, (size_t)(T * H) * 4), "%s: %d threads differ from 1", what,
+                      nt);
         }
         /* explicit routing with the same ids/weights: identical bits */
         CHECK(wna16_moe_layer_forward_routed(D, L, NULL, T, x, H, ids, wts, y2, 2) == WNA16_OK);
@@ -698,24 +726,28 @@ static const char *write_ck(const ckspec *s, problem *p) {
     snprintf(path, sizeof path, "%s/config.json", dir);
     FILE *f = fopen(path, "w");
     char group[32];
-    if (s->group) snprintf(group, sizeof group, "%lld", (long long)s->group);
-    else snprintf(group, sizeof group, "null");
-    fprintf(f,
-            "{\"architectures\": [\"Qwen2MoeForCausalLM\"], \"model_type\": \"qwen2_moe\",\n"
-            " \"hidden_size\": %lld, \"num_hidden_layers\": 1, \"num_attention_heads\": 4,\n"
-            " \"num_key_value_heads\": 4, \"vocab_size\": 32, \"intermediate_size\": %lld,\n"
-            " \"moe_intermediate_size\": %lld, \"num_experts\": %lld, \"num_experts_per_tok\": %lld,\n"
-            " \"shared_expert_intermediate_size\": %lld, \"norm_topk_prob\": true,\n"
-            " \"quantization_config\": {\"config_groups\": {\"group_0\": {\"format\": "
-            "\"pack-quantized\", \"targets\": [\"Linear\"], \"weights\": {\"dynamic\": false, "
-            "\"group_size\": %s, \"num_bits\": %d, \"strategy\": \"%s\", \"symmetric\": %s, "
-            "\"type\": \"int\"}}}, \"format\": \"pack-quantized\", \"ignore\": "
-            "[\"model.layers.0.mlp.gate\", \"model.layers.0.block_sparse_moe.gate\", "
-            "\"model.layers.0.mlp.shared_expert_gate\", \"lm_head\"], \"quant_method\": \"compressed-tensors\", \"quantization_status\": "
-            "\"compressed\", \"version\": \"0.20.1\"}}\n",
-            (long long)s->H, (long long)(4 * s->H), (long long)s->I, (long long)s->E,
-            (long long)s->K, (long long)s->S, group, s->bits, s->group ? "group" : "channel",
-            s->asym ? "false" : "true");
+    if (s->group)
+        snprintf(group, sizeof group, "%lld", (long long)s->group);
+    else
+        snprintf(group, sizeof group, "null");
+    fprintf(
+        f,
+        "{\"architectures\": [\"Qwen2MoeForCausalLM\"], \"model_type\": \"qwen2_moe\",\n"
+        " \"hidden_size\": %lld, \"num_hidden_layers\": 1, \"num_attention_heads\": 4,\n"
+        " \"num_key_value_heads\": 4, \"vocab_size\": 32, \"intermediate_size\": %lld,\n"
+        " \"moe_intermediate_size\": %lld, \"num_experts\": %lld, \"num_experts_per_tok\": %lld,\n"
+        " \"shared_expert_intermediate_size\": %lld, \"norm_topk_prob\": true,\n"
+        " \"quantization_config\": {\"config_groups\": {\"group_0\": {\"format\": "
+        "\"pack-quantized\", \"targets\": [\"Linear\"], \"weights\": {\"dynamic\": false, "
+        "\"group_size\": %s, \"num_bits\": %d, \"strategy\": \"%s\", \"symmetric\": %s, "
+        "\"type\": \"int\"}}}, \"format\": \"pack-quantized\", \"ignore\": "
+        "[\"model.layers.0.mlp.gate\", \"model.layers.0.block_sparse_moe.gate\", "
+        "\"model.layers.0.mlp.shared_expert_gate\", \"lm_head\"], \"quant_method\": "
+        "\"compressed-tensors\", \"quantization_status\": "
+        "\"compressed\", \"version\": \"0.20.1\"}}\n",
+        (long long)s->H, (long long)(4 * s->H), (long long)s->I, (long long)s->E, (long long)s->K,
+        (long long)s->S, group, s->bits, s->group ? "group" : "channel",
+        s->asym ? "false" : "true");
     fclose(f);
     wna16_st_writer *w;
     CHECK(wna16_st_writer_create(ctx, &w) == WNA16_OK);
@@ -796,7 +828,8 @@ static wna16_status run_tp(const wna16_checkpoint *ck, const char *prefix,
     tp_job jobs[4];
     pthread_t th[4];
     for (int r = 0; r < tp; r++) {
-        jobs[r] = (tp_job){.ck = ck, .prefix = prefix, .cfg = cfg, .comm = comms[r], .T = T, .x = x};
+        jobs[r] =
+            (tp_job){.ck = ck, .prefix = prefix, .cfg = cfg, .comm = comms[r], .T = T, .x = x};
         jobs[r].y = r == 0 ? y : malloc((size_t)(T * cfg->hidden) * 4);
         pthread_create(&th[r], NULL, tp_rank, &jobs[r]);
     }
@@ -890,8 +923,10 @@ static void test_tp(void) {
                     double e = fabs((double)y[k][i] - (double)y[0][i]) / scale;
                     if (e > worst) worst = e;
                 }
-            CHECK_MSG(worst <= 1e-4, "%s T=%lld: TP>1 differs from TP=1 by %.3g (relative to the "
-                      "sum of |terms|)", s->name, (long long)T, worst);
+            CHECK_MSG(worst <= 1e-4,
+                      "%s T=%lld: TP>1 differs from TP=1 by %.3g (relative to the "
+                      "sum of |terms|)",
+                      s->name, (long long)T, worst);
             refout_free(&r);
             wna16_moe_layer_free(L);
             free(logits), free(wts), free(ids), free(x), free(ymem);

@@ -1,7 +1,8 @@
 /* The forward pass, written once. Residual stream and attention in fp32;
  * matmul activations rounded to bf16, as vLLM feeds its kernels. Each TP
- * rank runs this on its own thread over its own shards; the partial outputs
- * of o_proj and of the MLP are all-reduced (one each per layer). */
+ * rank runs this on its own thread (distributed: in its own process) over
+ * its own shards; the partial outputs of o_proj and of the MLP are
+ * all-reduced (one each per layer). */
 #include "kernels/attn.h"
 #include "kernels/dense.h"
 #include "model/model.h"
@@ -130,6 +131,8 @@ static wna16_status mlp_block(wna16_diag *d, wna16_model *m, wna16_rank_model *r
     capture(m, r, L, "mlp_in", n, H, s->hf);
     if (ly->sparse && !ly->moe && m->mlp_override) {
         WNA16_TRY(m->mlp_override(m->capture_user, L, n, s->hb, s->tmp));
+    } else if (ly->dense_moe) {
+        WNA16_TRY(wna16_dense_moe_forward(d, ly->dense_moe, n, s->hf, s->tmp, threads));
     } else if (ly->sparse) {
         WNA16_TRY(wna16_moe_layer_forward(d, ly->moe, n, s->hb, H, s->tmp, threads));
     } else {
@@ -204,7 +207,7 @@ static wna16_status logits_out(const wna16_model *m, scratch *s, int64_t n, floa
 static wna16_status run_rank(wna16_diag *d, rank_job *job) {
     wna16_model *m = job->m;
     wna16_rank_model *r = &m->ranks[job->rank];
-    int threads = m->threads / m->tp > 0 ? m->threads / m->tp : 1;
+    int threads = m->dist ? m->threads : m->threads / m->tp > 0 ? m->threads / m->tp : 1;
     scratch s;
     WNA16_TRY(scratch_alloc(d, m, r, job->n, &s));
     int64_t H = m->cfg.hidden_size;
@@ -233,6 +236,12 @@ static void *rank_thread(void *arg) {
 
 wna16_status wna16_model_forward(wna16_diag *d, wna16_model *m, const int32_t *ids, int64_t n,
                                  float *logits) {
+    if (m->dist) { /* this process's rank only, on the calling thread */
+        rank_job job = {.m = m, .rank = m->my_rank, .ids = ids, .n = n, .logits = logits};
+        WNA16_TRY(run_rank(d, &job));
+        m->pos += n;
+        return WNA16_OK;
+    }
     rank_job jobs[64];
     pthread_t threads[64];
     for (int r = 0; r < m->tp; r++) {
@@ -266,5 +275,6 @@ wna16_status wna16_model_eval(wna16_ctx *ctx, wna16_model *m, const int32_t *ids
         if (ids[i] < 0 || ids[i] >= m->cfg.vocab_size)
             return wna16_fail(d, WNA16_ERR_TOKEN_ID, "token id %d at position %lld is outside the vocabulary [0, %lld)",
                               ids[i], (long long)i, (long long)m->cfg.vocab_size);
+    if (m->dist) WNA16_TRY(wna16_model_drive(d, m, ids, n));
     return wna16_model_forward(d, m, ids, n, logits);
 }

@@ -36,9 +36,13 @@ wna16_status wna16_moe_layer_create(wna16_diag *d, const wna16_moe_config *cfg, 
         return wna16_fail(d, WNA16_ERR_INVALID_ARGUMENT, "moe create: rank %d of tp %d", rank, tp);
     /* the divisibility checks are the sharding plan's (unquantized request:
      * the quantization-specific ones run when the weights are set/loaded) */
-    wna16_shard_request req = {.layer = "moe experts (w2)", .role = WNA16_TP_MOE_W2,
-                               .out = cfg->hidden, .in = cfg->intermediate, .bits = 16,
-                               .tp = tp, .rank = rank};
+    wna16_shard_request req = {.layer = "moe experts (w2)",
+                               .role = WNA16_TP_MOE_W2,
+                               .out = cfg->hidden,
+                               .in = cfg->intermediate,
+                               .bits = 16,
+                               .tp = tp,
+                               .rank = rank};
     wna16_shard_slice sl;
     WNA16_TRY(wna16_shard_plan(d, &req, &sl));
     int64_t sip = 0;
@@ -110,7 +114,8 @@ wna16_status wna16_moe_layer_set_router(wna16_diag *d, wna16_moe_layer *L, const
         if (!L->bias) return wna16_fail(d, WNA16_ERR_OUT_OF_MEMORY, "moe set_router: bias");
     }
     memcpy(L->router, router, (size_t)(E * L->cfg.hidden) * sizeof(float));
-    if (bias) memcpy(L->bias, bias, (size_t)E * sizeof(float));
+    if (bias)
+        memcpy(L->bias, bias, (size_t)E * sizeof(float));
     else {
         wna16_free(L->bias);
         L->bias = NULL;
@@ -125,11 +130,12 @@ wna16_status wna16_moe_layer_set_packed(wna16_diag *d, wna16_moe_layer *L, int64
         st = wna16_fail(d, WNA16_ERR_EXPERT_ID, "moe set expert %lld: outside [0, %lld)%s",
                         (long long)e, L ? (long long)L->cfg.num_experts : 0LL,
                         L && L->sip ? " (or the shared expert)" : "");
-        if (!L || !w13 || !w2) st = wna16_fail(d, WNA16_ERR_INVALID_ARGUMENT, "moe set expert: NULL");
+        if (!L || !w13 || !w2)
+            st = wna16_fail(d, WNA16_ERR_INVALID_ARGUMENT, "moe set expert: NULL");
     } else {
         int64_t ip = e == L->cfg.num_experts ? L->sip : L->ip, H = L->cfg.hidden;
-        if (wna16_linear_n(w13) != 2 * ip || wna16_linear_k(w13) != H ||
-            wna16_linear_n(w2) != H || wna16_linear_k(w2) != ip)
+        if (wna16_linear_n(w13) != 2 * ip || wna16_linear_k(w13) != H || wna16_linear_n(w2) != H ||
+            wna16_linear_k(w2) != ip)
             st = wna16_fail(d, WNA16_ERR_SHAPE_MISMATCH,
                             "moe expert %lld: w13 [%lld, %lld] and w2 [%lld, %lld]; this rank "
                             "needs [%lld, %lld] and [%lld, %lld]",
@@ -161,10 +167,11 @@ static wna16_status fuse_w13(wna16_diag *d, const wna16_qweight *g, const wna16_
                           "gate [%lld, %lld] int%d g%lld %s and up [%lld, %lld] int%d g%lld %s "
                           "differ; the fused w13 needs one scheme and shape",
                           (long long)g->n, (long long)g->k, g->bits, (long long)g->group_size,
-                          g->symmetric ? "sym" : "asym", (long long)u->n, (long long)u->k,
-                          u->bits, (long long)u->group_size, u->symmetric ? "sym" : "asym");
+                          g->symmetric ? "sym" : "asym", (long long)u->n, (long long)u->k, u->bits,
+                          (long long)u->group_size, u->symmetric ? "sym" : "asym");
     int64_t n = 2 * g->n, k = g->k, ng = g->n_groups, rw = (k * g->bits + 31) / 32;
-    size_t pb = (size_t)(n * rw) * 4, sb = (size_t)(n * ng) * 4, zb = g->zeros ? (size_t)(n * ng) : 0;
+    size_t pb = (size_t)(n * rw) * 4, sb = (size_t)(n * ng) * 4,
+           zb = g->zeros ? (size_t)(n * ng) : 0;
     uint8_t *mem = wna16_calloc(1, pb + sb + zb);
     if (!mem) return wna16_fail(d, WNA16_ERR_OUT_OF_MEMORY, "fused w13: %zu bytes", pb + sb + zb);
     uint32_t *packed = (uint32_t *)mem;
@@ -183,7 +190,8 @@ static wna16_status fuse_w13(wna16_diag *d, const wna16_qweight *g, const wna16_
                 uint64_t bit = (uint64_t)c * (uint64_t)s->bits;
                 uint64_t v = wna16_qweight_u(s, r, c);
                 dst[bit >> 5] |= (uint32_t)(v << (bit & 31));
-                if ((bit & 31) + (uint64_t)s->bits > 32) dst[(bit >> 5) + 1] |= (uint32_t)(v >> (32 - (bit & 31)));
+                if ((bit & 31) + (uint64_t)s->bits > 32)
+                    dst[(bit >> 5) + 1] |= (uint32_t)(v >> (32 - (bit & 31)));
             }
         }
         for (int64_t gi = 0; gi < ng; gi++) {
@@ -191,10 +199,19 @@ static wna16_status fuse_w13(wna16_diag *d, const wna16_qweight *g, const wna16_
             if (zeros) zeros[o * ng + gi] = s->zeros[r * s->zero_stride + gi];
         }
     }
-    *out = (wna16_qweight){.n = n, .k = k, .bits = g->bits, .group_size = g->group_size,
-                           .n_groups = ng, .symmetric = g->symmetric, .packed = packed,
-                           .row_words = rw, .col_offset = 0, .scales = scales,
-                           .scale_stride = ng, .zeros = zeros, .zero_stride = ng,
+    *out = (wna16_qweight){.n = n,
+                           .k = k,
+                           .bits = g->bits,
+                           .group_size = g->group_size,
+                           .n_groups = ng,
+                           .symmetric = g->symmetric,
+                           .packed = packed,
+                           .row_words = rw,
+                           .col_offset = 0,
+                           .scales = scales,
+                           .scale_stride = ng,
+                           .zeros = zeros,
+                           .zero_stride = ng,
                            .scale_dtype = g->scale_dtype};
     *owned = mem;
     return WNA16_OK;
@@ -256,8 +273,7 @@ static float *dup_floats(const float *p, int64_t n) {
     return q;
 }
 
-wna16_status wna16_moe_layer_clone(wna16_diag *d, const wna16_moe_layer *L,
-                                   wna16_moe_layer **out) {
+wna16_status wna16_moe_layer_clone(wna16_diag *d, const wna16_moe_layer *L, wna16_moe_layer **out) {
     if (!L || !out) return wna16_fail(d, WNA16_ERR_INVALID_ARGUMENT, "moe clone: NULL");
     WNA16_TRY(wna16_moe_layer_create(d, &L->cfg, L->tp, L->rank, out));
     wna16_moe_layer *c = *out;
@@ -303,7 +319,8 @@ static wna16_status ws_reserve(wna16_diag *d, wna16_moe_workspace **wsp, size_t 
         wna16_free(ws->mem);
         ws->cap = 0;
         ws->mem = wna16_malloc(bytes + 64);
-        if (!ws->mem) return wna16_fail(d, WNA16_ERR_OUT_OF_MEMORY, "moe workspace: %zu bytes", bytes);
+        if (!ws->mem)
+            return wna16_fail(d, WNA16_ERR_OUT_OF_MEMORY, "moe workspace: %zu bytes", bytes);
         ws->cap = bytes;
     }
     *base = (uint8_t *)(((uintptr_t)ws->mem + 63) & ~(uintptr_t)63);
@@ -385,7 +402,8 @@ static void wait_for(const int64_t *v, int64_t want) {
     for (unsigned spins = 0; __atomic_load_n(v, __ATOMIC_ACQUIRE) < want; spins++) {
         if (spins > 256) sched_yield();
 #if defined(__x86_64__) || defined(__i386__)
-        else __builtin_ia32_pause();
+        else
+            __builtin_ia32_pause();
 #endif
     }
 }
@@ -497,12 +515,19 @@ static wna16_status check_ids(wna16_diag *d, const wna16_moe_layer *L, int64_t T
 static size_t al64(size_t v) { return (v + 63) & ~(size_t)63; }
 
 /* The expert part, routing given; sg: shared gate per token (or NULL). */
-static wna16_status forward_core(wna16_diag *d, const wna16_moe_layer *L,
-                                 wna16_moe_workspace **wsp, int64_t T, const uint16_t *x,
-                                 int64_t ldx, const int32_t *ids, const float *wts,
-                                 const float *sg, float *y, int nt) {
-    fwd f = {.L = L, .T = T, .K = L->cfg.top_k, .E = L->cfg.num_experts, .H = L->cfg.hidden,
-             .x = x, .ldx = ldx, .wts = wts, .sg = sg, .y = y};
+static wna16_status forward_core(wna16_diag *d, const wna16_moe_layer *L, wna16_moe_workspace **wsp,
+                                 int64_t T, const uint16_t *x, int64_t ldx, const int32_t *ids,
+                                 const float *wts, const float *sg, float *y, int nt) {
+    fwd f = {.L = L,
+             .T = T,
+             .K = L->cfg.top_k,
+             .E = L->cfg.num_experts,
+             .H = L->cfg.hidden,
+             .x = x,
+             .ldx = ldx,
+             .wts = wts,
+             .sg = sg,
+             .y = y};
     f.X = f.E + (L->sip ? 1 : 0);
     f.Pr = T * f.K;
     f.P = f.Pr + (L->sip ? T : 0);
@@ -588,8 +613,8 @@ static wna16_status forward_core(wna16_diag *d, const wna16_moe_layer *L,
                 if (it->n1 <= it->n0) continue;
                 it->slot = (int32_t)s;
                 it->phase = ph;
-                it->cost = (double)(it->n1 - it->n0) * (double)wna16_linear_k(pl) *
-                           (double)(cnt[s] + 4);
+                it->cost =
+                    (double)(it->n1 - it->n0) * (double)wna16_linear_k(pl) * (double)(cnt[s] + 4);
                 it->order = 0;
                 if (ph == 0) f.need13[s]++;
                 n++;
@@ -632,12 +657,28 @@ typedef struct routing {
     void *mem;
 } routing;
 
+/* Router logits for tokens [t0, t0 + n) (n = 1 or 2), x widened into xf. */
+static void logits_rows(const wna16_moe_layer *L, const uint16_t *x, int64_t ldx, int64_t t0, int n,
+                        float *xf, float *logits) {
+    int64_t E = L->cfg.num_experts, H = L->cfg.hidden;
+    for (int i = 0; i < n; i++)
+        for (int64_t h = 0; h < H; h++) xf[i * H + h] = wna16_bf16_to_f32(x[(t0 + i) * ldx + h]);
+    if (n == 2)
+        wna16_moe_dot_rows2(xf, xf + H, L->router, 0, E, H, logits + t0 * E, logits + (t0 + 1) * E);
+    else
+        wna16_moe_dot_rows(xf, L->router, 0, E, H, logits + t0 * E);
+}
+
+static bool parallel_router(const wna16_moe_layer *L, int nt, int64_t T) {
+    return nt > 1 && T > 1 && T * L->cfg.num_experts * L->cfg.hidden >= (1 << 22);
+}
+
 static wna16_status compute_routing(wna16_diag *d, const wna16_moe_layer *L, int64_t T,
                                     const uint16_t *x, int64_t ldx, bool route, int nt,
                                     routing *r) {
     int64_t E = L->cfg.num_experts, K = L->cfg.top_k, H = L->cfg.hidden;
     size_t rs = (wna16_moe_route_scratch(&L->cfg) + 63) & ~(size_t)63;
-    size_t per_thread = rs + (size_t)H * 4;
+    size_t per_thread = rs + (size_t)H * 8;
     carve c = {0};
     for (int pass = 0; pass < 2; pass++) {
         c.off = 0;
@@ -648,26 +689,32 @@ static wna16_status compute_routing(wna16_diag *d, const wna16_moe_layer *L, int
         take(&c, per_thread * (size_t)nt);
         if (pass == 0) {
             r->mem = wna16_malloc(c.off + 64);
-            if (!r->mem) return wna16_fail(d, WNA16_ERR_OUT_OF_MEMORY, "moe routing: %zu bytes", c.off);
+            if (!r->mem)
+                return wna16_fail(d, WNA16_ERR_OUT_OF_MEMORY, "moe routing: %zu bytes", c.off);
             c.base = (uint8_t *)(((uintptr_t)r->mem + 63) & ~(uintptr_t)63);
         }
     }
     uint8_t *thread_base = c.base + c.off - per_thread * (size_t)nt;
     if (!route && !L->shared_gate) return WNA16_OK;
-#pragma omp parallel num_threads(nt) if (nt > 1 && T * L->cfg.num_experts * L->cfg.hidden >= (1 << 22))
+    int64_t pairs = (T + 1) / 2;
+#pragma omp parallel num_threads(nt) if (parallel_router(L, nt, T))
     {
         uint8_t *mine = thread_base + per_thread * (size_t)omp_get_thread_num();
         float *xf = (float *)(mine + rs);
 #pragma omp for schedule(static)
-        for (int64_t t = 0; t < T; t++) {
-            for (int64_t h = 0; h < H; h++) xf[h] = wna16_bf16_to_f32(x[t * ldx + h]);
+        for (int64_t q = 0; q < pairs; q++) {
+            int64_t t0 = 2 * q;
+            int n = t0 + 1 < T ? 2 : 1;
             if (route) {
-                wna16_moe_dot_rows(xf, L->router, 0, E, H, r->logits + t * E);
-                wna16_moe_route_rows(&L->cfg, t, t + 1, r->logits, L->bias, r->ids, r->wts, mine);
+                logits_rows(L, x, ldx, t0, n, xf, r->logits);
+                wna16_moe_route_rows(&L->cfg, t0, t0 + n, r->logits, L->bias, r->ids, r->wts, mine);
             }
-            if (L->shared_gate) {
-                float g = wna16_moe_dot_f32(xf, L->shared_gate, H);
-                r->sg[t] = 1.0f / (1.0f + expf(-g));
+            for (int i = 0; i < n && L->shared_gate; i++) {
+                if (!route)
+                    for (int64_t h = 0; h < H; h++)
+                        xf[i * H + h] = wna16_bf16_to_f32(x[(t0 + i) * ldx + h]);
+                float g = wna16_moe_dot_f32(xf + i * H, L->shared_gate, H);
+                r->sg[t0 + i] = 1.0f / (1.0f + expf(-g));
             }
         }
     }
@@ -678,15 +725,13 @@ wna16_status wna16_moe_layer_logits(wna16_diag *d, const wna16_moe_layer *L, int
                                     const uint16_t *x, int64_t ldx, float *logits, int n_threads) {
     WNA16_TRY(check_forward(d, L, T, x, ldx, logits));
     int nt = threads_of(n_threads);
-    int64_t E = L->cfg.num_experts, H = L->cfg.hidden;
-    float *xf = wna16_malloc((size_t)(H * nt) * 4);
+    int64_t H = L->cfg.hidden, pairs = (T + 1) / 2;
+    float *xf = wna16_malloc((size_t)(2 * H * nt) * 4);
     if (!xf) return wna16_fail(d, WNA16_ERR_OUT_OF_MEMORY, "moe logits");
-#pragma omp parallel for num_threads(nt) if (nt > 1 && T * E * H >= (1 << 22)) schedule(static)
-    for (int64_t t = 0; t < T; t++) {
-        float *mine = xf + H * omp_get_thread_num();
-        for (int64_t h = 0; h < H; h++) mine[h] = wna16_bf16_to_f32(x[t * ldx + h]);
-        wna16_moe_dot_rows(mine, L->router, 0, E, H, logits + t * E);
-    }
+#pragma omp parallel for num_threads(nt) if (parallel_router(L, nt, T)) schedule(static)
+    for (int64_t q = 0; q < pairs; q++)
+        logits_rows(L, x, ldx, 2 * q, 2 * q + 1 < T ? 2 : 1, xf + 2 * H * omp_get_thread_num(),
+                    logits);
     wna16_free(xf);
     return WNA16_OK;
 }
@@ -715,12 +760,13 @@ wna16_status wna16_moe_layer_forward(wna16_diag *d, const wna16_moe_layer *L, in
 }
 
 wna16_status wna16_moe_layer_forward_routed(wna16_diag *d, const wna16_moe_layer *L,
-                                            wna16_moe_workspace **ws, int64_t T,
-                                            const uint16_t *x, int64_t ldx, const int32_t *ids,
-                                            const float *wts, float *y, int n_threads) {
+                                            wna16_moe_workspace **ws, int64_t T, const uint16_t *x,
+                                            int64_t ldx, const int32_t *ids, const float *wts,
+                                            float *y, int n_threads) {
     WNA16_TRY(check_forward(d, L, T, x, ldx, y));
     if (!T) return WNA16_OK;
-    if (!ids || !wts) return wna16_fail(d, WNA16_ERR_INVALID_ARGUMENT, "moe forward: ids or weights NULL");
+    if (!ids || !wts)
+        return wna16_fail(d, WNA16_ERR_INVALID_ARGUMENT, "moe forward: ids or weights NULL");
     WNA16_TRY(check_ids(d, L, T, ids));
     int nt = threads_of(n_threads);
     wna16_moe_workspace *tmp = NULL;

@@ -44,9 +44,15 @@ static wna16_status plan(wna16_diag *d, const wna16_checkpoint *ck, const wna16_
                           (long long)want_in);
     bool channel = m->scheme >= 0 && (size_t)m->scheme < ck->qconfig.n_schemes &&
                    ck->qconfig.schemes[m->scheme].weights.strategy == WNA16_QSTRAT_CHANNEL;
-    wna16_shard_request r = {.layer = m->name, .role = m->role, .out = m->out, .in = m->in,
-                             .bits = m->bits, .group_size = channel ? -1 : m->group_size,
-                             .symmetric = m->symmetric, .tp = tp, .rank = rank};
+    wna16_shard_request r = {.layer = m->name,
+                             .role = m->role,
+                             .out = m->out,
+                             .in = m->in,
+                             .bits = m->bits,
+                             .group_size = channel ? -1 : m->group_size,
+                             .symmetric = m->symmetric,
+                             .tp = tp,
+                             .rank = rank};
     return wna16_shard_plan(d, &r, s);
 }
 
@@ -56,8 +62,7 @@ typedef struct mlp_mods {
 } mlp_mods;
 
 static wna16_status plan_mlp(wna16_diag *d, const wna16_checkpoint *ck, const char *base,
-                             const names *nm, int64_t H, int64_t I, int tp, int rank,
-                             mlp_mods *m) {
+                             const names *nm, int64_t H, int64_t I, int tp, int rank, mlp_mods *m) {
     char name[512];
     snprintf(name, sizeof name, "%s.%s", base, nm->gate);
     WNA16_TRY(find(d, ck, name, &m->gate));
@@ -138,7 +143,8 @@ wna16_status wna16_moe_layer_load(wna16_diag *d, const wna16_checkpoint *ck, con
     }
     /* plan every expert (and the shared one) before allocating anything */
     mlp_mods *mods = wna16_calloc((size_t)(E + 1), sizeof *mods);
-    if (!mods) return wna16_fail(d, WNA16_ERR_OUT_OF_MEMORY, "moe load: %lld experts", (long long)E);
+    if (!mods)
+        return wna16_fail(d, WNA16_ERR_OUT_OF_MEMORY, "moe load: %lld experts", (long long)E);
     wna16_status st = WNA16_OK;
     for (int64_t e = 0; e < E && st == WNA16_OK; e++) {
         snprintf(name, sizeof name, "%s.experts.%lld", prefix, (long long)e);
