@@ -143,6 +143,47 @@ static void test_channel_config(void) {
     rm_dir(out);
 }
 
+/* Tied embeddings: no lm_head tensor, yet CT lists the (tied) lm_head Linear
+ * in the ignore list (checked with tools/check_rtn_ct.py); so do we. */
+static void test_tied(void) {
+    char dir[512], out[512], p[700];
+    snprintf(dir, sizeof dir, "%s/tied", tmp_root);
+    snprintf(out, sizeof out, "%s/tied_q", tmp_root);
+    mkdir(dir, 0755);
+    wna16_ctx *ctx;
+    wna16_ctx_create(&ctx);
+    wna16_safetensors *st = NULL;
+    CHECK(wna16_safetensors_open(ctx, "tests/data/rtn/base_bf16/model.safetensors", &st) == WNA16_OK);
+    wna16_st_writer *w = NULL;
+    CHECK(wna16_st_writer_create(ctx, &w) == WNA16_OK);
+    for (size_t i = 0; st && w && i < wna16_safetensors_count(st); i++) {
+        const wna16_tensor_view *v = wna16_safetensors_at(st, i);
+        if (strcmp(v->name, "lm_head.weight")) wna16_st_writer_add(ctx, w, v->name, v->dtype, v->rank, v->shape, v->data);
+    }
+    snprintf(p, sizeof p, "%s/model.safetensors", dir);
+    CHECK(w && wna16_st_writer_write(ctx, w, p) == WNA16_OK);
+    wna16_st_writer_free(w);
+    wna16_safetensors_close(st);
+    json_t *cfg = json_load_file("tests/data/rtn/base_bf16/config.json", 0, NULL);
+    json_object_set_new(cfg, "tie_word_embeddings", json_true());
+    snprintf(p, sizeof p, "%s/config.json", dir);
+    json_dump_file(cfg, p, 0);
+    json_decref(cfg);
+    wna16_quantize_opts o = {.src = dir, .dst = out, .bits = 4, .symmetric = true, .group_size = 128};
+    wna16_quantize_report rep;
+    wna16_diag d = {{0}};
+    CHECK_MSG(wna16_quantize(&d, &o, &rep) == WNA16_OK, "%s", d.detail);
+    CHECK(rep.n_ignored == 1 && !strcmp(rep.ignored[0], "lm_head"));
+    wna16_quantize_report_free(&rep);
+    wna16_model *m = NULL;
+    wna16_model_options mo = {.tp = 1, .threads = 1};
+    CHECK_STATUS(ctx, wna16_model_load(ctx, out, &mo, &m), WNA16_OK, "");
+    wna16_model_free(m);
+    wna16_ctx_free(ctx);
+    rm_dir(out);
+    rm_dir(dir);
+}
+
 static double out_err(const float *w, const float *wh, const float *x, int64_t n, int64_t k, int64_t t) {
     double e = 0;
     for (int64_t o = 0; o < n; o++)
@@ -573,6 +614,7 @@ int main(void) {
     test_pyjson();
     test_rtn_fixtures();
     test_channel_config();
+    test_tied();
     test_gptq_fixture();
     test_gptq_end_to_end();
     test_cli();

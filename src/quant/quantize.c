@@ -394,7 +394,7 @@ static wna16_status plan(qrun *r) {
     qsort(r->mods, r->n_mods, sizeof *r->mods, cmp_mod);
     /* the explicit ignore list: layers in order, then the rest (lm_head) */
     wna16_quantize_report *rep = r->rep;
-    rep->ignored = wna16_calloc(r->n_mods + 1, sizeof *rep->ignored);
+    rep->ignored = wna16_calloc(r->n_mods + 2, sizeof *rep->ignored);
     if (!rep->ignored) return wna16_fail(r->d, WNA16_ERR_OUT_OF_MEMORY, "ignore list");
     for (int64_t L = 0; L < r->ck->config.num_layers; L++)
         for (size_t i = 0; i < r->n_mods; i++)
@@ -403,6 +403,10 @@ static wna16_status plan(qrun *r) {
     for (size_t i = 0; i < r->n_mods; i++)
         if (!r->mods[i].quantize && (r->mods[i].layer < 0 || r->mods[i].layer >= r->ck->config.num_layers))
             rep->ignored[rep->n_ignored++] = wna16_strdup(r->mods[i].m->name);
+    /* a tied lm_head has no tensor but is still an unquantized Linear module,
+     * which compressed-tensors lists */
+    if (!wna16_checkpoint_tensor(r->ck, "lm_head.weight") && r->ck->config.tie_word_embeddings)
+        rep->ignored[rep->n_ignored++] = wna16_strdup("lm_head");
     for (size_t i = 0; i < rep->n_ignored; i++)
         if (!rep->ignored[i]) return wna16_fail(r->d, WNA16_ERR_OUT_OF_MEMORY, "ignore list");
     return WNA16_OK;
