@@ -180,57 +180,74 @@ static int cmp_desc(const void *a, const void *b) {
     return x->i < y->i ? -1 : x->i > y->i;
 }
 
-/* In-place lower Cholesky of a [k][k] (row-major, lower triangle read and
- * written). false when not positive definite. */
-static bool cholesky_lower(double *a, int64_t k, int n_threads) {
-    for (int64_t j = 0; j < k; j++) {
-        double *rj = a + j * k;
-        double s = rj[j];
-        for (int64_t p = 0; p < j; p++) s -= rj[p] * rj[p];
-        if (!(s > 0) || !isfinite(s)) return false;
-        double djj = sqrt(s);
-        rj[j] = djj;
-        double inv = 1.0 / djj;
-#pragma omp parallel for schedule(static) num_threads(n_threads) if ((k - j) * j > (1 << 19))
-        for (int64_t i = j + 1; i < k; i++) {
-            double *ri = a + i * k;
-            double acc = ri[j];
-            for (int64_t p = 0; p < j; p++) acc -= ri[p] * rj[p];
-            ri[j] = acc * inv;
-        }
-    }
-    return true;
+WNA16_MULTIVERSION static void axpy_neg_d(double *restrict y, double a, const double *restrict x, int64_t n) {
+    for (int64_t j = 0; j < n; j++) y[j] -= a * x[j];
 }
 
-/* X = L^-1 (lower), columns solved independently by forward substitution;
- * written to x (row-major [k][k], upper part zero). */
-static void lower_inverse(const double *l, int64_t k, double *x, int n_threads) {
-    memset(x, 0, (size_t)(k * k) * sizeof *x);
-    const int64_t NB = 8;
-#pragma omp parallel num_threads(n_threads) if (k > 256)
-    {
-        double *col = malloc((size_t)(NB * k) * sizeof *col);
-#pragma omp for schedule(dynamic, 1)
-        for (int64_t j0 = 0; j0 < k; j0 += NB) {
-            int64_t nb = j0 + NB <= k ? NB : k - j0;
-            if (col) {
-                memset(col, 0, (size_t)(NB * k) * sizeof *col);
-                for (int64_t i = j0; i < k; i++) {
-                    const double *li = l + i * k;
-                    for (int64_t c = 0; c < nb; c++) {
-                        int64_t j = j0 + c;
-                        if (i < j) continue;
-                        double acc = i == j ? 1.0 : 0.0;
-                        const double *xc = col + c * k;
-                        for (int64_t p = j; p < i; p++) acc -= li[p] * xc[p];
-                        col[c * k + i] = acc / li[i];
-                    }
-                }
-                for (int64_t c = 0; c < nb; c++)
-                    for (int64_t i = j0 + c; i < k; i++) x[i * k + j0 + c] = col[c * k + i];
+/* In-place lower Cholesky of a [k][k] (row-major, lower triangle read and
+ * written), blocked right-looking: the trailing update is written as AXPYs
+ * over a transposed panel so it vectorizes with no reassociation. false when
+ * not positive definite. */
+static bool cholesky_lower(double *a, int64_t k, int n_threads) {
+    const int64_t NB = 64;
+    double *panel = malloc((size_t)(NB * k) * sizeof *panel);
+    if (!panel) return false;
+    bool ok = true;
+    for (int64_t kb = 0; ok && kb < k; kb += NB) {
+        int64_t nb = kb + NB <= k ? NB : k - kb, k2 = kb + nb;
+        for (int64_t j = kb; ok && j < k2; j++) { /* the diagonal block */
+            double *rj = a + j * k;
+            double sd = rj[j];
+            for (int64_t p = kb; p < j; p++) sd -= rj[p] * rj[p];
+            if (!(sd > 0) || !isfinite(sd)) {
+                ok = false;
+                break;
+            }
+            rj[j] = sqrt(sd);
+            for (int64_t i = j + 1; i < k2; i++) {
+                double *ri = a + i * k, acc = ri[j];
+                for (int64_t p = kb; p < j; p++) acc -= ri[p] * rj[p];
+                ri[j] = acc / rj[j];
             }
         }
-        free(col);
+        if (!ok || k2 == k) break;
+#pragma omp parallel for schedule(static) num_threads(n_threads) if ((k - k2) * nb * nb > (1 << 18))
+        for (int64_t i = k2; i < k; i++) { /* the panel below it */
+            double *ri = a + i * k;
+            for (int64_t j = kb; j < k2; j++) {
+                const double *rj = a + j * k;
+                double acc = ri[j];
+                for (int64_t p = kb; p < j; p++) acc -= ri[p] * rj[p];
+                ri[j] = acc / rj[j];
+            }
+            for (int64_t p = 0; p < nb; p++) panel[p * k + i] = ri[kb + p];
+        }
+#pragma omp parallel for schedule(dynamic, 16) num_threads(n_threads) if ((k - k2) * (k - k2) * nb > (1 << 20))
+        for (int64_t i = k2; i < k; i++) { /* trailing update, lower part */
+            double *ri = a + i * k;
+            for (int64_t p = 0; p < nb; p++) axpy_neg_d(ri + k2, ri[kb + p], panel + p * k + k2, i - k2 + 1);
+        }
+    }
+    free(panel);
+    return ok;
+}
+
+/* X = L^-1 (lower) by rows, blocked: rows of one block first take every
+ * earlier row of X (read once per block), then their own triangle. */
+static void lower_inverse(const double *l, int64_t k, double *x, int n_threads) {
+    memset(x, 0, (size_t)(k * k) * sizeof *x);
+    const int64_t RB = 32;
+    for (int64_t ib = 0; ib < k; ib += RB) {
+        int64_t i2 = ib + RB <= k ? ib + RB : k;
+        for (int64_t i = ib; i < i2; i++) x[i * k + i] = 1.0;
+#pragma omp parallel for schedule(static) num_threads(n_threads) if (ib * ib * (i2 - ib) > (1 << 20))
+        for (int64_t i = ib; i < i2; i++)
+            for (int64_t p = 0; p < ib; p++) axpy_neg_d(x + i * k, l[i * k + p], x + p * k, p + 1);
+        for (int64_t i = ib; i < i2; i++) {
+            for (int64_t p = ib; p < i; p++) axpy_neg_d(x + i * k, l[i * k + p], x + p * k, p + 1);
+            double inv = 1.0 / l[i * k + i];
+            for (int64_t c = 0; c <= i; c++) x[i * k + c] *= inv;
+        }
     }
 }
 
