@@ -204,7 +204,7 @@ static wna16_status load_rank(wna16_diag *d, wna16_model *m, int rank,
                           "KV cache of %lld tokens (%zu MiB); ask for a shorter --ctx",
                           (long long)m->context, kv * 4 >> 20);
     int64_t layers = m->cfg.num_layers;
-    for (int64_t L = 0; L < layers; L++) {
+    for (int64_t L = 0; L < layers && !m->defer_layers; L++) {
         WNA16_TRY(load_layer(d, m, r, L));
         if (m->dist) {
             /* This rank has repacked its slices of layer L: drop the mapped
@@ -354,6 +354,7 @@ static wna16_status model_load(wna16_diag *d, const char *dir, const wna16_model
     if (!m) return wna16_fail(d, WNA16_ERR_OUT_OF_MEMORY, "model");
     m->stop_after_layer = -1;
     m->defer_moe = defer_moe;
+    m->defer_layers = defer_moe;
     wna16_status s = load_all(d, m, dir, options ? options : &defaults);
     if (s != WNA16_OK) {
         wna16_model_free(m);
@@ -366,6 +367,19 @@ static wna16_status model_load(wna16_diag *d, const char *dir, const wna16_model
 wna16_status wna16_model_load(wna16_ctx *ctx, const char *dir, const wna16_model_options *options,
                               wna16_model **out) {
     return model_load(wna16_ctx_diag(ctx), dir, options, false, out);
+}
+
+static void free_layer(wna16_layer *ly);
+
+wna16_status wna16_model_load_layer(wna16_diag *d, wna16_model *m, int64_t L) {
+    if (L < 0 || L >= m->cfg.num_layers) return wna16_fail(d, WNA16_ERR_INVALID_ARGUMENT, "layer %lld", (long long)L);
+    return load_layer(d, m, &m->ranks[0], L);
+}
+
+void wna16_model_free_layer(wna16_model *m, int64_t L) {
+    if (L < 0 || L >= m->cfg.num_layers) return;
+    free_layer(&m->ranks[0].layers[L]);
+    memset(&m->ranks[0].layers[L], 0, sizeof m->ranks[0].layers[L]);
 }
 
 wna16_status wna16_model_load_calib(wna16_diag *d, const char *dir,

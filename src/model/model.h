@@ -103,13 +103,17 @@ struct wna16_model {
     const float *start_x;
     int64_t start_layer;
     bool defer_moe;
+    bool defer_layers; /* no layer loaded up front: wna16_model_load_layer */
     wna16_status (*mlp_override)(void *user, int64_t layer, int64_t rows, const uint16_t *x,
                                  float *y);
 };
 
-/* wna16_model_load for the quantizer: tp 1, MoE layers deferred (above). */
+/* wna16_model_load for the quantizer: tp 1, no layer loaded until
+ * wna16_model_load_layer (rank 0), MoE layers deferred (above). */
 wna16_status wna16_model_load_calib(wna16_diag *d, const char *dir,
                                     const wna16_model_options *options, wna16_model **out);
+wna16_status wna16_model_load_layer(wna16_diag *d, wna16_model *m, int64_t L);
+void wna16_model_free_layer(wna16_model *m, int64_t L);
 
 wna16_status wna16_lin_load(wna16_diag *d, const wna16_checkpoint *ck, const char *name,
                             wna16_tp_role role, int64_t heads, int tp, int rank, bool bias_here,

@@ -528,6 +528,7 @@ static wna16_status run(qrun *r) {
                 if (r->mods[i].layer == L && r->mods[i].quantize) WNA16_TRY(rtn_module(r, &r->mods[i]));
         }
         if (r->pending_bytes >= cap) WNA16_TRY(flush_shard(r));
+        wna16_ck_release_pages(r->ck); /* the source pages this layer touched */
         r->rep->layer_seconds[L] = wna16_now() - t;
         progress(r, L + 1, layers, NULL);
     }
