@@ -524,8 +524,11 @@ static wna16_status run(qrun *r) {
         if (o->gptq) {
             WNA16_TRY(gptq_layer(r, L));
         } else {
-            for (size_t i = 0; i < r->n_mods; i++)
-                if (r->mods[i].layer == L && r->mods[i].quantize) WNA16_TRY(rtn_module(r, &r->mods[i]));
+            for (size_t i = 0, n = 0; i < r->n_mods; i++)
+                if (r->mods[i].layer == L && r->mods[i].quantize) {
+                    WNA16_TRY(rtn_module(r, &r->mods[i]));
+                    if (++n % 16 == 0) wna16_ck_release_pages(r->ck);
+                }
         }
         if (r->pending_bytes >= cap) WNA16_TRY(flush_shard(r));
         wna16_ck_release_pages(r->ck); /* the source pages this layer touched */
