@@ -566,6 +566,9 @@ wna16_status wna16_linear_gemm(wna16_diag *d, const wna16_packed_linear *pl, int
         pack_acts(pl, &p, 0, m, x, xt, ldx, scratch);
         run_blocks(pl, &p, &e, 0, pl->n_blocks, pl->n, scratch, scratch + p.a_bytes);
     } else {
+        /* about 8 chunks per thread, at least 4 blocks each */
+        int64_t next_unit = 0, chunk = units / ((int64_t)n_threads * 8);
+        if (chunk * unit < 4) chunk = (4 + unit - 1) / unit;
 #pragma omp parallel num_threads(n_threads)
         {
             int t = omp_get_thread_num(), nt = omp_get_num_threads();
@@ -575,10 +578,17 @@ wna16_status wna16_linear_gemm(wna16_diag *d, const wna16_packed_linear *pl, int
             if (r1 > m) r1 = m;
             if (r0 < r1) pack_acts(pl, &p, r0, r1, x, xt, ldx, scratch);
 #pragma omp barrier
-            int64_t u0 = units * t / nt, u1 = units * (t + 1) / nt;
-            int64_t b0 = u0 * unit, b1 = u1 * unit < pl->n_blocks ? u1 * unit : pl->n_blocks;
-            run_blocks(pl, &p, &e, b0, b1, pl->n, scratch,
-                       scratch + p.a_bytes + p.thread_bytes * (size_t)t);
+            /* contiguous chunks of units handed out in order: each thread
+             * streams runs of adjacent blocks, and a thread that loses its
+             * core to another process does not hold the others up */
+            for (;;) {
+                int64_t u0 = __atomic_fetch_add(&next_unit, chunk, __ATOMIC_RELAXED);
+                if (u0 >= units) break;
+                int64_t u1 = u0 + chunk < units ? u0 + chunk : units;
+                int64_t b0 = u0 * unit, b1 = u1 * unit < pl->n_blocks ? u1 * unit : pl->n_blocks;
+                run_blocks(pl, &p, &e, b0, b1, pl->n, scratch,
+                           scratch + p.a_bytes + p.thread_bytes * (size_t)t);
+            }
         }
     }
     wna16_free(own);
