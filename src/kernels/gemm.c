@@ -3,14 +3,15 @@
 #include "kernels/gemm.h"
 
 #include <omp.h>
-#include <stdalign.h>
 #include <string.h>
 #include <sys/mman.h>
 
 #include "kernels/ukernel.h"
 
-/* The packed record must keep zmm loads aligned. */
+/* The packed layout (ukernel.h) is built for 16-channel blocks: one k-pair of
+ * a block is exactly one 32 x bf16 zmm, a unit exactly one cache line. */
 _Static_assert(WNA16_LINEAR_NR == 16, "the packed layout is built for 16-channel blocks");
+_Static_assert(WNA16_LINEAR_NR * 2 * 2 == 64, "a k-pair of a block is one zmm of bf16");
 
 /* With bf16 activations, m at or below this uses the streaming kernels
  * (weights unpacked in registers: 16-wide for m <= 4, 32-wide in tiles of
@@ -27,12 +28,13 @@ int64_t wna16_linear_set_decode_max_m(int64_t m) {
     decode_max_m = m < 0 ? WNA16_DECODE_MAX_M : m;
     return old;
 }
-/* Target k-pairs per dequantized panel chunk (128 bytes each: 32 KiB). */
+
 /* Small-batch path: activation rows per chunk fit in this many bytes. */
 #ifndef WNA16_SMALL_CHUNK_BYTES
 #define WNA16_SMALL_CHUNK_BYTES (512 * 1024)
 #endif
 #define SMALL_CHUNK_BYTES ((size_t)WNA16_SMALL_CHUNK_BYTES)
+/* Target k-pairs per dequantized panel chunk (128 bytes each: 32 KiB). */
 #ifndef WNA16_PANEL_KPAIRS
 #define WNA16_PANEL_KPAIRS 256
 #endif
