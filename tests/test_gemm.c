@@ -356,21 +356,21 @@ static void run_case(int64_t m, int64_t n, int64_t k, int bits, int64_t gs, bool
 static void test_matrix(bool quick) {
     static const int64_t Ms[] = {1, 2, 3, 4, 5, 6, 7, 8, 17, 64, 255};
     static const int64_t Ns[] = {1, 15, 16, 17, 31, 32, 33, 48, 50};
-    static const int64_t Ks_cw[] = {1, 3, 4, 5, 31, 33, 64, 65, 100};
+    static const int64_t Ks_cw[] = {1, 3, 4, 5, 7, 8, 9, 16, 17, 31, 33, 64, 65, 100};
     static const int64_t gss[] = {32, 64, 128, 0};
     int combo = 0;
     for (int bits = 4; bits <= 8; bits += 4)
         for (int sym = 0; sym < 2; sym++)
             for (size_t gi = 0; gi < 4; gi++) {
                 int64_t gs = gss[gi];
-                int64_t Ks[9];
+                int64_t Ks[14];
                 size_t nk = 0;
                 if (gs) {
                     Ks[nk++] = gs;
                     Ks[nk++] = 2 * gs;
                     Ks[nk++] = 3 * gs; /* 96: not a multiple of 64 */
                 } else {
-                    for (; nk < 9; nk++) Ks[nk] = Ks_cw[nk];
+                    for (; nk < 14; nk++) Ks[nk] = Ks_cw[nk];
                 }
                 /* every N x K edge, M rotating through the list */
                 for (size_t ni = 0; ni < 9; ni++)

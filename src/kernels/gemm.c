@@ -5,6 +5,7 @@
 #include <omp.h>
 #include <stdalign.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "kernels/ukernel.h"
 
@@ -51,6 +52,20 @@ struct wna16_packed_linear {
 static int64_t round_up(int64_t v, int64_t m) { return (v + m - 1) / m * m; }
 
 static void *align64(void *p) { return (void *)(((uintptr_t)p + 63) & ~(uintptr_t)63); }
+
+/* Asks for transparent huge pages on the 2 MiB-aligned interior of a large
+ * packed weight (no extra memory; a no-op where THP is off): decode streams
+ * it once per token and 4 KiB pages cost a TLB walk every 4 KiB. Advisory
+ * only, so its result is ignored. */
+static void advise_huge(void *p, size_t bytes) {
+#ifdef MADV_HUGEPAGE
+    const uintptr_t huge = (uintptr_t)2 << 20;
+    uintptr_t b = ((uintptr_t)p + huge - 1) & ~(huge - 1), e = ((uintptr_t)p + bytes) & ~(huge - 1);
+    if (bytes >= 2 * huge && e > b) (void)madvise((void *)b, e - b, MADV_HUGEPAGE);
+#else
+    (void)p, (void)bytes;
+#endif
+}
 
 /* Byte and shift of u(kk, c) inside a group record (kk: column within the
  * group); the layout is documented in ukernel.h. */
@@ -136,6 +151,7 @@ wna16_status wna16_linear_pack(wna16_diag *d, const wna16_qweight *w, wna16_pack
                           "linear pack: %zu bytes for the packed weight", pl->data_bytes);
     }
     pl->data = align64(pl->alloc);
+    advise_huge(pl->data, pl->data_bytes);
     memset(pl->data, 0, pl->data_bytes);
 
     uint32_t sym_zero = 1u << (w->bits - 1);
@@ -183,6 +199,7 @@ wna16_status wna16_linear_clone(wna16_diag *d, const wna16_packed_linear *pl,
     *c = *pl;
     c->alloc = alloc;
     c->data = align64(alloc);
+    advise_huge(c->data, c->data_bytes);
     memcpy(c->data, pl->data, pl->data_bytes);
     *out = c;
     return WNA16_OK;

@@ -4,6 +4,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 
 #include "kernels/ukernel.h"
@@ -26,7 +27,10 @@ double wna16_measure_read_bw(int n_threads, size_t bytes, int reps) {
                                             : isa >= WNA16_ISA_AVX2  ? wna16_read_sum__avx2
                                                                      : NULL;
     uint64_t *buf = NULL;
-    if (posix_memalign((void **)&buf, 4096, words * sizeof *buf)) return 0.0;
+    if (posix_memalign((void **)&buf, (size_t)2 << 20, words * sizeof *buf)) return 0.0;
+#ifdef MADV_HUGEPAGE
+    (void)madvise(buf, words * sizeof *buf, MADV_HUGEPAGE); /* as packed weights do */
+#endif
     double best = 1e30;
 #pragma omp parallel num_threads(n_threads)
     {
