@@ -397,13 +397,15 @@ typedef struct fwd {
 
 static int64_t slot_ip(const fwd *f, int64_t s) { return s == f->E ? f->L->sip : f->L->ip; }
 
-/* Spins (then yields) until *v reaches want; acquire. */
+/* Spins until *v reaches want (acquire). The waits are for another thread
+ * finishing an item, normally microseconds: yielding early would hand the
+ * core to another process for a whole scheduler tick, so it spins ~1 ms
+ * before it starts yielding (for when threads outnumber cores). */
 static void wait_for(const int64_t *v, int64_t want) {
-    for (unsigned spins = 0; __atomic_load_n(v, __ATOMIC_ACQUIRE) < want; spins++) {
-        if (spins > 256) sched_yield();
+    for (uint32_t spins = 0; __atomic_load_n(v, __ATOMIC_ACQUIRE) < want; spins++) {
+        if (spins > (1u << 15)) sched_yield();
 #if defined(__x86_64__) || defined(__i386__)
-        else
-            __builtin_ia32_pause();
+        else __builtin_ia32_pause();
 #endif
     }
 }
