@@ -244,6 +244,39 @@ static void test_errors(void) {
     wna16_ctx_free(ctx);
 }
 
+static void test_isa_and_clone(void) {
+    for (int i = 0; i < WNA16_ISA_COUNT; i++) {
+        wna16_isa got;
+        CHECK(wna16_isa_parse(wna16_isa_name((wna16_isa)i), &got) && got == (wna16_isa)i);
+        wna16_isa act = wna16_isa_set_cap((wna16_isa)i);
+        wna16_isa det = wna16_isa_detected();
+        CHECK(act == ((wna16_isa)i < det ? (wna16_isa)i : det));
+        CHECK(wna16_isa_active() == act);
+    }
+    wna16_isa dummy;
+    CHECK(!wna16_isa_parse("sse9", &dummy) && !wna16_isa_parse(NULL, &dummy));
+    CHECK(wna16_isa_name(WNA16_ISA_COUNT) == NULL);
+    CHECK(wna16_isa_set_cap(WNA16_ISA_COUNT) == wna16_isa_detected());
+    wna16_isa_set_cap(isa_max);
+
+    tweight t;
+    make_weight(&t, 40, 192, 4, 64, false, false);
+    wna16_packed_linear *pl = NULL, *cl = NULL;
+    CHECK(wna16_linear_pack(NULL, &t.w, &pl) == WNA16_OK);
+    CHECK(wna16_linear_clone(NULL, pl, &cl) == WNA16_OK);
+    uint16_t x[5 * 192], y1[5 * 40], y2[5 * 40];
+    for (int i = 0; i < 5 * 192; i++) x[i] = wna16_f32_to_bf16(rnd_unit());
+    CHECK(wna16_linear_gemm(NULL, pl, 5, x, WNA16_DTYPE_BF16, 192, y1, WNA16_DTYPE_BF16, 40, NULL,
+                            WNA16_DTYPE_F32, 2) == WNA16_OK);
+    CHECK(wna16_linear_gemm(NULL, cl, 5, x, WNA16_DTYPE_BF16, 192, y2, WNA16_DTYPE_BF16, 40, NULL,
+                            WNA16_DTYPE_F32, 1) == WNA16_OK);
+    CHECK(!memcmp(y1, y2, sizeof y1));
+    CHECK(wna16_linear_packed_bytes(cl) == wna16_linear_packed_bytes(pl));
+    wna16_linear_free(cl);
+    wna16_linear_free(pl);
+    tweight_free(&t);
+}
+
 /* One case: all ISA levels, 1 and 2 threads, and the range API, against the
  * double reference. */
 static void run_case(int64_t m, int64_t n, int64_t k, int bits, int64_t gs, bool sym, bool exact,
@@ -435,6 +468,7 @@ int main(int argc, char **argv) {
     printf("ISA levels tested: ref..%s (detected %s)\n", wna16_isa_name(isa_max),
            wna16_isa_name(wna16_isa_detected()));
     test_roundtrip();
+    test_isa_and_clone();
     test_errors();
     test_matrix(quick);
     printf("%d cases, %d gemm runs per thread count over %d ISA levels\n", n_cases, n_runs,

@@ -3,14 +3,15 @@
 #include "kernels/gemm.h"
 
 #include <omp.h>
-#include <stdalign.h>
 #include <string.h>
 #include <sys/mman.h>
 
 #include "kernels/ukernel.h"
 
-/* The packed record must keep zmm loads aligned. */
+/* The packed layout (ukernel.h) is built for 16-channel blocks: one k-pair of
+ * a block is exactly one 32 x bf16 zmm, a unit exactly one cache line. */
 _Static_assert(WNA16_LINEAR_NR == 16, "the packed layout is built for 16-channel blocks");
+_Static_assert(WNA16_LINEAR_NR * 2 * 2 == 64, "a k-pair of a block is one zmm of bf16");
 
 /* With bf16 activations, m at or below this uses the streaming kernels
  * (weights unpacked in registers: 16-wide for m <= 4, 32-wide in tiles of
@@ -27,12 +28,13 @@ int64_t wna16_linear_set_decode_max_m(int64_t m) {
     decode_max_m = m < 0 ? WNA16_DECODE_MAX_M : m;
     return old;
 }
-/* Target k-pairs per dequantized panel chunk (128 bytes each: 32 KiB). */
+
 /* Small-batch path: activation rows per chunk fit in this many bytes. */
 #ifndef WNA16_SMALL_CHUNK_BYTES
 #define WNA16_SMALL_CHUNK_BYTES (512 * 1024)
 #endif
 #define SMALL_CHUNK_BYTES ((size_t)WNA16_SMALL_CHUNK_BYTES)
+/* Target k-pairs per dequantized panel chunk (128 bytes each: 32 KiB). */
 #ifndef WNA16_PANEL_KPAIRS
 #define WNA16_PANEL_KPAIRS 256
 #endif
@@ -566,6 +568,9 @@ wna16_status wna16_linear_gemm(wna16_diag *d, const wna16_packed_linear *pl, int
         pack_acts(pl, &p, 0, m, x, xt, ldx, scratch);
         run_blocks(pl, &p, &e, 0, pl->n_blocks, pl->n, scratch, scratch + p.a_bytes);
     } else {
+        /* about 8 chunks per thread, at least 4 blocks each */
+        int64_t next_unit = 0, chunk = units / ((int64_t)n_threads * 8);
+        if (chunk * unit < 4) chunk = (4 + unit - 1) / unit;
 #pragma omp parallel num_threads(n_threads)
         {
             int t = omp_get_thread_num(), nt = omp_get_num_threads();
@@ -575,10 +580,17 @@ wna16_status wna16_linear_gemm(wna16_diag *d, const wna16_packed_linear *pl, int
             if (r1 > m) r1 = m;
             if (r0 < r1) pack_acts(pl, &p, r0, r1, x, xt, ldx, scratch);
 #pragma omp barrier
-            int64_t u0 = units * t / nt, u1 = units * (t + 1) / nt;
-            int64_t b0 = u0 * unit, b1 = u1 * unit < pl->n_blocks ? u1 * unit : pl->n_blocks;
-            run_blocks(pl, &p, &e, b0, b1, pl->n, scratch,
-                       scratch + p.a_bytes + p.thread_bytes * (size_t)t);
+            /* contiguous chunks of units handed out in order: each thread
+             * streams runs of adjacent blocks, and a thread that loses its
+             * core to another process does not hold the others up */
+            for (;;) {
+                int64_t u0 = __atomic_fetch_add(&next_unit, chunk, __ATOMIC_RELAXED);
+                if (u0 >= units) break;
+                int64_t u1 = u0 + chunk < units ? u0 + chunk : units;
+                int64_t b0 = u0 * unit, b1 = u1 * unit < pl->n_blocks ? u1 * unit : pl->n_blocks;
+                run_blocks(pl, &p, &e, b0, b1, pl->n, scratch,
+                           scratch + p.a_bytes + p.thread_bytes * (size_t)t);
+            }
         }
     }
     wna16_free(own);

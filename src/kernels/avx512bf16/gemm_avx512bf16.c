@@ -214,7 +214,19 @@ INLINE void gemv2_bf16(const wna16_block_layout *L, const uint8_t *block, const 
         for (int64_t t = 0; t < gu; t++) {
             __m512i w[2][4];
             for (size_t b = 0; b < NB; b++) {
-                prefetch_w(rec[b] + t * 64);
+                /* the streams run through blocks b, b + NB, b + 2 NB, ...: a
+                 * prefetch past the end of this block goes to the same offset
+                 * of the next unit's block, not into the other stream */
+                int64_t off = g * L->record_bytes + t * 64 + WNA16_DECODE_PREFETCH2;
+                if (WNA16_DECODE_PREFETCH2)
+                    _mm_prefetch((const char *)(block + (int64_t)b * L->block_bytes + off +
+                                                (off >= L->block_bytes
+                                                     ? (int64_t)(NB - 1) * L->block_bytes
+                                                     : 0)),
+                                 _MM_HINT_T1);
+                if (WNA16_DECODE_PREFETCH)
+                    _mm_prefetch((const char *)(rec[b] + t * 64 + WNA16_DECODE_PREFETCH),
+                                 WNA16_DECODE_PREFETCH_HINT);
                 if (BITS == 4) {
                     q4_unpack(rec[b] + t * 64, ASYM, zv[b], lut, w[b]);
                 } else {
