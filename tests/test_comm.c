@@ -133,10 +133,28 @@ static void test_single(void) {
     CHECK(wna16_comm_agree(&d, c, WNA16_ERR_IO) == WNA16_ERR_IO);
     CHECK(wna16_comm_all_reduce_sum(&d, c, NULL, 3) == WNA16_ERR_INVALID_ARGUMENT);
     CHECK(wna16_comm_all_reduce_sum(&d, NULL, buf, 3) == WNA16_ERR_INVALID_ARGUMENT);
+    /* the front end's counters (bench model reports them) */
+    wna16_comm_stats st;
+    wna16_comm_get_stats(c, &st);
+    CHECK(st.all_reduce_calls == 1 && st.all_reduce_bytes == 3 * sizeof(float));
+    CHECK(st.broadcast_calls == 1);
+    wna16_comm_reset_stats(c);
+    wna16_comm_get_stats(c, &st);
+    CHECK(st.all_reduce_calls == 0 && st.all_reduce_seconds == 0);
+    CHECK(wna16_comm_check(NULL, c, WNA16_ERR_IO) == WNA16_ERR_IO);
     wna16_comm_free(c);
     wna16_comm_free(NULL);
     wna16_comm *cs[2];
     CHECK(wna16_comm_threads(&d, 0, cs) == WNA16_ERR_INVALID_ARGUMENT);
+#ifndef WNA16_HAVE_MPI
+    wna16_ctx *ctx;
+    CHECK(wna16_ctx_create(&ctx) == WNA16_OK);
+    CHECK(!wna16_mpi_built());
+    CHECK(wna16_comm_mpi_world(ctx, NULL, NULL, &c) == WNA16_ERR_UNSUPPORTED && c == NULL);
+    wna16_ctx_free(ctx);
+#else
+    CHECK(wna16_mpi_built());
+#endif
 }
 
 int main(void) {

@@ -18,6 +18,7 @@ static const command commands[] = {
     {"bench", wna16_cmd_bench, "microbenchmarks as fractions of this machine's limits (gemm)"},
     {"tokenize", wna16_cmd_tokenize, "encode text to token ids with a tokenizer.json"},
     {"detokenize", wna16_cmd_detokenize, "decode token ids to text with a tokenizer.json"},
+    {"quantize", wna16_cmd_quantize, "quantize a bf16/fp16/fp32 model (GPTQ or RTN) to compressed-tensors"},
 };
 
 static void usage(FILE *f) {

@@ -177,8 +177,14 @@ static wna16_status split_q_heads(wna16_diag *d, const wna16_shard_request *r,
     return take_rows(d, r, r->rank * per * r->head_dim, per * r->head_dim, s);
 }
 
+/* No real tensor has a dimension past 2^40; refusing larger ones keeps every
+ * product below (size x bits, begin x head_dim) inside int64. */
+#define SHARD_MAX_DIM ((int64_t)1 << 40)
+
 static wna16_status check_request(wna16_diag *d, const wna16_shard_request *r) {
+    int64_t heads_rows;
     if (r->tp < 1 || r->rank < 0 || r->rank >= r->tp || r->out <= 0 || r->in <= 0 ||
+        r->out > SHARD_MAX_DIM || r->in > SHARD_MAX_DIM ||
         (unsigned)r->role >= WNA16_TP_ROLE_COUNT)
         return wna16_fail(d, WNA16_ERR_INVALID_ARGUMENT,
                           "shard plan for '%s': bad request (tp=%d rank=%d out=%lld in=%lld)",
@@ -188,7 +194,8 @@ static wna16_status check_request(wna16_diag *d, const wna16_shard_request *r) {
         return wna16_fail(d, WNA16_ERR_UNSUPPORTED_BITS, "shard plan for '%s': %d-bit weights",
                           r->layer, r->bits);
     if ((r->role == WNA16_TP_QKV_Q || r->role == WNA16_TP_QKV_KV) &&
-        (r->num_heads <= 0 || r->head_dim <= 0 || r->num_heads * r->head_dim != r->out))
+        (r->num_heads <= 0 || r->head_dim <= 0 ||
+         __builtin_mul_overflow(r->num_heads, r->head_dim, &heads_rows) || heads_rows != r->out))
         return wna16_fail(d, WNA16_ERR_INVALID_ARGUMENT,
                           "shard plan for '%s': %lld heads x %lld head_dim != %lld rows", r->layer,
                           (long long)r->num_heads, (long long)r->head_dim, (long long)r->out);

@@ -221,4 +221,10 @@ wna16_status tok_load_config(wna16_diag *d, wna16_tokenizer *t, const char *conf
 
 void tok_cache_free(tok_cache *c);
 
+/* Loads tokenizer.json text held in memory (no tokenizer_config.json is
+ * read); label names it in messages. The loader behind the tokenizer fuzz
+ * target: same checks as wna16_tokenizer_load, without the file system. */
+wna16_status tok_load_memory(wna16_diag *d, const char *label, const char *json, size_t len,
+                             wna16_tokenizer **out);
+
 #endif

@@ -642,6 +642,43 @@ wna16_status wna16_tokenizer_load(wna16_ctx *ctx, const char *path, wna16_tokeni
     return WNA16_OK;
 }
 
+wna16_status tok_load_memory(wna16_diag *d, const char *label, const char *json, size_t len,
+                             wna16_tokenizer **out) {
+    wna16_diag_clear(d);
+    if (!out || (!json && len))
+        return wna16_fail(d, WNA16_ERR_INVALID_ARGUMENT, "tok_load_memory: NULL argument");
+    *out = NULL;
+    wna16_tokenizer *t = wna16_calloc(1, sizeof *t);
+    if (!t) return wna16_fail(d, WNA16_ERR_OUT_OF_MEMORY, "out of memory");
+    t->bos_id = t->eos_id = t->pad_id = t->unk_id = -1;
+    t->path = wna16_strdup(label ? label : "(memory)");
+    if (!t->path) {
+        wna16_tokenizer_free(t);
+        return wna16_fail(d, WNA16_ERR_OUT_OF_MEMORY, "out of memory");
+    }
+    json_error_t err;
+    json_t *root = json_loadb(json ? json : "", len, JSON_REJECT_DUPLICATES, &err);
+    wna16_status s = WNA16_OK;
+    if (!root)
+        s = wna16_fail(d, WNA16_ERR_TOKENIZER_INVALID,
+                       "%s: not valid JSON at line %d, column %d: %s; the file must be a "
+                       "Hugging Face tokenizer.json (JSON without duplicate keys)",
+                       t->path, err.line, err.column, err.text);
+    else if (!json_is_object(root))
+        s = wna16_fail(d, WNA16_ERR_TOKENIZER_INVALID,
+                       "%s: the top level is not a JSON object; expected a Hugging Face "
+                       "tokenizer.json",
+                       t->path);
+    if (s == WNA16_OK) s = parse_all(d, t, root);
+    json_decref(root);
+    if (s != WNA16_OK) {
+        wna16_tokenizer_free(t);
+        return s;
+    }
+    *out = t;
+    return WNA16_OK;
+}
+
 void wna16_tokenizer_free(wna16_tokenizer *t) {
     if (!t) return;
     tok_strmap_free(&t->vocab);

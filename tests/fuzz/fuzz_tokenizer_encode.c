@@ -1,0 +1,67 @@
+/* Fuzz target (e): wna16_tokenizer_encode on arbitrary bytes with the real
+ * Qwen3 tokenizer (tests/data/tokenizer/qwen3, loaded once). The first
+ * input byte picks the flags; the rest is the text. Invalid UTF-8 must be
+ * INVALID_UTF8; valid text must encode to ids that lie in the vocabulary
+ * and decode without error, and when the text is already in NFC (Qwen3's
+ * only normalizer) the decode must give back exactly the input: byte-level
+ * BPE is lossless and special tokens decode as their own text.
+ *
+ * The tokenizer is found through WNA16_SOURCE_DIR (set by ctest and
+ * scripts/fuzz.sh) or the current directory. */
+#include "fuzz_common.h"
+
+#include "tokenizer/tok_internal.h"
+
+#include <utf8proc.h>
+
+static wna16_tokenizer *tok;
+static wna16_ctx *ctx;
+
+static void load_once(void) {
+    if (tok) return;
+    const char *src = getenv("WNA16_SOURCE_DIR");
+    char path[4096];
+    snprintf(path, sizeof path, "%s/tests/data/tokenizer/qwen3", src ? src : ".");
+    if (wna16_ctx_create(&ctx) != WNA16_OK || wna16_tokenizer_load(ctx, path, &tok) != WNA16_OK) {
+        fprintf(stderr, "cannot load %s: %s (set WNA16_SOURCE_DIR to the source tree)\n", path,
+                ctx ? wna16_ctx_error(ctx) : "no context");
+        abort();
+    }
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    fuzz_init();
+    load_once();
+    if (size == 0) return 0;
+    unsigned flags = data[0] & 3u;
+    const char *text = (const char *)data + 1;
+    size_t len = size - 1;
+    int32_t *ids = NULL;
+    size_t n = 0;
+    wna16_status s = wna16_tokenizer_encode(ctx, tok, text, len, flags, &ids, &n);
+    fuzz_note(wna16_status_str(s), s);
+    bool valid = tok_utf8_check((const uint8_t *)text, len) == len;
+    if (!valid) {
+        FUZZ_CHECK(s == WNA16_ERR_INVALID_UTF8);
+        FUZZ_CHECK(ids == NULL);
+        return 0;
+    }
+    FUZZ_CHECK(s == WNA16_OK);
+    FUZZ_CHECK((n == 0) == (ids == NULL));
+    FUZZ_CHECK(n <= len + 2); /* at most one id per byte, plus post-processor ids */
+    char *back = NULL;
+    size_t back_len = 0;
+    s = wna16_tokenizer_decode(ctx, tok, ids, n, false, &back, &back_len);
+    FUZZ_CHECK(s == WNA16_OK);
+    for (size_t i = 0; i < n; i++) FUZZ_CHECK(wna16_tokenizer_token_str(tok, ids[i]) != NULL);
+    /* Qwen3's post-processor adds nothing, so NFC text round-trips exactly. */
+    utf8proc_uint8_t *nfc = NULL;
+    utf8proc_ssize_t r = utf8proc_map((const utf8proc_uint8_t *)text, (utf8proc_ssize_t)len, &nfc,
+                                      (utf8proc_option_t)(UTF8PROC_STABLE | UTF8PROC_COMPOSE));
+    if (r >= 0 && (size_t)r == len && !memcmp(nfc, text, len))
+        FUZZ_CHECK(back_len == len && !memcmp(back, text, len));
+    free(nfc);
+    free(back);
+    free(ids);
+    return 0;
+}
