@@ -556,8 +556,10 @@ static wna16_status forward_core(wna16_diag *d, const wna16_moe_layer *L, wna16_
     f.xbuf_off = f.kernel_bytes;
     f.abuf_off = f.xbuf_off + al64((size_t)(m_max * f.H) * 2);
     f.scratch_bytes = f.abuf_off + al64((size_t)(m_max * ip_max) * 2);
-    /* N-range parts per expert: enough items to keep nt threads busy */
-    int64_t want = (8 * (int64_t)nt + active - 1) / active;
+    /* N-range parts per expert: at least two items per thread and matrix
+     * (decode with 8 active experts and 2 threads: whole matrices, 16 items;
+     * fewer active experts than that: each matrix split) */
+    int64_t want = (2 * (int64_t)nt + active - 1) / active;
     if (want < 1) want = 1;
     int64_t max_items = 2 * active * want;
 
