@@ -35,6 +35,7 @@ static void moe_help(FILE *f) {
 typedef struct moe_result {
     long tokens;
     int runs;
+    double *times, *gb; /* per run: seconds, and GB of distinct experts touched */
     double t_best, t_median, floor_frac, floor_frac_median, peak_frac, gflops, experts_touched;
     double floor_us;
 } moe_result;
@@ -132,6 +133,15 @@ static wna16_status build_layer(wna16_diag *d, const wna16_moe_config *cfg, int 
     return st;
 }
 
+static void limits_refresh(int nt, int rounds, double *read_gbs, double *peak) {
+    for (int rep = 0; rep < rounds; rep++) {
+        double bw = wna16_measure_read_bw(nt, (size_t)1 << 30, 4);
+        double pk = wna16_measure_bf16_peak(nt);
+        *read_gbs = bw > *read_gbs ? bw : *read_gbs;
+        *peak = pk > *peak ? pk : *peak;
+    }
+}
+
 int wna16_bench_moe(int argc, char **argv) {
     long tokens[16] = {1, 8, 32, 128, 512};
     int n_tok = 5;
@@ -198,15 +208,11 @@ int wna16_bench_moe(int argc, char **argv) {
     wna16_diag *d = wna16_ctx_diag(ctx);
     int nt = (int)threads;
     if (!json) fprintf(stderr, "measuring machine limits on %d threads...\n", nt);
-    /* best of several passes, like the layer times (other processes on the
-     * machine only ever make a pass slower) */
+    /* The limits are the best of passes spread over the whole run (before and
+     * after each token count), like the layer times are the best of their
+     * runs: other processes on the machine only ever make a pass slower. */
     double read_gbs = 0, peak = 0;
-    for (int rep = 0; rep < 3; rep++) {
-        double bw = wna16_measure_read_bw(nt, (size_t)1 << 30, 8);
-        double pk = wna16_measure_bf16_peak(nt);
-        read_gbs = bw > read_gbs ? bw : read_gbs;
-        peak = pk > peak ? pk : peak;
-    }
+    limits_refresh(nt, 2, &read_gbs, &peak);
     bool bf16_peak = peak > 0;
     if (!bf16_peak) peak = wna16_measure_fma_peak(nt);
 
@@ -232,18 +238,8 @@ int wna16_bench_moe(int argc, char **argv) {
         wna16_ctx_free(ctx);
         return rc;
     }
-    if (!json) {
-        printf("machine: %d threads, isa %s, LLC %zu MiB; %d layer copies of %.1f MiB rotated\n",
-               nt, wna16_isa_name(wna16_isa_active()), llc >> 20, n_copies,
-               (double)layer_bytes / (1 << 20));
-        printf("limits:  read %.1f GB/s, %s peak %.1f GFLOP/s (measured in this run)\n", read_gbs,
-               bf16_peak ? "bf16-dot" : "fp32 FMA", peak);
-        printf("layer:   H %ld, I %ld, %ld experts, top-%ld, int%ld sym g%ld, softmax + renorm\n\n",
-               H, I, E, K, bits, group);
-        printf("%7s %6s %11s %11s %10s %9s %9s %9s %10s\n", "tokens", "runs", "best_us",
-               "median_us", "experts", "floor_us", "%floor", "GFLOP/s", "%peak");
-    }
-    moe_result res[16];
+    moe_result res[16] = {{0}};
+    int n_res = 0;
     wna16_moe_workspace *ws = NULL;
     uint32_t rng = 12345;
     int rc = 0;
@@ -255,7 +251,7 @@ int wna16_bench_moe(int argc, char **argv) {
         int32_t *ids = malloc((size_t)(T * K) * 4);
         unsigned char *seen = malloc((size_t)E);
         enum { MAXR = 2000 };
-        double *times = malloc(MAXR * sizeof(double)), *fracs = malloc(MAXR * sizeof(double));
+        double *times = malloc(MAXR * sizeof(double)), *gb = malloc(MAXR * sizeof(double));
         double *touched = malloc(MAXR * sizeof(double));
         int n = 0;
         double t_start = wna16_now();
@@ -281,43 +277,63 @@ int wna16_bench_moe(int argc, char **argv) {
             if (st != WNA16_OK) break;
             if (it >= 2) { /* two warm-up runs */
                 times[n] = t1 - t0;
-                fracs[n] = bytes / (read_gbs * 1e9) / (t1 - t0);
+                gb[n] = bytes * 1e-9;
                 touched[n] = distinct;
                 n++;
             }
             if (n >= 5 && t1 - t_start > min_time) break;
         }
-        if (st != WNA16_OK) {
-            rc = cli_fail("bench moe", ctx, st);
-        } else {
-            moe_result *r = &res[ti];
-            r->tokens = T;
-            r->runs = n;
-            double avg_touched = 0;
-            for (int i = 0; i < n; i++) avg_touched += touched[i] / n;
-            double best_frac = 0;
-            for (int i = 0; i < n; i++) best_frac = fracs[i] > best_frac ? fracs[i] : best_frac;
-            r->floor_frac = best_frac;
-            qsort(times, (size_t)n, sizeof *times, cmp_d);
-            qsort(fracs, (size_t)n, sizeof *fracs, cmp_d);
-            r->t_best = times[0];
-            r->t_median = times[n / 2];
-            r->floor_frac_median = fracs[n / 2];
-            r->experts_touched = avg_touched;
-            r->floor_us = r->floor_frac * r->t_best * 1e6; /* indicative */
-            double flops = 2.0 * (double)T * (double)K * 3.0 * (double)H * (double)I;
-            r->gflops = flops / r->t_best * 1e-9;
-            r->peak_frac = r->gflops / peak;
-            if (!json)
-                printf("%7ld %6d %11.1f %11.1f %10.1f %9.1f %8.1f%% %9.1f %9.1f%%\n", T, n,
-                       r->t_best * 1e6, r->t_median * 1e6, r->experts_touched,
-                       avg_touched * (double)wna16_moe_layer_expert_bytes(copies[0], 0) /
-                           (read_gbs * 1e9) * 1e6,
-                       100 * r->floor_frac, r->gflops, 100 * r->peak_frac);
-            fflush(stdout);
+        moe_result *r = &res[ti];
+        r->tokens = T;
+        r->runs = n;
+        r->times = times;
+        r->gb = gb;
+        r->experts_touched = 0;
+        for (int i = 0; i < n; i++) r->experts_touched += touched[i] / n;
+        n_res = ti + 1;
+        if (st != WNA16_OK) rc = cli_fail("bench moe", ctx, st);
+        else if (!json) fprintf(stderr, "  %ld tokens: %d runs\n", T, n);
+        free(x), free(y), free(logits), free(wts), free(ids), free(seen), free(touched);
+        limits_refresh(nt, 1, &read_gbs, &peak);
+    }
+    /* fractions against the final (best) limits */
+    for (int ti = 0; ti < n_res && !rc; ti++) {
+        moe_result *r = &res[ti];
+        int n = r->runs;
+        double best_frac = 0, *fr = malloc((size_t)n * sizeof(double));
+        for (int i = 0; i < n; i++) {
+            fr[i] = r->gb[i] / read_gbs / r->times[i];
+            best_frac = fr[i] > best_frac ? fr[i] : best_frac;
         }
-        free(x), free(y), free(logits), free(wts), free(ids), free(seen), free(times), free(fracs),
-            free(touched);
+        qsort(fr, (size_t)n, sizeof *fr, cmp_d);
+        qsort(r->times, (size_t)n, sizeof *r->times, cmp_d);
+        r->floor_frac = best_frac;
+        r->floor_frac_median = fr[n / 2];
+        r->t_best = r->times[0];
+        r->t_median = r->times[n / 2];
+        r->floor_us = r->experts_touched * (double)wna16_moe_layer_expert_bytes(copies[0], 0) /
+                      (read_gbs * 1e9) * 1e6;
+        double flops = 2.0 * (double)r->tokens * (double)K * 3.0 * (double)H * (double)I;
+        r->gflops = flops / r->t_best * 1e-9;
+        r->peak_frac = r->gflops / peak;
+        free(fr);
+    }
+    if (!json && !rc) {
+        printf("machine: %d threads, isa %s, LLC %zu MiB; %d layer copies of %.1f MiB rotated\n",
+               nt, wna16_isa_name(wna16_isa_active()), llc >> 20, n_copies,
+               (double)layer_bytes / (1 << 20));
+        printf("limits:  read %.1f GB/s, %s peak %.1f GFLOP/s (best passes, measured in this run)\n", read_gbs,
+               bf16_peak ? "bf16-dot" : "fp32 FMA", peak);
+        printf("layer:   H %ld, I %ld, %ld experts, top-%ld, int%ld sym g%ld, softmax + renorm\n\n",
+               H, I, E, K, bits, group);
+        printf("%7s %6s %11s %11s %10s %9s %9s %9s %10s\n", "tokens", "runs", "best_us",
+               "median_us", "experts", "floor_us", "%floor", "GFLOP/s", "%peak");
+    }
+    for (int ti = 0; ti < n_res && !rc && !json; ti++) {
+        moe_result *r = &res[ti];
+        printf("%7ld %6d %11.1f %11.1f %10.1f %9.1f %8.1f%% %9.1f %9.1f%%\n", r->tokens, r->runs,
+               r->t_best * 1e6, r->t_median * 1e6, r->experts_touched, r->floor_us,
+               100 * r->floor_frac, r->gflops, 100 * r->peak_frac);
     }
     if (!rc) {
         wna16_buf out = {0};
@@ -334,7 +350,7 @@ int wna16_bench_moe(int argc, char **argv) {
         else
             printf("\n%%floor: best over runs of (that run's distinct-expert bytes / read bw) / "
                    "time\ntargets: n=1 >= 90%% floor; n=8,32 >= 85%% floor; n>=128 >= 60%% peak\n");
-        for (int i = 0; i < n_tok; i++) {
+        for (int i = 0; i < n_res; i++) {
             moe_result *r = &res[i];
             bool by_peak = r->tokens >= 128;
             double want = r->tokens == 1 ? 0.90 : by_peak ? 0.60 : 0.85;
@@ -359,6 +375,7 @@ int wna16_bench_moe(int argc, char **argv) {
             wna16_buf_free(&out);
         }
     }
+    for (int i = 0; i < n_res; i++) free(res[i].times), free(res[i].gb);
     wna16_moe_workspace_free(ws);
     for (int c = 0; c < n_copies; c++) wna16_moe_layer_free(copies[c]);
     wna16_ctx_free(ctx);

@@ -397,13 +397,15 @@ typedef struct fwd {
 
 static int64_t slot_ip(const fwd *f, int64_t s) { return s == f->E ? f->L->sip : f->L->ip; }
 
-/* Spins (then yields) until *v reaches want; acquire. */
+/* Spins until *v reaches want (acquire). The waits are for another thread
+ * finishing an item, normally microseconds: yielding early would hand the
+ * core to another process for a whole scheduler tick, so it spins ~1 ms
+ * before it starts yielding (for when threads outnumber cores). */
 static void wait_for(const int64_t *v, int64_t want) {
-    for (unsigned spins = 0; __atomic_load_n(v, __ATOMIC_ACQUIRE) < want; spins++) {
-        if (spins > 256) sched_yield();
+    for (uint32_t spins = 0; __atomic_load_n(v, __ATOMIC_ACQUIRE) < want; spins++) {
+        if (spins > (1u << 15)) sched_yield();
 #if defined(__x86_64__) || defined(__i386__)
-        else
-            __builtin_ia32_pause();
+        else __builtin_ia32_pause();
 #endif
     }
 }
@@ -554,8 +556,10 @@ static wna16_status forward_core(wna16_diag *d, const wna16_moe_layer *L, wna16_
     f.xbuf_off = f.kernel_bytes;
     f.abuf_off = f.xbuf_off + al64((size_t)(m_max * f.H) * 2);
     f.scratch_bytes = f.abuf_off + al64((size_t)(m_max * ip_max) * 2);
-    /* N-range parts per expert: enough items to keep nt threads busy */
-    int64_t want = (8 * (int64_t)nt + active - 1) / active;
+    /* N-range parts per expert: at least two items per thread and matrix
+     * (decode with 8 active experts and 2 threads: whole matrices, 16 items;
+     * fewer active experts than that: each matrix split) */
+    int64_t want = (2 * (int64_t)nt + active - 1) / active;
     if (want < 1) want = 1;
     int64_t max_items = 2 * active * want;
 
