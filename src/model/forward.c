@@ -134,7 +134,7 @@ static wna16_status mlp_block(wna16_diag *d, wna16_model *m, wna16_rank_model *r
     } else if (ly->dense_moe) {
         WNA16_TRY(wna16_dense_moe_forward(d, ly->dense_moe, n, s->hf, s->tmp, threads));
     } else if (ly->sparse) {
-        WNA16_TRY(wna16_moe_layer_forward(d, ly->moe, n, s->hb, H, s->tmp, threads));
+        WNA16_TRY(wna16_moe_layer_forward_ws(d, ly->moe, &r->moe_ws, n, s->hb, H, s->tmp, threads));
     } else {
         int64_t I = ly->gate.n;
         WNA16_TRY(wna16_lin_forward(d, &ly->gate, n, s->hb, s->hf, H, s->gate, I, threads));

@@ -409,6 +409,7 @@ void wna16_model_free(wna16_model *m) {
             free_layer(&m->ranks[r].layers[L]);
         wna16_free(m->ranks[r].layers);
         wna16_free(m->ranks[r].kv);
+        wna16_moe_workspace_free(m->ranks[r].moe_ws);
     }
     for (int r = 0; m->comms && r < m->tp; r++) wna16_comm_free(m->comms[r]);
     wna16_free(m->comms);

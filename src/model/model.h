@@ -61,6 +61,7 @@ typedef struct wna16_rank_model {
     int64_t heads, kv_heads; /* this rank's */
     wna16_layer *layers;
     float *kv; /* [layer][2][kv_heads][context][head_dim] */
+    wna16_moe_workspace *moe_ws; /* MoE scratch kept across calls (this rank's thread) */
 } wna16_rank_model;
 
 /* Calibration hook (the quantizer): called on rank 0 with the bf16-rounded
