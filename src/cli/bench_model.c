@@ -54,8 +54,9 @@ static model_costs costs(const wna16_model *m) {
     }
     if (n_experts) {
         double k = (double)m->cfg.num_experts_per_tok;
-        c.bytes_per_token += expert_bytes / (double)n_experts * k;
-        c.params_per_token += expert_params / (double)n_experts * k;
+        /* k of the E experts of every MoE layer: the same share of all expert bytes */
+        c.bytes_per_token += expert_bytes * k / (double)m->cfg.num_experts;
+        c.params_per_token += expert_params * k / (double)m->cfg.num_experts;
     }
     return c;
 }
