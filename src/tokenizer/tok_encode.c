@@ -235,7 +235,8 @@ static wna16_status bpe_word(enc *e, const char *w, size_t len) {
     if (!initial_symbols(e, w, len, &n) || !merge_all(e, n)) return oom(e);
     size_t first = e->n;
     for (int32_t i = n ? 0 : -1; i >= 0; i = e->syms[i].next) WNA16_TRY(emit(e, e->syms[i].id));
-    cache_put(&t->cache, w, len, e->ids + first, e->n - first);
+    /* A word can emit nothing (no unk token); e->ids may then still be NULL. */
+    if (e->n > first) cache_put(&t->cache, w, len, e->ids + first, e->n - first);
     return WNA16_OK;
 }
 
