@@ -217,10 +217,63 @@ WNA16_API wna16_status wna16_checkpoint_report(wna16_ctx *ctx, const wna16_check
                                                const int *tp, int n_tp, bool json,
                                                char **out_text, bool *loadable);
 
+/* ------------------------------------------------------------ distributed */
+
+/* A communicator between tensor-parallel ranks (docs/distributed.md). Every
+ * collective is made by all ranks, in the same order. Ranks in one process
+ * (wna16_model_options.tp without .comm) use an internal threads backend;
+ * one rank per process uses MPI. */
+typedef struct wna16_comm wna16_comm;
+
+/* True when this libwna16 was built with the MPI backend (WNA16_WITH_MPI and
+ * an MPI implementation found at configure time). */
+WNA16_API bool wna16_mpi_built(void);
+/* True when the environment says this process was started by an MPI
+ * launcher (mpirun/mpiexec/srun: OMPI_COMM_WORLD_SIZE, PMI_SIZE, PMIX_RANK,
+ * MPI_LOCALNRANKS or MV2_COMM_WORLD_SIZE is set). */
+WNA16_API bool wna16_mpi_launched(void);
+/* Initializes MPI (MPI_Init_thread asking for MPI_THREAD_FUNNELED: only the
+ * calling thread makes MPI calls) unless the program already did, and returns
+ * a communicator over a duplicate of MPI_COMM_WORLD with MPI_ERRORS_RETURN.
+ * A watchdog thread ends the process (exit status 1, naming the rank and the
+ * stalled collective on stderr) when a collective does not complete within
+ * WNA16_MPI_TIMEOUT seconds (default 20; waits for rank 0's next request and
+ * the agreement after loading use WNA16_MPI_IDLE_TIMEOUT, default 600; 0
+ * disables either). The all-reduce sums in rank order, bit-identical to the
+ * threads backend. Errors: UNSUPPORTED (built without MPI), COMM (MPI
+ * failed, or the library gives a thread level below FUNNELED). Free with
+ * wna16_comm_free, which calls MPI_Finalize when this call initialized MPI. */
+WNA16_API wna16_status wna16_comm_mpi_world(wna16_ctx *ctx, int *argc, char ***argv,
+                                            wna16_comm **out);
+WNA16_API int wna16_comm_size(const wna16_comm *c);
+WNA16_API int wna16_comm_rank(const wna16_comm *c);
+/* "single", "threads" or "mpi". */
+WNA16_API const char *wna16_comm_backend(const wna16_comm *c);
+WNA16_API void wna16_comm_free(wna16_comm *c);
+/* Collective agreement on an outcome: each rank passes its own status (its
+ * detail in ctx); every rank returns the first failing status in rank order,
+ * with ctx's detail set to "rank R: <that rank's detail>" on every rank. */
+WNA16_API wna16_status wna16_comm_check(wna16_ctx *ctx, wna16_comm *c, wna16_status mine);
+/* Collective: copies root's bytes into every rank's buf. */
+WNA16_API wna16_status wna16_comm_bcast(wna16_ctx *ctx, wna16_comm *c, void *buf, size_t bytes,
+                                        int root);
+
+/* Time spent inside collectives, as seen by one rank. For the all-reduce it
+ * includes waiting for the slowest rank to arrive. */
+typedef struct wna16_comm_stats {
+    uint64_t all_reduce_calls, all_reduce_bytes; /* bytes of fp32 reduced (one rank's buffer) */
+    double all_reduce_seconds;
+    uint64_t broadcast_calls;
+    double broadcast_seconds;
+} wna16_comm_stats;
+WNA16_API void wna16_comm_get_stats(const wna16_comm *c, wna16_comm_stats *out);
+WNA16_API void wna16_comm_reset_stats(wna16_comm *c);
+
 /* ------------------------------------------------------------------ model */
 
 /* A loaded model: every tensor-parallel rank's shards (TP ranks run as
- * threads of this process), the KV cache, and the sampling state. */
+ * threads of this process), or, distributed, this process's rank only; the
+ * KV cache, and the sampling state. */
 typedef struct wna16_model wna16_model;
 
 typedef struct wna16_model_options {
@@ -228,10 +281,22 @@ typedef struct wna16_model_options {
     int threads;      /* compute threads in all (all cores when 0) */
     int64_t context;  /* KV cache length in tokens (min(4096, max_position_embeddings) when 0) */
     bool progress;    /* draw a progress bar on stderr while loading */
+    /* Distributed (one TP rank per process): when non-NULL, this process is
+     * rank wna16_comm_rank(comm) of comm's size ranks; tp must be 0 or equal
+     * that size, and threads counts this process's threads (default: the
+     * cores this process may run on, shared among the ranks on this host).
+     * The model then maps the checkpoint but reads and repacks only this
+     * rank's slices, and borrows comm (free it after the model). See
+     * wna16_model_follow for how the ranks run. */
+    wna16_comm *comm;
 } wna16_model_options;
 
 /* Opens and validates the checkpoint in dir, checks that it shards at
  * options->tp (WNA16_ERR_TP_INDIVISIBLE otherwise), and repacks its weights.
+ * Distributed (options->comm): collective; the whole plan is checked before
+ * any rank allocates and the ranks agree on the outcome, so a refusal or an
+ * error on any rank makes every rank return the same status and detail
+ * ("rank R: ...").
  * Architectures: Qwen3MoeForCausalLM, Qwen3ForCausalLM, LlamaForCausalLM,
  * MixtralForCausalLM, Qwen2MoeForCausalLM (WNA16_ERR_UNSUPPORTED otherwise). */
 WNA16_API wna16_status wna16_model_load(wna16_ctx *ctx, const char *dir,
@@ -239,7 +304,7 @@ WNA16_API wna16_status wna16_model_load(wna16_ctx *ctx, const char *dir,
 WNA16_API void wna16_model_free(wna16_model *m);
 WNA16_API int64_t wna16_model_vocab_size(const wna16_model *m);
 WNA16_API int64_t wna16_model_context(const wna16_model *m);
-/* Bytes of weights this process holds (all ranks). */
+/* Bytes of weights in the checkpoint (all ranks). */
 WNA16_API size_t wna16_model_weight_bytes(const wna16_model *m);
 /* End-of-sequence ids from generation_config.json and config.json. */
 WNA16_API size_t wna16_model_eos(const wna16_model *m, const int32_t **ids);
@@ -251,6 +316,28 @@ WNA16_API void wna16_model_reset(wna16_model *m);
  * WNA16_ERR_TOKEN_ID for an id outside the vocabulary. */
 WNA16_API wna16_status wna16_model_eval(wna16_ctx *ctx, wna16_model *m, const int32_t *ids,
                                         int64_t n, float *logits);
+
+/* Distributed models: rank 0 drives. wna16_model_eval, wna16_model_reset and
+ * wna16_generate are called on rank 0 only; each eval broadcasts the ids to
+ * the other ranks, which run their slices of the same forward (logits exist
+ * on rank 0 only). Every other rank calls wna16_model_follow, which serves
+ * rank 0's evals until rank 0 calls wna16_model_release (or frees the
+ * model), then returns WNA16_OK. A failed forward fails on every rank. On a
+ * model that is not distributed both calls do nothing. */
+WNA16_API wna16_status wna16_model_follow(wna16_ctx *ctx, wna16_model *m);
+/* why: WNA16_OK, or the status of a failure on rank 0 (its detail taken from
+ * ctx), which wna16_model_follow then returns on every rank with that detail. */
+WNA16_API wna16_status wna16_model_release(wna16_ctx *ctx, wna16_model *m, wna16_status why);
+/* Bytes this process allocated for its rank(s): repacked (or copied)
+ * weights and the KV cache; mapped, zero-copy tensors are not counted. */
+WNA16_API size_t wna16_model_rank_bytes(const wna16_model *m);
+/* This process's TP rank (0 unless distributed) and the TP degree. */
+WNA16_API int wna16_model_rank(const wna16_model *m);
+WNA16_API int wna16_model_tp(const wna16_model *m);
+/* Rank 0's collective counters (all-reduce time and calls); reset with
+ * wna16_model_reset_comm_stats. */
+WNA16_API void wna16_model_comm_stats(const wna16_model *m, wna16_comm_stats *out);
+WNA16_API void wna16_model_reset_comm_stats(wna16_model *m);
 
 /* Sampling (applied in this order: repetition penalty, temperature, top-k,
  * top-p, min-p). temperature 0 means greedy. */

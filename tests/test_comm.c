@@ -56,7 +56,8 @@ static void *rank_main(void *arg) {
     /* agree: rank fail_rank (and the one after it) fail; the first wins */
     wna16_status mine = WNA16_OK;
     wna16_diag mine_d = {{0}};
-    if (r == j->fail_rank) mine = wna16_fail(&mine_d, WNA16_ERR_TP_INDIVISIBLE, "rank-%d-detail", r);
+    if (r == j->fail_rank)
+        mine = wna16_fail(&mine_d, WNA16_ERR_TP_INDIVISIBLE, "rank-%d-detail", r);
     if (r == j->fail_rank + 1) mine = wna16_fail(&mine_d, WNA16_ERR_IO, "later-%d", r);
     j->agree_st = wna16_comm_agree(&mine_d, j->c, mine);
     memcpy(j->agree_detail, mine_d.detail, sizeof j->agree_detail);
@@ -97,7 +98,8 @@ static void test_threads(int T, size_t n) {
     CHECK(differ == 0);
     for (int r = 0; r < T; r++) {
         bool bok = true;
-        for (size_t i = 0; i < 1000; i++) bok &= jobs[r].bytes[i] == (unsigned char)((T - 1) * 31 + i);
+        for (size_t i = 0; i < 1000; i++)
+            bok &= jobs[r].bytes[i] == (unsigned char)((T - 1) * 31 + i);
         CHECK_MSG(bok, "T=%d rank %d: broadcast", T, r);
         CHECK(jobs[r].barrier_ok);
         wna16_status want_st = WNA16_ERR_TP_INDIVISIBLE;
@@ -107,8 +109,8 @@ static void test_threads(int T, size_t n) {
         snprintf(want_detail, sizeof want_detail, "rank-%d-detail", T > 1 ? 1 : 0);
         CHECK_MSG(strstr(jobs[r].agree_detail, want_detail) != NULL, "T=%d rank %d: '%s'", T, r,
                   jobs[r].agree_detail);
-        CHECK_MSG(jobs[r].mismatch_st == (T > 1 ? WNA16_ERR_COMM : WNA16_OK), "T=%d: mismatch -> %s",
-                  T, wna16_status_str(jobs[r].mismatch_st));
+        CHECK_MSG(jobs[r].mismatch_st == (T > 1 ? WNA16_ERR_COMM : WNA16_OK),
+                  "T=%d: mismatch -> %s", T, wna16_status_str(jobs[r].mismatch_st));
         free(jobs[r].buf);
         free(jobs[r].bytes);
     }
@@ -131,10 +133,28 @@ static void test_single(void) {
     CHECK(wna16_comm_agree(&d, c, WNA16_ERR_IO) == WNA16_ERR_IO);
     CHECK(wna16_comm_all_reduce_sum(&d, c, NULL, 3) == WNA16_ERR_INVALID_ARGUMENT);
     CHECK(wna16_comm_all_reduce_sum(&d, NULL, buf, 3) == WNA16_ERR_INVALID_ARGUMENT);
+    /* the front end's counters (bench model reports them) */
+    wna16_comm_stats st;
+    wna16_comm_get_stats(c, &st);
+    CHECK(st.all_reduce_calls == 1 && st.all_reduce_bytes == 3 * sizeof(float));
+    CHECK(st.broadcast_calls == 1);
+    wna16_comm_reset_stats(c);
+    wna16_comm_get_stats(c, &st);
+    CHECK(st.all_reduce_calls == 0 && st.all_reduce_seconds == 0);
+    CHECK(wna16_comm_check(NULL, c, WNA16_ERR_IO) == WNA16_ERR_IO);
     wna16_comm_free(c);
     wna16_comm_free(NULL);
     wna16_comm *cs[2];
     CHECK(wna16_comm_threads(&d, 0, cs) == WNA16_ERR_INVALID_ARGUMENT);
+#ifndef WNA16_HAVE_MPI
+    wna16_ctx *ctx;
+    CHECK(wna16_ctx_create(&ctx) == WNA16_OK);
+    CHECK(!wna16_mpi_built());
+    CHECK(wna16_comm_mpi_world(ctx, NULL, NULL, &c) == WNA16_ERR_UNSUPPORTED && c == NULL);
+    wna16_ctx_free(ctx);
+#else
+    CHECK(wna16_mpi_built());
+#endif
 }
 
 int main(void) {

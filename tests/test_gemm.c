@@ -5,6 +5,7 @@
  * ranges. WNA16_TEST_QUICK=1 trims the matrix (sanitizer builds). */
 #include <math.h>
 #include <stdint.h>
+#include <unistd.h>
 
 #include "core/common.h"
 #include "format/qweight.h"
@@ -243,6 +244,39 @@ static void test_errors(void) {
     wna16_ctx_free(ctx);
 }
 
+static void test_isa_and_clone(void) {
+    for (int i = 0; i < WNA16_ISA_COUNT; i++) {
+        wna16_isa got;
+        CHECK(wna16_isa_parse(wna16_isa_name((wna16_isa)i), &got) && got == (wna16_isa)i);
+        wna16_isa act = wna16_isa_set_cap((wna16_isa)i);
+        wna16_isa det = wna16_isa_detected();
+        CHECK(act == ((wna16_isa)i < det ? (wna16_isa)i : det));
+        CHECK(wna16_isa_active() == act);
+    }
+    wna16_isa dummy;
+    CHECK(!wna16_isa_parse("sse9", &dummy) && !wna16_isa_parse(NULL, &dummy));
+    CHECK(wna16_isa_name(WNA16_ISA_COUNT) == NULL);
+    CHECK(wna16_isa_set_cap(WNA16_ISA_COUNT) == wna16_isa_detected());
+    wna16_isa_set_cap(isa_max);
+
+    tweight t;
+    make_weight(&t, 40, 192, 4, 64, false, false);
+    wna16_packed_linear *pl = NULL, *cl = NULL;
+    CHECK(wna16_linear_pack(NULL, &t.w, &pl) == WNA16_OK);
+    CHECK(wna16_linear_clone(NULL, pl, &cl) == WNA16_OK);
+    uint16_t x[5 * 192], y1[5 * 40], y2[5 * 40];
+    for (int i = 0; i < 5 * 192; i++) x[i] = wna16_f32_to_bf16(rnd_unit());
+    CHECK(wna16_linear_gemm(NULL, pl, 5, x, WNA16_DTYPE_BF16, 192, y1, WNA16_DTYPE_BF16, 40, NULL,
+                            WNA16_DTYPE_F32, 2) == WNA16_OK);
+    CHECK(wna16_linear_gemm(NULL, cl, 5, x, WNA16_DTYPE_BF16, 192, y2, WNA16_DTYPE_BF16, 40, NULL,
+                            WNA16_DTYPE_F32, 1) == WNA16_OK);
+    CHECK(!memcmp(y1, y2, sizeof y1));
+    CHECK(wna16_linear_packed_bytes(cl) == wna16_linear_packed_bytes(pl));
+    wna16_linear_free(cl);
+    wna16_linear_free(pl);
+    tweight_free(&t);
+}
+
 /* One case: all ISA levels, 1 and 2 threads, and the range API, against the
  * double reference. */
 static void run_case(int64_t m, int64_t n, int64_t k, int bits, int64_t gs, bool sym, bool exact,
@@ -355,21 +389,21 @@ static void run_case(int64_t m, int64_t n, int64_t k, int bits, int64_t gs, bool
 static void test_matrix(bool quick) {
     static const int64_t Ms[] = {1, 2, 3, 4, 5, 6, 7, 8, 17, 64, 255};
     static const int64_t Ns[] = {1, 15, 16, 17, 31, 32, 33, 48, 50};
-    static const int64_t Ks_cw[] = {1, 3, 4, 5, 31, 33, 64, 65, 100};
+    static const int64_t Ks_cw[] = {1, 3, 4, 5, 7, 8, 9, 16, 17, 31, 33, 64, 65, 100};
     static const int64_t gss[] = {32, 64, 128, 0};
     int combo = 0;
     for (int bits = 4; bits <= 8; bits += 4)
         for (int sym = 0; sym < 2; sym++)
             for (size_t gi = 0; gi < 4; gi++) {
                 int64_t gs = gss[gi];
-                int64_t Ks[9];
+                int64_t Ks[14];
                 size_t nk = 0;
                 if (gs) {
                     Ks[nk++] = gs;
                     Ks[nk++] = 2 * gs;
                     Ks[nk++] = 3 * gs; /* 96: not a multiple of 64 */
                 } else {
-                    for (; nk < 9; nk++) Ks[nk] = Ks_cw[nk];
+                    for (; nk < 14; nk++) Ks[nk] = Ks_cw[nk];
                 }
                 /* every N x K edge, M rotating through the list */
                 for (size_t ni = 0; ni < 9; ni++)
@@ -398,20 +432,43 @@ static void test_matrix(bool quick) {
                 run_case(1, 40, 256, 4, 128, true, ex, dts[xi], dts[yi], 1, false);
                 run_case(13, 40, 256, 8, 64, false, ex, dts[xi], dts[yi], 2, true);
             }
+    /* the panel micro-kernel for every row-tile height (forced for small m) */
+    int64_t old = wna16_linear_set_decode_max_m(0);
+    for (int64_t m = 1; m <= 24; m += (m < 13 ? 1 : 5)) {
+        run_case(m, 40, 256, 4, 64, m % 2, m % 3 != 0, WNA16_DTYPE_BF16, dts[m % 3], m % 3,
+                 m % 4 == 1);
+        run_case(m, 17, 72, 8, 0, m % 2 == 0, m % 3 == 0, WNA16_DTYPE_BF16, dts[(m + 1) % 3],
+                 (m + 1) % 3, false);
+    }
+    run_case(64, 48, 1024, 4, 128, true, false, WNA16_DTYPE_BF16, WNA16_DTYPE_BF16, 0, false);
+    wna16_linear_set_decode_max_m(old);
     /* larger: several panel chunks and several N blocks per thread */
     run_case(17, 80, 1024, 4, 32, true, false, WNA16_DTYPE_BF16, WNA16_DTYPE_BF16, 0, false);
     run_case(29, 100, 1024, 4, 128, false, true, WNA16_DTYPE_BF16, WNA16_DTYPE_F32, 1, false);
+    run_case(130, 48, 512, 4, 32, true, false, WNA16_DTYPE_BF16, WNA16_DTYPE_BF16, 2, false);
+    run_case(300, 40, 1024, 4, 64, false, false, WNA16_DTYPE_BF16, WNA16_DTYPE_BF16, 0, false);
+    run_case(300, 40, 1024, 8, 128, true, true, WNA16_DTYPE_BF16, WNA16_DTYPE_F32, 1, true);
     run_case(3, 100, 1030, 8, 0, true, false, WNA16_DTYPE_BF16, WNA16_DTYPE_F16, 0, false);
     run_case(40, 64, 1030, 4, 0, false, true, WNA16_DTYPE_BF16, WNA16_DTYPE_BF16, 1, false);
 }
 
-int main(void) {
+int main(int argc, char **argv) {
+    (void)argc;
+    /* Thousands of tiny 2-thread regions: with OpenMP's default spin-wait,
+     * a core shared with another ctest job turns each barrier into a
+     * scheduler time slice. Re-run once with passive waiting (libgomp reads
+     * the variable when it loads, so it must be set before exec). */
+    if (!getenv("OMP_WAIT_POLICY")) {
+        setenv("OMP_WAIT_POLICY", "passive", 1);
+        execv("/proc/self/exe", argv);
+    }
     const char *q = getenv("WNA16_TEST_QUICK");
     bool quick = q && *q && strcmp(q, "0");
     isa_max = wna16_isa_active();
     printf("ISA levels tested: ref..%s (detected %s)\n", wna16_isa_name(isa_max),
            wna16_isa_name(wna16_isa_detected()));
     test_roundtrip();
+    test_isa_and_clone();
     test_errors();
     test_matrix(quick);
     printf("%d cases, %d gemm runs per thread count over %d ISA levels\n", n_cases, n_runs,

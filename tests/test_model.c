@@ -127,7 +127,8 @@ int main(void) {
     } models[] = {
         {"qwen3_bf16", true},       {"qwen3_w4a16", true},      {"llama_bf16", true},
         {"llama_w4a16", true},      {"qwen3_moe_w4a16", false}, {"mixtral_w4a16", false},
-        {"qwen2_moe_w4a16", false}, {"qwen3_moe_tp", true},
+        {"qwen2_moe_w4a16", false}, {"qwen3_moe_tp", true},     {"qwen3_moe_bf16", true},
+        {"mixtral_bf16", true},     {"qwen2_moe_bf16", true},
     };
     for (size_t i = 0; i < sizeof models / sizeof *models; i++) check_model(models[i].name, models[i].tp2);
     test_errors();

@@ -13,10 +13,12 @@
 #include <string.h>
 
 static void bench_model_help(FILE *f) {
-    fprintf(f, "usage: wna16 bench model --model DIR [--prompt N] [--decode N] [--threads N] [--tp N] [--json]\n\n"
+    fprintf(f, "usage: wna16 bench model --model DIR [--prompt N] [--decode N] [--threads N] [--tp N] [--mpi] [--json]\n\n"
                "Prefills a random N-token prompt (default 512) in one pass, then decodes --decode tokens\n"
                "(default 32) greedily, and reports tok/s beside the bandwidth floor (decode) and the\n"
-               "bf16 peak (prefill) measured in the same run.\n");
+               "bf16 peak (prefill) measured in the same run, and the time spent inside the TP\n"
+               "all-reduce (per decoded token, and as a share of decode and prefill time).\n"
+               "Under mpirun -np N (or --mpi) each process runs one TP rank (--tp must equal N).\n");
 }
 
 static int64_t module_weight_bytes(const wna16_module *m) {
@@ -58,10 +60,30 @@ static model_costs costs(const wna16_model *m) {
     return c;
 }
 
+/* Machine limits. Under MPI every rank measures at the same time with its
+ * own threads and the job's limit is the sum (ranks on one host share its
+ * bandwidth; ranks on several hosts add theirs). */
+static void limits(wna16_comm *comm, int threads, double *bw, double *peak) {
+    if (comm) wna16_comm_barrier(NULL, comm);
+    double v[2] = {wna16_measure_read_bw(threads, (size_t)1 << 30, 3), wna16_measure_bf16_peak(threads)};
+    if (!comm) {
+        *bw = v[0], *peak = v[1];
+        return;
+    }
+    int n = wna16_comm_size(comm);
+    double *all = calloc((size_t)n, sizeof *all);
+    *bw = *peak = 0;
+    for (int k = 0; k < 2 && all; k++) {
+        if (!cli_dist_gather(comm, v[k], all)) break;
+        for (int i = 0; i < n; i++) *(k ? peak : bw) += all[i];
+    }
+    free(all);
+}
+
 int wna16_bench_model(int argc, char **argv) {
     const char *dir = NULL;
     long prompt = 512, decode = 32, threads = 0, tp = 1;
-    bool json = false;
+    bool json = false, mpi = false, tp_given = false;
     for (int i = 1; i < argc; i++) {
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (cli_is_help(argv[i])) return bench_model_help(stdout), 0;
@@ -69,46 +91,83 @@ int wna16_bench_model(int argc, char **argv) {
         else if (!strcmp(argv[i], "--prompt")) { if (!cli_parse_int("--prompt", v, 1, 1 << 20, &prompt)) return 2; i++; }
         else if (!strcmp(argv[i], "--decode")) { if (!cli_parse_int("--decode", v, 1, 1 << 20, &decode)) return 2; i++; }
         else if (!strcmp(argv[i], "--threads")) { if (!cli_parse_int("--threads", v, 1, 1024, &threads)) return 2; i++; }
-        else if (!strcmp(argv[i], "--tp")) { if (!cli_parse_int("--tp", v, 1, 64, &tp)) return 2; i++; }
+        else if (!strcmp(argv[i], "--tp")) { if (!cli_parse_int("--tp", v, 1, 64, &tp)) return 2; i++; tp_given = true; }
         else if (!strcmp(argv[i], "--json")) json = true;
+        else if (!strcmp(argv[i], "--mpi")) mpi = true;
         else {
             fprintf(stderr, "wna16 bench model: unexpected argument '%s'\n", argv[i]);
             return 2;
         }
     }
     if (!dir) return bench_model_help(stderr), 2;
+    wna16_comm *comm = NULL;
+    int rc = cli_dist_start("bench model", mpi, &tp, tp_given, &comm);
+    if (rc >= 0) return rc;
+    rc = 0;
+    bool lead = !comm || wna16_comm_rank(comm) == 0;
     int nt = threads > 0 ? (int)threads : 0;
     wna16_ctx *ctx;
-    if (wna16_ctx_create(&ctx) != WNA16_OK) return 1;
+    if (wna16_ctx_create(&ctx) != WNA16_OK) {
+        wna16_comm_free(comm);
+        return 1;
+    }
     wna16_model *m = NULL;
-    wna16_model_options o = {.tp = (int)tp, .threads = nt, .context = prompt + decode + 1, .progress = !json};
+    wna16_model_options o = {.tp = (int)tp, .threads = nt, .context = prompt + decode + 1,
+                             .progress = !json && lead, .comm = comm};
     double t0 = cli_now();
     wna16_status s = wna16_model_load(ctx, dir, &o, &m);
-    if (s != WNA16_OK) return cli_fail("bench model", ctx, s);
+    if (s != WNA16_OK) {
+        rc = cli_fail("bench model", ctx, s);
+        wna16_ctx_free(ctx);
+        wna16_comm_free(comm);
+        return rc;
+    }
     double load_s = cli_now() - t0;
     int limit_threads = m->threads;
-    double bw = wna16_measure_read_bw(limit_threads, (size_t)1 << 30, 3);
-    double peak = wna16_measure_bf16_peak(limit_threads);
+    double bw, peak;
+    limits(comm, limit_threads, &bw, &peak);
     int64_t V = m->cfg.vocab_size;
     int32_t *ids = malloc((size_t)prompt * sizeof *ids);
     float *logits = malloc((size_t)V * sizeof *logits);
     uint64_t r = 42;
     for (long i = 0; i < prompt; i++) ids[i] = (int32_t)((r = r * 6364136223846793005ull + 1442695040888963407ull) >> 33) % (int32_t)V;
-    wna16_model_reset(m);
-    double tp0 = cli_now();
-    s = wna16_model_eval(ctx, m, ids, prompt, logits);
-    double prefill_s = cli_now() - tp0;
-    double td0 = cli_now();
-    for (long i = 0; s == WNA16_OK && i < decode; i++) {
-        int32_t next = 0;
-        for (int64_t j = 1; j < V; j++)
-            if (logits[j] > logits[next]) next = (int32_t)j;
-        s = wna16_model_eval(ctx, m, &next, 1, logits);
+    double prefill_s = 0, decode_s = 0;
+    wna16_comm_stats ar_pre = {0}, ar_dec = {0};
+    if (lead) {
+        wna16_model_reset(m);
+        wna16_model_reset_comm_stats(m);
+        double tp0 = cli_now();
+        s = wna16_model_eval(ctx, m, ids, prompt, logits);
+        prefill_s = cli_now() - tp0;
+        wna16_model_comm_stats(m, &ar_pre);
+        wna16_model_reset_comm_stats(m);
+        double td0 = cli_now();
+        for (long i = 0; s == WNA16_OK && i < decode; i++) {
+            int32_t next = 0;
+            for (int64_t j = 1; j < V; j++)
+                if (logits[j] > logits[next]) next = (int32_t)j;
+            s = wna16_model_eval(ctx, m, &next, 1, logits);
+        }
+        decode_s = cli_now() - td0;
+        wna16_model_comm_stats(m, &ar_dec);
+        s = wna16_model_release(ctx, m, s);
+    } else {
+        wna16_model_reset_comm_stats(m);
+        s = wna16_model_follow(ctx, m);
     }
-    double decode_s = cli_now() - td0;
-    int rc = 0;
+    /* every rank's time inside the all-reduce (prefill and decode) and memory */
+    int nr = comm ? wna16_comm_size(comm) : 0;
+    double *rank_ar = nr ? calloc((size_t)nr, sizeof(double)) : NULL;
+    double *rank_hwm = nr ? calloc((size_t)nr, sizeof(double)) : NULL;
+    bool have_ranks = false;
+    if (s == WNA16_OK && rank_ar && rank_hwm) {
+        wna16_comm_stats mine;
+        wna16_model_comm_stats(m, &mine);
+        double total = lead ? ar_pre.all_reduce_seconds + ar_dec.all_reduce_seconds : mine.all_reduce_seconds;
+        have_ranks = cli_dist_gather(comm, total, rank_ar) && cli_dist_gather(comm, cli_peak_rss_mib(), rank_hwm);
+    }
     if (s != WNA16_OK) rc = cli_fail("bench model", ctx, s);
-    else {
+    else if (lead) {
         model_costs c = costs(m);
         double attn_flops = 0; /* causal scores and weighted sums over the prompt */
         attn_flops = 2.0 * 2.0 * (double)m->cfg.num_layers * (double)(m->cfg.num_heads * m->cfg.head_dim) *
@@ -117,27 +176,58 @@ int wna16_bench_model(int argc, char **argv) {
         double prefill_gflops = prefill_flops / prefill_s / 1e9;
         double decode_tok_s = (double)decode / decode_s;
         double decode_gbs = c.bytes_per_token * decode_tok_s / 1e9;
-        if (json)
+        const char *backend = comm ? "mpi" : tp > 1 ? "threads" : "single";
+        double ar_tok_ms = 1e3 * ar_dec.all_reduce_seconds / (double)decode;
+        double ar_dec_share = ar_dec.all_reduce_seconds / decode_s;
+        double ar_pre_share = ar_pre.all_reduce_seconds / prefill_s;
+        double ar_calls_tok = (double)ar_dec.all_reduce_calls / (double)decode;
+        double ar_kb_tok = (double)ar_dec.all_reduce_bytes / (double)decode / 1024.0;
+        if (json) {
             printf("{\"model\": \"%s\", \"threads\": %d, \"tp\": %ld, \"read_bw_gbs\": %.2f, \"bf16_peak_gflops\": %.1f, "
                    "\"load_seconds\": %.2f, \"prompt_tokens\": %ld, \"prefill_seconds\": %.4f, \"prefill_tok_s\": %.2f, "
                    "\"prefill_gflops\": %.1f, \"prefill_fraction_of_peak\": %.4f, \"decode_tokens\": %ld, "
                    "\"decode_tok_s\": %.3f, \"bytes_per_token\": %.0f, \"decode_gbs\": %.2f, "
-                   "\"decode_fraction_of_bw\": %.4f, \"peak_rss_mib\": %.1f}\n",
+                   "\"decode_fraction_of_bw\": %.4f, \"peak_rss_mib\": %.1f, \"comm_backend\": \"%s\", "
+                   "\"allreduce_decode_ms_per_token\": %.4f, \"allreduce_decode_share\": %.4f, "
+                   "\"allreduce_calls_per_token\": %.1f, \"allreduce_kib_per_token\": %.2f, "
+                   "\"allreduce_prefill_seconds\": %.4f, \"allreduce_prefill_share\": %.4f",
                    dir, limit_threads, tp, bw, peak, load_s, prompt, prefill_s, prompt / prefill_s, prefill_gflops,
                    prefill_gflops / peak, decode, decode_tok_s, c.bytes_per_token, decode_gbs, decode_gbs / bw,
-                   cli_peak_rss_mib());
-        else {
-            printf("machine: %d threads, read bandwidth %.2f GB/s, bf16 peak %.1f GFLOP/s\n", limit_threads, bw, peak);
+                   cli_peak_rss_mib(), backend, ar_tok_ms, ar_dec_share, ar_calls_tok, ar_kb_tok,
+                   ar_pre.all_reduce_seconds, ar_pre_share);
+            if (have_ranks) {
+                printf(", \"rank_allreduce_seconds\": ");
+                cli_print_json_array(stdout, rank_ar, nr, 4);
+                printf(", \"rank_peak_rss_mib\": ");
+                cli_print_json_array(stdout, rank_hwm, nr, 1);
+            }
+            printf("}\n");
+        } else {
+            printf("machine: %d threads%s, read bandwidth %.2f GB/s, bf16 peak %.1f GFLOP/s\n", limit_threads,
+                   comm ? " per rank (limits summed over ranks)" : "", bw, peak);
             printf("model:   %s, loaded in %.2fs, peak RSS %.0f MiB\n", dir, load_s, cli_peak_rss_mib());
             printf("prefill: %ld tokens in %.3fs = %.1f tok/s, %.1f GFLOP/s = %.1f%% of the bf16 peak\n", prompt,
                    prefill_s, prompt / prefill_s, prefill_gflops, 100 * prefill_gflops / peak);
             printf("decode:  %ld tokens, %.2f tok/s, %.1f MB/token -> %.2f GB/s = %.1f%% of the read bandwidth\n",
                    decode, decode_tok_s, c.bytes_per_token / 1e6, decode_gbs, 100 * decode_gbs / bw);
+            printf("allreduce (%s, TP=%ld, rank 0): decode %.3f ms/token = %.1f%% of decode time (%.0f calls, "
+                   "%.1f KiB/token); prefill %.3fs = %.1f%% of prefill time\n",
+                   backend, tp, ar_tok_ms, 100 * ar_dec_share, ar_calls_tok, ar_kb_tok,
+                   ar_pre.all_reduce_seconds, 100 * ar_pre_share);
+            if (have_ranks) {
+                printf("ranks:  ");
+                for (int i = 0; i < nr; i++)
+                    printf(" rank %d: all-reduce %.3fs, peak RSS %.0f MiB%s", i, rank_ar[i], rank_hwm[i],
+                           i + 1 < nr ? ";" : "\n");
+            }
         }
     }
+    free(rank_ar);
+    free(rank_hwm);
     free(ids);
     free(logits);
     wna16_model_free(m);
     wna16_ctx_free(ctx);
+    wna16_comm_free(comm);
     return rc;
 }

@@ -14,9 +14,13 @@ int wna16_cmd_generate(int argc, char **argv);
 int wna16_cmd_synth(int argc, char **argv);
 int wna16_cmd_demo(int argc, char **argv);
 int wna16_bench_model(int argc, char **argv);
+int wna16_bench_comm(int argc, char **argv);
 int wna16_cmd_bench(int argc, char **argv);
 int wna16_cmd_tokenize(int argc, char **argv);
 int wna16_cmd_detokenize(int argc, char **argv);
+/* `wna16 bench moe` (bench_moe.c), a mode of wna16_cmd_bench. */
+int wna16_bench_moe(int argc, char **argv);
+int wna16_cmd_quantize(int argc, char **argv);
 
 /* Shared helpers (cli_util.c). */
 bool cli_is_help(const char *arg);
@@ -30,5 +34,16 @@ void cli_print_json_string(FILE *f, const char *s);
 
 /* Prints "wna16 <cmd>: <status>: <detail>" to stderr and returns exit code 1. */
 int cli_fail(const char *cmd, wna16_ctx *ctx, wna16_status s);
+
+/* Distributed runs (cli_dist.c). When launched by mpirun/mpiexec (or with
+ * --mpi), initializes MPI and sets *out to the world communicator and *tp to
+ * its size; refuses a --tp that differs from it. Returns -1 to go on (with
+ * *out NULL for an ordinary run), else the exit status. */
+int cli_dist_start(const char *cmd, bool want_mpi, long *tp, bool tp_given, wna16_comm **out);
+/* Current resident memory of this process in MiB (VmRSS). */
+double cli_rss_mib(void);
+/* Collective: all[r] = rank r's value (all has comm-size slots). */
+bool cli_dist_gather(wna16_comm *c, double mine, double *all);
+void cli_print_json_array(FILE *f, const double *v, int n, int decimals);
 
 #endif

@@ -73,14 +73,17 @@ static void gemm_help(FILE *f) {
     fprintf(f,
             "usage: wna16 bench gemm [--m LIST] [--n LIST] [--k LIST] [--bits 4|8] [--group G]\n"
             "                        [--asym] [--dtype bf16|f16|f32] [--threads T] [--isa NAME]\n"
-            "                        [--min-time S] [--json]\n\n"
+            "                        [--decode-max-m M] [--min-time S] [--repeat R] [--json]\n\n"
             "Measures this machine's read bandwidth (STREAM-style sum over 1 GiB) and bf16-dot\n"
             "/ FMA peaks (register-resident loops) on T threads, then times y = x·Wᵀ for each\n"
             "M x (K, N) case with the packed WNA16 kernels, rotating enough packed copies of W\n"
             "to exceed the last-level cache (cold weights). Reports time, GFLOP/s, weight GB/s\n"
             "and each as a fraction of the measured limit. --n/--k lists form a cross product;\n"
             "default M 1,8,32,128,512 and (K,N) (4096,4096), (2048,4096); int4, group 128\n"
-            "(0 = channelwise), symmetric, bf16 activations and output.\n");
+            "(0 = channelwise), symmetric, bf16 activations and output. --decode-max-m M\n"
+            "sends bf16 cases with more than M rows to the dequantized-panel kernel.\n"
+            "--repeat R runs the limits and the whole sweep R times and keeps the best of\n"
+            "each (on a shared machine, noise only ever makes things slower).\n");
 }
 
 typedef struct gemm_result {
@@ -100,7 +103,7 @@ static const char *dt_name(wna16_dtype t) {
 static int bench_gemm(int argc, char **argv) {
     long ms[16] = {1, 8, 32, 128, 512}, ns[8] = {4096}, ks[8] = {4096, 2048};
     int n_m = 5, n_n = 0, n_k = 0;
-    long bits = 4, group = 128, threads = omp_get_max_threads();
+    long bits = 4, group = 128, threads = omp_get_max_threads(), repeat = 1;
     bool asym = false, json = false;
     double min_time = 0.3;
     wna16_dtype dt = WNA16_DTYPE_BF16;
@@ -123,7 +126,11 @@ static int bench_gemm(int argc, char **argv) {
             if (!parse_list(a, v, 1, 1 << 20, ks, &n_k, 8)) return 2;
             i++;
         } else if (!strcmp(a, "--bits")) {
-            if (!cli_parse_int(a, v, 4, 8, &bits) || (bits != 4 && bits != 8)) return 2;
+            if (!cli_parse_int(a, v, 4, 8, &bits)) return 2;
+            if (bits != 4 && bits != 8) {
+                fprintf(stderr, "wna16 bench gemm: --bits takes 4 or 8\n");
+                return 2;
+            }
             i++;
         } else if (!strcmp(a, "--group")) {
             if (!cli_parse_int(a, v, 0, 1 << 20, &group)) return 2;
@@ -146,6 +153,14 @@ static int bench_gemm(int argc, char **argv) {
                 fprintf(stderr, "wna16 bench gemm: --dtype takes bf16, f16 or f32\n");
                 return 2;
             }
+            i++;
+        } else if (!strcmp(a, "--repeat")) {
+            if (!cli_parse_int(a, v, 1, 100, &repeat)) return 2;
+            i++;
+        } else if (!strcmp(a, "--decode-max-m")) {
+            long mx;
+            if (!cli_parse_int(a, v, 0, 1L << 40, &mx)) return 2;
+            wna16_linear_set_decode_max_m(mx);
             i++;
         } else if (!strcmp(a, "--isa")) {
             wna16_isa isa;
@@ -183,25 +198,21 @@ static int bench_gemm(int argc, char **argv) {
         }
     }
 
-    bench_limits lim;
-    measure_limits(&lim, (int)threads, json);
-    bool use_bf16 = dt == WNA16_DTYPE_BF16 && lim.bf16_gflops > 0;
-    double peak = use_bf16 ? lim.bf16_gflops : lim.fma_gflops;
-    if (!json) {
-        printf("machine: %d threads, isa %s, %.0f MHz (cpuinfo), LLC %zu MiB\n", lim.threads,
-               wna16_isa_name(wna16_isa_active()), lim.mhz, lim.llc_bytes >> 20);
-        printf("limits:  read %.1f GB/s, bf16-dot peak %.1f GFLOP/s, fp32 FMA peak %.1f GFLOP/s\n",
-               lim.read_gbs, lim.bf16_gflops, lim.fma_gflops);
-        printf("case:    int%ld %s g%ld, x/y %s, compute fraction vs %s peak\n\n", bits,
-               asym ? "asym" : "sym", group, dt_name(dt), use_bf16 ? "bf16-dot" : "FMA");
-        printf("%6s %6s %6s %11s %11s %9s %8s %8s %8s\n", "M", "K", "N", "best_us", "median_us",
-               "GFLOP/s", "%peak", "W_GB/s", "%bw");
-    }
+    bench_limits lim = {0};
     gemm_result *res = calloc((size_t)(n_shapes * n_m), sizeof *res);
-    int n_res = 0, rc = 0;
+    int n_res = n_shapes * n_m, rc = 0;
+    for (int i = 0; i < n_res; i++) res[i].t_best = res[i].t_median = INFINITY;
     wna16_ctx *ctx;
     if (wna16_ctx_create(&ctx) != WNA16_OK) return 1;
     wna16_diag *d = wna16_ctx_diag(ctx);
+    size_t wbytes_of[64] = {0};
+    for (long rep = 0; rep < repeat && !rc; rep++) {
+        bench_limits l;
+        measure_limits(&l, (int)threads, json);
+        if (rep == 0) lim = l;
+        lim.read_gbs = fmax(lim.read_gbs, l.read_gbs);
+        lim.bf16_gflops = fmax(lim.bf16_gflops, l.bf16_gflops);
+        lim.fma_gflops = fmax(lim.fma_gflops, l.fma_gflops);
     for (int s = 0; s < n_shapes && !rc; s++) {
         long K = shapes[s][0], N = shapes[s][1], G = group ? group : K;
         int64_t ng = K / G, row_words = (K * bits + 31) / 32;
@@ -234,7 +245,8 @@ static int bench_gemm(int argc, char **argv) {
             break;
         }
         size_t wbytes = wna16_linear_packed_bytes(copies[0]);
-        int n_copies = (int)((2 * lim.llc_bytes) / wbytes) + 2;
+        wbytes_of[s] = wbytes;
+        int n_copies = (int)((2 * l.llc_bytes) / wbytes) + 2;
         if (n_copies > 64) n_copies = 64;
         for (int c = 1; c < n_copies && st == WNA16_OK; c++)
             st = wna16_linear_clone(d, copies[0], &copies[c]);
@@ -273,21 +285,40 @@ static int bench_gemm(int argc, char **argv) {
                 break;
             }
             qsort(times, (size_t)n_t, sizeof times[0], cmp_double);
-            gemm_result *g = &res[n_res++];
+            gemm_result *g = &res[s * n_m + mi];
             g->m = M, g->n = N, g->k = K;
-            g->t_best = times[0];
-            g->t_median = times[n_t / 2];
-            g->gflops = 2.0 * (double)M * (double)N * (double)K / g->t_best * 1e-9;
-            g->wgbs = (double)wbytes / g->t_best * 1e-9;
-            g->frac_bw = lim.read_gbs > 0 ? g->wgbs / lim.read_gbs : 0;
-            g->frac_peak = peak > 0 ? g->gflops / peak : 0;
-            if (!json)
-                printf("%6ld %6ld %6ld %11.1f %11.1f %9.1f %7.1f%% %8.1f %7.1f%%\n", M, K, N,
-                       g->t_best * 1e6, g->t_median * 1e6, g->gflops, 100 * g->frac_peak, g->wgbs,
-                       100 * g->frac_bw);
-            fflush(stdout);
+            if (times[0] < g->t_best) g->t_best = times[0];
+            if (times[n_t / 2] < g->t_median) g->t_median = times[n_t / 2];
         }
         for (int c = 0; c < n_copies; c++) wna16_linear_free(copies[c]);
+    }
+    }
+    bool use_bf16 = dt == WNA16_DTYPE_BF16 && lim.bf16_gflops > 0;
+    double peak = use_bf16 ? lim.bf16_gflops : lim.fma_gflops;
+    if (!json && !rc) {
+        printf("machine: %d threads, isa %s, %.0f MHz (cpuinfo), LLC %zu MiB (sysconf)\n",
+               lim.threads, wna16_isa_name(wna16_isa_active()), lim.mhz, lim.llc_bytes >> 20);
+        printf("limits:  read %.1f GB/s, bf16-dot peak %.1f GFLOP/s, fp32 FMA peak %.1f GFLOP/s"
+               "%s\n",
+               lim.read_gbs, lim.bf16_gflops, lim.fma_gflops,
+               repeat > 1 ? " (best of the repeats)" : "");
+        printf("case:    int%ld %s g%ld, x/y %s, compute fraction vs %s peak, best of %ld "
+               "sweep(s)\n\n",
+               bits, asym ? "asym" : "sym", group, dt_name(dt), use_bf16 ? "bf16-dot" : "FMA",
+               repeat);
+        printf("%6s %6s %6s %11s %11s %9s %8s %8s %8s\n", "M", "K", "N", "best_us", "median_us",
+               "GFLOP/s", "%peak", "W_GB/s", "%bw");
+    }
+    for (int i = 0; i < n_res && !rc; i++) {
+        gemm_result *g = &res[i];
+        g->gflops = 2.0 * (double)g->m * (double)g->n * (double)g->k / g->t_best * 1e-9;
+        g->wgbs = (double)wbytes_of[i / n_m] / g->t_best * 1e-9;
+        g->frac_bw = lim.read_gbs > 0 ? g->wgbs / lim.read_gbs : 0;
+        g->frac_peak = peak > 0 ? g->gflops / peak : 0;
+        if (!json)
+            printf("%6ld %6ld %6ld %11.1f %11.1f %9.1f %7.1f%% %8.1f %7.1f%%\n", g->m, g->k, g->n,
+                   g->t_best * 1e6, g->t_median * 1e6, g->gflops, 100 * g->frac_peak, g->wgbs,
+                   100 * g->frac_bw);
     }
     /* acceptance targets, where the run has the cases they need */
     if (!rc) {
@@ -297,13 +328,15 @@ static int bench_gemm(int argc, char **argv) {
                              "{\"machine\": {\"threads\": %d, \"isa\": \"%s\", \"mhz\": %.0f, "
                              "\"llc_bytes\": %zu, \"read_gbs\": %.2f, \"bf16_gflops\": %.1f, "
                              "\"fma_gflops\": %.1f},\n \"case\": {\"bits\": %ld, \"group\": %ld, "
-                             "\"symmetric\": %s, \"dtype\": \"%s\"},\n \"results\": [",
+                             "\"symmetric\": %s, \"dtype\": \"%s\", \"repeat\": %ld},\n \"results\": [",
                              lim.threads, wna16_isa_name(wna16_isa_active()), lim.mhz,
                              lim.llc_bytes, lim.read_gbs, lim.bf16_gflops, lim.fma_gflops, bits,
-                             group, asym ? "false" : "true", dt_name(dt));
+                             group, asym ? "false" : "true", dt_name(dt), repeat);
         } else {
-            printf("\ntargets: M=1 >= 90%% bw; M>=128 >= 65%% peak; 1<M<128 time <= "
-                   "max(t(M=1), flops / best prefill rate)\n");
+            printf("\ntargets (issue 3, meant for the default int4 g128 cases): M=1 >= 90%% bw; "
+                   "M>=128 >= 65%% peak;\n  1<M<128 time <= max(t(M=1), flops / best M>=128 rate "
+                   "of the same shape) (pass),\n  or at least <= max(t(M=1), flops / 65%% of peak) "
+                   "(pass-target)\n");
         }
         for (int i = 0; i < n_res; i++) {
             gemm_result *g = &res[i];
@@ -322,9 +355,16 @@ static int bench_gemm(int argc, char **argv) {
                 verdict = g->frac_peak >= 0.65 ? "pass" : "miss";
                 snprintf(why, sizeof why, "peak %.1f%% (>= 65%%)", 100 * g->frac_peak);
             } else if (t1 > 0 && best_rate > 0) {
-                double bound = fmax(t1, 2.0 * g->m * g->n * g->k / (best_rate * 1e9));
-                verdict = g->t_best <= bound ? "pass" : "miss";
-                snprintf(why, sizeof why, "%.1f us vs bound %.1f us", g->t_best * 1e6, bound * 1e6);
+                /* strict: the best rate measured at M >= 128; target: the
+                 * 65 %-of-peak prefill target rate */
+                double flops = 2.0 * g->m * g->n * g->k;
+                double bound = fmax(t1, flops / (best_rate * 1e9));
+                double bound_t = peak > 0 ? fmax(t1, flops / (0.65 * peak * 1e9)) : bound;
+                verdict = g->t_best <= bound ? "pass" : g->t_best <= bound_t ? "pass-target" : "miss";
+                snprintf(why, sizeof why,
+                         "%.1f us vs max(t1, flops/best rate) %.1f us, vs max(t1, flops/(65%% "
+                         "peak)) %.1f us",
+                         g->t_best * 1e6, bound * 1e6, bound_t * 1e6);
             }
             if (json)
                 wna16_buf_printf(&out,
@@ -359,6 +399,8 @@ typedef struct bench_mode {
 static const bench_mode bench_modes[] = {
     {"gemm", bench_gemm, "WNA16 linear y = x·Wᵀ, decode and prefill shapes"},
     {"model", wna16_bench_model, "whole-model prefill and decode vs. bandwidth and bf16 peak"},
+    {"moe", wna16_bench_moe, "fused MoE layer, Qwen3-30B-A3B shapes, cold weights"},
+    {"comm", wna16_bench_comm, "the TP all-reduce alone (threads, or one rank per process under mpirun)"},
 };
 
 static void bench_help(FILE *f) {

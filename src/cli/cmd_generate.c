@@ -16,15 +16,22 @@ static void generate_help(FILE *f) {
             "  --system TEXT        a system turn for --chat\n"
             "  --think              let Qwen3 think (default: empty think block)\n"
             "  -n N                 tokens to generate (default 64)\n"
-            "  --tp N               tensor-parallel degree, ranks as threads (default 1)\n"
-            "  --threads N          compute threads (default: all cores)\n"
+            "  --tp N               tensor-parallel degree: ranks as threads of this process\n"
+            "                       (default 1), or, under mpirun, one rank per process: N must\n"
+            "                       equal the number of processes (default: that number)\n"
+            "  --mpi                run as one rank of an MPI job even when no launcher is seen\n"
+            "                       (mpirun/mpiexec/srun are detected from their environment)\n"
+            "  --threads N          compute threads (default: all cores; under MPI, per process:\n"
+            "                       the cores it may use, shared by the ranks on its host)\n"
             "  --ctx N              KV cache length (default min(4096, model max))\n"
             "  --temp T             temperature; 0 = greedy (default 0)\n"
             "  --top-k K --top-p P --min-p P --repeat-penalty R\n"
             "  --seed S             sampling seed (default 0)\n"
             "  --stop STR           stop string (repeatable)\n"
             "  --tokenizer PATH     tokenizer dir or tokenizer.json (default: the model dir)\n"
-            "  --json               print one JSON object instead of streaming text\n");
+            "  --json               print one JSON object instead of streaming text\n\n"
+            "Under MPI (docs/distributed.md) rank 0 tokenizes, samples and prints; every rank loads\n"
+            "only its own slices; an error on any rank is printed by every rank, which all exit 1.\n");
 }
 
 typedef struct gen_args {
@@ -34,7 +41,7 @@ typedef struct gen_args {
     long n, tp, threads, ctx, top_k;
     double temp, top_p, min_p, penalty;
     unsigned long long seed;
-    bool json, think;
+    bool json, think, mpi, tp_given;
 } gen_args;
 
 static bool parse_double(const char *flag, const char *text, double *out) {
@@ -51,6 +58,7 @@ static int parse(int argc, char **argv, gen_args *a) {
     *a = (gen_args){.n = 64, .tp = 1, .penalty = 1.0, .top_p = 1.0};
     for (int i = 1; i < argc; i++) {
         const char *f = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(f, "--tp")) a->tp_given = true;
         if (cli_is_help(f)) return generate_help(stdout), 0;
 #define STR(name, field) else if (!strcmp(f, name) && v) a->field = argv[++i];
 #define INT(name, field, lo, hi) else if (!strcmp(f, name)) { if (!cli_parse_int(name, v, lo, hi, &a->field)) return 2; i++; }
@@ -64,6 +72,7 @@ static int parse(int argc, char **argv, gen_args *a) {
         else if (!strcmp(f, "--stop") && v && a->n_stop < 16) a->stop[a->n_stop++] = argv[++i];
         else if (!strcmp(f, "--json")) a->json = true;
         else if (!strcmp(f, "--think")) a->think = true;
+        else if (!strcmp(f, "--mpi")) a->mpi = true;
         else {
             fprintf(stderr, "wna16 generate: unexpected argument '%s'\n", f);
             return 2;
@@ -108,39 +117,66 @@ static void print_json(const wna16_generate_result *r, const wna16_model *m, dou
     (void)m, (void)load_s;
 }
 
+static void print_ranks(const char *key, const double *v, int n) {
+    printf(", \"%s\": ", key);
+    cli_print_json_array(stdout, v, n, 1);
+}
+
 int wna16_cmd_generate(int argc, char **argv) {
     gen_args a;
     int rc = parse(argc, argv, &a);
     if (rc >= 0) return rc;
+    wna16_comm *comm = NULL;
+    rc = cli_dist_start("generate", a.mpi, &a.tp, a.tp_given, &comm);
+    if (rc >= 0) return rc;
     rc = 0;
+    bool lead = !comm || wna16_comm_rank(comm) == 0; /* tokenizes, samples, prints */
     wna16_ctx *ctx;
-    if (wna16_ctx_create(&ctx) != WNA16_OK) return 1;
+    if (wna16_ctx_create(&ctx) != WNA16_OK) {
+        wna16_comm_free(comm);
+        return 1;
+    }
     wna16_tokenizer *tok = NULL;
     wna16_model *m = NULL;
     int32_t *ids = NULL;
     size_t n_ids = 0;
     wna16_generate_result r = {0};
     double t0 = cli_now();
-    wna16_status s = wna16_tokenizer_load(ctx, a.tokenizer ? a.tokenizer : a.dir, &tok);
+    wna16_status s = lead ? wna16_tokenizer_load(ctx, a.tokenizer ? a.tokenizer : a.dir, &tok) : WNA16_OK;
+    if (comm) s = wna16_comm_check(ctx, comm, s);
     wna16_model_options mo = {.tp = (int)a.tp, .threads = (int)a.threads, .context = a.ctx,
-                              .progress = !a.json};
+                              .progress = !a.json && lead, .comm = comm};
     if (s == WNA16_OK) s = wna16_model_load(ctx, a.dir, &mo, &m);
     double load_s = cli_now() - t0;
-    if (s == WNA16_OK && !a.json)
-        fprintf(stderr, "loaded %s in %.2fs: %.1f MiB of weights, TP=%ld, peak RSS %.1f MiB\n", a.dir,
-                load_s, (double)wna16_model_weight_bytes(m) / 1048576.0, a.tp, cli_peak_rss_mib());
-    if (s == WNA16_OK) s = encode_prompt(ctx, tok, &a, &ids, &n_ids);
-    if (s == WNA16_OK) {
-        wna16_generate_options go = {
-            .max_tokens = a.n,
-            .sampler = {.temperature = (float)a.temp, .top_p = (float)a.top_p, .min_p = (float)a.min_p,
-                        .repetition_penalty = (float)a.penalty, .top_k = (int)a.top_k, .seed = a.seed},
-            .stop = a.stop, .n_stop = a.n_stop, .on_text = a.json ? NULL : stream_out};
-        s = wna16_generate(ctx, m, tok, ids, n_ids, &go, &r);
+    if (s == WNA16_OK && !a.json && lead)
+        fprintf(stderr, "loaded %s in %.2fs: %.1f MiB of weights, TP=%ld%s, peak RSS %.1f MiB\n", a.dir,
+                load_s, (double)wna16_model_weight_bytes(m) / 1048576.0, a.tp,
+                comm ? " (MPI, one rank per process)" : "", cli_peak_rss_mib());
+    if (lead) {
+        if (s == WNA16_OK) s = encode_prompt(ctx, tok, &a, &ids, &n_ids);
+        if (s == WNA16_OK) {
+            wna16_generate_options go = {
+                .max_tokens = a.n,
+                .sampler = {.temperature = (float)a.temp, .top_p = (float)a.top_p, .min_p = (float)a.min_p,
+                            .repetition_penalty = (float)a.penalty, .top_k = (int)a.top_k, .seed = a.seed},
+                .stop = a.stop, .n_stop = a.n_stop, .on_text = a.json ? NULL : stream_out};
+            s = wna16_generate(ctx, m, tok, ids, n_ids, &go, &r);
+        }
+        /* the followers return with rank 0's verdict */
+        if (m) s = wna16_model_release(ctx, m, s);
+    } else if (s == WNA16_OK) {
+        s = wna16_model_follow(ctx, m);
     }
+    /* per-rank memory, gathered on every rank while all are still here */
+    int nr = comm ? wna16_comm_size(comm) : 0;
+    double *hwm = nr ? calloc((size_t)nr, sizeof *hwm) : NULL, *rss = nr ? calloc((size_t)nr, sizeof *rss) : NULL;
+    double *own = nr ? calloc((size_t)nr, sizeof *own) : NULL;
+    bool have_ranks = s == WNA16_OK && hwm && rss && own && cli_dist_gather(comm, cli_peak_rss_mib(), hwm) &&
+                      cli_dist_gather(comm, cli_rss_mib(), rss) &&
+                      cli_dist_gather(comm, (double)wna16_model_rank_bytes(m) / 1048576.0, own);
     if (s != WNA16_OK) {
         rc = cli_fail("generate", ctx, s);
-    } else {
+    } else if (lead) {
         double pre = r.prefill_seconds > 0 ? (double)r.prompt_tokens / r.prefill_seconds : 0;
         double dec = r.decode_seconds > 0 && r.generated > 1 ? (double)(r.generated - 1) / r.decode_seconds : 0;
         if (a.json) {
@@ -150,20 +186,36 @@ int wna16_cmd_generate(int argc, char **argv) {
             for (int64_t i = 0; i < r.generated; i++) printf("%s%d", i ? ", " : "", r.ids[i]);
             printf("], \"prompt_tokens\": %lld, \"generated_tokens\": %lld, \"stop_reason\": \"%s\", "
                    "\"tp\": %ld, \"load_seconds\": %.3f, \"prefill_tok_s\": %.2f, \"decode_tok_s\": %.2f, "
-                   "\"peak_rss_mib\": %.1f}\n",
+                   "\"peak_rss_mib\": %.1f",
                    (long long)r.prompt_tokens, (long long)r.generated, r.stop_reason, a.tp, load_s, pre,
                    dec, cli_peak_rss_mib());
+            printf(", \"backend\": \"%s\", \"alloc_mib\": %.1f", comm ? "mpi" : a.tp > 1 ? "threads" : "single",
+                   (double)wna16_model_rank_bytes(m) / 1048576.0);
+            if (have_ranks) {
+                print_ranks("rank_peak_rss_mib", hwm, nr);
+                print_ranks("rank_rss_mib", rss, nr);
+                print_ranks("rank_alloc_mib", own, nr);
+            }
+            printf("}\n");
         } else {
             fprintf(stderr, "\n\nprompt %lld tokens, prefill %.1f tok/s; generated %lld tokens (%s), "
                             "decode %.2f tok/s; peak RSS %.1f MiB\n",
                     (long long)r.prompt_tokens, pre, (long long)r.generated, r.stop_reason, dec,
                     cli_peak_rss_mib());
+            if (have_ranks) {
+                fprintf(stderr, "per-rank RSS (MiB, now / peak):");
+                for (int i = 0; i < nr; i++) fprintf(stderr, " rank %d %.0f / %.0f%s", i, rss[i], hwm[i], i + 1 < nr ? ";" : "\n");
+            }
         }
     }
+    free(hwm);
+    free(rss);
+    free(own);
     wna16_generate_result_free(&r);
     free(ids);
     wna16_model_free(m);
     wna16_tokenizer_free(tok);
     wna16_ctx_free(ctx);
+    wna16_comm_free(comm);
     return rc;
 }

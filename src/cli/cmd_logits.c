@@ -1,13 +1,15 @@
 #include "cli/cli.h"
+#include "core/common.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 static void logits_help(FILE *f) {
-    fprintf(f, "usage: wna16 logits --model DIR --ids ID[,ID...] [--tp N] [--threads N] [--top K]\n\n"
+    fprintf(f, "usage: wna16 logits --model DIR --ids ID[,ID...] [--tp N] [--threads N] [--top K] [--mpi]\n\n"
                "Runs the ids as one prompt and prints the last position's logits, one per line\n"
-               "(or the K largest as 'id logit' with --top K). For tests and debugging.\n");
+               "(or the K largest as 'id logit' with --top K). For tests and debugging.\n"
+               "Under mpirun -np N (or --mpi) each process runs one TP rank; rank 0 prints.\n");
 }
 
 static int parse_ids(const char *text, int32_t **ids, int64_t *n) {
@@ -35,6 +37,7 @@ static int parse_ids(const char *text, int32_t **ids, int64_t *n) {
 int wna16_cmd_logits(int argc, char **argv) {
     const char *dir = NULL, *ids_text = NULL;
     long tp = 1, threads = 0, top = 0;
+    bool mpi = false, tp_given = false;
     for (int i = 1; i < argc; i++) {
         const char *next = i + 1 < argc ? argv[i + 1] : NULL;
         if (cli_is_help(argv[i])) {
@@ -45,6 +48,9 @@ int wna16_cmd_logits(int argc, char **argv) {
         else if (!strcmp(argv[i], "--tp")) {
             if (!cli_parse_int("--tp", next, 1, 64, &tp)) return 2;
             i++;
+            tp_given = true;
+        } else if (!strcmp(argv[i], "--mpi")) {
+            mpi = true;
         } else if (!strcmp(argv[i], "--threads")) {
             if (!cli_parse_int("--threads", next, 1, 1024, &threads)) return 2;
             i++;
@@ -64,19 +70,31 @@ int wna16_cmd_logits(int argc, char **argv) {
         logits_help(stderr);
         return 2;
     }
+    wna16_comm *comm = NULL;
+    int rc = cli_dist_start("logits", mpi, &tp, tp_given, &comm);
+    if (rc >= 0) {
+        free(ids);
+        return rc;
+    }
+    rc = 0;
+    bool lead = !comm || wna16_comm_rank(comm) == 0;
     wna16_ctx *ctx;
     if (wna16_ctx_create(&ctx) != WNA16_OK) return 1;
-    wna16_model_options o = {.tp = (int)tp, .threads = (int)threads};
+    wna16_model_options o = {.tp = (int)tp, .threads = (int)threads, .comm = comm};
     wna16_model *m = NULL;
     wna16_status s = wna16_model_load(ctx, dir, &o, &m);
     float *logits = NULL;
-    if (s == WNA16_OK) {
+    if (s == WNA16_OK && lead) {
         logits = malloc((size_t)wna16_model_vocab_size(m) * sizeof *logits);
-        s = logits ? wna16_model_eval(ctx, m, ids, n, logits) : WNA16_ERR_OUT_OF_MEMORY;
+        s = logits ? wna16_model_eval(ctx, m, ids, n, logits)
+                   : wna16_fail(wna16_ctx_diag(ctx), WNA16_ERR_OUT_OF_MEMORY, "logits");
+        s = wna16_model_release(ctx, m, s); /* the other ranks return with this verdict */
+    } else if (s == WNA16_OK) {
+        s = wna16_model_follow(ctx, m);
     }
-    int rc = 0;
     if (s != WNA16_OK) rc = cli_fail("logits", ctx, s);
-    else if (top) {
+    else if (!lead) {
+    } else if (top) {
         int64_t V = wna16_model_vocab_size(m);
         for (long t = 0; t < top && t < V; t++) {
             int64_t best = -1;
@@ -92,5 +110,6 @@ int wna16_cmd_logits(int argc, char **argv) {
     free(ids);
     wna16_model_free(m);
     wna16_ctx_free(ctx);
+    wna16_comm_free(comm);
     return rc;
 }

@@ -272,3 +272,7 @@ const wna16_module *wna16_ck_module(const wna16_checkpoint *ck, const char *name
     }
     return NULL;
 }
+
+void wna16_ck_release_pages(const wna16_checkpoint *ck) {
+    for (size_t i = 0; ck && i < ck->n_shards; i++) wna16_st_release_pages(ck->shards[i]);
+}

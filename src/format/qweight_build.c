@@ -115,7 +115,8 @@ wna16_status wna16_ck_qweight(wna16_diag *d, const wna16_checkpoint *ck, const w
     q->n = slice->row_count;
     q->k = slice->col_count;
     q->bits = m->bits;
-    q->group_size = m->group_size;
+    /* a channelwise weight split over K keeps one group per row: the slice's k */
+    q->group_size = slice->col_count / slice->group_count;
     q->n_groups = slice->group_count;
     q->symmetric = m->symmetric;
     q->scales = (const float *)(base + l.scale_off);

@@ -404,3 +404,7 @@ const char *wna16_safetensors_metadata(const wna16_safetensors *st, const char *
 }
 
 const char *wna16_st_path(const wna16_safetensors *st) { return st->label; }
+
+void wna16_st_release_pages(const wna16_safetensors *st) {
+    if (st && st->mapping && st->size) (void)madvise(st->mapping, st->size, MADV_DONTNEED);
+}

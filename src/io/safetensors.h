@@ -10,6 +10,10 @@
 /* Open with a detail sink instead of a context (used by the checkpoint). */
 wna16_status wna16_st_open_file(wna16_diag *d, const char *path, wna16_safetensors **out);
 const char *wna16_st_path(const wna16_safetensors *st);
+/* Drops this process's resident pages of the file mapping (no-op for memory
+ * buffers). The mapping stays valid: read-only private pages fault back in
+ * from the page cache on the next access. */
+void wna16_st_release_pages(const wna16_safetensors *st);
 /* Element count of a view (shape product; validated not to overflow). */
 int64_t wna16_view_numel(const wna16_tensor_view *v);
 /* Parses a dtype string exactly as the reference crate spells it. */

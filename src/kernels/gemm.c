@@ -3,18 +3,42 @@
 #include "kernels/gemm.h"
 
 #include <omp.h>
-#include <stdalign.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "kernels/ukernel.h"
 
-/* The packed record must keep zmm loads aligned. */
+/* The packed layout (ukernel.h) is built for 16-channel blocks: one k-pair of
+ * a block is exactly one 32 x bf16 zmm, a unit exactly one cache line. */
 _Static_assert(WNA16_LINEAR_NR == 16, "the packed layout is built for 16-channel blocks");
+_Static_assert(WNA16_LINEAR_NR * 2 * 2 == 64, "a k-pair of a block is one zmm of bf16");
 
-/* Rows at or below this use the streaming (decode) kernel with bf16 acts. */
-#define DECODE_MAX_M 4
+/* With bf16 activations, m at or below this uses the streaming kernels
+ * (weights unpacked in registers: 16-wide for m <= 4, 32-wide in tiles of
+ * <= 8 rows above); larger m the dequantized panel and the 12x32
+ * micro-kernel. On Zen 5 the streaming kernels are faster up to m = 1024 at
+ * least, so the panel path is opt-in (wna16_linear_set_decode_max_m). */
+#ifndef WNA16_DECODE_MAX_M
+#define WNA16_DECODE_MAX_M INT64_MAX /* see docs/kernels.md §Regimes */
+#endif
+static int64_t decode_max_m = WNA16_DECODE_MAX_M;
+
+int64_t wna16_linear_set_decode_max_m(int64_t m) {
+    int64_t old = decode_max_m;
+    decode_max_m = m < 0 ? WNA16_DECODE_MAX_M : m;
+    return old;
+}
+
+/* Small-batch path: activation rows per chunk fit in this many bytes. */
+#ifndef WNA16_SMALL_CHUNK_BYTES
+#define WNA16_SMALL_CHUNK_BYTES (512 * 1024)
+#endif
+#define SMALL_CHUNK_BYTES ((size_t)WNA16_SMALL_CHUNK_BYTES)
 /* Target k-pairs per dequantized panel chunk (128 bytes each: 32 KiB). */
-#define PANEL_KPAIRS 256
+#ifndef WNA16_PANEL_KPAIRS
+#define WNA16_PANEL_KPAIRS 256
+#endif
+#define PANEL_KPAIRS WNA16_PANEL_KPAIRS
 
 struct wna16_packed_linear {
     int64_t n, k, kp, group_size, n_groups, n_blocks;
@@ -31,13 +55,29 @@ static int64_t round_up(int64_t v, int64_t m) { return (v + m - 1) / m * m; }
 
 static void *align64(void *p) { return (void *)(((uintptr_t)p + 63) & ~(uintptr_t)63); }
 
-/* Byte and shift of u(kk, c) inside a group record (kk: column within the group). */
+/* Asks for transparent huge pages on the 2 MiB-aligned interior of a large
+ * packed weight (no extra memory; a no-op where THP is off): decode streams
+ * it once per token and 4 KiB pages cost a TLB walk every 4 KiB. Advisory
+ * only, so its result is ignored. */
+static void advise_huge(void *p, size_t bytes) {
+#ifdef MADV_HUGEPAGE
+    const uintptr_t huge = (uintptr_t)2 << 20;
+    uintptr_t b = ((uintptr_t)p + huge - 1) & ~(huge - 1), e = ((uintptr_t)p + bytes) & ~(huge - 1);
+    if (bytes >= 2 * huge && e > b) (void)madvise((void *)b, e - b, MADV_HUGEPAGE);
+#else
+    (void)p, (void)bytes;
+#endif
+}
+
+/* Byte and shift of u(kk, c) inside a group record (kk: column within the
+ * group); the layout is documented in ukernel.h. */
 static inline size_t packed_pos(int bits, int64_t kk, int c, int *shift) {
-    int64_t t = kk >> 2, r = kk & 3, p = r & 1, hi = r >> 1;
     if (bits == 4) {
-        *shift = (int)(hi * 4);
-        return (size_t)(t * 32 + 2 * c + p);
+        int64_t t = kk >> 3, j = (kk >> 1) & 3, p = kk & 1;
+        *shift = (int)((j & 1) * 4);
+        return (size_t)(t * 64 + 2 * (2 * c + p) + (j >> 1));
     }
+    int64_t t = kk >> 2, hi = (kk >> 1) & 1, p = kk & 1;
     *shift = 0;
     return (size_t)(t * 64 + 32 * hi + 2 * c + p);
 }
@@ -83,7 +123,7 @@ wna16_status wna16_linear_pack(wna16_diag *d, const wna16_qweight *w, wna16_pack
     if (!pl) return wna16_fail(d, WNA16_ERR_OUT_OF_MEMORY, "linear pack: header");
     pl->n = w->n;
     pl->k = w->k;
-    pl->kp = round_up(w->k, 4);
+    pl->kp = round_up(w->k, 8);
     pl->group_size = gs;
     pl->n_groups = w->n_groups;
     pl->n_blocks = (w->n + WNA16_LINEAR_NR - 1) / WNA16_LINEAR_NR;
@@ -91,10 +131,11 @@ wna16_status wna16_linear_pack(wna16_diag *d, const wna16_qweight *w, wna16_pack
     pl->symmetric = !asym;
     int64_t gsp = pl->n_groups == 1 ? pl->kp : gs;
     pl->L.n_groups = pl->n_groups;
-    pl->L.group_quads = gsp / 4;
-    pl->L.wbytes = round_up(pl->L.group_quads * (w->bits == 4 ? 32 : 64), 64);
+    pl->L.group_units = gsp / (w->bits == 4 ? 8 : 4);
+    pl->L.wbytes = pl->L.group_units * 64;
     pl->L.record_bytes = pl->L.wbytes + 64 + (asym ? 64 : 0);
     pl->L.bits = w->bits;
+    pl->L.block_bytes = 0; /* set below */
     pl->L.asym = asym;
     uint64_t block_bytes, total;
     if (!wna16_mul_u64((uint64_t)pl->n_groups, (uint64_t)pl->L.record_bytes, &block_bytes) ||
@@ -103,6 +144,7 @@ wna16_status wna16_linear_pack(wna16_diag *d, const wna16_qweight *w, wna16_pack
         return wna16_fail(d, WNA16_ERR_LIMIT, "linear pack: packed size overflows");
     }
     pl->block_bytes = (int64_t)block_bytes;
+    pl->L.block_bytes = pl->block_bytes;
     pl->data_bytes = (size_t)total;
     pl->alloc = wna16_malloc(pl->data_bytes + 64);
     if (!pl->alloc) {
@@ -111,6 +153,7 @@ wna16_status wna16_linear_pack(wna16_diag *d, const wna16_qweight *w, wna16_pack
                           "linear pack: %zu bytes for the packed weight", pl->data_bytes);
     }
     pl->data = align64(pl->alloc);
+    advise_huge(pl->data, pl->data_bytes);
     memset(pl->data, 0, pl->data_bytes);
 
     uint32_t sym_zero = 1u << (w->bits - 1);
@@ -158,6 +201,7 @@ wna16_status wna16_linear_clone(wna16_diag *d, const wna16_packed_linear *pl,
     *c = *pl;
     c->alloc = alloc;
     c->data = align64(alloc);
+    advise_huge(c->data, c->data_bytes);
     memcpy(c->data, pl->data, pl->data_bytes);
     *out = c;
     return WNA16_OK;
@@ -174,7 +218,7 @@ size_t wna16_linear_footprint(const wna16_packed_linear *pl) {
 }
 
 void wna16_linear_unpack(const wna16_packed_linear *pl, uint8_t *u, float *scales, uint8_t *zeros) {
-    int64_t gsp = pl->L.group_quads * 4;
+    int64_t gsp = pl->L.group_units * (pl->bits == 4 ? 8 : 4);
     for (int64_t o = 0; o < pl->n; o++) {
         int64_t b = o / WNA16_LINEAR_NR;
         int c = (int)(o % WNA16_LINEAR_NR);
@@ -200,12 +244,17 @@ void wna16_linear_unpack(const wna16_packed_linear *pl, uint8_t *u, float *scale
 
 /* ------------------------------------------------------------- driver */
 
-typedef enum path { PATH_F32_GEMV, PATH_BF16_GEMV, PATH_BF16_PREFILL } path;
+/* F32_GEMV: fp32 activations, 16-wide streaming kernel in row tiles.
+ * BF16_GEMV: m <= 4, 16-wide streaming kernel (4 accumulators per row).
+ * BF16_SMALL: 4 < m <= decode_max_m, 32-wide streaming kernel, tiles <= 8 rows.
+ * BF16_PREFILL: dequantized panel + 12x32 micro-kernel. */
+typedef enum path { PATH_F32_GEMV, PATH_BF16_GEMV, PATH_BF16_SMALL, PATH_BF16_PREFILL } path;
 
 typedef struct plan {
     const wna16_kernel_table *t;
     path path;
     wna16_gemv_fn gemv;
+    wna16_gemv2_fn gemv2;
     wna16_dequant_bf16_fn dequant;
     size_t mr;           /* rows per kernel call */
     int64_t lda;         /* activation row stride (elements) for the gemv paths */
@@ -222,8 +271,8 @@ static plan make_plan(const wna16_packed_linear *pl, int64_t m, wna16_dtype xt) 
     const wna16_kernel_table *t = p.t;
     bool bf16 = xt == WNA16_DTYPE_BF16 && t->gemv_q4_bf16;
     p.kpairs = pl->kp / 2;
-    int64_t gkp = pl->L.group_quads * 2;
-    if (bf16 && t->gemm_bf16 && m > DECODE_MAX_M) {
+    int64_t gkp = pl->L.group_units * (pl->bits == 4 ? 4 : 2);
+    if (bf16 && t->gemm_bf16 && m > decode_max_m) {
         p.path = PATH_BF16_PREFILL;
         p.dequant = pl->bits == 4 ? t->dequant_q4_bf16 : t->dequant_q8_bf16;
         p.mr = t->gemm_mr;
@@ -234,6 +283,13 @@ static plan make_plan(const wna16_packed_linear *pl, int64_t m, wna16_dtype xt) 
         p.a_bytes = al64((size_t)(tiles * p.kpairs * (int64_t)p.mr) * 4);
         p.thread_bytes = al64((size_t)(p.chunk_groups * gkp) * 64 * 2) +
                          al64((size_t)p.chunk_groups * 32 * 4) + al64((size_t)m * 32 * 4);
+    } else if (bf16 && t->gemv2_q4_bf16 && m > (int64_t)t->gemv_bf16_mr) {
+        p.path = PATH_BF16_SMALL;
+        p.gemv2 = pl->bits == 4 ? t->gemv2_q4_bf16 : t->gemv2_q8_bf16;
+        p.mr = t->gemv2_bf16_mr;
+        p.lda = round_up(pl->kp, 32) + 32;
+        p.a_bytes = al64((size_t)(m * p.lda) * 2);
+        p.thread_bytes = al64(p.mr * 32 * 4);
     } else {
         p.path = bf16 ? PATH_BF16_GEMV : PATH_F32_GEMV;
         p.gemv = bf16 ? (pl->bits == 4 ? t->gemv_q4_bf16 : t->gemv_q8_bf16)
@@ -265,7 +321,7 @@ static void pack_acts(const wna16_packed_linear *pl, const plan *p, int64_t r0, 
             float *ar = (float *)a + i * p->lda;
             for (int64_t c = 0; c < pl->k; c++) ar[c] = load_act(xr, xt, c);
             memset(ar + pl->k, 0, (size_t)(p->lda - pl->k) * 4);
-        } else if (p->path == PATH_BF16_GEMV) {
+        } else if (p->path == PATH_BF16_GEMV || p->path == PATH_BF16_SMALL) {
             uint16_t *ar = (uint16_t *)a + i * p->lda;
             memcpy(ar, xr, (size_t)pl->k * 2);
             memset(ar + pl->k, 0, (size_t)(p->lda - pl->k) * 2);
@@ -273,7 +329,13 @@ static void pack_acts(const wna16_packed_linear *pl, const plan *p, int64_t r0, 
             int64_t mr = (int64_t)p->mr, tile = i / mr, r = i % mr;
             uint32_t *at = (uint32_t *)a + tile * p->kpairs * mr;
             const uint16_t *x16 = (const uint16_t *)xr;
-            for (int64_t kp = 0; kp < p->kpairs; kp++) {
+            int64_t full = pl->k / 2;
+            for (int64_t kp = 0; kp < full; kp++) {
+                uint32_t v;
+                memcpy(&v, x16 + 2 * kp, 4);
+                at[kp * mr + r] = v;
+            }
+            for (int64_t kp = full; kp < p->kpairs; kp++) {
                 int64_t c = 2 * kp;
                 uint32_t lo = c < pl->k ? x16[c] : 0, hi = c + 1 < pl->k ? x16[c + 1] : 0;
                 at[kp * mr + r] = lo | hi << 16;
@@ -281,14 +343,6 @@ static void pack_acts(const wna16_packed_linear *pl, const plan *p, int64_t r0, 
         }
     }
     /* rows of the last prefill tile past m stay as the caller zeroed them */
-}
-
-static inline void store_out(void *y, wna16_dtype t, int64_t i, float v) {
-    switch (t) {
-    case WNA16_DTYPE_BF16: ((uint16_t *)y)[i] = wna16_f32_to_bf16(v); break;
-    case WNA16_DTYPE_F16: ((uint16_t *)y)[i] = wna16_f32_to_f16(v); break;
-    default: ((float *)y)[i] = v; break;
-    }
 }
 
 typedef struct io {
@@ -300,16 +354,29 @@ typedef struct io {
     wna16_dtype bt;
 } io;
 
-/* Writes columns [o0, o1) of rows [r0, r0+rows) from c (row stride ldc). */
-static void epilogue(const io *e, int64_t r0, int64_t rows, int64_t o0, int64_t o1, const float *c,
+/* Writes columns [o0, o1) of rows [r0, r0+rows) from c (row stride ldc).
+ * c is scratch: the bias is added in place. Loops are branch-free per
+ * element so the compiler vectorizes them. */
+static void epilogue(const io *e, int64_t r0, int64_t rows, int64_t o0, int64_t o1, float *c,
                      size_t ldc) {
     size_t ys = e->yt == WNA16_DTYPE_F32 ? 4 : 2;
+    size_t n = (size_t)(o1 - o0);
+    float bias[64];
+    if (e->bias)
+        for (size_t j = 0; j < n; j++) bias[j] = load_act(e->bias, e->bt, o0 + (int64_t)j);
     for (int64_t i = 0; i < rows; i++) {
-        uint8_t *yr = (uint8_t *)e->y + (size_t)((r0 + i) * e->ldy) * ys;
-        for (int64_t o = o0; o < o1; o++) {
-            float v = c[(size_t)i * ldc + (size_t)(o - o0)];
-            if (e->bias) v += load_act(e->bias, e->bt, o);
-            store_out(yr, e->yt, o, v);
+        float *ci = c + (size_t)i * ldc;
+        uint8_t *yr = (uint8_t *)e->y + (size_t)((r0 + i) * e->ldy + o0) * ys;
+        if (e->bias)
+            for (size_t j = 0; j < n; j++) ci[j] += bias[j];
+        if (e->yt == WNA16_DTYPE_F32) {
+            memcpy(yr, ci, n * 4);
+        } else if (e->yt == WNA16_DTYPE_BF16) {
+            uint16_t *y16 = (uint16_t *)yr;
+            for (size_t j = 0; j < n; j++) y16[j] = wna16_f32_to_bf16(ci[j]);
+        } else {
+            uint16_t *y16 = (uint16_t *)yr;
+            for (size_t j = 0; j < n; j++) y16[j] = wna16_f32_to_f16(ci[j]);
         }
     }
 }
@@ -319,23 +386,52 @@ static void run_blocks(const wna16_packed_linear *pl, const plan *p, const io *e
                        int64_t b1, int64_t n_end, const void *a, void *scratch) {
     const int64_t NR = WNA16_LINEAR_NR;
     if (b0 >= b1 || e->m == 0) return;
+    if (p->path == PATH_BF16_SMALL) {
+        /* rows in chunks whose activations stay in L2 (weights re-streamed
+         * per chunk), then block pairs, then balanced tiles of <= mr rows */
+        float *c = scratch;
+        int64_t mc = (int64_t)(SMALL_CHUNK_BYTES / ((size_t)p->lda * 2)) / 8 * 8;
+        if (mc < 8) mc = 8;
+        for (int64_t m0 = 0; m0 < e->m; m0 += mc) {
+            int64_t rows = e->m - m0 < mc ? e->m - m0 : mc;
+            int64_t tiles = (rows + (int64_t)p->mr - 1) / (int64_t)p->mr;
+            for (int64_t b = b0; b < b1; b += 2) {
+                size_t nb = b + 1 < b1 ? 2 : 1;
+                const uint8_t *blk = pl->data + b * pl->block_bytes;
+                int64_t o0 = b * NR, o1 = o0 + (int64_t)nb * NR < n_end ? o0 + (int64_t)nb * NR : n_end;
+                for (int64_t ti = 0, r = 0; ti < tiles; ti++) {
+                    int64_t r1 = rows * (ti + 1) / tiles;
+                    size_t mr = (size_t)(r1 - r);
+                    p->gemv2(&pl->L, blk, nb, mr, (const uint16_t *)a + (m0 + r) * p->lda,
+                             (size_t)p->lda, c);
+                    epilogue(e, m0 + r, (int64_t)mr, o0, o1, c, 32);
+                    r = r1;
+                }
+            }
+        }
+        return;
+    }
     if (p->path != PATH_BF16_PREFILL) {
         float *c = scratch;
         size_t es = p->path == PATH_BF16_GEMV ? 2 : 4;
         for (int64_t b = b0; b < b1; b++) {
             const uint8_t *blk = pl->data + b * pl->block_bytes;
             int64_t o0 = b * NR, o1 = o0 + NR < n_end ? o0 + NR : n_end;
-            for (int64_t r = 0; r < e->m; r += (int64_t)p->mr) {
-                size_t mr = (size_t)(e->m - r < (int64_t)p->mr ? e->m - r : (int64_t)p->mr);
+            /* rows split into equal tiles of at most mr (8 rows -> 8, 12 -> 6 + 6) */
+            int64_t tiles = (e->m + (int64_t)p->mr - 1) / (int64_t)p->mr;
+            for (int64_t ti = 0, r = 0; ti < tiles; ti++) {
+                int64_t r1 = e->m * (ti + 1) / tiles;
+                size_t mr = (size_t)(r1 - r);
                 p->gemv(&pl->L, blk, mr, (const uint8_t *)a + (size_t)(r * p->lda) * es,
                         (size_t)p->lda, c);
                 epilogue(e, r, (int64_t)mr, o0, o1, c, NR);
+                r = r1;
             }
         }
         return;
     }
     /* prefill: units of two blocks (32 channels) */
-    const int64_t gkp = pl->L.group_quads * 2, mr = (int64_t)p->mr;
+    const int64_t gkp = pl->L.group_units * (pl->bits == 4 ? 4 : 2), mr = (int64_t)p->mr;
     uint16_t *panel = scratch;
     float *sc = (float *)((uint8_t *)scratch + al64((size_t)(p->chunk_groups * gkp) * 128));
     float *cbuf = (float *)((uint8_t *)sc + al64((size_t)p->chunk_groups * 32 * 4));
@@ -459,7 +555,7 @@ wna16_status wna16_linear_gemm(wna16_diag *d, const wna16_packed_linear *pl, int
     if (n_threads <= 0) n_threads = omp_get_max_threads();
     plan p = make_plan(pl, m, xt);
     /* units: blocks for the gemv paths, block pairs for prefill */
-    int64_t unit = p.path == PATH_BF16_PREFILL ? 2 : 1;
+    int64_t unit = p.path == PATH_BF16_PREFILL || p.path == PATH_BF16_SMALL ? 2 : 1;
     int64_t units = (pl->n_blocks + unit - 1) / unit;
     if (n_threads > units) n_threads = (int)units;
     size_t need = p.a_bytes + p.thread_bytes * (size_t)n_threads;
@@ -472,6 +568,12 @@ wna16_status wna16_linear_gemm(wna16_diag *d, const wna16_packed_linear *pl, int
         pack_acts(pl, &p, 0, m, x, xt, ldx, scratch);
         run_blocks(pl, &p, &e, 0, pl->n_blocks, pl->n, scratch, scratch + p.a_bytes);
     } else {
+        /* compute-bound calls: about 8 chunks per thread (at least 4 blocks
+         * each); bandwidth-bound decode (m <= 4): one contiguous share per
+         * thread, which streams ~10 % faster than interleaved chunks */
+        int64_t next_unit = 0, chunk = units / ((int64_t)n_threads * 8);
+        if (m <= 4) chunk = (units + n_threads - 1) / n_threads;
+        if (chunk * unit < 4) chunk = (4 + unit - 1) / unit;
 #pragma omp parallel num_threads(n_threads)
         {
             int t = omp_get_thread_num(), nt = omp_get_num_threads();
@@ -481,10 +583,17 @@ wna16_status wna16_linear_gemm(wna16_diag *d, const wna16_packed_linear *pl, int
             if (r1 > m) r1 = m;
             if (r0 < r1) pack_acts(pl, &p, r0, r1, x, xt, ldx, scratch);
 #pragma omp barrier
-            int64_t u0 = units * t / nt, u1 = units * (t + 1) / nt;
-            int64_t b0 = u0 * unit, b1 = u1 * unit < pl->n_blocks ? u1 * unit : pl->n_blocks;
-            run_blocks(pl, &p, &e, b0, b1, pl->n, scratch,
-                       scratch + p.a_bytes + p.thread_bytes * (size_t)t);
+            /* contiguous chunks of units handed out in order: each thread
+             * streams runs of adjacent blocks, and a thread that loses its
+             * core to another process does not hold the others up */
+            for (;;) {
+                int64_t u0 = __atomic_fetch_add(&next_unit, chunk, __ATOMIC_RELAXED);
+                if (u0 >= units) break;
+                int64_t u1 = u0 + chunk < units ? u0 + chunk : units;
+                int64_t b0 = u0 * unit, b1 = u1 * unit < pl->n_blocks ? u1 * unit : pl->n_blocks;
+                run_blocks(pl, &p, &e, b0, b1, pl->n, scratch,
+                           scratch + p.a_bytes + p.thread_bytes * (size_t)t);
+            }
         }
     }
     wna16_free(own);

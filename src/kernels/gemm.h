@@ -115,6 +115,16 @@ wna16_status wna16_linear_gemm_range(wna16_diag *d, const wna16_packed_linear *p
 void wna16_linear_split(const wna16_packed_linear *pl, int part, int parts, int64_t *n_begin,
                         int64_t *n_end);
 
+/* Tuning and test knob: with bf16 activations on an ISA with a bf16 dot,
+ * m <= this uses the streaming kernels (weights unpacked in registers; 16
+ * channels for m <= 4, 32 channels x tiles of up to 8 rows above), larger m
+ * the dequantized bf16 panel and the 12x32 micro-kernel. Default: no limit
+ * (the streaming kernels measured faster at every m on Zen 5, see
+ * docs/performance.md); 0 forces the panel path. Negative restores the
+ * default. Returns the previous value. Process-wide; not thread-safe against
+ * running gemms. */
+int64_t wna16_linear_set_decode_max_m(int64_t m);
+
 /* Reference dot in double from the canonical weight (tests, bench checks):
  * ref[i][o] = Σ_c x[i][c]·w[o][c] (+ bias[o]), and sabs[i][o] = Σ|x·w|
  * (sabs may be NULL). x is fp32 here. */

@@ -4,6 +4,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 
 #include "kernels/ukernel.h"
@@ -22,23 +23,26 @@ double wna16_measure_read_bw(int n_threads, size_t bytes, int reps) {
     size_t words = bytes / sizeof(uint64_t);
     words -= words % (size_t)(32 * n_threads);
     wna16_isa isa = wna16_isa_active();
-    uint64_t (*sum)(const void *, size_t) = isa >= WNA16_ISA_AVX512 ? wna16_read_sum__avx512
+    uint64_t (*sum)(const void *, size_t, int) = isa >= WNA16_ISA_AVX512 ? wna16_read_sum__avx512
                                             : isa >= WNA16_ISA_AVX2  ? wna16_read_sum__avx2
                                                                      : NULL;
     uint64_t *buf = NULL;
-    if (posix_memalign((void **)&buf, 4096, words * sizeof *buf)) return 0.0;
+    if (posix_memalign((void **)&buf, (size_t)2 << 20, words * sizeof *buf)) return 0.0;
+#ifdef MADV_HUGEPAGE
+    (void)madvise(buf, words * sizeof *buf, MADV_HUGEPAGE); /* as packed weights do */
+#endif
     double best = 1e30;
 #pragma omp parallel num_threads(n_threads)
     {
         int t = omp_get_thread_num(), nt = omp_get_num_threads();
         size_t w0 = words / (size_t)nt * (size_t)t, w1 = words / (size_t)nt * (size_t)(t + 1);
         for (size_t i = w0; i < w1; i++) buf[i] = i;
-        for (int r = 0; r < reps; r++) {
+        for (int r = 0; r < reps * (sum ? 2 : 1); r++) {
 #pragma omp barrier
             double t0 = wna16_now();
             uint64_t tot = 0;
             if (sum) {
-                tot = sum(buf + w0, (w1 - w0) * sizeof *buf);
+                tot = sum(buf + w0, (w1 - w0) * sizeof *buf, r & 1);
             } else {
                 uint64_t s[8] = {0};
                 for (size_t i = w0; i < w1; i += 8)

@@ -7,8 +7,9 @@
 
 /* STREAM-style read bandwidth in GB/s (1e9 bytes/s): n_threads OpenMP
  * threads each sum their contiguous part of a `bytes` buffer (first-touched
- * by the same thread), best of `reps` passes. Returns 0 if the buffer cannot
- * be allocated. */
+ * by the same thread), best of `reps` passes of each of two loops (plain
+ * loads; loads plus an L2 prefetch 8 KiB ahead, as the decode kernel does),
+ * alternating. Returns 0 if the buffer cannot be allocated. */
 double wna16_measure_read_bw(int n_threads, size_t bytes, int reps);
 
 /* Peak GFLOP/s of a register-resident loop on n_threads threads (best of

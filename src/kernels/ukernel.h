@@ -1,16 +1,18 @@
 /* The micro-kernel contract (docs/kernels.md) and the dispatch table.
  *
- * Packed layout (built by wna16_linear_pack, static_asserted in gemm.c):
- * output channels are cut into blocks of 16 (WNA16_LINEAR_NR; channels past
- * n are padding with zero scale). K is padded to kp (a multiple of 4; equal
- * to k unless channelwise). A block is n_groups group records, contiguous:
+ * Packed layout (built by wna16_linear_pack): output channels are cut into
+ * blocks of 16 (WNA16_LINEAR_NR; channels past n are padding with zero
+ * scale). K is padded to kp (a multiple of 8; equal to k unless channelwise).
+ * A block is n_groups group records, contiguous, each a multiple of 64 bytes:
  *
- *   record = weights (group_quads k-quads) | scales fp32[16] | zeros int16[32] (asym only)
+ *   record = weights (group_units 64-byte units) | scales fp32[16] | zeros int16[32] (asym only)
  *
- * A k-quad holds k = 4t..4t+3 for the 16 channels; element e = 2c + p
- * (channel c, parity p) is the bf16-pair order of vdpbf16ps:
- *   int4: 32 bytes; byte e = u(4t+p, c) | u(4t+2+p, c) << 4
- *   int8: 64 bytes; byte 32h + e = u(4t+2h+p, c)
+ * Element e = 2c + p (channel c, k parity p) is the bf16-pair order of
+ * vdpbf16ps: one 32-element vector holds one k-pair for the 16 channels.
+ *   int4: a unit holds k = 8t..8t+7: 16-bit word e has u(8t + 2j + p, c) in
+ *         bits 4j..4j+3 (j = 0..3), so vpermw on (word >> 4j) picks k-pair j
+ *         straight from a 32-entry table (it only reads the low 5 bits).
+ *   int8: a unit holds k = 4t..4t+3: byte 32h + e = u(4t + 2h + p, c).
  * u is the unsigned stored value; q = u - zero. zeros word e = zero of channel
  * e>>1 (pre-expanded for vpsubw). Padded k columns hold u = zero (q = 0).
  *
@@ -27,9 +29,10 @@
 
 typedef struct wna16_block_layout {
     int64_t n_groups;     /* group records per block */
-    int64_t group_quads;  /* k-quads per group */
+    int64_t group_units;  /* 64-byte weight units per group (8 k for int4, 4 k for int8) */
     int64_t record_bytes; /* bytes per group record (multiple of 64) */
     int64_t wbytes;       /* weight bytes per record; scales at +wbytes, zeros at +wbytes+64 */
+    int64_t block_bytes;  /* bytes per block (n_groups records) */
     int bits;             /* 4 or 8 */
     int asym;             /* records carry zeros */
 } wna16_block_layout;
@@ -40,6 +43,14 @@ typedef struct wna16_block_layout {
  * overwritten with Σ_g fma(P_g, s_g, ·) in group order. */
 typedef void (*wna16_gemv_fn)(const wna16_block_layout *L, const uint8_t *block, size_t mr,
                               const void *a, size_t lda, float *c);
+
+/* Small-batch streaming kernel: nb (1 or 2) consecutive blocks, mr <=
+ * gemv2_mr rows, weights unpacked in registers. c: [mr][32] fp32 (columns
+ * 16..31 only when nb == 2), overwritten. Per (row, channel) the k-pairs are
+ * summed in order in one accumulator, so nb = 1 and nb = 2 give the same
+ * bits for a channel. */
+typedef void (*wna16_gemv2_fn)(const wna16_block_layout *L, const uint8_t *block, size_t nb,
+                               size_t mr, const void *a, size_t lda, float *c);
 
 /* Prefill: dequantize groups [g0, g1) of one block to bf16 integers q into a
  * panel [kpair][ldp] (this block's 32 bf16 per k-pair at column offset 0 of
@@ -65,6 +76,8 @@ typedef struct wna16_kernel_table {
     /* bf16 activations (NULL when the ISA has no bf16 dot). */
     wna16_gemv_fn gemv_q4_bf16, gemv_q8_bf16;
     size_t gemv_bf16_mr;
+    wna16_gemv2_fn gemv2_q4_bf16, gemv2_q8_bf16;
+    size_t gemv2_bf16_mr;
     wna16_dequant_bf16_fn dequant_q4_bf16, dequant_q8_bf16;
     wna16_gemm_bf16_fn gemm_bf16;
     size_t gemm_mr;
@@ -86,10 +99,14 @@ void wna16_gemv_q4_f32_4x16__avx512(const wna16_block_layout *, const uint8_t *,
                                     const void *, size_t, float *);
 void wna16_gemv_q8_f32_4x16__avx512(const wna16_block_layout *, const uint8_t *, size_t,
                                     const void *, size_t, float *);
-void wna16_gemv_q4_bf16_4x16__avx512bf16(const wna16_block_layout *, const uint8_t *, size_t,
+void wna16_gemv_q4_bf16_8x16__avx512bf16(const wna16_block_layout *, const uint8_t *, size_t,
                                          const void *, size_t, float *);
-void wna16_gemv_q8_bf16_4x16__avx512bf16(const wna16_block_layout *, const uint8_t *, size_t,
+void wna16_gemv_q8_bf16_8x16__avx512bf16(const wna16_block_layout *, const uint8_t *, size_t,
                                          const void *, size_t, float *);
+void wna16_gemv_q4_bf16_8x32__avx512bf16(const wna16_block_layout *, const uint8_t *, size_t,
+                                         size_t, const void *, size_t, float *);
+void wna16_gemv_q8_bf16_8x32__avx512bf16(const wna16_block_layout *, const uint8_t *, size_t,
+                                         size_t, const void *, size_t, float *);
 void wna16_dequant_q4_bf16_16__avx512bf16(const wna16_block_layout *, const uint8_t *, int64_t,
                                           int64_t, uint16_t *, size_t, float *, size_t);
 void wna16_dequant_q8_bf16_16__avx512bf16(const wna16_block_layout *, const uint8_t *, int64_t,
@@ -102,9 +119,10 @@ void wna16_gemm_bf16_12x32__avx512bf16(size_t, int64_t, int64_t, const uint32_t 
 float wna16_peak_fma_loop__avx2(int64_t n_iter);
 float wna16_peak_fma_loop__avx512(int64_t n_iter);
 float wna16_peak_bf16_loop__avx512bf16(int64_t n_iter);
-/* Sum of bytes (a multiple of 256, 64-byte aligned) at p, as 64-bit lanes. */
-uint64_t wna16_read_sum__avx2(const void *p, size_t bytes);
-uint64_t wna16_read_sum__avx512(const void *p, size_t bytes);
+/* Sum of bytes (a multiple of 256, 64-byte aligned) at p, as 64-bit lanes;
+ * prefetch != 0 adds an L2 software prefetch 8 KiB ahead. */
+uint64_t wna16_read_sum__avx2(const void *p, size_t bytes, int prefetch);
+uint64_t wna16_read_sum__avx512(const void *p, size_t bytes, int prefetch);
 /* Flops per iteration of the loops above. */
 #define WNA16_PEAK_FMA_AVX2_FLOPS (12 * 8 * 2)
 #define WNA16_PEAK_FMA_AVX512_FLOPS (24 * 16 * 2)

@@ -1,7 +1,9 @@
 /* The forward pass, written once. Residual stream and attention in fp32;
  * matmul activations rounded to bf16, as vLLM feeds its kernels. Each TP
- * rank runs this on its own thread over its own shards; the partial outputs
- * of o_proj and of the MLP are all-reduced (one each per layer). */
+ * rank runs this on its own thread (distributed: in its own process) over
+ * its own shards; the partial outputs of o_proj and of the MLP are
+ * all-reduced (one each per layer). */
+#include "kernels/attn.h"
 #include "kernels/dense.h"
 #include "model/model.h"
 
@@ -69,29 +71,15 @@ static void attention(const wna16_model *m, const wna16_rank_model *r, int64_t L
                       scratch *s, int threads) {
     int64_t hd = m->cfg.head_dim, group = r->heads / r->kv_heads, pos0 = m->pos;
     float scale = 1.0f / sqrtf((float)hd);
+    wna16_attn_row_fn row = wna16_attn_row(hd);
+    /* K/V rows of one kv head are contiguous in the cache, stride hd. */
 #pragma omp parallel for collapse(2) num_threads(threads) schedule(dynamic)
     for (int64_t t = 0; t < n; t++)
         for (int64_t h = 0; h < r->heads; h++) {
-            int64_t kvh = h / group, last = pos0 + t;
-            const float *q = s->q + (t * r->heads + h) * hd;
-            float *out = s->att + (t * r->heads + h) * hd;
-            float *sc = s->scores + (t * r->heads + h) * m->context;
-            float mx = -INFINITY;
-            for (int64_t p = 0; p <= last; p++) {
-                const float *k = kv_at(m, r, L, 0, kvh, p);
-                float dot = 0;
-                for (int64_t i = 0; i < hd; i++) dot += q[i] * k[i];
-                sc[p] = dot * scale;
-                if (sc[p] > mx) mx = sc[p];
-            }
-            float sum = 0;
-            for (int64_t p = 0; p <= last; p++) sum += sc[p] = expf(sc[p] - mx);
-            memset(out, 0, (size_t)hd * sizeof *out);
-            for (int64_t p = 0; p <= last; p++) {
-                const float *v = kv_at(m, r, L, 1, kvh, p);
-                float w = sc[p] / sum;
-                for (int64_t i = 0; i < hd; i++) out[i] += w * v[i];
-            }
+            int64_t kvh = h / group;
+            row(s->q + (t * r->heads + h) * hd, kv_at(m, r, L, 0, kvh, 0), kv_at(m, r, L, 1, kvh, 0),
+                hd, pos0 + t + 1, hd, scale, s->scores + (t * r->heads + h) * m->context,
+                s->att + (t * r->heads + h) * hd);
         }
 }
 
@@ -141,7 +129,11 @@ static wna16_status mlp_block(wna16_diag *d, wna16_model *m, wna16_rank_model *r
     for (int64_t t = 0; t < n; t++) rmsnorm_row(s->x + t * H, H, ly->mlp_norm, m->cfg.rms_norm_eps, s->tmp + t * H);
     to_bf16(s->tmp, n * H, s->hb, s->hf);
     capture(m, r, L, "mlp_in", n, H, s->hf);
-    if (ly->sparse) {
+    if (ly->sparse && !ly->moe && m->mlp_override) {
+        WNA16_TRY(m->mlp_override(m->capture_user, L, n, s->hb, s->tmp));
+    } else if (ly->dense_moe) {
+        WNA16_TRY(wna16_dense_moe_forward(d, ly->dense_moe, n, s->hf, s->tmp, threads));
+    } else if (ly->sparse) {
         WNA16_TRY(wna16_moe_layer_forward(d, ly->moe, n, s->hb, H, s->tmp, threads));
     } else {
         int64_t I = ly->gate.n;
@@ -215,18 +207,20 @@ static wna16_status logits_out(const wna16_model *m, scratch *s, int64_t n, floa
 static wna16_status run_rank(wna16_diag *d, rank_job *job) {
     wna16_model *m = job->m;
     wna16_rank_model *r = &m->ranks[job->rank];
-    int threads = m->threads / m->tp > 0 ? m->threads / m->tp : 1;
+    int threads = m->dist ? m->threads : m->threads / m->tp > 0 ? m->threads / m->tp : 1;
     scratch s;
     WNA16_TRY(scratch_alloc(d, m, r, job->n, &s));
     int64_t H = m->cfg.hidden_size;
-    embed(m, job->ids, job->n, s.x);
+    if (m->start_x) memcpy(s.x, m->start_x, (size_t)(job->n * H) * sizeof(float));
+    else embed(m, job->ids, job->n, s.x);
     wna16_status st = WNA16_OK;
     int64_t last = m->stop_after_layer >= 0 ? m->stop_after_layer : m->cfg.num_layers - 1;
-    for (int64_t L = 0; L <= last && L < m->cfg.num_layers && st == WNA16_OK; L++) {
+    for (int64_t L = m->start_x ? m->start_layer : 0; L <= last && L < m->cfg.num_layers && st == WNA16_OK; L++) {
         st = attn_block(d, m, r, L, job->n, &s, threads);
         for (int64_t i = 0; st == WNA16_OK && i < job->n * H; i++) s.x[i] += s.tmp[i];
         if (st == WNA16_OK) st = mlp_block(d, m, r, L, job->n, &s, threads);
         for (int64_t i = 0; st == WNA16_OK && i < job->n * H; i++) s.x[i] += s.tmp[i];
+        if (st == WNA16_OK && m->start_x) capture(m, r, L, "layer_out", job->n, H, s.x);
     }
     if (st == WNA16_OK && job->rank == 0 && job->logits && m->stop_after_layer < 0)
         st = logits_out(m, &s, job->n, job->logits, threads);
@@ -242,6 +236,12 @@ static void *rank_thread(void *arg) {
 
 wna16_status wna16_model_forward(wna16_diag *d, wna16_model *m, const int32_t *ids, int64_t n,
                                  float *logits) {
+    if (m->dist) { /* this process's rank only, on the calling thread */
+        rank_job job = {.m = m, .rank = m->my_rank, .ids = ids, .n = n, .logits = logits};
+        WNA16_TRY(run_rank(d, &job));
+        m->pos += n;
+        return WNA16_OK;
+    }
     rank_job jobs[64];
     pthread_t threads[64];
     for (int r = 0; r < m->tp; r++) {
@@ -275,5 +275,6 @@ wna16_status wna16_model_eval(wna16_ctx *ctx, wna16_model *m, const int32_t *ids
         if (ids[i] < 0 || ids[i] >= m->cfg.vocab_size)
             return wna16_fail(d, WNA16_ERR_TOKEN_ID, "token id %d at position %lld is outside the vocabulary [0, %lld)",
                               ids[i], (long long)i, (long long)m->cfg.vocab_size);
+    if (m->dist) WNA16_TRY(wna16_model_drive(d, m, ids, n));
     return wna16_model_forward(d, m, ids, n, logits);
 }

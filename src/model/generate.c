@@ -43,6 +43,11 @@ wna16_status wna16_generate(wna16_ctx *ctx, wna16_model *m, const wna16_tokenize
     if (!m || !prompt || !n_prompt || !o || !res)
         return wna16_fail(d, WNA16_ERR_INVALID_ARGUMENT, "generate: empty prompt or NULL argument");
     memset(res, 0, sizeof *res);
+    if ((int64_t)n_prompt + (o->max_tokens > 0 ? o->max_tokens : 0) > m->context)
+        return wna16_fail(d, WNA16_ERR_CONTEXT_OVERFLOW,
+                          "the prompt (%zu tokens) plus %lld new tokens exceed the context of "
+                          "%lld; ask for fewer tokens or load with a longer --ctx",
+                          n_prompt, (long long)o->max_tokens, (long long)m->context);
     int64_t V = m->cfg.vocab_size;
     float *logits = wna16_malloc((size_t)V * sizeof *logits);
     size_t cap = n_prompt + (size_t)(o->max_tokens > 0 ? o->max_tokens : 0) + 1;

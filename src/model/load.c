@@ -6,6 +6,9 @@
 #include "model/model.h"
 
 #include <math.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -48,14 +51,14 @@ static void init_rope(wna16_model *m) {
     }
 }
 
-static wna16_status need_tensor(wna16_diag *d, const wna16_model *m, const char *name,
-                                int64_t numel, const wna16_tensor_view **out) {
+static wna16_status find_tensor(wna16_diag *d, const wna16_model *m, const char *name,
+                                 int64_t numel, const wna16_tensor_view **out) {
     const wna16_tensor_view *v = wna16_checkpoint_tensor(m->ck, name);
     if (!v)
         return wna16_fail(d, WNA16_ERR_TENSOR_MISSING, "%s: tensor '%s' is missing", m->ck->dir,
                           name);
-    if (v->dtype != WNA16_DTYPE_BF16)
-        return wna16_fail(d, WNA16_ERR_BAD_DTYPE, "%s: tensor '%s' is %s; expected BF16",
+    if (v->dtype != WNA16_DTYPE_BF16 && v->dtype != WNA16_DTYPE_F16 && v->dtype != WNA16_DTYPE_F32)
+        return wna16_fail(d, WNA16_ERR_BAD_DTYPE, "%s: tensor '%s' is %s; expected BF16, F16 or F32",
                           m->ck->dir, name, wna16_dtype_name(v->dtype));
     if (wna16_view_numel(v) != numel)
         return wna16_fail(d, WNA16_ERR_SHAPE_MISMATCH,
@@ -65,10 +68,30 @@ static wna16_status need_tensor(wna16_diag *d, const wna16_model *m, const char 
     return WNA16_OK;
 }
 
+/* A bf16 view of a float tensor: the mapping itself, or a converted copy. */
+static wna16_status need_bf16(wna16_diag *d, wna16_model *m, const char *name, int64_t numel,
+                              const uint16_t **out) {
+    const wna16_tensor_view *v;
+    WNA16_TRY(find_tensor(d, m, name, numel, &v));
+    if (v->dtype == WNA16_DTYPE_BF16) {
+        *out = v->data;
+        return WNA16_OK;
+    }
+    uint16_t **list = wna16_realloc(m->converted, (m->n_converted + 1) * sizeof *list);
+    if (!list) return wna16_fail(d, WNA16_ERR_OUT_OF_MEMORY, "%s", name);
+    m->converted = list;
+    uint16_t *copy = wna16_malloc((size_t)numel * sizeof *copy);
+    if (!copy) return wna16_fail(d, WNA16_ERR_OUT_OF_MEMORY, "%s: bf16 copy", name);
+    for (int64_t i = 0; i < numel; i++) copy[i] = wna16_f32_to_bf16(wna16_view_float(v, i));
+    list[m->n_converted++] = copy;
+    *out = copy;
+    return WNA16_OK;
+}
+
 static wna16_status load_norm_f32(wna16_diag *d, const wna16_model *m, const char *name,
                                   int64_t n, float **out) {
     const wna16_tensor_view *v;
-    WNA16_TRY(need_tensor(d, m, name, n, &v));
+    WNA16_TRY(find_tensor(d, m, name, n, &v));
     *out = wna16_malloc((size_t)n * sizeof(float));
     if (!*out) return wna16_fail(d, WNA16_ERR_OUT_OF_MEMORY, "norm");
     for (int64_t i = 0; i < n; i++) (*out)[i] = wna16_view_float(v, i);
@@ -103,14 +126,11 @@ static wna16_moe_config moe_config(const wna16_model *m) {
 static wna16_status load_layer(wna16_diag *d, wna16_model *m, wna16_rank_model *r, int64_t L) {
     wna16_layer *ly = &r->layers[L];
     char name[256];
-    const wna16_tensor_view *v;
     int64_t H = m->cfg.hidden_size;
     snprintf(name, sizeof name, "model.layers.%lld.input_layernorm.weight", (long long)L);
-    WNA16_TRY(need_tensor(d, m, name, H, &v));
-    ly->attn_norm = v->data;
+    WNA16_TRY(need_bf16(d, m, name, H, &ly->attn_norm));
     snprintf(name, sizeof name, "model.layers.%lld.post_attention_layernorm.weight", (long long)L);
-    WNA16_TRY(need_tensor(d, m, name, H, &v));
-    ly->mlp_norm = v->data;
+    WNA16_TRY(need_bf16(d, m, name, H, &ly->mlp_norm));
     if (m->arch->qk_norm) {
         snprintf(name, sizeof name, "model.layers.%lld.self_attn.q_norm.weight", (long long)L);
         WNA16_TRY(load_norm_f32(d, m, name, m->cfg.head_dim, &ly->q_norm));
@@ -129,7 +149,10 @@ static wna16_status load_layer(wna16_diag *d, wna16_model *m, wna16_rank_model *
     ly->sparse = layer_is_sparse(m, L);
     snprintf(name, sizeof name, "model.layers.%lld.%s", (long long)L, m->arch->mlp_prefix);
     if (ly->sparse) {
+        if (m->defer_moe) return WNA16_OK;
         wna16_moe_config mc = moe_config(m);
+        if (wna16_dense_moe_applies(m->ck, name))
+            return wna16_dense_moe_load(d, m->ck, name, &mc, r->tp, r->rank, &ly->dense_moe);
         return wna16_moe_layer_load(d, m->ck, name, &mc, r->tp, r->rank, &ly->moe);
     }
     static const char *const mlp[] = {"gate_proj", "up_proj", "down_proj"};
@@ -180,9 +203,18 @@ static wna16_status load_rank(wna16_diag *d, wna16_model *m, int rank,
         return wna16_fail(d, WNA16_ERR_OUT_OF_MEMORY,
                           "KV cache of %lld tokens (%zu MiB); ask for a shorter --ctx",
                           (long long)m->context, kv * 4 >> 20);
-    for (int64_t L = 0; L < m->cfg.num_layers; L++) {
+    int64_t layers = m->cfg.num_layers;
+    for (int64_t L = 0; L < layers && !m->defer_layers; L++) {
         WNA16_TRY(load_layer(d, m, r, L));
-        progress(o, rank * m->cfg.num_layers + L + 1, m->tp * m->cfg.num_layers, t0);
+        if (m->dist) {
+            /* This rank has repacked its slices of layer L: drop the mapped
+             * pages it touched, so resident memory is this rank's share
+             * (views still in use fault back in from the page cache). */
+            wna16_ck_release_pages(m->ck);
+            progress(o, L + 1, layers, t0);
+        } else {
+            progress(o, rank * layers + L + 1, m->tp * layers, t0);
+        }
     }
     return WNA16_OK;
 }
@@ -205,15 +237,11 @@ static void read_eos(wna16_model *m) {
 }
 
 static wna16_status load_globals(wna16_diag *d, wna16_model *m) {
-    const wna16_tensor_view *v;
     int64_t V = m->cfg.vocab_size, H = m->cfg.hidden_size;
-    WNA16_TRY(need_tensor(d, m, "model.embed_tokens.weight", V * H, &v));
-    m->embed = v->data;
-    WNA16_TRY(need_tensor(d, m, "model.norm.weight", H, &v));
-    m->final_norm = v->data;
+    WNA16_TRY(need_bf16(d, m, "model.embed_tokens.weight", V * H, &m->embed));
+    WNA16_TRY(need_bf16(d, m, "model.norm.weight", H, &m->final_norm));
     if (wna16_checkpoint_tensor(m->ck, "lm_head.weight") || !m->cfg.tie_word_embeddings) {
-        WNA16_TRY(need_tensor(d, m, "lm_head.weight", V * H, &v));
-        m->lm_head = v->data;
+        WNA16_TRY(need_bf16(d, m, "lm_head.weight", V * H, &m->lm_head));
     } else {
         m->lm_head = m->embed;
     }
@@ -224,9 +252,21 @@ static wna16_status load_globals(wna16_diag *d, wna16_model *m) {
     return WNA16_OK;
 }
 
-static wna16_status load_all(wna16_diag *d, wna16_model *m, const char *dir,
-                             const wna16_model_options *o) {
-    double t0 = wna16_now();
+/* Distributed default: the cores this process may run on, shared with the
+ * other ranks on this host unless the launcher already bound us to a subset. */
+static int dist_threads(const wna16_model *m) {
+    if (getenv("OMP_NUM_THREADS")) return omp_get_max_threads();
+    long online = sysconf(_SC_NPROCESSORS_ONLN);
+    int mine = omp_get_num_procs();
+    if (online > 0 && mine < online) return mine > 0 ? mine : 1;
+    int t = mine / wna16_comm_local_size(m->comms ? m->comms[m->my_rank] : NULL);
+    return t > 0 ? t : 1;
+}
+
+/* Everything before the ranks allocate: checkpoint, config, the whole
+ * sharding plan, the replicated tensors. */
+static wna16_status prepare(wna16_diag *d, wna16_model *m, const char *dir,
+                            const wna16_model_options *o) {
     wna16_ctx tmp;
     memset(&tmp, 0, sizeof tmp);
     wna16_status s = wna16_checkpoint_open(&tmp, dir, &m->ck);
@@ -240,7 +280,15 @@ static wna16_status load_all(wna16_diag *d, wna16_model *m, const char *dir,
                           "Qwen2MoeForCausalLM)",
                           dir, m->cfg.architecture);
     m->tp = o->tp > 0 ? o->tp : 1;
-    m->threads = o->threads > 0 ? o->threads : omp_get_max_threads();
+    if (m->dist) {
+        if (o->tp > 0 && o->tp != wna16_comm_size(o->comm))
+            return wna16_fail(d, WNA16_ERR_INVALID_ARGUMENT,
+                              "TP degree %d does not match the %d ranks of the communicator (run "
+                              "mpirun -np %d)",
+                              o->tp, wna16_comm_size(o->comm), o->tp);
+        m->tp = wna16_comm_size(o->comm);
+    }
+    m->threads = o->threads > 0 ? o->threads : m->dist ? dist_threads(m) : omp_get_max_threads();
     m->context = o->context > 0 ? o->context
                                 : (m->cfg.max_position_embeddings < 4096 ? m->cfg.max_position_embeddings : 4096);
     if (m->context > m->cfg.max_position_embeddings)
@@ -250,6 +298,43 @@ static wna16_status load_all(wna16_diag *d, wna16_model *m, const char *dir,
     if (m->tp > 64) return wna16_fail(d, WNA16_ERR_INVALID_ARGUMENT, "TP degree %d", m->tp);
     WNA16_TRY(check_plan(d, m));
     WNA16_TRY(load_globals(d, m));
+    return WNA16_OK;
+}
+
+/* Distributed: every rank learns the first failing rank's status and detail
+ * (loading times differ between ranks: an idle wait for the watchdog). */
+static wna16_status agree(wna16_diag *d, wna16_comm *c, wna16_status s) {
+    wna16_comm_set_idle(c, true);
+    s = wna16_comm_agree(d, c, s);
+    wna16_comm_set_idle(c, false);
+    return s;
+}
+
+static wna16_status load_all(wna16_diag *d, wna16_model *m, const char *dir,
+                             const wna16_model_options *o) {
+    double t0 = wna16_now();
+    if (o->comm) {
+        m->dist = true;
+        m->released = true; /* nothing to release until every rank has loaded */
+        m->my_rank = wna16_comm_rank(o->comm);
+        m->comms = wna16_calloc((size_t)wna16_comm_size(o->comm), sizeof *m->comms);
+        if (m->comms) m->comms[m->my_rank] = o->comm;
+        wna16_status s = m->comms ? prepare(d, m, dir, o)
+                                  : wna16_fail(d, WNA16_ERR_OUT_OF_MEMORY, "ranks");
+        s = agree(d, o->comm, s);
+        if (s == WNA16_OK) {
+            m->ranks = wna16_calloc((size_t)m->tp, sizeof *m->ranks);
+            s = m->ranks ? load_rank(d, m, m->my_rank, o, t0)
+                         : wna16_fail(d, WNA16_ERR_OUT_OF_MEMORY, "ranks");
+            s = agree(d, o->comm, s);
+        }
+#ifdef __GLIBC__
+        malloc_trim(0); /* hand the repacking temporaries back, so RSS is this rank's share */
+#endif
+        m->released = s != WNA16_OK;
+        return s;
+    }
+    WNA16_TRY(prepare(d, m, dir, o));
     m->ranks = wna16_calloc((size_t)m->tp, sizeof *m->ranks);
     m->comms = wna16_calloc((size_t)m->tp, sizeof *m->comms);
     if (!m->ranks || !m->comms) return wna16_fail(d, WNA16_ERR_OUT_OF_MEMORY, "ranks");
@@ -259,9 +344,8 @@ static wna16_status load_all(wna16_diag *d, wna16_model *m, const char *dir,
     return WNA16_OK;
 }
 
-wna16_status wna16_model_load(wna16_ctx *ctx, const char *dir, const wna16_model_options *options,
-                              wna16_model **out) {
-    wna16_diag *d = wna16_ctx_diag(ctx);
+static wna16_status model_load(wna16_diag *d, const char *dir, const wna16_model_options *options,
+                               bool defer_moe, wna16_model **out) {
     if (!dir || !out) return wna16_fail(d, WNA16_ERR_INVALID_ARGUMENT, "NULL argument");
     *out = NULL;
     wna16_diag_clear(d);
@@ -269,6 +353,8 @@ wna16_status wna16_model_load(wna16_ctx *ctx, const char *dir, const wna16_model
     wna16_model *m = wna16_calloc(1, sizeof *m);
     if (!m) return wna16_fail(d, WNA16_ERR_OUT_OF_MEMORY, "model");
     m->stop_after_layer = -1;
+    m->defer_moe = defer_moe;
+    m->defer_layers = defer_moe;
     wna16_status s = load_all(d, m, dir, options ? options : &defaults);
     if (s != WNA16_OK) {
         wna16_model_free(m);
@@ -278,16 +364,46 @@ wna16_status wna16_model_load(wna16_ctx *ctx, const char *dir, const wna16_model
     return WNA16_OK;
 }
 
+wna16_status wna16_model_load(wna16_ctx *ctx, const char *dir, const wna16_model_options *options,
+                              wna16_model **out) {
+    return model_load(wna16_ctx_diag(ctx), dir, options, false, out);
+}
+
+static void free_layer(wna16_layer *ly);
+
+wna16_status wna16_model_load_layer(wna16_diag *d, wna16_model *m, int64_t L) {
+    if (L < 0 || L >= m->cfg.num_layers) return wna16_fail(d, WNA16_ERR_INVALID_ARGUMENT, "layer %lld", (long long)L);
+    return load_layer(d, m, &m->ranks[0], L);
+}
+
+void wna16_model_free_layer(wna16_model *m, int64_t L) {
+    if (L < 0 || L >= m->cfg.num_layers) return;
+    free_layer(&m->ranks[0].layers[L]);
+    memset(&m->ranks[0].layers[L], 0, sizeof m->ranks[0].layers[L]);
+}
+
+wna16_status wna16_model_load_calib(wna16_diag *d, const char *dir,
+                                    const wna16_model_options *options, wna16_model **out) {
+    wna16_model_options o = options ? *options : (wna16_model_options){0};
+    o.tp = 1;
+    return model_load(d, dir, &o, true, out);
+}
+
 static void free_layer(wna16_layer *ly) {
     wna16_free(ly->q_norm);
     wna16_free(ly->k_norm);
     wna16_lin *lins[] = {&ly->q, &ly->k, &ly->v, &ly->o, &ly->gate, &ly->up, &ly->down};
     for (size_t i = 0; i < sizeof lins / sizeof *lins; i++) wna16_lin_free(lins[i]);
     wna16_moe_layer_free(ly->moe);
+    wna16_dense_moe_free(ly->dense_moe);
 }
 
 void wna16_model_free(wna16_model *m) {
     if (!m) return;
+    if (m->dist) {
+        if (m->my_rank == 0) wna16_model_release(NULL, m, WNA16_OK);
+        if (m->comms) m->comms[m->my_rank] = NULL; /* borrowed */
+    }
     for (int r = 0; m->ranks && r < m->tp; r++) {
         for (int64_t L = 0; m->ranks[r].layers && L < m->cfg.num_layers; L++)
             free_layer(&m->ranks[r].layers[L]);
@@ -299,6 +415,8 @@ void wna16_model_free(wna16_model *m) {
     wna16_free(m->ranks);
     wna16_free(m->inv_freq);
     wna16_free(m->eos);
+    for (size_t i = 0; i < m->n_converted; i++) wna16_free(m->converted[i]);
+    wna16_free(m->converted);
     wna16_checkpoint_close(m->ck);
     wna16_free(m);
 }

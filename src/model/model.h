@@ -1,6 +1,7 @@
 /* The model runtime: one forward written once, with per-architecture
  * differences as data (wna16_arch). A wna16_rank_model holds one TP rank's
- * shards; the public wna16_model holds all ranks of the threads backend. */
+ * shards; the public wna16_model holds all ranks of the threads backend, or
+ * (distributed, distributed.c) one rank of a communicator per process. */
 #ifndef WNA16_MODEL_MODEL_H
 #define WNA16_MODEL_MODEL_H
 
@@ -34,12 +35,24 @@ typedef struct wna16_lin {
     float *bias; /* fp32 [n] or NULL */
 } wna16_lin;
 
+/* MoE layers whose experts are unquantized (bf16 models): moe_dense.c. */
+typedef struct wna16_dense_moe wna16_dense_moe;
+bool wna16_dense_moe_applies(const wna16_checkpoint *ck, const char *prefix);
+wna16_status wna16_dense_moe_load(wna16_diag *d, const wna16_checkpoint *ck, const char *prefix,
+                                  const wna16_moe_config *cfg, int tp, int rank,
+                                  wna16_dense_moe **out);
+void wna16_dense_moe_free(wna16_dense_moe *l);
+/* y[n][H] = this rank's partial MoE output for xf (bf16-rounded fp32 rows). */
+wna16_status wna16_dense_moe_forward(wna16_diag *d, const wna16_dense_moe *l, int64_t n,
+                                     const float *xf, float *y, int threads);
+
 typedef struct wna16_layer {
     const uint16_t *attn_norm, *mlp_norm; /* bf16 [hidden] */
     float *q_norm, *k_norm;               /* fp32 [head_dim] or NULL */
     wna16_lin q, k, v, o;
     bool sparse;
     wna16_moe_layer *moe;
+    wna16_dense_moe *dense_moe;
     wna16_lin gate, up, down; /* dense MLP */
 } wna16_layer;
 
@@ -65,10 +78,15 @@ struct wna16_model {
     double rope_factor, rope_low, rope_high, rope_orig_ctx;
     float *inv_freq; /* [head_dim/2] */
     const uint16_t *embed, *final_norm, *lm_head; /* bf16 */
+    uint16_t **converted; /* bf16 copies of F16/F32 tensors (freed with the model) */
+    size_t n_converted;
     int64_t context;
     int tp, threads;
-    wna16_rank_model *ranks;
-    wna16_comm **comms;
+    wna16_rank_model *ranks; /* [tp]; distributed: only ranks[my_rank] is loaded */
+    wna16_comm **comms;      /* [tp]; distributed: comms[my_rank] is the borrowed comm */
+    bool dist;               /* one rank per process (options.comm) */
+    int my_rank;             /* this process's rank when dist */
+    bool released;           /* dist, rank 0: followers were told to return */
     int64_t pos; /* tokens in the KV cache */
     int32_t *eos;
     size_t n_eos;
@@ -76,7 +94,26 @@ struct wna16_model {
     wna16_capture_fn capture;
     void *capture_user;
     int64_t stop_after_layer; /* < 0: run every layer; else stop after it (no logits) */
+    /* Quantizer (sequential calibration, src/quant): when start_x != NULL the
+     * forward starts at layer start_layer from these hidden states [n][H]
+     * fp32 instead of embedding ids, and capture() also gets "layer_out" (the
+     * residual stream after each layer). With defer_moe (set by
+     * wna16_model_load_calib) sparse layers are not loaded and their MLP is
+     * mlp_override(user, layer, rows, x bf16 [rows][H], y fp32 [rows][H]). */
+    const float *start_x;
+    int64_t start_layer;
+    bool defer_moe;
+    bool defer_layers; /* no layer loaded up front: wna16_model_load_layer */
+    wna16_status (*mlp_override)(void *user, int64_t layer, int64_t rows, const uint16_t *x,
+                                 float *y);
 };
+
+/* wna16_model_load for the quantizer: tp 1, no layer loaded until
+ * wna16_model_load_layer (rank 0), MoE layers deferred (above). */
+wna16_status wna16_model_load_calib(wna16_diag *d, const char *dir,
+                                    const wna16_model_options *options, wna16_model **out);
+wna16_status wna16_model_load_layer(wna16_diag *d, wna16_model *m, int64_t L);
+void wna16_model_free_layer(wna16_model *m, int64_t L);
 
 wna16_status wna16_lin_load(wna16_diag *d, const wna16_checkpoint *ck, const char *name,
                             wna16_tp_role role, int64_t heads, int tp, int rank, bool bias_here,
@@ -86,9 +123,13 @@ void wna16_lin_free(wna16_lin *l);
 wna16_status wna16_lin_forward(wna16_diag *d, const wna16_lin *l, int64_t m, const uint16_t *x,
                                const float *xf, int64_t ldx, float *y, int64_t ldy, int n_threads);
 
-/* Runs tokens ids[0..n) at positions model->pos.. on every rank; writes the
- * last position's logits (vocab floats) when logits != NULL. */
+/* Runs tokens ids[0..n) at positions model->pos.. on every rank (distributed:
+ * on this process's rank); writes the last position's logits (vocab floats)
+ * when logits != NULL, on rank 0. */
 wna16_status wna16_model_forward(wna16_diag *d, wna16_model *m, const int32_t *ids, int64_t n,
                                  float *logits);
+
+/* Distributed, rank 0 (distributed.c): sends the next eval to the followers. */
+wna16_status wna16_model_drive(wna16_diag *d, wna16_model *m, const int32_t *ids, int64_t n);
 
 #endif

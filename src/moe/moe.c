@@ -10,18 +10,18 @@
  * count, so results are bitwise identical for any n_threads. */
 #include <math.h>
 #include <omp.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "moe/moe_internal.h"
 #include "parallel/shard.h"
 
-/* Rows per kernel call when an expert has a few tokens: the kernels'
- * streaming (decode) path takes up to 4 rows; up to GEMV_SPLIT_MAX rows are
- * run as several such calls over the same columns (the second pass hits L2)
- * instead of the dequantize-to-panel prefill path. */
-#define MOE_GEMV_ROWS 4
-#define MOE_GEMV_SPLIT_MAX 8
+/* Rows per kernel call: 0 = all of an expert's tokens in one call (the
+ * kernels tile the rows themselves, and weights are then decoded once per
+ * N-range). A positive value splits them (a tuning knob for kernels whose
+ * small-m path is limited). */
+#define MOE_ROWS_PER_CALL 0
 
 /* ------------------------------------------------------------ layer */
 
@@ -36,9 +36,13 @@ wna16_status wna16_moe_layer_create(wna16_diag *d, const wna16_moe_config *cfg, 
         return wna16_fail(d, WNA16_ERR_INVALID_ARGUMENT, "moe create: rank %d of tp %d", rank, tp);
     /* the divisibility checks are the sharding plan's (unquantized request:
      * the quantization-specific ones run when the weights are set/loaded) */
-    wna16_shard_request req = {.layer = "moe experts (w2)", .role = WNA16_TP_MOE_W2,
-                               .out = cfg->hidden, .in = cfg->intermediate, .bits = 16,
-                               .tp = tp, .rank = rank};
+    wna16_shard_request req = {.layer = "moe experts (w2)",
+                               .role = WNA16_TP_MOE_W2,
+                               .out = cfg->hidden,
+                               .in = cfg->intermediate,
+                               .bits = 16,
+                               .tp = tp,
+                               .rank = rank};
     wna16_shard_slice sl;
     WNA16_TRY(wna16_shard_plan(d, &req, &sl));
     int64_t sip = 0;
@@ -110,7 +114,8 @@ wna16_status wna16_moe_layer_set_router(wna16_diag *d, wna16_moe_layer *L, const
         if (!L->bias) return wna16_fail(d, WNA16_ERR_OUT_OF_MEMORY, "moe set_router: bias");
     }
     memcpy(L->router, router, (size_t)(E * L->cfg.hidden) * sizeof(float));
-    if (bias) memcpy(L->bias, bias, (size_t)E * sizeof(float));
+    if (bias)
+        memcpy(L->bias, bias, (size_t)E * sizeof(float));
     else {
         wna16_free(L->bias);
         L->bias = NULL;
@@ -125,11 +130,12 @@ wna16_status wna16_moe_layer_set_packed(wna16_diag *d, wna16_moe_layer *L, int64
         st = wna16_fail(d, WNA16_ERR_EXPERT_ID, "moe set expert %lld: outside [0, %lld)%s",
                         (long long)e, L ? (long long)L->cfg.num_experts : 0LL,
                         L && L->sip ? " (or the shared expert)" : "");
-        if (!L || !w13 || !w2) st = wna16_fail(d, WNA16_ERR_INVALID_ARGUMENT, "moe set expert: NULL");
+        if (!L || !w13 || !w2)
+            st = wna16_fail(d, WNA16_ERR_INVALID_ARGUMENT, "moe set expert: NULL");
     } else {
         int64_t ip = e == L->cfg.num_experts ? L->sip : L->ip, H = L->cfg.hidden;
-        if (wna16_linear_n(w13) != 2 * ip || wna16_linear_k(w13) != H ||
-            wna16_linear_n(w2) != H || wna16_linear_k(w2) != ip)
+        if (wna16_linear_n(w13) != 2 * ip || wna16_linear_k(w13) != H || wna16_linear_n(w2) != H ||
+            wna16_linear_k(w2) != ip)
             st = wna16_fail(d, WNA16_ERR_SHAPE_MISMATCH,
                             "moe expert %lld: w13 [%lld, %lld] and w2 [%lld, %lld]; this rank "
                             "needs [%lld, %lld] and [%lld, %lld]",
@@ -161,10 +167,11 @@ static wna16_status fuse_w13(wna16_diag *d, const wna16_qweight *g, const wna16_
                           "gate [%lld, %lld] int%d g%lld %s and up [%lld, %lld] int%d g%lld %s "
                           "differ; the fused w13 needs one scheme and shape",
                           (long long)g->n, (long long)g->k, g->bits, (long long)g->group_size,
-                          g->symmetric ? "sym" : "asym", (long long)u->n, (long long)u->k,
-                          u->bits, (long long)u->group_size, u->symmetric ? "sym" : "asym");
+                          g->symmetric ? "sym" : "asym", (long long)u->n, (long long)u->k, u->bits,
+                          (long long)u->group_size, u->symmetric ? "sym" : "asym");
     int64_t n = 2 * g->n, k = g->k, ng = g->n_groups, rw = (k * g->bits + 31) / 32;
-    size_t pb = (size_t)(n * rw) * 4, sb = (size_t)(n * ng) * 4, zb = g->zeros ? (size_t)(n * ng) : 0;
+    size_t pb = (size_t)(n * rw) * 4, sb = (size_t)(n * ng) * 4,
+           zb = g->zeros ? (size_t)(n * ng) : 0;
     uint8_t *mem = wna16_calloc(1, pb + sb + zb);
     if (!mem) return wna16_fail(d, WNA16_ERR_OUT_OF_MEMORY, "fused w13: %zu bytes", pb + sb + zb);
     uint32_t *packed = (uint32_t *)mem;
@@ -183,7 +190,8 @@ static wna16_status fuse_w13(wna16_diag *d, const wna16_qweight *g, const wna16_
                 uint64_t bit = (uint64_t)c * (uint64_t)s->bits;
                 uint64_t v = wna16_qweight_u(s, r, c);
                 dst[bit >> 5] |= (uint32_t)(v << (bit & 31));
-                if ((bit & 31) + (uint64_t)s->bits > 32) dst[(bit >> 5) + 1] |= (uint32_t)(v >> (32 - (bit & 31)));
+                if ((bit & 31) + (uint64_t)s->bits > 32)
+                    dst[(bit >> 5) + 1] |= (uint32_t)(v >> (32 - (bit & 31)));
             }
         }
         for (int64_t gi = 0; gi < ng; gi++) {
@@ -191,10 +199,19 @@ static wna16_status fuse_w13(wna16_diag *d, const wna16_qweight *g, const wna16_
             if (zeros) zeros[o * ng + gi] = s->zeros[r * s->zero_stride + gi];
         }
     }
-    *out = (wna16_qweight){.n = n, .k = k, .bits = g->bits, .group_size = g->group_size,
-                           .n_groups = ng, .symmetric = g->symmetric, .packed = packed,
-                           .row_words = rw, .col_offset = 0, .scales = scales,
-                           .scale_stride = ng, .zeros = zeros, .zero_stride = ng,
+    *out = (wna16_qweight){.n = n,
+                           .k = k,
+                           .bits = g->bits,
+                           .group_size = g->group_size,
+                           .n_groups = ng,
+                           .symmetric = g->symmetric,
+                           .packed = packed,
+                           .row_words = rw,
+                           .col_offset = 0,
+                           .scales = scales,
+                           .scale_stride = ng,
+                           .zeros = zeros,
+                           .zero_stride = ng,
                            .scale_dtype = g->scale_dtype};
     *owned = mem;
     return WNA16_OK;
@@ -256,8 +273,7 @@ static float *dup_floats(const float *p, int64_t n) {
     return q;
 }
 
-wna16_status wna16_moe_layer_clone(wna16_diag *d, const wna16_moe_layer *L,
-                                   wna16_moe_layer **out) {
+wna16_status wna16_moe_layer_clone(wna16_diag *d, const wna16_moe_layer *L, wna16_moe_layer **out) {
     if (!L || !out) return wna16_fail(d, WNA16_ERR_INVALID_ARGUMENT, "moe clone: NULL");
     WNA16_TRY(wna16_moe_layer_create(d, &L->cfg, L->tp, L->rank, out));
     wna16_moe_layer *c = *out;
@@ -303,7 +319,8 @@ static wna16_status ws_reserve(wna16_diag *d, wna16_moe_workspace **wsp, size_t 
         wna16_free(ws->mem);
         ws->cap = 0;
         ws->mem = wna16_malloc(bytes + 64);
-        if (!ws->mem) return wna16_fail(d, WNA16_ERR_OUT_OF_MEMORY, "moe workspace: %zu bytes", bytes);
+        if (!ws->mem)
+            return wna16_fail(d, WNA16_ERR_OUT_OF_MEMORY, "moe workspace: %zu bytes", bytes);
         ws->cap = bytes;
     }
     *base = (uint8_t *)(((uintptr_t)ws->mem + 63) & ~(uintptr_t)63);
@@ -317,7 +334,7 @@ typedef struct carve {
 } carve;
 
 static void *take(carve *c, size_t bytes) {
-    void *p = c->base ? c->base + c->off : NULL;
+    void *p = c->base && bytes ? c->base + c->off : NULL;
     c->off += (bytes + 63) & ~(size_t)63;
     return p;
 }
@@ -329,17 +346,30 @@ typedef struct item {
     int32_t phase; /* 0: w13, 1: w2 */
     int64_t n0, n1;
     double cost;
+    int64_t order; /* w2: queue position of the expert's last w13 item */
 } item;
 
 static int cmp_item(const void *a, const void *b) {
     const item *x = a, *y = b;
+    if (x->phase != y->phase) return x->phase < y->phase ? -1 : 1;
+    if (x->phase == 1 && x->order != y->order) return x->order < y->order ? -1 : 1;
     if (x->cost != y->cost) return x->cost > y->cost ? -1 : 1;
     if (x->slot != y->slot) return x->slot < y->slot ? -1 : 1;
     return (x->n0 > y->n0) - (x->n0 < y->n0);
 }
 
 static int64_t rows_per_call(int64_t m) {
-    return m > MOE_GEMV_ROWS && m <= MOE_GEMV_SPLIT_MAX ? MOE_GEMV_ROWS : m;
+    return MOE_ROWS_PER_CALL > 0 && m > MOE_ROWS_PER_CALL ? MOE_ROWS_PER_CALL : m;
+}
+
+/* Part q of np of [0, n) on boundaries of two 16-channel blocks (the
+ * kernels' 32-wide unit), as even as that allows. */
+static void split_pairs(int64_t n, int64_t q, int64_t np, int64_t *n0, int64_t *n1) {
+    int64_t units = (n + 2 * WNA16_LINEAR_NR - 1) / (2 * WNA16_LINEAR_NR);
+    int64_t u0 = units * q / np, u1 = units * (q + 1) / np;
+    *n0 = u0 * 2 * WNA16_LINEAR_NR;
+    *n1 = u1 * 2 * WNA16_LINEAR_NR < n ? u1 * 2 * WNA16_LINEAR_NR : n;
+    if (*n1 < *n0) *n1 = *n0;
 }
 
 typedef struct fwd {
@@ -347,81 +377,109 @@ typedef struct fwd {
     int64_t T, K, E, X, H, P, Pr;
     const uint16_t *x;
     int64_t ldx;
-    const int32_t *ids;
     const float *wts, *sg;
     float *y;
     /* arena */
     int64_t *cnt, *off, *pos;
     int32_t *pair_tok;
-    uint16_t *xg, *act;
     float *h13, *out2;
-    int64_t *h13_off, *act_off; /* per slot, in elements */
+    int64_t *h13_off; /* per slot, in elements */
     item *items;
-    int64_t n_items[2];
+    int64_t n_items, n_w13;
+    int64_t *need13; /* per slot: its w13 items */
     uint8_t *scratch;
-    size_t scratch_bytes; /* per thread */
+    size_t scratch_bytes, kernel_bytes; /* per thread: all, and the kernels' part */
+    size_t xbuf_off, abuf_off;          /* private gathered rows and activations */
+    /* scheduler state (atomics) */
+    int64_t next, done_w2, next_comb;
+    int64_t *done13;
 } fwd;
 
 static int64_t slot_ip(const fwd *f, int64_t s) { return s == f->E ? f->L->sip : f->L->ip; }
 
+/* Spins until *v reaches want (acquire). The waits are for another thread
+ * finishing an item, normally microseconds: yielding early would hand the
+ * core to another process for a whole scheduler tick, so it spins ~1 ms
+ * before it starts yielding (for when threads outnumber cores). */
+static void wait_for(const int64_t *v, int64_t want) {
+    for (uint32_t spins = 0; __atomic_load_n(v, __ATOMIC_ACQUIRE) < want; spins++) {
+        if (spins > (1u << 15)) sched_yield();
+#if defined(__x86_64__) || defined(__i386__)
+        else __builtin_ia32_pause();
+#endif
+    }
+}
+
+/* One work item on this thread. w13: gather the expert's rows, one GEMM
+ * over columns [n0, n1) of gate|up. w2 (after all of the expert's w13
+ * items): silu(gate)*up of its rows, one GEMM over columns [n0, n1). */
 static wna16_status run_item(wna16_diag *d, const fwd *f, const item *it, uint8_t *scratch) {
     int64_t s = it->slot, m = f->cnt[s], r0 = f->off[s], ip = slot_ip(f, s), rpc = rows_per_call(m);
+    const float *h13 = f->h13 + f->h13_off[s];
     wna16_status st = WNA16_OK;
+    if (it->phase == 0) {
+        uint16_t *xb = (uint16_t *)(scratch + f->xbuf_off);
+        for (int64_t r = 0; r < m; r++)
+            memcpy(xb + r * f->H, f->x + (int64_t)f->pair_tok[r0 + r] * f->ldx, (size_t)f->H * 2);
+        for (int64_t r = 0; r < m && st == WNA16_OK; r += rpc) {
+            int64_t rows = m - r < rpc ? m - r : rpc;
+            st = wna16_linear_gemm_range(d, f->L->w13[s], it->n0, it->n1, rows, xb + r * f->H,
+                                         WNA16_DTYPE_BF16, f->H, (float *)h13 + r * 2 * ip,
+                                         WNA16_DTYPE_F32, 2 * ip, NULL, WNA16_DTYPE_F32, scratch,
+                                         f->kernel_bytes);
+        }
+        return st;
+    }
+    uint16_t *ab = (uint16_t *)(scratch + f->abuf_off);
+    for (int64_t r = 0; r < m; r++)
+        wna16_moe_silu_mul_bf16(h13 + r * 2 * ip, h13 + r * 2 * ip + ip, ip, ab + r * ip);
     for (int64_t r = 0; r < m && st == WNA16_OK; r += rpc) {
         int64_t rows = m - r < rpc ? m - r : rpc;
-        if (it->phase == 0)
-            st = wna16_linear_gemm_range(d, f->L->w13[s], it->n0, it->n1, rows,
-                                         f->xg + (r0 + r) * f->H, WNA16_DTYPE_BF16, f->H,
-                                         f->h13 + f->h13_off[s] + r * 2 * ip, WNA16_DTYPE_F32,
-                                         2 * ip, NULL, WNA16_DTYPE_F32, scratch, f->scratch_bytes);
-        else
-            st = wna16_linear_gemm_range(d, f->L->w2[s], it->n0, it->n1, rows,
-                                         f->act + f->act_off[s] + r * ip, WNA16_DTYPE_BF16, ip,
-                                         f->out2 + (r0 + r) * f->H, WNA16_DTYPE_F32, f->H, NULL,
-                                         WNA16_DTYPE_F32, scratch, f->scratch_bytes);
+        st = wna16_linear_gemm_range(d, f->L->w2[s], it->n0, it->n1, rows, ab + r * ip,
+                                     WNA16_DTYPE_BF16, ip, f->out2 + (r0 + r) * f->H,
+                                     WNA16_DTYPE_F32, f->H, NULL, WNA16_DTYPE_F32, scratch,
+                                     f->kernel_bytes);
     }
     return st;
 }
 
-static void run_phases(const fwd *f, int nt, wna16_status *status, wna16_diag *d) {
+static void combine_token(const fwd *f, int64_t t) {
+    float *yt = f->y + t * f->H;
+    for (int64_t j = 0; j < f->K; j++)
+        wna16_moe_axpy(yt, f->wts[t * f->K + j], f->out2 + f->pos[t * f->K + j] * f->H, f->H,
+                       j == 0);
+    if (f->L->sip)
+        wna16_moe_axpy(yt, f->sg ? f->sg[t] : 1.0f, f->out2 + (f->Pr + t) * f->H, f->H, false);
+}
+
+/* No barriers between phases: threads take items from one queue (w13 items
+ * first, then w2 items in the order their experts' w13 items finish); a w2
+ * item waits only for its own expert, the combine only for the last w2
+ * item. A thread that is descheduled while holding nothing delays no one. */
+static void run_queue(fwd *f, int nt, wna16_status *status, wna16_diag *d) {
+    int64_t n_w2 = f->n_items - f->n_w13;
+    int64_t comb_chunk = f->T / (4 * (int64_t)nt) + 1;
 #pragma omp parallel num_threads(nt) if (nt > 1)
     {
         int tid = omp_get_thread_num();
         uint8_t *scratch = f->scratch + (size_t)tid * f->scratch_bytes;
         wna16_diag local = {{0}};
         wna16_status mine = WNA16_OK;
-        /* gather each pair's token row, grouped by expert */
-#pragma omp for schedule(static)
-        for (int64_t p = 0; p < f->P; p++)
-            memcpy(f->xg + p * f->H, f->x + (int64_t)f->pair_tok[p] * f->ldx,
-                   (size_t)f->H * 2);
-        /* w13 */
-#pragma omp for schedule(dynamic, 1)
-        for (int64_t i = 0; i < f->n_items[0]; i++)
-            if (mine == WNA16_OK) mine = run_item(&local, f, &f->items[i], scratch);
-        /* silu(gate) * up -> bf16 */
-#pragma omp for schedule(static)
-        for (int64_t p = 0; p < f->P; p++) {
-            int64_t s = p < f->Pr ? -1 : f->E;
-            int64_t ip = s < 0 ? f->L->ip : f->L->sip;
-            const float *h = s < 0 ? f->h13 + p * 2 * ip : f->h13 + f->h13_off[f->E] + (p - f->Pr) * 2 * ip;
-            uint16_t *a = s < 0 ? f->act + p * ip : f->act + f->act_off[f->E] + (p - f->Pr) * ip;
-            wna16_moe_silu_mul_bf16(h, h + ip, ip, a);
+        for (;;) {
+            int64_t i = __atomic_fetch_add(&f->next, 1, __ATOMIC_RELAXED);
+            if (i >= f->n_items) break;
+            const item *it = &f->items[i];
+            if (it->phase == 1) wait_for(&f->done13[it->slot], f->need13[it->slot]);
+            if (mine == WNA16_OK) mine = run_item(&local, f, it, scratch);
+            __atomic_fetch_add(it->phase == 0 ? &f->done13[it->slot] : &f->done_w2, 1,
+                               __ATOMIC_RELEASE);
         }
-        /* w2 */
-#pragma omp for schedule(dynamic, 1)
-        for (int64_t i = 0; i < f->n_items[1]; i++)
-            if (mine == WNA16_OK) mine = run_item(&local, f, &f->items[f->n_items[0] + i], scratch);
-        /* combine in top-k order, then the shared expert */
-#pragma omp for schedule(static)
-        for (int64_t t = 0; t < f->T; t++) {
-            float *yt = f->y + t * f->H;
-            for (int64_t j = 0; j < f->K; j++)
-                wna16_moe_axpy(yt, f->wts[t * f->K + j], f->out2 + f->pos[t * f->K + j] * f->H,
-                               f->H, j == 0);
-            if (f->L->sip)
-                wna16_moe_axpy(yt, f->sg ? f->sg[t] : 1.0f, f->out2 + (f->Pr + t) * f->H, f->H,
-                               false);
+        wait_for(&f->done_w2, n_w2);
+        for (;;) {
+            int64_t t0 = __atomic_fetch_add(&f->next_comb, comb_chunk, __ATOMIC_RELAXED);
+            if (t0 >= f->T) break;
+            int64_t t1 = t0 + comb_chunk < f->T ? t0 + comb_chunk : f->T;
+            for (int64_t t = t0; t < t1; t++) combine_token(f, t);
         }
         if (mine != WNA16_OK) {
 #pragma omp critical(wna16_moe_status)
@@ -456,13 +514,22 @@ static wna16_status check_ids(wna16_diag *d, const wna16_moe_layer *L, int64_t T
     return WNA16_OK;
 }
 
+static size_t al64(size_t v) { return (v + 63) & ~(size_t)63; }
+
 /* The expert part, routing given; sg: shared gate per token (or NULL). */
-static wna16_status forward_core(wna16_diag *d, const wna16_moe_layer *L,
-                                 wna16_moe_workspace **wsp, int64_t T, const uint16_t *x,
-                                 int64_t ldx, const int32_t *ids, const float *wts,
-                                 const float *sg, float *y, int nt) {
-    fwd f = {.L = L, .T = T, .K = L->cfg.top_k, .E = L->cfg.num_experts, .H = L->cfg.hidden,
-             .x = x, .ldx = ldx, .ids = ids, .wts = wts, .sg = sg, .y = y};
+static wna16_status forward_core(wna16_diag *d, const wna16_moe_layer *L, wna16_moe_workspace **wsp,
+                                 int64_t T, const uint16_t *x, int64_t ldx, const int32_t *ids,
+                                 const float *wts, const float *sg, float *y, int nt) {
+    fwd f = {.L = L,
+             .T = T,
+             .K = L->cfg.top_k,
+             .E = L->cfg.num_experts,
+             .H = L->cfg.hidden,
+             .x = x,
+             .ldx = ldx,
+             .wts = wts,
+             .sg = sg,
+             .y = y};
     f.X = f.E + (L->sip ? 1 : 0);
     f.Pr = T * f.K;
     f.P = f.Pr + (L->sip ? T : 0);
@@ -473,23 +540,28 @@ static wna16_status forward_core(wna16_diag *d, const wna16_moe_layer *L,
     if (!cnt) return wna16_fail(d, WNA16_ERR_OUT_OF_MEMORY, "moe: counts");
     for (int64_t p = 0; p < f.Pr; p++) cnt[ids[p]]++;
     if (L->sip) cnt[f.E] = T;
-    int64_t active = 0;
-    size_t sbytes = 0;
+    int64_t active = 0, m_max = 0, ip_max = L->ip > L->sip ? L->ip : L->sip;
+    size_t kbytes = 0;
     for (int64_t s = 0; s < f.X; s++) {
         if (!cnt[s]) continue;
         active++;
+        if (cnt[s] > m_max) m_max = cnt[s];
         int64_t rows = rows_per_call(cnt[s]);
         size_t a = wna16_linear_scratch_bytes(L->w13[s], rows);
         size_t b = wna16_linear_scratch_bytes(L->w2[s], rows);
-        if (a > sbytes) sbytes = a;
-        if (b > sbytes) sbytes = b;
+        if (a > kbytes) kbytes = a;
+        if (b > kbytes) kbytes = b;
     }
-    sbytes = (sbytes + 63) & ~(size_t)63;
-    int64_t max_items = 0, parts[2] = {0};
-    /* N-range parts per expert: enough items to keep nt threads busy */
-    int64_t want = (8 * (int64_t)nt + active - 1) / active;
-    for (int ph = 0; ph < 2; ph++) parts[ph] = want < 1 ? 1 : want;
-    max_items = 2 * active * (want < 1 ? 1 : want);
+    f.kernel_bytes = al64(kbytes);
+    f.xbuf_off = f.kernel_bytes;
+    f.abuf_off = f.xbuf_off + al64((size_t)(m_max * f.H) * 2);
+    f.scratch_bytes = f.abuf_off + al64((size_t)(m_max * ip_max) * 2);
+    /* N-range parts per expert: at least two items per thread and matrix
+     * (decode with 8 active experts and 2 threads: whole matrices, 16 items;
+     * fewer active experts than that: each matrix split) */
+    int64_t want = (2 * (int64_t)nt + active - 1) / active;
+    if (want < 1) want = 1;
+    int64_t max_items = 2 * active * want;
 
     int64_t sip = L->sip, ip = L->ip;
     carve c = {0};
@@ -500,14 +572,12 @@ static wna16_status forward_core(wna16_diag *d, const wna16_moe_layer *L,
         f.pos = take(&c, (size_t)f.Pr * sizeof(int64_t));
         f.pair_tok = take(&c, (size_t)f.P * sizeof(int32_t));
         f.h13_off = take(&c, (size_t)(f.E + 1) * sizeof(int64_t));
-        f.act_off = take(&c, (size_t)(f.E + 1) * sizeof(int64_t));
+        f.need13 = take(&c, (size_t)(f.E + 1) * sizeof(int64_t));
+        f.done13 = take(&c, (size_t)(f.E + 1) * sizeof(int64_t));
         f.items = take(&c, (size_t)max_items * sizeof(item));
-        f.xg = take(&c, (size_t)(f.P * f.H) * 2);
         f.h13 = take(&c, (size_t)(f.Pr * 2 * ip + T * 2 * sip) * 4);
-        f.act = take(&c, (size_t)(f.Pr * ip + T * sip) * 2);
         f.out2 = take(&c, (size_t)(f.P * f.H) * 4);
-        f.scratch = take(&c, sbytes * (size_t)nt);
-        f.scratch_bytes = sbytes;
+        f.scratch = take(&c, f.scratch_bytes * (size_t)nt);
         if (pass == 0) {
             wna16_status st = ws_reserve(d, wsp, c.off, &c.base);
             if (st != WNA16_OK) {
@@ -519,7 +589,7 @@ static wna16_status forward_core(wna16_diag *d, const wna16_moe_layer *L,
     /* counting sort of the pairs by expert, tokens ascending within one */
     f.off[0] = 0;
     for (int64_t s = 0; s <= f.E; s++) f.off[s + 1] = f.off[s] + cnt[s];
-    int64_t *cur = f.h13_off; /* borrowed as the fill cursor, set properly below */
+    int64_t *cur = f.done13; /* borrowed as the fill cursor, zeroed below */
     for (int64_t s = 0; s <= f.E; s++) cur[s] = f.off[s];
     for (int64_t t = 0; t < T; t++)
         for (int64_t j = 0; j < f.K; j++) {
@@ -528,38 +598,43 @@ static wna16_status forward_core(wna16_diag *d, const wna16_moe_layer *L,
             f.pos[t * f.K + j] = p;
         }
     for (int64_t t = 0; t < T && L->sip; t++) f.pair_tok[f.Pr + t] = (int32_t)t;
-    for (int64_t s = 0; s < f.E; s++) {
-        f.h13_off[s] = f.off[s] * 2 * ip;
-        f.act_off[s] = f.off[s] * ip;
+    for (int64_t s = 0; s <= f.E; s++) {
+        f.h13_off[s] = s < f.E ? f.off[s] * 2 * ip : f.Pr * 2 * ip;
+        f.need13[s] = f.done13[s] = 0;
     }
-    f.h13_off[f.E] = f.Pr * 2 * ip;
-    f.act_off[f.E] = f.Pr * ip;
-    /* work items, largest first */
+    /* work items: w13 largest first, then w2 in the order their experts' w13 items end */
     int64_t n = 0;
-    for (int ph = 0; ph < 2; ph++) {
-        int64_t first = n;
+    for (int ph = 0; ph < 2; ph++)
         for (int64_t s = 0; s < f.X; s++) {
             if (!cnt[s]) continue;
             const wna16_packed_linear *pl = ph == 0 ? L->w13[s] : L->w2[s];
-            int64_t blocks = (wna16_linear_n(pl) + WNA16_LINEAR_NR - 1) / WNA16_LINEAR_NR;
-            int64_t np = parts[ph] > blocks / 8 ? blocks / 8 : parts[ph];
+            int64_t units = (wna16_linear_n(pl) + 2 * WNA16_LINEAR_NR - 1) / (2 * WNA16_LINEAR_NR);
+            int64_t np = want > units / 4 ? units / 4 : want; /* >= 4 units (128 channels) each */
             if (np < 1) np = 1;
             for (int64_t q = 0; q < np; q++) {
                 item *it = &f.items[n];
-                wna16_linear_split(pl, (int)q, (int)np, &it->n0, &it->n1);
+                split_pairs(wna16_linear_n(pl), q, np, &it->n0, &it->n1);
                 if (it->n1 <= it->n0) continue;
                 it->slot = (int32_t)s;
                 it->phase = ph;
-                it->cost = (double)(it->n1 - it->n0) * (double)wna16_linear_k(pl) *
-                           (double)(cnt[s] + 4);
+                it->cost =
+                    (double)(it->n1 - it->n0) * (double)wna16_linear_k(pl) * (double)(cnt[s] + 4);
+                it->order = 0;
+                if (ph == 0) f.need13[s]++;
                 n++;
             }
+            if (ph == 0) f.n_w13 = n;
         }
-        f.n_items[ph] = n - first;
-        qsort(f.items + first, (size_t)(n - first), sizeof(item), cmp_item);
-    }
+    f.n_items = n;
+    qsort(f.items, (size_t)f.n_w13, sizeof(item), cmp_item);
+    int64_t *last = f.done13; /* borrowed again: position of each expert's last w13 item */
+    for (int64_t i = 0; i < f.n_w13; i++) last[f.items[i].slot] = i;
+    for (int64_t i = f.n_w13; i < n; i++) f.items[i].order = last[f.items[i].slot];
+    qsort(f.items + f.n_w13, (size_t)(n - f.n_w13), sizeof(item), cmp_item);
+    for (int64_t s = 0; s <= f.E; s++) f.done13[s] = 0;
+    f.next = f.done_w2 = f.next_comb = 0;
     wna16_status status = WNA16_OK;
-    run_phases(&f, nt, &status, d);
+    run_queue(&f, nt, &status, d);
     wna16_free(cnt);
     return status;
 }
@@ -586,12 +661,28 @@ typedef struct routing {
     void *mem;
 } routing;
 
+/* Router logits for tokens [t0, t0 + n) (n = 1 or 2), x widened into xf. */
+static void logits_rows(const wna16_moe_layer *L, const uint16_t *x, int64_t ldx, int64_t t0, int n,
+                        float *xf, float *logits) {
+    int64_t E = L->cfg.num_experts, H = L->cfg.hidden;
+    for (int i = 0; i < n; i++)
+        for (int64_t h = 0; h < H; h++) xf[i * H + h] = wna16_bf16_to_f32(x[(t0 + i) * ldx + h]);
+    if (n == 2)
+        wna16_moe_dot_rows2(xf, xf + H, L->router, 0, E, H, logits + t0 * E, logits + (t0 + 1) * E);
+    else
+        wna16_moe_dot_rows(xf, L->router, 0, E, H, logits + t0 * E);
+}
+
+static bool parallel_router(const wna16_moe_layer *L, int nt, int64_t T) {
+    return nt > 1 && T > 1 && T * L->cfg.num_experts * L->cfg.hidden >= (1 << 22);
+}
+
 static wna16_status compute_routing(wna16_diag *d, const wna16_moe_layer *L, int64_t T,
                                     const uint16_t *x, int64_t ldx, bool route, int nt,
                                     routing *r) {
     int64_t E = L->cfg.num_experts, K = L->cfg.top_k, H = L->cfg.hidden;
     size_t rs = (wna16_moe_route_scratch(&L->cfg) + 63) & ~(size_t)63;
-    size_t per_thread = rs + (size_t)H * 4;
+    size_t per_thread = rs + (size_t)H * 8;
     carve c = {0};
     for (int pass = 0; pass < 2; pass++) {
         c.off = 0;
@@ -602,26 +693,32 @@ static wna16_status compute_routing(wna16_diag *d, const wna16_moe_layer *L, int
         take(&c, per_thread * (size_t)nt);
         if (pass == 0) {
             r->mem = wna16_malloc(c.off + 64);
-            if (!r->mem) return wna16_fail(d, WNA16_ERR_OUT_OF_MEMORY, "moe routing: %zu bytes", c.off);
+            if (!r->mem)
+                return wna16_fail(d, WNA16_ERR_OUT_OF_MEMORY, "moe routing: %zu bytes", c.off);
             c.base = (uint8_t *)(((uintptr_t)r->mem + 63) & ~(uintptr_t)63);
         }
     }
     uint8_t *thread_base = c.base + c.off - per_thread * (size_t)nt;
     if (!route && !L->shared_gate) return WNA16_OK;
-#pragma omp parallel num_threads(nt) if (nt > 1 && T > 1)
+    int64_t pairs = (T + 1) / 2;
+#pragma omp parallel num_threads(nt) if (parallel_router(L, nt, T))
     {
         uint8_t *mine = thread_base + per_thread * (size_t)omp_get_thread_num();
         float *xf = (float *)(mine + rs);
 #pragma omp for schedule(static)
-        for (int64_t t = 0; t < T; t++) {
-            for (int64_t h = 0; h < H; h++) xf[h] = wna16_bf16_to_f32(x[t * ldx + h]);
+        for (int64_t q = 0; q < pairs; q++) {
+            int64_t t0 = 2 * q;
+            int n = t0 + 1 < T ? 2 : 1;
             if (route) {
-                wna16_moe_dot_rows(xf, L->router, 0, E, H, r->logits + t * E);
-                wna16_moe_route_rows(&L->cfg, t, t + 1, r->logits, L->bias, r->ids, r->wts, mine);
+                logits_rows(L, x, ldx, t0, n, xf, r->logits);
+                wna16_moe_route_rows(&L->cfg, t0, t0 + n, r->logits, L->bias, r->ids, r->wts, mine);
             }
-            if (L->shared_gate) {
-                float g = wna16_moe_dot_f32(xf, L->shared_gate, H);
-                r->sg[t] = 1.0f / (1.0f + expf(-g));
+            for (int i = 0; i < n && L->shared_gate; i++) {
+                if (!route)
+                    for (int64_t h = 0; h < H; h++)
+                        xf[i * H + h] = wna16_bf16_to_f32(x[(t0 + i) * ldx + h]);
+                float g = wna16_moe_dot_f32(xf + i * H, L->shared_gate, H);
+                r->sg[t0 + i] = 1.0f / (1.0f + expf(-g));
             }
         }
     }
@@ -632,15 +729,13 @@ wna16_status wna16_moe_layer_logits(wna16_diag *d, const wna16_moe_layer *L, int
                                     const uint16_t *x, int64_t ldx, float *logits, int n_threads) {
     WNA16_TRY(check_forward(d, L, T, x, ldx, logits));
     int nt = threads_of(n_threads);
-    int64_t E = L->cfg.num_experts, H = L->cfg.hidden;
-    float *xf = wna16_malloc((size_t)(H * nt) * 4);
+    int64_t H = L->cfg.hidden, pairs = (T + 1) / 2;
+    float *xf = wna16_malloc((size_t)(2 * H * nt) * 4);
     if (!xf) return wna16_fail(d, WNA16_ERR_OUT_OF_MEMORY, "moe logits");
-#pragma omp parallel for num_threads(nt) if (nt > 1 && T > 1) schedule(static)
-    for (int64_t t = 0; t < T; t++) {
-        float *mine = xf + H * omp_get_thread_num();
-        for (int64_t h = 0; h < H; h++) mine[h] = wna16_bf16_to_f32(x[t * ldx + h]);
-        wna16_moe_dot_rows(mine, L->router, 0, E, H, logits + t * E);
-    }
+#pragma omp parallel for num_threads(nt) if (parallel_router(L, nt, T)) schedule(static)
+    for (int64_t q = 0; q < pairs; q++)
+        logits_rows(L, x, ldx, 2 * q, 2 * q + 1 < T ? 2 : 1, xf + 2 * H * omp_get_thread_num(),
+                    logits);
     wna16_free(xf);
     return WNA16_OK;
 }
@@ -669,12 +764,13 @@ wna16_status wna16_moe_layer_forward(wna16_diag *d, const wna16_moe_layer *L, in
 }
 
 wna16_status wna16_moe_layer_forward_routed(wna16_diag *d, const wna16_moe_layer *L,
-                                            wna16_moe_workspace **ws, int64_t T,
-                                            const uint16_t *x, int64_t ldx, const int32_t *ids,
-                                            const float *wts, float *y, int n_threads) {
+                                            wna16_moe_workspace **ws, int64_t T, const uint16_t *x,
+                                            int64_t ldx, const int32_t *ids, const float *wts,
+                                            float *y, int n_threads) {
     WNA16_TRY(check_forward(d, L, T, x, ldx, y));
     if (!T) return WNA16_OK;
-    if (!ids || !wts) return wna16_fail(d, WNA16_ERR_INVALID_ARGUMENT, "moe forward: ids or weights NULL");
+    if (!ids || !wts)
+        return wna16_fail(d, WNA16_ERR_INVALID_ARGUMENT, "moe forward: ids or weights NULL");
     WNA16_TRY(check_ids(d, L, T, ids));
     int nt = threads_of(n_threads);
     wna16_moe_workspace *tmp = NULL;

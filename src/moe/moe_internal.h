@@ -8,11 +8,11 @@
 struct wna16_moe_layer {
     wna16_moe_config cfg;
     int tp, rank;
-    int64_t ip;            /* I / tp */
-    int64_t sip;           /* shared_intermediate / tp (0: none) */
-    float *router;         /* [E][H] fp32 */
-    float *bias;           /* [E] selection-only correction bias, or NULL */
-    float *shared_gate;    /* [H] or NULL */
+    int64_t ip;         /* I / tp */
+    int64_t sip;        /* shared_intermediate / tp (0: none) */
+    float *router;      /* [E][H] fp32 */
+    float *bias;        /* [E] selection-only correction bias, or NULL */
+    float *shared_gate; /* [H] or NULL */
     /* [E + 1]: index E is the shared expert (NULL when absent) */
     wna16_packed_linear **w13, **w2;
 };
@@ -23,6 +23,9 @@ float wna16_moe_dot_f32(const float *a, const float *b, int64_t n);
 /* out[j][e] = dot(xf, w[e]) for 4 experts at a time; same bits as the single dot. */
 void wna16_moe_dot_rows(const float *xf, const float *w, int64_t e0, int64_t e1, int64_t h,
                         float *out);
+/* The same for two tokens at once (same bits as two single calls). */
+void wna16_moe_dot_rows2(const float *x0, const float *x1, const float *w, int64_t e0, int64_t e1,
+                         int64_t h, float *out0, float *out1);
 /* act[i] = bf16(silu(g[i]) * u[i]) for i < n. */
 void wna16_moe_silu_mul_bf16(const float *g, const float *u, int64_t n, uint16_t *act);
 /* y[i] (+)= w * v[i]: first == true writes, else adds. */

@@ -44,9 +44,15 @@ static wna16_status plan(wna16_diag *d, const wna16_checkpoint *ck, const wna16_
                           (long long)want_in);
     bool channel = m->scheme >= 0 && (size_t)m->scheme < ck->qconfig.n_schemes &&
                    ck->qconfig.schemes[m->scheme].weights.strategy == WNA16_QSTRAT_CHANNEL;
-    wna16_shard_request r = {.layer = m->name, .role = m->role, .out = m->out, .in = m->in,
-                             .bits = m->bits, .group_size = channel ? -1 : m->group_size,
-                             .symmetric = m->symmetric, .tp = tp, .rank = rank};
+    wna16_shard_request r = {.layer = m->name,
+                             .role = m->role,
+                             .out = m->out,
+                             .in = m->in,
+                             .bits = m->bits,
+                             .group_size = channel ? -1 : m->group_size,
+                             .symmetric = m->symmetric,
+                             .tp = tp,
+                             .rank = rank};
     return wna16_shard_plan(d, &r, s);
 }
 
@@ -56,8 +62,7 @@ typedef struct mlp_mods {
 } mlp_mods;
 
 static wna16_status plan_mlp(wna16_diag *d, const wna16_checkpoint *ck, const char *base,
-                             const names *nm, int64_t H, int64_t I, int tp, int rank,
-                             mlp_mods *m) {
+                             const names *nm, int64_t H, int64_t I, int tp, int rank, mlp_mods *m) {
     char name[512];
     snprintf(name, sizeof name, "%s.%s", base, nm->gate);
     WNA16_TRY(find(d, ck, name, &m->gate));
@@ -78,10 +83,13 @@ static wna16_status load_mlp(wna16_diag *d, const wna16_checkpoint *ck, wna16_mo
     wna16_status st = wna16_ck_qweight(d, ck, m->gate, &m->sg, &g, &og);
     if (st == WNA16_OK) st = wna16_ck_qweight(d, ck, m->up, &m->su, &u, &ou);
     if (st == WNA16_OK) st = wna16_ck_qweight(d, ck, m->down, &m->sd, &dn, &od);
+    /* a channelwise weight sliced along K keeps one scale per row: its one
+     * group spans this rank's columns (the canonical form says group == k) */
+    if (st == WNA16_OK && dn.n_groups == 1) dn.group_size = dn.k;
     if (st == WNA16_OK)
         st = e < L->cfg.num_experts ? wna16_moe_layer_set_expert(d, L, e, &g, &u, &dn)
                                     : wna16_moe_layer_set_shared(d, L, &g, &u, &dn, shared_gate);
-    if (st != WNA16_OK) wna16_diag_prefix(d, "%s", m->gate->name);
+    if (st != WNA16_OK) wna16_diag_prefix(d, "%s (expert %lld): ", m->gate->name, (long long)e);
     wna16_free(og);
     wna16_free(ou);
     wna16_free(od);
@@ -135,7 +143,8 @@ wna16_status wna16_moe_layer_load(wna16_diag *d, const wna16_checkpoint *ck, con
     }
     /* plan every expert (and the shared one) before allocating anything */
     mlp_mods *mods = wna16_calloc((size_t)(E + 1), sizeof *mods);
-    if (!mods) return wna16_fail(d, WNA16_ERR_OUT_OF_MEMORY, "moe load: %lld experts", (long long)E);
+    if (!mods)
+        return wna16_fail(d, WNA16_ERR_OUT_OF_MEMORY, "moe load: %lld experts", (long long)E);
     wna16_status st = WNA16_OK;
     for (int64_t e = 0; e < E && st == WNA16_OK; e++) {
         snprintf(name, sizeof name, "%s.experts.%lld", prefix, (long long)e);

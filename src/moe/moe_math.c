@@ -8,7 +8,8 @@
 
 #include "moe/moe_internal.h"
 
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && !defined(__SANITIZE_ADDRESS__)
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) &&                             \
+    !defined(__SANITIZE_ADDRESS__)
 #define MOE_CLONES __attribute__((target_clones("avx512f", "default")))
 #else
 #define MOE_CLONES
@@ -62,15 +63,75 @@ void wna16_moe_dot_rows(const float *xf, const float *w, int64_t e0, int64_t e1,
     for (; e < e1; e++) out[e - e0] = wna16_moe_dot_f32(xf, w + e * h, h);
 }
 
-/* exp(x) to ~2 ulp for x in [-87, 88] (clamped outside; NaN -> NaN):
- * Cody-Waite reduction by ln2 and a degree-6 Taylor/minimax polynomial. */
+/* Two tokens against experts [e0, e1): the same per-dot operation order as
+ * wna16_moe_dot_rows (so the same bits), with each weight load feeding two
+ * tokens. */
+MOE_CLONES
+void wna16_moe_dot_rows2(const float *x0, const float *x1, const float *w, int64_t e0, int64_t e1,
+                         int64_t h, float *out0, float *out1) {
+    int64_t e = e0;
+    for (; e + 4 <= e1; e += 4) {
+        const float *w0 = w + e * h, *w1 = w0 + h, *w2 = w1 + h, *w3 = w2 + h;
+        float a0[LANES] = {0}, a1[LANES] = {0}, a2[LANES] = {0}, a3[LANES] = {0};
+        float b0[LANES] = {0}, b1[LANES] = {0}, b2[LANES] = {0}, b3[LANES] = {0};
+        int64_t i = 0;
+        for (; i + LANES <= h; i += LANES)
+            for (int j = 0; j < LANES; j++) {
+                float xa = x0[i + j], xb = x1[i + j];
+                float v0 = w0[i + j], v1 = w1[i + j], v2 = w2[i + j], v3 = w3[i + j];
+                a0[j] += xa * v0;
+                a1[j] += xa * v1;
+                a2[j] += xa * v2;
+                a3[j] += xa * v3;
+                b0[j] += xb * v0;
+                b1[j] += xb * v1;
+                b2[j] += xb * v2;
+                b3[j] += xb * v3;
+            }
+        for (; i < h; i++) {
+            a0[i % LANES] += x0[i] * w0[i];
+            a1[i % LANES] += x0[i] * w1[i];
+            a2[i % LANES] += x0[i] * w2[i];
+            a3[i % LANES] += x0[i] * w3[i];
+            b0[i % LANES] += x1[i] * w0[i];
+            b1[i % LANES] += x1[i] * w1[i];
+            b2[i % LANES] += x1[i] * w2[i];
+            b3[i % LANES] += x1[i] * w3[i];
+        }
+        out0[e - e0] = reduce16(a0);
+        out0[e - e0 + 1] = reduce16(a1);
+        out0[e - e0 + 2] = reduce16(a2);
+        out0[e - e0 + 3] = reduce16(a3);
+        out1[e - e0] = reduce16(b0);
+        out1[e - e0 + 1] = reduce16(b1);
+        out1[e - e0 + 2] = reduce16(b2);
+        out1[e - e0 + 3] = reduce16(b3);
+    }
+    for (; e < e1; e++) {
+        out0[e - e0] = wna16_moe_dot_f32(x0, w + e * h, h);
+        out1[e - e0] = wna16_moe_dot_f32(x1, w + e * h, h);
+    }
+}
+
+/* exp(x) to ~2 ulp for x in [-87, 88] (clamped to +-87): Cody-Waite
+ * reduction by ln2 and a degree-6 polynomial; 2^r is built from the bits of
+ * the rounding sum (no float->int conversion, so a NaN is harmless garbage
+ * here: the caller keeps NaN through its other operand). Branch-free so the
+ * loop vectorizes. */
 static inline float exp_f32(float x) {
-    bool nan = x != x;
-    x = nan ? 0.0f : x;
-    x = x < -87.0f ? -87.0f : x;
-    x = x > 88.0f ? 88.0f : x;
-    float r = x * 1.44269504088896341f + 12582912.0f;
-    r = r - 12582912.0f; /* round(x / ln2) */
+    /* |x| > 87 (or NaN) -> +-87, decided on the bits: integer compares keep
+     * the loop branch-free without -fno-trapping-math */
+    union {
+        float f;
+        uint32_t u;
+    } in = {.f = x}, lim = {.f = 87.0f};
+    lim.u |= in.u & 0x80000000u;
+    x = (in.u & 0x7fffffffu) > 0x42AE0000u ? lim.f : x;
+    union {
+        float f;
+        uint32_t u;
+    } t = {.f = x * 1.44269504088896341f + 12582912.0f};
+    float r = t.f - 12582912.0f; /* round(x / ln2), exactly the integer in t's low bits */
     float f = x - r * 0.693359375f;
     f = f - r * -2.12194440e-4f;
     float p = 1.0f / 720.0f;
@@ -80,33 +141,36 @@ static inline float exp_f32(float x) {
     p = p * f + 0.5f;
     p = p * f + 1.0f;
     p = p * f + 1.0f;
-    int32_t i = (int32_t)r;
-    uint32_t bits = (uint32_t)(i + 127) << 23;
-    float s;
-    memcpy(&s, &bits, 4);
-    float v = p * s;
-    return nan ? NAN : v;
+    union {
+        uint32_t u;
+        float f;
+    } b = {.u = (t.u - 0x4B400000u + 127u) << 23};
+    return p * b.f;
 }
 
 static inline uint16_t to_bf16(float f) {
-    uint32_t u;
-    memcpy(&u, &f, 4);
+    union {
+        float f;
+        uint32_t u;
+    } c = {.f = f};
+    uint32_t u = c.u;
     uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
     uint32_t quiet = (u >> 16) | 0x40u;
     return (uint16_t)((u & 0x7fffffffu) > 0x7f800000u ? quiet : rounded);
 }
 
 MOE_CLONES
-void wna16_moe_silu_mul_bf16(const float *g, const float *u, int64_t n, uint16_t *act) {
+void wna16_moe_silu_mul_bf16(const float *restrict g, const float *restrict u, int64_t n,
+                             uint16_t *restrict act) {
     for (int64_t i = 0; i < n; i++) {
         float gv = g[i];
-        float s = gv / (1.0f + exp_f32(-gv));
+        float s = gv / (1.0f + exp_f32(-gv)); /* NaN g stays NaN */
         act[i] = to_bf16(s * u[i]);
     }
 }
 
 MOE_CLONES
-void wna16_moe_axpy(float *y, float w, const float *v, int64_t n, bool first) {
+void wna16_moe_axpy(float *restrict y, float w, const float *restrict v, int64_t n, bool first) {
     if (first)
         for (int64_t i = 0; i < n; i++) y[i] = w * v[i];
     else

@@ -12,8 +12,10 @@ static void scores_softmax(const float *l, int64_t E, float *p) {
     bool nan = false;
     float m = -INFINITY;
     for (int64_t e = 0; e < E; e++) {
-        if (l[e] != l[e]) nan = true;
-        else if (l[e] > m) m = l[e];
+        if (l[e] != l[e])
+            nan = true;
+        else if (l[e] > m)
+            m = l[e];
     }
     if (nan) {
         for (int64_t e = 0; e < E; e++) p[e] = NAN;
@@ -95,8 +97,10 @@ static void route_one(const wna16_moe_config *c, const float *l, const float *bi
                       float *sel, unsigned char *skip, float *gscore, unsigned char *gskip,
                       int32_t *ids, float *w) {
     int64_t E = c->num_experts, K = c->top_k;
-    if (c->scoring == WNA16_MOE_SOFTMAX) scores_softmax(l, E, p);
-    else scores_sigmoid(l, E, p);
+    if (c->scoring == WNA16_MOE_SOFTMAX)
+        scores_softmax(l, E, p);
+    else
+        scores_sigmoid(l, E, p);
     for (int64_t e = 0; e < E; e++) sel[e] = bias ? p[e] + bias[e] : p[e];
     memset(skip, 0, (size_t)E);
     if (c->n_group > 1) {
@@ -143,10 +147,11 @@ static void route_one(const wna16_moe_config *c, const float *l, const float *bi
 }
 
 wna16_status wna16_moe_route(wna16_diag *d, const wna16_moe_config *cfg, int64_t tokens,
-                             const float *logits, const float *bias, int32_t *ids,
-                             float *weights) {
+                             const float *logits, const float *bias, int32_t *ids, float *weights) {
     WNA16_TRY(check_cfg(d, cfg));
-    if (tokens < 0) return wna16_fail(d, WNA16_ERR_INVALID_ARGUMENT, "moe route: %lld tokens", (long long)tokens);
+    if (tokens < 0)
+        return wna16_fail(d, WNA16_ERR_INVALID_ARGUMENT, "moe route: %lld tokens",
+                          (long long)tokens);
     if (!tokens) return WNA16_OK;
     if (!logits || !ids || !weights)
         return wna16_fail(d, WNA16_ERR_INVALID_ARGUMENT, "moe route: NULL logits/ids/weights");

@@ -1,16 +1,26 @@
-/* Communicator front end: argument checks and dispatch to the backend. */
+/* Communicator front end: argument checks, dispatch to the backend, and the
+ * all-reduce counters (`wna16 bench model` reports their share of decode). */
+#include "kernels/machine_limits.h"
 #include "parallel/comm_impl.h"
+
+#include <stdlib.h>
+#include <string.h>
 
 int wna16_comm_size(const wna16_comm *c) { return c ? c->size : 0; }
 int wna16_comm_rank(const wna16_comm *c) { return c ? c->rank : -1; }
 
-/* The backend's name ("single", "threads", ...). */
+/* The backend's name ("single", "threads", "mpi"). */
 const char *wna16_comm_backend(const wna16_comm *c) { return c ? c->ops->name : "none"; }
 
 wna16_status wna16_comm_all_reduce_sum(wna16_diag *d, wna16_comm *c, float *buf, size_t n) {
     if (!c || (!buf && n))
         return wna16_fail(d, WNA16_ERR_INVALID_ARGUMENT, "all_reduce_sum: NULL communicator or buffer");
-    return c->ops->all_reduce_sum(d, c, buf, n);
+    double t0 = wna16_now();
+    wna16_status s = c->ops->all_reduce_sum(d, c, buf, n);
+    c->stats.all_reduce_seconds += wna16_now() - t0;
+    c->stats.all_reduce_calls++;
+    c->stats.all_reduce_bytes += (uint64_t)n * sizeof(float);
+    return s;
 }
 
 wna16_status wna16_comm_broadcast(wna16_diag *d, wna16_comm *c, void *buf, size_t bytes, int root) {
@@ -19,7 +29,11 @@ wna16_status wna16_comm_broadcast(wna16_diag *d, wna16_comm *c, void *buf, size_
     if (root < 0 || root >= c->size)
         return wna16_fail(d, WNA16_ERR_INVALID_ARGUMENT, "broadcast: root %d outside [0, %d)", root,
                           c->size);
-    return c->ops->broadcast(d, c, buf, bytes, root);
+    double t0 = wna16_now();
+    wna16_status s = c->ops->broadcast(d, c, buf, bytes, root);
+    c->stats.broadcast_seconds += wna16_now() - t0;
+    c->stats.broadcast_calls++;
+    return s;
 }
 
 wna16_status wna16_comm_barrier(wna16_diag *d, wna16_comm *c) {
@@ -32,6 +46,56 @@ wna16_status wna16_comm_agree(wna16_diag *d, wna16_comm *c, wna16_status mine) {
     return c->ops->agree(d, c, mine);
 }
 
+int wna16_comm_local_size(const wna16_comm *c) { return c && c->local_size > 0 ? c->local_size : 1; }
+
+void wna16_comm_set_idle(wna16_comm *c, bool idle) {
+    if (c) c->idle = idle;
+}
+
+void wna16_comm_get_stats(const wna16_comm *c, wna16_comm_stats *out) {
+    if (!out) return;
+    if (c) *out = c->stats;
+    else memset(out, 0, sizeof *out);
+}
+
+void wna16_comm_reset_stats(wna16_comm *c) {
+    if (c) memset(&c->stats, 0, sizeof c->stats);
+}
+
+wna16_status wna16_comm_check(wna16_ctx *ctx, wna16_comm *c, wna16_status mine) {
+    wna16_diag *d = wna16_ctx_diag(ctx);
+    if (!c) return wna16_fail(d, WNA16_ERR_INVALID_ARGUMENT, "comm_check: NULL communicator");
+    c->idle = true;
+    wna16_status s = c->ops->agree(d, c, mine);
+    c->idle = false;
+    return s;
+}
+
+wna16_status wna16_comm_bcast(wna16_ctx *ctx, wna16_comm *c, void *buf, size_t bytes, int root) {
+    return wna16_comm_broadcast(wna16_ctx_diag(ctx), c, buf, bytes, root);
+}
+
 void wna16_comm_free(wna16_comm *c) {
     if (c) c->ops->free(c);
+}
+
+#ifndef WNA16_HAVE_MPI
+bool wna16_mpi_built(void) { return false; }
+
+wna16_status wna16_comm_mpi_world(wna16_ctx *ctx, int *argc, char ***argv, wna16_comm **out) {
+    (void)argc, (void)argv;
+    if (out) *out = NULL;
+    return wna16_fail(wna16_ctx_diag(ctx), WNA16_ERR_UNSUPPORTED,
+                      "this libwna16 was built without MPI (install an MPI implementation, e.g. "
+                      "libopenmpi-dev, and rebuild with -DWNA16_WITH_MPI=ON)");
+}
+#endif
+
+/* The launchers' environment: Open MPI, MPICH/Intel MPI (PMI), PMIx, Slurm. */
+bool wna16_mpi_launched(void) {
+    static const char *const vars[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK",
+                                       "MPI_LOCALNRANKS", "MV2_COMM_WORLD_SIZE"};
+    for (size_t i = 0; i < sizeof vars / sizeof *vars; i++)
+        if (getenv(vars[i])) return true;
+    return false;
 }

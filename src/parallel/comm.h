@@ -1,5 +1,6 @@
 /* Communicator for tensor parallelism: one interface, several backends
- * (single rank; T ranks as threads in one process; MPI in a later build).
+ * (single rank; T ranks as threads in one process; one rank per process
+ * with MPI, src/parallel/mpi/comm_mpi.c, built when MPI is found).
  * Every call is collective: all ranks of the communicator make it, in the
  * same order. Reductions are deterministic: the sum is taken in rank order
  * (0, 1, ..., T-1) on every rank, so all ranks get identical bits. */
@@ -8,8 +9,8 @@
 
 #include "core/common.h"
 
-typedef struct wna16_comm wna16_comm;
-
+/* wna16_comm, its size/rank/backend/free, wna16_comm_check/bcast and the
+ * stats are public (wna16.h); the calls below take a wna16_diag. */
 int wna16_comm_size(const wna16_comm *c);
 int wna16_comm_rank(const wna16_comm *c);
 /* buf[0..n) = Σ over ranks of each rank's buf, fp32. */
@@ -27,9 +28,13 @@ wna16_status wna16_comm_single(wna16_diag *d, wna16_comm **out);
 /* `size` ranks as threads of this process: out[r] is rank r's handle, to be
  * used only by the thread that runs rank r. */
 wna16_status wna16_comm_threads(wna16_diag *d, int size, wna16_comm **out);
-/* The backend's name: "single", "threads" (later "mpi"). */
+/* The backend's name: "single", "threads", "mpi". */
 const char *wna16_comm_backend(const wna16_comm *c);
 /* Frees one handle (each rank frees its own; the shared state goes with the last). */
 void wna16_comm_free(wna16_comm *c);
+/* Marks the next collectives as possibly long waits (see comm_impl.h). */
+void wna16_comm_set_idle(wna16_comm *c, bool idle);
+/* Ranks of this communicator on this host (1 when unknown). */
+int wna16_comm_local_size(const wna16_comm *c);
 
 #endif

@@ -1,5 +1,5 @@
 /* The communicator's backend contract: every backend (comm_single.c,
- * comm_threads.c, later comm_mpi.c) embeds wna16_comm as its first member
+ * comm_threads.c, mpi/comm_mpi.c) embeds wna16_comm as its first member
  * and supplies one ops table. comm.c dispatches and checks arguments once,
  * so backends see only valid calls. */
 #ifndef WNA16_PARALLEL_COMM_IMPL_H
@@ -19,6 +19,13 @@ typedef struct wna16_comm_ops {
 struct wna16_comm {
     const wna16_comm_ops *ops;
     int size, rank;
+    int local_size; /* ranks on this host (MPI); 0 = unknown */
+    /* Set by the front end around waits that may legitimately be long (a
+     * follower waiting for rank 0's next request, agreement after loading):
+     * the MPI backend's watchdog then uses its idle timeout. */
+    bool idle;
+    /* Counters kept by the front end (comm.c). */
+    wna16_comm_stats stats;
 };
 
 #endif

@@ -166,7 +166,7 @@ wna16_status wna16_comm_threads(wna16_diag *d, int size, wna16_comm **out) {
             ok = false;
             break;
         }
-        t->base = (wna16_comm){&threads_ops, size, r};
+        t->base = (wna16_comm){.ops = &threads_ops, .size = size, .rank = r};
         t->sh = s;
         s->refs++;
         out[r] = &t->base;

@@ -185,7 +185,7 @@ static void cache_put(tok_cache *c, const char *w, size_t len, const int32_t *id
     if (!grow((void **)&c->pool, &c->pool_cap, c->pool_len + n, sizeof *c->pool)) return;
     if (!grow((void **)&c->ents, &c->ents_cap, c->nents + 1, sizeof *c->ents)) return;
     if (!tok_strmap_put(&c->map, w, len, (int32_t)c->nents, NULL)) return;
-    memcpy(c->pool + c->pool_len, ids, n * sizeof *ids);
+    if (n) memcpy(c->pool + c->pool_len, ids, n * sizeof *ids);
     c->ents[c->nents++] = (struct tok_cache_ent){(uint32_t)c->pool_len, (uint32_t)n};
     c->pool_len += n;
 }
@@ -235,8 +235,8 @@ static wna16_status bpe_word(enc *e, const char *w, size_t len) {
     if (!initial_symbols(e, w, len, &n) || !merge_all(e, n)) return oom(e);
     size_t first = e->n;
     for (int32_t i = n ? 0 : -1; i >= 0; i = e->syms[i].next) WNA16_TRY(emit(e, e->syms[i].id));
-    /* A word can emit nothing (no unk token); e->ids may then still be NULL. */
-    if (e->n > first) cache_put(&t->cache, w, len, e->ids + first, e->n - first);
+    /* e->ids is NULL when nothing was emitted yet: no pointer arithmetic on it */
+    cache_put(&t->cache, w, len, e->n > first ? e->ids + first : NULL, e->n - first);
     return WNA16_OK;
 }
 

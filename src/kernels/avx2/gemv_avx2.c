@@ -25,7 +25,7 @@ INLINE __m256 pair_reduce(__m256 s0, __m256 s1) {
 
 INLINE void gemv_f32(const wna16_block_layout *L, const uint8_t *block, const float *a, size_t lda,
                      float *c, const size_t MR, const int BITS) {
-    const int64_t gq = L->group_quads;
+    const int64_t gu = L->group_units, ku = BITS == 4 ? 8 : 4;
     const __m256i m15 = _mm256_set1_epi32(15);
     for (size_t i = 0; i < MR * WNA16_LINEAR_NR; i++) c[i] = 0.0f;
     for (int64_t g = 0; g < L->n_groups; g++) {
@@ -35,32 +35,31 @@ INLINE void gemv_f32(const wna16_block_layout *L, const uint8_t *block, const fl
             z[j] = L->asym ? _mm256_cvtepu16_epi32(
                                  _mm_load_si128((const __m128i *)(rec + L->wbytes + 64) + j))
                            : _mm256_set1_epi32(BITS == 4 ? 8 : 128);
-        __m256 acc[2][4];
+        __m256 acc[2][4]; /* [row][channels 4j..4j+3 as (c,p) lanes] */
         for (size_t i = 0; i < MR; i++)
             for (int j = 0; j < 4; j++) acc[i][j] = _mm256_setzero_ps();
-        for (int64_t t = 0; t < gq; t++) {
-            __m256 wl[4], wh[4];
+        for (int64_t t = 0; t < gu; t++) {
+            const uint8_t *q = rec + t * 64;
+            _mm_prefetch((const char *)(q + 2048), _MM_HINT_T0);
+            const float *ag = a + g * gu * ku + t * ku;
             if (BITS == 4) {
-                const uint8_t *q = rec + t * 32;
-                _mm_prefetch((const char *)(q + 1024), _MM_HINT_T0);
-                for (int j = 0; j < 4; j++) {
-                    __m256i x = load8_u8(q + 8 * j);
-                    wl[j] = _mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_and_si256(x, m15), z[j]));
-                    wh[j] = _mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_srli_epi32(x, 4), z[j]));
+                for (int h = 0; h < 4; h++) {
+                    __m256i x = _mm256_cvtepu16_epi32(_mm_load_si128((const __m128i *)(q + 16 * h)));
+                    for (int j = 0; j < 4; j++) {
+                        __m256i u = _mm256_and_si256(_mm256_srli_epi32(x, 4 * j), m15);
+                        __m256 w = _mm256_cvtepi32_ps(_mm256_sub_epi32(u, z[h]));
+                        for (size_t i = 0; i < MR; i++)
+                            acc[i][h] = _mm256_fmadd_ps(w, pair_bcast(ag + i * lda + 2 * j), acc[i][h]);
+                    }
                 }
             } else {
-                const uint8_t *q = rec + t * 64;
-                _mm_prefetch((const char *)(q + 1024), _MM_HINT_T0);
-                for (int j = 0; j < 4; j++) {
-                    wl[j] = _mm256_cvtepi32_ps(_mm256_sub_epi32(load8_u8(q + 8 * j), z[j]));
-                    wh[j] = _mm256_cvtepi32_ps(_mm256_sub_epi32(load8_u8(q + 32 + 8 * j), z[j]));
+                for (int h = 0; h < 4; h++) {
+                    __m256 wl = _mm256_cvtepi32_ps(_mm256_sub_epi32(load8_u8(q + 8 * h), z[h]));
+                    __m256 wh = _mm256_cvtepi32_ps(_mm256_sub_epi32(load8_u8(q + 32 + 8 * h), z[h]));
+                    for (size_t i = 0; i < MR; i++)
+                        acc[i][h] = _mm256_fmadd_ps(wh, pair_bcast(ag + i * lda + 2),
+                                                    _mm256_fmadd_ps(wl, pair_bcast(ag + i * lda), acc[i][h]));
                 }
-            }
-            for (size_t i = 0; i < MR; i++) {
-                const float *ar = a + i * lda + g * gq * 4 + t * 4;
-                __m256 lo = pair_bcast(ar), hi = pair_bcast(ar + 2);
-                for (int j = 0; j < 4; j++)
-                    acc[i][j] = _mm256_fmadd_ps(wh[j], hi, _mm256_fmadd_ps(wl[j], lo, acc[i][j]));
             }
         }
         const float *sc = (const float *)(rec + L->wbytes);
@@ -103,10 +102,11 @@ float wna16_peak_fma_loop__avx2(int64_t n_iter) {
     return out[0] + out[7];
 }
 
-uint64_t wna16_read_sum__avx2(const void *p, size_t bytes) {
+uint64_t wna16_read_sum__avx2(const void *p, size_t bytes, int prefetch) {
     const __m256i *v = p;
     __m256i s0 = _mm256_setzero_si256(), s1 = s0, s2 = s0, s3 = s0;
     for (size_t i = 0; i < bytes / 32; i += 8) {
+        if (prefetch) _mm_prefetch((const char *)(v + i) + 8192, _MM_HINT_T1);
         s0 = _mm256_add_epi64(s0, _mm256_add_epi64(_mm256_load_si256(v + i), _mm256_load_si256(v + i + 4)));
         s1 = _mm256_add_epi64(s1, _mm256_add_epi64(_mm256_load_si256(v + i + 1), _mm256_load_si256(v + i + 5)));
         s2 = _mm256_add_epi64(s2, _mm256_add_epi64(_mm256_load_si256(v + i + 2), _mm256_load_si256(v + i + 6)));

@@ -14,28 +14,34 @@ static inline __m512 load_bf16_tail(const uint16_t *p, __mmask16 mask) {
 
 /* Pairwise fold 16 -> 1 in the reference order (8, 4, 2, 1). */
 static inline float fold(__m512 v) {
-    float a[16];
-    _mm512_storeu_ps(a, v);
-    for (int width = 8; width >= 1; width /= 2)
-        for (int l = 0; l < width; l++) a[l] += a[l + width];
-    return a[0];
+    __m256 h = _mm256_add_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1));
+    __m128 q = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
+    q = _mm_add_ps(q, _mm_movehl_ps(q, q));
+    q = _mm_add_ss(q, _mm_movehdup_ps(q));
+    return _mm_cvtss_f32(q);
+}
+
+/* One row of x against one weight row: four accumulators (element c goes to
+ * vector (c/16)%4, lane c%16), as the reference's partial c % 64. */
+static float dot_row(const uint16_t *w, int64_t k, const float *x) {
+    __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+    int64_t c = 0;
+    for (; c + 64 <= k; c += 64) {
+        a0 = _mm512_fmadd_ps(_mm512_loadu_ps(x + c), load_bf16(w + c), a0);
+        a1 = _mm512_fmadd_ps(_mm512_loadu_ps(x + c + 16), load_bf16(w + c + 16), a1);
+        a2 = _mm512_fmadd_ps(_mm512_loadu_ps(x + c + 32), load_bf16(w + c + 32), a2);
+        a3 = _mm512_fmadd_ps(_mm512_loadu_ps(x + c + 48), load_bf16(w + c + 48), a3);
+    }
+    __m512 *acc[4] = {&a0, &a1, &a2, &a3};
+    for (int j = 0; c < k; c += 16, j++) {
+        int64_t left = k - c;
+        __mmask16 mask = left >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << left) - 1u);
+        *acc[j] = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(mask, x + c), load_bf16_tail(w + c, mask), *acc[j]);
+    }
+    return fold(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)));
 }
 
 void wna16_dense_dot__avx512(const uint16_t *w, int64_t k, const float *x, int64_t ldx, int64_t m,
                              float *out) {
-    __m512 acc[8];
-    for (int64_t i = 0; i < m; i++) acc[i] = _mm512_setzero_ps();
-    int64_t c = 0;
-    for (; c + 16 <= k; c += 16) {
-        __m512 wv = load_bf16(w + c);
-        for (int64_t i = 0; i < m; i++)
-            acc[i] = _mm512_fmadd_ps(_mm512_loadu_ps(x + i * ldx + c), wv, acc[i]);
-    }
-    if (c < k) {
-        __mmask16 mask = (__mmask16)((1u << (k - c)) - 1u);
-        __m512 wv = load_bf16_tail(w + c, mask);
-        for (int64_t i = 0; i < m; i++)
-            acc[i] = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(mask, x + i * ldx + c), wv, acc[i]);
-    }
-    for (int64_t i = 0; i < m; i++) out[i] = fold(acc[i]);
+    for (int64_t i = 0; i < m; i++) out[i] = dot_row(w, k, x + i * ldx);
 }

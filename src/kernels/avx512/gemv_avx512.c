@@ -24,7 +24,7 @@ INLINE __m512 pair_reduce(__m512 s0, __m512 s1) {
 INLINE void gemv_f32(const wna16_block_layout *L, const uint8_t *block, const float *a, size_t lda,
                      float *c, const size_t MR, const int BITS) {
     __m512 cc[4];
-    const int64_t gq = L->group_quads;
+    const int64_t gu = L->group_units, ku = BITS == 4 ? 8 : 4;
     const __m512i m15 = _mm512_set1_epi32(15);
     for (size_t i = 0; i < MR; i++) cc[i] = _mm512_setzero_ps();
     for (int64_t g = 0; g < L->n_groups; g++) {
@@ -37,39 +37,49 @@ INLINE void gemv_f32(const wna16_block_layout *L, const uint8_t *block, const fl
         } else {
             z0 = z1 = _mm512_set1_epi32(BITS == 4 ? 8 : 128);
         }
+        /* A: even k-pairs of the unit, B: odd; 0: channels 0-7, 1: 8-15 */
         __m512 A0[4], A1[4], B0[4], B1[4];
         for (size_t i = 0; i < MR; i++)
             A0[i] = A1[i] = B0[i] = B1[i] = _mm512_setzero_ps();
-        for (int64_t t = 0; t < gq; t++) {
-            __m512 w0, w1, w2, w3; /* lo k-pair ch0-7, ch8-15, hi k-pair ch0-7, ch8-15 */
+        for (int64_t t = 0; t < gu; t++) {
+            const uint8_t *q = rec + t * 64;
+            _mm_prefetch((const char *)(q + 2048), _MM_HINT_T0);
+            const float *ag = a + g * gu * ku + t * ku;
             if (BITS == 4) {
-                const uint8_t *q = rec + t * 32;
-                _mm_prefetch((const char *)(q + 1024), _MM_HINT_T0);
-                __m512i x0 = _mm512_cvtepu8_epi32(_mm_load_si128((const __m128i *)q));
-                __m512i x1 = _mm512_cvtepu8_epi32(_mm_load_si128((const __m128i *)(q + 16)));
-                w0 = _mm512_cvtepi32_ps(_mm512_sub_epi32(_mm512_and_si512(x0, m15), z0));
-                w1 = _mm512_cvtepi32_ps(_mm512_sub_epi32(_mm512_and_si512(x1, m15), z1));
-                w2 = _mm512_cvtepi32_ps(_mm512_sub_epi32(_mm512_srli_epi32(x0, 4), z0));
-                w3 = _mm512_cvtepi32_ps(_mm512_sub_epi32(_mm512_srli_epi32(x1, 4), z1));
+                __m512i x0 = _mm512_cvtepu16_epi32(_mm256_load_si256((const __m256i *)q));
+                __m512i x1 = _mm512_cvtepu16_epi32(_mm256_load_si256((const __m256i *)(q + 32)));
+                for (int j = 0; j < 4; j++) {
+                    __m512i s0 = _mm512_and_si512(_mm512_srli_epi32(x0, 4 * j), m15);
+                    __m512i s1 = _mm512_and_si512(_mm512_srli_epi32(x1, 4 * j), m15);
+                    __m512 w0 = _mm512_cvtepi32_ps(_mm512_sub_epi32(s0, z0));
+                    __m512 w1 = _mm512_cvtepi32_ps(_mm512_sub_epi32(s1, z1));
+                    for (size_t i = 0; i < MR; i++) {
+                        __m512 av = pair_bcast(ag + i * lda + 2 * j);
+                        if (j & 1) {
+                            B0[i] = _mm512_fmadd_ps(w0, av, B0[i]);
+                            B1[i] = _mm512_fmadd_ps(w1, av, B1[i]);
+                        } else {
+                            A0[i] = _mm512_fmadd_ps(w0, av, A0[i]);
+                            A1[i] = _mm512_fmadd_ps(w1, av, A1[i]);
+                        }
+                    }
+                }
             } else {
-                const uint8_t *q = rec + t * 64;
-                _mm_prefetch((const char *)(q + 1024), _MM_HINT_T0);
                 __m512i x0 = _mm512_cvtepu8_epi32(_mm_load_si128((const __m128i *)q));
                 __m512i x1 = _mm512_cvtepu8_epi32(_mm_load_si128((const __m128i *)(q + 16)));
                 __m512i x2 = _mm512_cvtepu8_epi32(_mm_load_si128((const __m128i *)(q + 32)));
                 __m512i x3 = _mm512_cvtepu8_epi32(_mm_load_si128((const __m128i *)(q + 48)));
-                w0 = _mm512_cvtepi32_ps(_mm512_sub_epi32(x0, z0));
-                w1 = _mm512_cvtepi32_ps(_mm512_sub_epi32(x1, z1));
-                w2 = _mm512_cvtepi32_ps(_mm512_sub_epi32(x2, z0));
-                w3 = _mm512_cvtepi32_ps(_mm512_sub_epi32(x3, z1));
-            }
-            for (size_t i = 0; i < MR; i++) {
-                const float *ar = a + i * lda + g * gq * 4 + t * 4;
-                __m512 lo = pair_bcast(ar), hi = pair_bcast(ar + 2);
-                A0[i] = _mm512_fmadd_ps(w0, lo, A0[i]);
-                A1[i] = _mm512_fmadd_ps(w1, lo, A1[i]);
-                B0[i] = _mm512_fmadd_ps(w2, hi, B0[i]);
-                B1[i] = _mm512_fmadd_ps(w3, hi, B1[i]);
+                __m512 w0 = _mm512_cvtepi32_ps(_mm512_sub_epi32(x0, z0));
+                __m512 w1 = _mm512_cvtepi32_ps(_mm512_sub_epi32(x1, z1));
+                __m512 w2 = _mm512_cvtepi32_ps(_mm512_sub_epi32(x2, z0));
+                __m512 w3 = _mm512_cvtepi32_ps(_mm512_sub_epi32(x3, z1));
+                for (size_t i = 0; i < MR; i++) {
+                    __m512 lo = pair_bcast(ag + i * lda), hi = pair_bcast(ag + i * lda + 2);
+                    A0[i] = _mm512_fmadd_ps(w0, lo, A0[i]);
+                    A1[i] = _mm512_fmadd_ps(w1, lo, A1[i]);
+                    B0[i] = _mm512_fmadd_ps(w2, hi, B0[i]);
+                    B1[i] = _mm512_fmadd_ps(w3, hi, B1[i]);
+                }
             }
         }
         const __m512 s = _mm512_load_ps((const float *)(rec + L->wbytes));
@@ -115,11 +125,13 @@ float wna16_peak_fma_loop__avx512(int64_t n_iter) {
     return _mm512_reduce_add_ps(s);
 }
 
-/* Sum of `bytes` (a multiple of 256) at p: the read-bandwidth loop. */
-uint64_t wna16_read_sum__avx512(const void *p, size_t bytes) {
+/* Sum of `bytes` (a multiple of 256) at p: the read-bandwidth loop, plain
+ * or with an L2 software prefetch 8 KiB ahead (the limit is the better). */
+uint64_t wna16_read_sum__avx512(const void *p, size_t bytes, int prefetch) {
     const __m512i *v = p;
     __m512i s0 = _mm512_setzero_si512(), s1 = s0, s2 = s0, s3 = s0;
     for (size_t i = 0; i < bytes / 64; i += 4) {
+        if (prefetch) _mm_prefetch((const char *)(v + i) + 8192, _MM_HINT_T1);
         s0 = _mm512_add_epi64(s0, _mm512_load_si512(v + i));
         s1 = _mm512_add_epi64(s1, _mm512_load_si512(v + i + 1));
         s2 = _mm512_add_epi64(s2, _mm512_load_si512(v + i + 2));

@@ -8,25 +8,40 @@
 
 #define INLINE static inline __attribute__((always_inline))
 
-/* bf16 bits of the integers 0..15 then -16..-1: index (u - z) & 31. */
-INLINE __m512i q4_lut(void) {
+/* vpermw tables (vpermw reads only the low 5 bits of each index word).
+ * signed: bf16 of 0..15 then -16..-1, indexed by (u - zero) & 31 (asym);
+ * sym: bf16 of u - 8 for u = 0..15, twice, so a word holding further
+ * nibbles above bit 4 indexes it without masking. */
+INLINE __m512i lut_signed(void) {
     const __m512i iota = _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
     __m512 lo = _mm512_cvtepi32_ps(iota);
     __m512 hi = _mm512_cvtepi32_ps(_mm512_sub_epi32(iota, _mm512_set1_epi32(16)));
     return (__m512i)_mm512_cvtne2ps_pbh(hi, lo);
 }
 
-INLINE __m512i zeros_q4(const wna16_block_layout *L, const uint8_t *rec) {
-    return L->asym ? _mm512_load_si512((const void *)(rec + L->wbytes + 64)) : _mm512_set1_epi16(8);
+INLINE __m512i lut_sym(void) {
+    const __m512i iota = _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
+    __m512 v = _mm512_cvtepi32_ps(_mm512_sub_epi32(iota, _mm512_set1_epi32(8)));
+    return (__m512i)_mm512_cvtne2ps_pbh(v, v);
 }
 
-/* One int4 k-quad (32 bytes) -> bf16 q for k-pairs 2t (lo) and 2t+1 (hi). */
-INLINE void q4_unpack(const uint8_t *src, __m512i zv, __m512i lut, __m512i *lo, __m512i *hi) {
-    __m512i w = _mm512_cvtepu8_epi16(_mm256_load_si256((const __m256i *)src));
-    __m512i l = _mm512_and_si512(w, _mm512_set1_epi16(15));
-    __m512i h = _mm512_srli_epi16(w, 4);
-    *lo = _mm512_permutexvar_epi16(_mm512_sub_epi16(l, zv), lut);
-    *hi = _mm512_permutexvar_epi16(_mm512_sub_epi16(h, zv), lut);
+/* One int4 unit (64 bytes, k = 8t..8t+7) -> bf16 q of its 4 k-pairs. */
+INLINE void q4_unpack(const uint8_t *src, int asym, __m512i zv, __m512i lut, __m512i q[4]) {
+    __m512i w = _mm512_load_si512((const void *)src);
+    if (!asym) {
+        q[0] = _mm512_permutexvar_epi16(w, lut);
+        q[1] = _mm512_permutexvar_epi16(_mm512_srli_epi16(w, 4), lut);
+        q[2] = _mm512_permutexvar_epi16(_mm512_srli_epi16(w, 8), lut);
+        q[3] = _mm512_permutexvar_epi16(_mm512_srli_epi16(w, 12), lut);
+    } else {
+        const __m512i m15 = _mm512_set1_epi16(15);
+        q[0] = _mm512_permutexvar_epi16(_mm512_sub_epi16(_mm512_and_si512(w, m15), zv), lut);
+        q[1] = _mm512_permutexvar_epi16(
+            _mm512_sub_epi16(_mm512_and_si512(_mm512_srli_epi16(w, 4), m15), zv), lut);
+        q[2] = _mm512_permutexvar_epi16(
+            _mm512_sub_epi16(_mm512_and_si512(_mm512_srli_epi16(w, 8), m15), zv), lut);
+        q[3] = _mm512_permutexvar_epi16(_mm512_sub_epi16(_mm512_srli_epi16(w, 12), zv), lut);
+    }
 }
 
 /* 32 int8 values (one k-pair) -> bf16 q. */
@@ -52,53 +67,84 @@ INLINE __m512 dot(__m512 acc, uint32_t apair, __m512i w) {
     return _mm512_dpbf16_ps(acc, (__m512bh)_mm512_set1_epi32((int)apair), (__m512bh)w);
 }
 
+/* The same with the activation pair as an embedded-broadcast memory operand
+ * ({1to16}): one load-op uop, no separate vpbroadcastd (GCC does not fold
+ * set1 into the instruction by itself). */
+INLINE __m512 dot_m(__m512 acc, const uint32_t *apair, __m512i w) {
+#if defined(__GNUC__) && !defined(WNA16_NO_INLINE_ASM)
+    __asm__("vdpbf16ps %2%{1to16%}, %1, %0" : "+v"(acc) : "v"(w), "m"(*apair));
+    return acc;
+#else
+    return dot(acc, *apair, w);
+#endif
+}
+
+/* Prefetch distances in bytes ahead of the unit being unpacked: an L1 one
+ * (0 = off) and an L2 one (0 = off). On the Zen 5 dev VM an L2 prefetch 8 KiB
+ * ahead was the best of {L1 1-8 KiB, L2 4-32 KiB, both, none}. */
+#ifndef WNA16_DECODE_PREFETCH
+#define WNA16_DECODE_PREFETCH 0
+#endif
+#ifndef WNA16_DECODE_PREFETCH_HINT
+#define WNA16_DECODE_PREFETCH_HINT _MM_HINT_T0
+#endif
+#ifndef WNA16_DECODE_PREFETCH2
+#define WNA16_DECODE_PREFETCH2 8192
+#endif
+
+/* Software prefetch of the weight stream (64 bytes per call). */
+INLINE void prefetch_w(const uint8_t *p) {
+    if (WNA16_DECODE_PREFETCH) _mm_prefetch((const char *)(p + WNA16_DECODE_PREFETCH), WNA16_DECODE_PREFETCH_HINT);
+    if (WNA16_DECODE_PREFETCH2) _mm_prefetch((const char *)(p + WNA16_DECODE_PREFETCH2), _MM_HINT_T1);
+}
+
 /* ------------------------------------------------------------ decode */
 
+/* Four k-pairs per step. Up to 4 rows: one accumulator per k-pair of the
+ * step, P_g = (P0 + P1) + (P2 + P3); 5 to 8 rows: two (even and odd k-pairs),
+ * P_g = P0 + P1 (the rows give the independent chains). c stays in memory:
+ * c = fma(P_g, s_g, c) once per group. */
 INLINE void gemv_bf16(const wna16_block_layout *L, const uint8_t *block, const uint16_t *a,
-                      size_t lda, float *c, const size_t MR, const int BITS) {
-    __m512 acc[4][4], cc[4];
-    const __m512i lut = q4_lut();
-    const int64_t gq = L->group_quads;
-    for (size_t i = 0; i < MR; i++) cc[i] = _mm512_setzero_ps();
+                      size_t lda, float *c, const size_t MR, const int BITS, const int ASYM) {
+    enum { NACC_MAX = 4 };
+    const int NACC = MR <= 4 ? 4 : 2;
+    __m512 acc[8][NACC_MAX];
+    const __m512i lut = ASYM ? lut_signed() : lut_sym();
+    const int64_t gu = L->group_units, ku = BITS == 4 ? 8 : 4;
+    for (size_t i = 0; i < MR; i++) _mm512_storeu_ps(c + i * WNA16_LINEAR_NR, _mm512_setzero_ps());
     for (int64_t g = 0; g < L->n_groups; g++) {
         const uint8_t *rec = block + g * L->record_bytes;
         __m512i zv = _mm512_setzero_si512(), z0 = zv, z1 = zv;
-        if (BITS == 4) zv = zeros_q4(L, rec);
-        else zeros_q8(L, rec, &z0, &z1);
-        for (size_t i = 0; i < MR; i++)
-            for (int j = 0; j < 4; j++) acc[i][j] = _mm512_setzero_ps();
-        const uint32_t *a32[4];
-        for (size_t i = 0; i < MR; i++) a32[i] = (const uint32_t *)(a + i * lda + g * gq * 4);
-        int64_t t = 0;
-        for (; t + 2 <= gq; t += 2) {
-            __m512i w0, w1, w2, w3;
-            if (BITS == 4) {
-                _mm_prefetch((const char *)(rec + t * 32 + 1024), _MM_HINT_T0);
-                q4_unpack(rec + t * 32, zv, lut, &w0, &w1);
-                q4_unpack(rec + t * 32 + 32, zv, lut, &w2, &w3);
-            } else {
-                _mm_prefetch((const char *)(rec + t * 64 + 1024), _MM_HINT_T0);
-                _mm_prefetch((const char *)(rec + t * 64 + 1088), _MM_HINT_T0);
-                w0 = q8_unpack(rec + t * 64, z0, z1);
-                w1 = q8_unpack(rec + t * 64 + 32, z0, z1);
-                w2 = q8_unpack(rec + t * 64 + 64, z0, z1);
-                w3 = q8_unpack(rec + t * 64 + 96, z0, z1);
-            }
-            for (size_t i = 0; i < MR; i++) {
-                acc[i][0] = dot(acc[i][0], a32[i][2 * t], w0);
-                acc[i][1] = dot(acc[i][1], a32[i][2 * t + 1], w1);
-                acc[i][2] = dot(acc[i][2], a32[i][2 * t + 2], w2);
-                acc[i][3] = dot(acc[i][3], a32[i][2 * t + 3], w3);
-            }
+        if (BITS == 4) {
+            if (ASYM) zv = _mm512_load_si512((const void *)(rec + L->wbytes + 64));
+        } else {
+            zeros_q8(L, rec, &z0, &z1);
         }
-        if (t < gq) {
-            __m512i w0, w1;
+        for (size_t i = 0; i < MR; i++)
+            for (int j = 0; j < NACC; j++) acc[i][j] = _mm512_setzero_ps();
+        const uint32_t *a32[8];
+        for (size_t i = 0; i < MR; i++) a32[i] = (const uint32_t *)(a + i * lda + g * gu * ku);
+        int64_t t = 0;
+        const int64_t step = BITS == 4 ? 1 : 2; /* units per 4 k-pairs */
+        for (; t + step <= gu; t += step) {
+            __m512i w[4];
+            prefetch_w(rec + t * 64);
             if (BITS == 4) {
-                q4_unpack(rec + t * 32, zv, lut, &w0, &w1);
+                q4_unpack(rec + t * 64, ASYM, zv, lut, w);
             } else {
-                w0 = q8_unpack(rec + t * 64, z0, z1);
-                w1 = q8_unpack(rec + t * 64 + 32, z0, z1);
+                prefetch_w(rec + t * 64 + 64);
+                w[0] = q8_unpack(rec + t * 64, z0, z1);
+                w[1] = q8_unpack(rec + t * 64 + 32, z0, z1);
+                w[2] = q8_unpack(rec + t * 64 + 64, z0, z1);
+                w[3] = q8_unpack(rec + t * 64 + 96, z0, z1);
             }
+            const int64_t kp = t * ku / 2;
+            for (int j = 0; j < 4; j++)
+                for (size_t i = 0; i < MR; i++)
+                    acc[i][j % NACC] = dot_m(acc[i][j % NACC], &a32[i][kp + j], w[j]);
+        }
+        if (BITS == 8 && t < gu) { /* odd unit count (channelwise): two k-pairs */
+            __m512i w0 = q8_unpack(rec + t * 64, z0, z1), w1 = q8_unpack(rec + t * 64 + 32, z0, z1);
             for (size_t i = 0; i < MR; i++) {
                 acc[i][0] = dot(acc[i][0], a32[i][2 * t], w0);
                 acc[i][1] = dot(acc[i][1], a32[i][2 * t + 1], w1);
@@ -106,32 +152,141 @@ INLINE void gemv_bf16(const wna16_block_layout *L, const uint8_t *block, const u
         }
         const __m512 s = _mm512_load_ps((const float *)(rec + L->wbytes));
         for (size_t i = 0; i < MR; i++) {
-            __m512 p = _mm512_add_ps(_mm512_add_ps(acc[i][0], acc[i][1]),
-                                     _mm512_add_ps(acc[i][2], acc[i][3]));
-            cc[i] = _mm512_fmadd_ps(p, s, cc[i]);
+            __m512 p = NACC == 4 ? _mm512_add_ps(_mm512_add_ps(acc[i][0], acc[i][1]),
+                                                 _mm512_add_ps(acc[i][2], acc[i][3]))
+                                 : _mm512_add_ps(acc[i][0], acc[i][1]);
+            float *ci = c + i * WNA16_LINEAR_NR;
+            _mm512_storeu_ps(ci, _mm512_fmadd_ps(p, s, _mm512_loadu_ps(ci)));
         }
     }
-    for (size_t i = 0; i < MR; i++) _mm512_storeu_ps(c + i * WNA16_LINEAR_NR, cc[i]);
 }
 
-void wna16_gemv_q4_bf16_4x16__avx512bf16(const wna16_block_layout *L, const uint8_t *block,
+#define GEMV_CASES(BITS, ASYM)                                                                     \
+    switch (mr) {                                                                                  \
+    case 1: gemv_bf16(L, block, a, lda, c, 1, BITS, ASYM); break;                                  \
+    case 2: gemv_bf16(L, block, a, lda, c, 2, BITS, ASYM); break;                                  \
+    case 3: gemv_bf16(L, block, a, lda, c, 3, BITS, ASYM); break;                                  \
+    case 4: gemv_bf16(L, block, a, lda, c, 4, BITS, ASYM); break;                                  \
+    case 5: gemv_bf16(L, block, a, lda, c, 5, BITS, ASYM); break;                                  \
+    case 6: gemv_bf16(L, block, a, lda, c, 6, BITS, ASYM); break;                                  \
+    case 7: gemv_bf16(L, block, a, lda, c, 7, BITS, ASYM); break;                                  \
+    default: gemv_bf16(L, block, a, lda, c, 8, BITS, ASYM); break;                                 \
+    }
+
+void wna16_gemv_q4_bf16_8x16__avx512bf16(const wna16_block_layout *L, const uint8_t *block,
                                          size_t mr, const void *a, size_t lda, float *c) {
-    switch (mr) {
-    case 1: gemv_bf16(L, block, a, lda, c, 1, 4); break;
-    case 2: gemv_bf16(L, block, a, lda, c, 2, 4); break;
-    case 3: gemv_bf16(L, block, a, lda, c, 3, 4); break;
-    default: gemv_bf16(L, block, a, lda, c, 4, 4); break;
+    if (L->asym) GEMV_CASES(4, 1) else GEMV_CASES(4, 0)
+}
+
+void wna16_gemv_q8_bf16_8x16__avx512bf16(const wna16_block_layout *L, const uint8_t *block,
+                                         size_t mr, const void *a, size_t lda, float *c) {
+    GEMV_CASES(8, 0)
+}
+
+/* ------------------------------------------------------- small batch */
+
+/* nb blocks x mr rows; one accumulator per (row, block), k-pairs summed in
+ * order; a broadcast activation pair feeds both blocks. */
+INLINE void gemv2_bf16(const wna16_block_layout *L, const uint8_t *block, const uint16_t *a,
+                       size_t lda, float *c, const size_t MR, const size_t NB, const int BITS,
+                       const int ASYM) {
+    __m512 acc[8][2];
+    const __m512i lut = ASYM ? lut_signed() : lut_sym();
+    const int64_t gu = L->group_units, ku = BITS == 4 ? 8 : 4;
+    for (size_t i = 0; i < MR; i++)
+        for (size_t b = 0; b < NB; b++) _mm512_storeu_ps(c + i * 32 + b * 16, _mm512_setzero_ps());
+    for (int64_t g = 0; g < L->n_groups; g++) {
+        const uint8_t *rec[2];
+        __m512i zv[2], z0[2], z1[2];
+        for (size_t b = 0; b < NB; b++) {
+            rec[b] = block + b * L->block_bytes + g * L->record_bytes;
+            zv[b] = z0[b] = z1[b] = _mm512_setzero_si512();
+            if (BITS == 4) {
+                if (ASYM) zv[b] = _mm512_load_si512((const void *)(rec[b] + L->wbytes + 64));
+            } else {
+                zeros_q8(L, rec[b], &z0[b], &z1[b]);
+            }
+        }
+        for (size_t i = 0; i < MR; i++)
+            for (size_t b = 0; b < NB; b++) acc[i][b] = _mm512_setzero_ps();
+        const uint32_t *a32 = (const uint32_t *)(a + g * gu * ku);
+        const size_t lda32 = lda / 2;
+        for (int64_t t = 0; t < gu; t++) {
+            __m512i w[2][4];
+            for (size_t b = 0; b < NB; b++) {
+                /* the streams run through blocks b, b + NB, b + 2 NB, ...: a
+                 * prefetch past the end of this block goes to the same offset
+                 * of the next unit's block, not into the other stream */
+                int64_t off = g * L->record_bytes + t * 64 + WNA16_DECODE_PREFETCH2;
+                if (WNA16_DECODE_PREFETCH2)
+                    _mm_prefetch((const char *)(block + (int64_t)b * L->block_bytes + off +
+                                                (off >= L->block_bytes
+                                                     ? (int64_t)(NB - 1) * L->block_bytes
+                                                     : 0)),
+                                 _MM_HINT_T1);
+                if (WNA16_DECODE_PREFETCH)
+                    _mm_prefetch((const char *)(rec[b] + t * 64 + WNA16_DECODE_PREFETCH),
+                                 WNA16_DECODE_PREFETCH_HINT);
+                if (BITS == 4) {
+                    q4_unpack(rec[b] + t * 64, ASYM, zv[b], lut, w[b]);
+                } else {
+                    w[b][0] = q8_unpack(rec[b] + t * 64, z0[b], z1[b]);
+                    w[b][1] = q8_unpack(rec[b] + t * 64 + 32, z0[b], z1[b]);
+                }
+            }
+            const int64_t kp = t * ku / 2;
+            for (int j = 0; j < (BITS == 4 ? 4 : 2); j++)
+                for (size_t i = 0; i < MR; i++) {
+                    __m512i av = _mm512_set1_epi32((int)a32[i * lda32 + (size_t)kp + (size_t)j]);
+                    for (size_t b = 0; b < NB; b++)
+                        acc[i][b] = _mm512_dpbf16_ps(acc[i][b], (__m512bh)av, (__m512bh)w[b][j]);
+                }
+        }
+        for (size_t b = 0; b < NB; b++) {
+            const __m512 s = _mm512_load_ps((const float *)(rec[b] + L->wbytes));
+            for (size_t i = 0; i < MR; i++) {
+                float *ci = c + i * 32 + b * 16;
+                _mm512_storeu_ps(ci, _mm512_fmadd_ps(acc[i][b], s, _mm512_loadu_ps(ci)));
+            }
+        }
     }
 }
 
-void wna16_gemv_q8_bf16_4x16__avx512bf16(const wna16_block_layout *L, const uint8_t *block,
-                                         size_t mr, const void *a, size_t lda, float *c) {
-    switch (mr) {
-    case 1: gemv_bf16(L, block, a, lda, c, 1, 8); break;
-    case 2: gemv_bf16(L, block, a, lda, c, 2, 8); break;
-    case 3: gemv_bf16(L, block, a, lda, c, 3, 8); break;
-    default: gemv_bf16(L, block, a, lda, c, 4, 8); break;
+#define GEMV2_CASES(BITS, ASYM)                                                                    \
+    if (nb == 2) {                                                                                 \
+        switch (mr) {                                                                              \
+        case 1: gemv2_bf16(L, block, a, lda, c, 1, 2, BITS, ASYM); break;                          \
+        case 2: gemv2_bf16(L, block, a, lda, c, 2, 2, BITS, ASYM); break;                          \
+        case 3: gemv2_bf16(L, block, a, lda, c, 3, 2, BITS, ASYM); break;                          \
+        case 4: gemv2_bf16(L, block, a, lda, c, 4, 2, BITS, ASYM); break;                          \
+        case 5: gemv2_bf16(L, block, a, lda, c, 5, 2, BITS, ASYM); break;                          \
+        case 6: gemv2_bf16(L, block, a, lda, c, 6, 2, BITS, ASYM); break;                          \
+        case 7: gemv2_bf16(L, block, a, lda, c, 7, 2, BITS, ASYM); break;                          \
+        default: gemv2_bf16(L, block, a, lda, c, 8, 2, BITS, ASYM); break;                         \
+        }                                                                                          \
+    } else {                                                                                       \
+        switch (mr) {                                                                              \
+        case 1: gemv2_bf16(L, block, a, lda, c, 1, 1, BITS, ASYM); break;                          \
+        case 2: gemv2_bf16(L, block, a, lda, c, 2, 1, BITS, ASYM); break;                          \
+        case 3: gemv2_bf16(L, block, a, lda, c, 3, 1, BITS, ASYM); break;                          \
+        case 4: gemv2_bf16(L, block, a, lda, c, 4, 1, BITS, ASYM); break;                          \
+        case 5: gemv2_bf16(L, block, a, lda, c, 5, 1, BITS, ASYM); break;                          \
+        case 6: gemv2_bf16(L, block, a, lda, c, 6, 1, BITS, ASYM); break;                          \
+        case 7: gemv2_bf16(L, block, a, lda, c, 7, 1, BITS, ASYM); break;                          \
+        default: gemv2_bf16(L, block, a, lda, c, 8, 1, BITS, ASYM); break;                         \
+        }                                                                                          \
     }
+
+void wna16_gemv_q4_bf16_8x32__avx512bf16(const wna16_block_layout *L, const uint8_t *block,
+                                         size_t nb, size_t mr, const void *a, size_t lda,
+                                         float *c) {
+    if (L->asym) GEMV2_CASES(4, 1) else GEMV2_CASES(4, 0)
+}
+
+void wna16_gemv_q8_bf16_8x32__avx512bf16(const wna16_block_layout *L, const uint8_t *block,
+                                         size_t nb, size_t mr, const void *a, size_t lda,
+                                         float *c) {
+    GEMV2_CASES(8, 0)
 }
 
 /* ------------------------------------------------------------ prefill */
@@ -139,17 +294,18 @@ void wna16_gemv_q8_bf16_4x16__avx512bf16(const wna16_block_layout *L, const uint
 void wna16_dequant_q4_bf16_16__avx512bf16(const wna16_block_layout *L, const uint8_t *block,
                                           int64_t g0, int64_t g1, uint16_t *panel, size_t ldp,
                                           float *sc, size_t lds) {
-    const __m512i lut = q4_lut();
-    const int64_t gq = L->group_quads;
+    const __m512i lut = L->asym ? lut_signed() : lut_sym();
+    const int64_t gu = L->group_units;
     for (int64_t g = g0; g < g1; g++) {
         const uint8_t *rec = block + g * L->record_bytes;
-        __m512i zv = zeros_q4(L, rec);
-        uint16_t *pg = panel + (size_t)((g - g0) * gq * 2) * ldp;
-        for (int64_t t = 0; t < gq; t++) {
-            __m512i lo, hi;
-            q4_unpack(rec + t * 32, zv, lut, &lo, &hi);
-            _mm512_store_si512((void *)(pg + (size_t)(2 * t) * ldp), lo);
-            _mm512_store_si512((void *)(pg + (size_t)(2 * t + 1) * ldp), hi);
+        __m512i zv = L->asym ? _mm512_load_si512((const void *)(rec + L->wbytes + 64))
+                             : _mm512_setzero_si512();
+        uint16_t *pg = panel + (size_t)((g - g0) * gu * 4) * ldp;
+        for (int64_t t = 0; t < gu; t++) {
+            __m512i q[4];
+            if (L->asym) q4_unpack(rec + t * 64, 1, zv, lut, q);
+            else q4_unpack(rec + t * 64, 0, zv, lut, q);
+            for (int j = 0; j < 4; j++) _mm512_store_si512((void *)(pg + (size_t)(4 * t + j) * ldp), q[j]);
         }
         _mm512_storeu_ps(sc + (size_t)(g - g0) * lds, _mm512_load_ps((const float *)(rec + L->wbytes)));
     }
@@ -158,13 +314,13 @@ void wna16_dequant_q4_bf16_16__avx512bf16(const wna16_block_layout *L, const uin
 void wna16_dequant_q8_bf16_16__avx512bf16(const wna16_block_layout *L, const uint8_t *block,
                                           int64_t g0, int64_t g1, uint16_t *panel, size_t ldp,
                                           float *sc, size_t lds) {
-    const int64_t gq = L->group_quads;
+    const int64_t gu = L->group_units;
     for (int64_t g = g0; g < g1; g++) {
         const uint8_t *rec = block + g * L->record_bytes;
         __m512i z0, z1;
         zeros_q8(L, rec, &z0, &z1);
-        uint16_t *pg = panel + (size_t)((g - g0) * gq * 2) * ldp;
-        for (int64_t kp = 0; kp < 2 * gq; kp++)
+        uint16_t *pg = panel + (size_t)((g - g0) * gu * 2) * ldp;
+        for (int64_t kp = 0; kp < 2 * gu; kp++)
             _mm512_store_si512((void *)(pg + (size_t)kp * ldp), q8_unpack(rec + kp * 32, z0, z1));
         _mm512_storeu_ps(sc + (size_t)(g - g0) * lds, _mm512_load_ps((const float *)(rec + L->wbytes)));
     }

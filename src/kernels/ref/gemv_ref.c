@@ -5,14 +5,18 @@
 #include "kernels/ukernel.h"
 
 static inline uint32_t u_at(const uint8_t *rec, int bits, int64_t kk, int c) {
-    int64_t t = kk >> 2, r = kk & 3, p = r & 1, hi = r >> 1;
-    if (bits == 4) return (rec[t * 32 + 2 * c + p] >> (hi * 4)) & 15u;
+    int64_t p = kk & 1;
+    if (bits == 4) {
+        int64_t t = kk >> 3, j = (kk >> 1) & 3;
+        return (rec[t * 64 + 2 * (2 * c + p) + (j >> 1)] >> ((j & 1) * 4)) & 15u;
+    }
+    int64_t t = kk >> 2, hi = (kk >> 1) & 1;
     return rec[t * 64 + 32 * hi + 2 * c + p];
 }
 
 static void gemv_ref(const wna16_block_layout *L, const uint8_t *block, size_t mr, const float *a,
                      size_t lda, float *c) {
-    int64_t gsp = L->group_quads * 4;
+    int64_t gsp = L->group_units * (L->bits == 4 ? 8 : 4);
     int32_t sym_zero = 1 << (L->bits - 1);
     for (size_t i = 0; i < mr; i++)
         for (int ch = 0; ch < WNA16_LINEAR_NR; ch++) c[i * WNA16_LINEAR_NR + ch] = 0.0f;

@@ -1,0 +1,83 @@
+/* Distributed runs of the CLI: under mpirun/mpiexec (or with --mpi) each
+ * process is one TP rank. Rank 0 owns tokenization, sampling and output;
+ * the other ranks print only errors. */
+#include "cli/cli.h"
+#include "core/common.h"
+#include "parallel/comm.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* World size from the launcher's environment, 0 when unknown. */
+static long env_world_size(void) {
+    static const char *const vars[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "MPI_LOCALNRANKS",
+                                       "MV2_COMM_WORLD_SIZE"};
+    for (size_t i = 0; i < sizeof vars / sizeof *vars; i++)
+        if (getenv(vars[i])) return strtol(getenv(vars[i]), NULL, 10);
+    return 0;
+}
+
+int cli_dist_start(const char *cmd, bool want_mpi, long *tp, bool tp_given, wna16_comm **out) {
+    *out = NULL;
+    if (!want_mpi && !wna16_mpi_launched()) return -1;
+    if (!wna16_mpi_built()) {
+        if (!want_mpi && env_world_size() <= 1) return -1; /* mpirun -np 1: an ordinary run */
+        fprintf(stderr,
+                "wna16 %s: started under an MPI launcher (or with --mpi), but this wna16 was "
+                "built without MPI; rebuild with an MPI implementation installed "
+                "(-DWNA16_WITH_MPI=ON), or use --tp N for ranks as threads of one process\n",
+                cmd);
+        return 2;
+    }
+    wna16_ctx *ctx;
+    if (wna16_ctx_create(&ctx) != WNA16_OK) return 1;
+    wna16_comm *c = NULL;
+    wna16_status s = wna16_comm_mpi_world(ctx, NULL, NULL, &c);
+    if (s != WNA16_OK) {
+        int rc = cli_fail(cmd, ctx, s);
+        wna16_ctx_free(ctx);
+        return rc;
+    }
+    wna16_ctx_free(ctx);
+    int size = wna16_comm_size(c);
+    if (tp_given && *tp != size) {
+        fprintf(stderr,
+                "wna16 %s: --tp %ld, but the MPI launcher started %d processes; each process runs "
+                "one tensor-parallel rank, so run mpirun -np %ld (or pass --tp %d)\n",
+                cmd, *tp, size, *tp, size);
+        wna16_comm_free(c);
+        return 2;
+    }
+    *tp = size;
+    *out = c;
+    return -1;
+}
+
+double cli_rss_mib(void) {
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    double kib = 0;
+    while (f && fgets(line, sizeof line, f))
+        if (!strncmp(line, "VmRSS:", 6)) kib = strtod(line + 6, NULL);
+    if (f) fclose(f);
+    return kib / 1024.0;
+}
+
+bool cli_dist_gather(wna16_comm *c, double mine, double *all) {
+    int n = wna16_comm_size(c), r = wna16_comm_rank(c);
+    float *v = calloc((size_t)n, sizeof *v);
+    if (!v) return false;
+    v[r] = (float)mine;
+    wna16_diag d;
+    bool ok = wna16_comm_all_reduce_sum(&d, c, v, (size_t)n) == WNA16_OK;
+    for (int i = 0; ok && i < n; i++) all[i] = v[i];
+    free(v);
+    return ok;
+}
+
+void cli_print_json_array(FILE *f, const double *v, int n, int decimals) {
+    fputc('[', f);
+    for (int i = 0; i < n; i++) fprintf(f, "%s%.*f", i ? ", " : "", decimals, v[i]);
+    fputc(']', f);
+}

@@ -1,0 +1,8 @@
+#include "kernels/attn.h"
+#include "kernels/gemm.h"
+
+wna16_attn_row_fn wna16_attn_row(int64_t hd) {
+    if (wna16_isa_active() >= WNA16_ISA_AVX512 && hd % 16 == 0 && hd <= 256)
+        return wna16_attn_row__avx512;
+    return wna16_attn_row__ref;
+}

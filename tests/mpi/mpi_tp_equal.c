@@ -1,0 +1,195 @@
+/* Run under mpirun -np N: for each model directory given, greedy decoding
+ * with one TP rank per process (MPI) must give the same tokens as ranks as
+ * threads in one process (TP=N) and as TP=1, and the MPI logits must be
+ * bit-identical to the threads backend's at every step (both sum the
+ * all-reduce in rank order). Rank 0 computes the references. First, the
+ * collectives themselves: the all-reduce on both of its paths (all-gather
+ * below 64 KiB, reduce-scatter + all-gather above) equals a rank-order sum
+ * bit for bit, broadcast copies the root's bytes, agree spreads one rank's
+ * error to all, and the counters count. */
+#include "core/common.h"
+#include "parallel/comm.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define PROMPT 7
+#define STEPS 8
+
+typedef struct run {
+    int32_t ids[STEPS];
+    float *logits[STEPS]; /* after each step's eval, rank 0 */
+} run;
+
+static float value(int rank, size_t i) {
+    /* values of very different magnitudes, so the order of the sum matters */
+    uint32_t h = (uint32_t)(i * 2654435761u) ^ (uint32_t)(rank * 40503u + 17u);
+    h ^= h >> 13;
+    h *= 0x5bd1e995u;
+    h ^= h >> 15;
+    float mant = (float)(h & 0xffff) / 65536.0f - 0.5f;
+    return ldexpf(mant, (int)((h >> 16) % 40) - 20);
+}
+
+static int comm_checks(wna16_comm *c) {
+    int T = wna16_comm_size(c), r = wna16_comm_rank(c), bad = 0;
+    wna16_diag d = {{0}};
+    static const size_t sizes[] = {0, 1, 5, 1000, 16384, 16389, 200003};
+    wna16_comm_reset_stats(c);
+    for (size_t k = 0; k < sizeof sizes / sizeof *sizes; k++) {
+        size_t n = sizes[k];
+        float *b = malloc((n + 1) * sizeof *b);
+        for (size_t i = 0; i < n; i++) b[i] = value(r, i);
+        if (wna16_comm_all_reduce_sum(&d, c, b, n) != WNA16_OK) {
+            fprintf(stderr, "rank %d: all_reduce_sum(%zu): %s\n", r, n, d.detail);
+            bad = 1;
+        }
+        size_t wrong = 0;
+        for (size_t i = 0; i < n; i++) {
+            float want = value(0, i);
+            for (int q = 1; q < T; q++) want += value(q, i);
+            if (memcmp(&want, &b[i], sizeof want)) wrong++;
+        }
+        if (wrong) {
+            fprintf(stderr, "rank %d: all_reduce_sum(%zu): %zu elements differ from the rank-order sum\n", r, n, wrong);
+            bad = 1;
+        }
+        free(b);
+    }
+    wna16_comm_stats st;
+    wna16_comm_get_stats(c, &st);
+    if (st.all_reduce_calls != sizeof sizes / sizeof *sizes || st.all_reduce_seconds <= 0) {
+        fprintf(stderr, "rank %d: all-reduce counters: %llu calls, %g s\n", r,
+                (unsigned long long)st.all_reduce_calls, st.all_reduce_seconds);
+        bad = 1;
+    }
+    char msg[64] = {0};
+    if (r == T - 1) snprintf(msg, sizeof msg, "hello from rank %d", r);
+    char expect[64];
+    snprintf(expect, sizeof expect, "hello from rank %d", T - 1);
+    if (wna16_comm_broadcast(&d, c, msg, sizeof msg, T - 1) != WNA16_OK || strcmp(msg, expect)) {
+        fprintf(stderr, "rank %d: broadcast gave '%s'\n", r, msg);
+        bad = 1;
+    }
+    if (wna16_comm_barrier(&d, c) != WNA16_OK) bad = 1;
+    /* the last rank fails: every rank gets its status and the same words */
+    wna16_status mine = WNA16_OK;
+    if (r == T - 1) mine = wna16_fail(&d, WNA16_ERR_SHAPE_MISMATCH, "tensor x is [3]; expected [4]");
+    wna16_status got = wna16_comm_agree(&d, c, mine);
+    char want[128];
+    snprintf(want, sizeof want, "rank %d: tensor x is [3]; expected [4]", T - 1);
+    if (got != WNA16_ERR_SHAPE_MISMATCH || strcmp(d.detail, want)) {
+        fprintf(stderr, "rank %d: agree gave %s '%s'\n", r, wna16_status_str(got), d.detail);
+        bad = 1;
+    }
+    if (wna16_comm_agree(&d, c, WNA16_OK) != WNA16_OK) bad = 1;
+    if (r == 0) printf("collectives (%d ranks, backend %s): %s\n", T, wna16_comm_backend(c), bad ? "FAILED" : "ok");
+    return bad;
+}
+
+static int32_t argmax(const float *v, int64_t n) {
+    int32_t best = 0;
+    for (int64_t i = 1; i < n; i++)
+        if (v[i] > v[best]) best = (int32_t)i;
+    return best;
+}
+
+/* Rank 0 drives (also for a distributed model: each eval broadcasts). */
+static wna16_status greedy(wna16_ctx *ctx, wna16_model *m, run *out) {
+    int64_t V = wna16_model_vocab_size(m);
+    int32_t prompt[PROMPT];
+    for (int i = 0; i < PROMPT; i++) prompt[i] = (int32_t)((i * 37 + 11) % V);
+    wna16_model_reset(m);
+    float *lg = malloc((size_t)V * sizeof *lg);
+    if (!lg) return WNA16_ERR_OUT_OF_MEMORY;
+    wna16_status s = wna16_model_eval(ctx, m, prompt, PROMPT, lg);
+    for (int t = 0; s == WNA16_OK && t < STEPS; t++) {
+        out->ids[t] = argmax(lg, V);
+        out->logits[t] = malloc((size_t)V * sizeof *lg);
+        if (out->logits[t]) memcpy(out->logits[t], lg, (size_t)V * sizeof *lg);
+        if (t + 1 < STEPS) s = wna16_model_eval(ctx, m, &out->ids[t], 1, lg);
+    }
+    free(lg);
+    return s;
+}
+
+static void run_free(run *r) {
+    for (int t = 0; t < STEPS; t++) free(r->logits[t]);
+    memset(r, 0, sizeof *r);
+}
+
+static wna16_status local(wna16_ctx *ctx, const char *dir, int tp, run *out) {
+    wna16_model_options o = {.tp = tp, .context = 64};
+    wna16_model *m = NULL;
+    wna16_status s = wna16_model_load(ctx, dir, &o, &m);
+    if (s == WNA16_OK) s = greedy(ctx, m, out);
+    wna16_model_free(m);
+    return s;
+}
+
+int main(int argc, char **argv) {
+    wna16_ctx *ctx;
+    if (wna16_ctx_create(&ctx) != WNA16_OK) return 1;
+    wna16_comm *c = NULL;
+    wna16_status s = wna16_comm_mpi_world(ctx, &argc, &argv, &c);
+    if (s != WNA16_OK) {
+        fprintf(stderr, "mpi_tp_equal: %s: %s\n", wna16_status_str(s), wna16_ctx_error(ctx));
+        return 1;
+    }
+    int rank = wna16_comm_rank(c), size = wna16_comm_size(c);
+    int failed = wna16_comm_check(ctx, c, comm_checks(c) ? WNA16_ERR_INTERNAL : WNA16_OK) != WNA16_OK;
+    for (int a = 1; a < argc; a++) {
+        const char *dir = argv[a];
+        run one = {0}, thr = {0}, dist = {0};
+        if (rank == 0) {
+            s = local(ctx, dir, 1, &one);
+            if (s == WNA16_OK) s = local(ctx, dir, size, &thr);
+        }
+        /* a failure on rank 0 stops every rank here, with its detail */
+        s = wna16_comm_check(ctx, c, s);
+        wna16_model *m = NULL;
+        wna16_model_options o = {.context = 64, .comm = c};
+        if (s == WNA16_OK) s = wna16_model_load(ctx, dir, &o, &m);
+        if (s == WNA16_OK) {
+            if (rank == 0) {
+                s = greedy(ctx, m, &dist);
+                s = wna16_model_release(ctx, m, s);
+            } else {
+                s = wna16_model_follow(ctx, m);
+            }
+        }
+        wna16_model_free(m);
+        bool ok = s == WNA16_OK;
+        if (!ok) {
+            fprintf(stderr, "rank %d: %s: %s: %s\n", rank, dir, wna16_status_str(s), wna16_ctx_error(ctx));
+        } else if (rank == 0) {
+            int64_t V = 0;
+            wna16_model_options o1 = {.context = 64};
+            wna16_model *probe = NULL;
+            if (wna16_model_load(ctx, dir, &o1, &probe) == WNA16_OK) V = wna16_model_vocab_size(probe);
+            wna16_model_free(probe);
+            for (int t = 0; t < STEPS; t++) {
+                if (one.ids[t] != thr.ids[t] || thr.ids[t] != dist.ids[t]) {
+                    fprintf(stderr, "%s: step %d: TP=1 %d, threads TP=%d %d, MPI TP=%d %d\n", dir, t,
+                            one.ids[t], size, thr.ids[t], size, dist.ids[t]);
+                    ok = false;
+                }
+                if (!thr.logits[t] || !dist.logits[t] || V <= 0 ||
+                    memcmp(thr.logits[t], dist.logits[t], (size_t)V * sizeof(float))) {
+                    fprintf(stderr, "%s: step %d: MPI logits differ from the threads backend's\n", dir, t);
+                    ok = false;
+                }
+            }
+            printf("%s: TP=1, threads TP=%d, MPI TP=%d: %s (", dir, size, size, ok ? "identical" : "DIFFER");
+            for (int t = 0; t < STEPS; t++) printf("%s%d", t ? " " : "", dist.ids[t]);
+            printf(")\n");
+        }
+        run_free(&one), run_free(&thr), run_free(&dist);
+        if (wna16_comm_check(ctx, c, ok ? WNA16_OK : WNA16_ERR_INTERNAL) != WNA16_OK) failed = 1;
+    }
+    wna16_comm_free(c);
+    wna16_ctx_free(ctx);
+    return failed;
+}

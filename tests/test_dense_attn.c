@@ -1,0 +1,87 @@
+/* The dense bf16 GEMV/GEMM and attention leaves against their scalar
+ * references: the dense leaves are bitwise equal by construction (same
+ * summation order); attention agrees with a double-precision reference. */
+#include "kernels/attn.h"
+#include "kernels/dense.h"
+#include "kernels/gemm.h"
+#include "core/common.h"
+#include "testing.h"
+
+#include <math.h>
+
+static uint64_t rng = 88172645463325252ull;
+static float frand(void) {
+    rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+    return (float)((rng >> 40) * 0x1.0p-24) * 2.0f - 1.0f;
+}
+
+static void test_dense(void) {
+    static const int64_t ks[] = {1, 15, 16, 17, 64, 100, 2048};
+    static uint16_t w[4 * 2048];
+    static float x[8 * 2048], a[8], b[8];
+    for (size_t t = 0; t < sizeof ks / sizeof *ks; t++) {
+        int64_t k = ks[t];
+        for (int64_t i = 0; i < 4 * k; i++) w[i] = wna16_f32_to_bf16(frand());
+        for (int64_t i = 0; i < 8 * k; i++) x[i] = frand();
+        for (int64_t m = 1; m <= 8; m++) {
+            wna16_dense_dot__ref(w, k, x, k, m, a);
+            wna16_dense_dot__avx512(w, k, x, k, m, b);
+            CHECK_MSG(!memcmp(a, b, (size_t)m * sizeof *a), "dense k=%lld m=%lld", (long long)k, (long long)m);
+            for (int64_t i = 0; i < m; i++) {
+                double ref = 0, mag = 0;
+                for (int64_t c = 0; c < k; c++) {
+                    double p = (double)x[i * k + c] * wna16_bf16_to_f32(w[c]);
+                    ref += p, mag += fabs(p);
+                }
+                CHECK(fabs(a[i] - ref) <= (double)k * 0x1p-23 * mag + 1e-30);
+            }
+        }
+    }
+    /* the threaded GEMM gives the same bits for 1 and 2 threads, with bias */
+    float y1[8 * 4] = {0}, y2[8 * 4] = {0}, bias[4] = {1, -2, 0.5f, 0};
+    wna16_dense_gemm(w, 4, 100, 100, bias, 7, x, 100, y1, 4, 1);
+    wna16_dense_gemm(w, 4, 100, 100, bias, 7, x, 100, y2, 4, 2);
+    CHECK(!memcmp(y1, y2, sizeof y1));
+}
+
+static void test_attention(void) {
+    static const int64_t hds[] = {16, 32, 64, 128, 256};
+    static const int64_t ns[] = {1, 2, 15, 16, 17, 100};
+    static float q[256], k[100 * 256], v[100 * 256], s1[100], s2[100], o1[256], o2[256];
+    for (size_t h = 0; h < sizeof hds / sizeof *hds; h++)
+        for (size_t t = 0; t < sizeof ns / sizeof *ns; t++) {
+            int64_t hd = hds[h], n = ns[t];
+            for (int64_t i = 0; i < hd; i++) q[i] = 3 * frand();
+            for (int64_t i = 0; i < n * hd; i++) k[i] = frand(), v[i] = frand();
+            float scale = 1.0f / sqrtf((float)hd);
+            wna16_attn_row__ref(q, k, v, hd, n, hd, scale, s1, o1);
+            wna16_attn_row__avx512(q, k, v, hd, n, hd, scale, s2, o2);
+            /* double reference */
+            double sc[100], mx = -1e300, sum = 0;
+            for (int64_t p = 0; p < n; p++) {
+                double d = 0;
+                for (int64_t i = 0; i < hd; i++) d += (double)q[i] * k[p * hd + i];
+                sc[p] = d * scale;
+                mx = fmax(mx, sc[p]);
+            }
+            for (int64_t p = 0; p < n; p++) sum += sc[p] = exp(sc[p] - mx);
+            for (int64_t i = 0; i < hd; i++) {
+                double ref = 0;
+                for (int64_t p = 0; p < n; p++) ref += sc[p] / sum * v[p * hd + i];
+                CHECK_MSG(fabs(o1[i] - ref) < 1e-5 && fabs(o2[i] - ref) < 1e-5,
+                          "attention hd=%lld n=%lld i=%lld: ref %g, scalar %g, avx512 %g", (long long)hd,
+                          (long long)n, (long long)i, ref, o1[i], o2[i]);
+            }
+        }
+    CHECK(wna16_attn_row(24) == wna16_attn_row__ref);
+}
+
+int main(void) {
+    if (wna16_isa_detected() < WNA16_ISA_AVX512) {
+        printf("no AVX-512 on this CPU: only the references run\n");
+        TEST_MAIN_END();
+    }
+    test_dense();
+    test_attention();
+    TEST_MAIN_END();
+}

@@ -1,0 +1,171 @@
+/* Sampling and the generation loop: greedy, seeded sampling, top-k/top-p/
+ * min-p, repetition penalty, stop strings, EOS, streaming never splitting text. */
+#include "core/common.h"
+#include "model/synth.h"
+#include "testing.h"
+#include "wna16.h"
+
+#include <jansson.h>
+#include <stdlib.h>
+
+static void test_sampler(void) {
+    float base[6] = {1.0f, 3.0f, 2.9f, -1.0f, 0.5f, 2.0f};
+    float l[6];
+    uint64_t rng = 1;
+    wna16_sampler_options greedy = {0};
+    memcpy(l, base, sizeof l);
+    CHECK(wna16_sample(&greedy, l, 6, NULL, 0, &rng) == 1);
+    /* repetition penalty on the argmax moves greedy to the runner-up */
+    int32_t hist[] = {1, 1, 1};
+    wna16_sampler_options pen = {.repetition_penalty = 2.0f};
+    memcpy(l, base, sizeof l);
+    CHECK(wna16_sample(&pen, l, 6, hist, 3, &rng) == 2);
+    CHECK(l[1] == 1.5f); /* divided once, not once per occurrence */
+    /* top-k 1 and tiny top-p are greedy whatever the temperature */
+    wna16_sampler_options k1 = {.temperature = 5.0f, .top_k = 1};
+    wna16_sampler_options p0 = {.temperature = 5.0f, .top_p = 0.01f};
+    wna16_sampler_options minp = {.temperature = 1.0f, .min_p = 0.99f};
+    for (int i = 0; i < 50; i++) {
+        memcpy(l, base, sizeof l);
+        CHECK(wna16_sample(&k1, l, 6, NULL, 0, &rng) == 1);
+        memcpy(l, base, sizeof l);
+        CHECK(wna16_sample(&p0, l, 6, NULL, 0, &rng) == 1);
+        memcpy(l, base, sizeof l);
+        CHECK(wna16_sample(&minp, l, 6, NULL, 0, &rng) == 1);
+    }
+    /* top-k 2 only ever picks the two best; a seed reproduces the sequence */
+    wna16_sampler_options k2 = {.temperature = 1.0f, .top_k = 2, .seed = 9};
+    int32_t a[64], b[64];
+    uint64_t r1 = 9, r2 = 9;
+    int seen[6] = {0};
+    for (int i = 0; i < 64; i++) {
+        memcpy(l, base, sizeof l);
+        a[i] = wna16_sample(&k2, l, 6, NULL, 0, &r1);
+        memcpy(l, base, sizeof l);
+        b[i] = wna16_sample(&k2, l, 6, NULL, 0, &r2);
+        seen[a[i]]++;
+    }
+    CHECK(!memcmp(a, b, sizeof a));
+    CHECK(seen[1] > 0 && seen[2] > 0 && seen[1] + seen[2] == 64);
+    /* full sampling visits low-probability tokens too */
+    wna16_sampler_options hot = {.temperature = 10.0f};
+    int any_low = 0;
+    for (int i = 0; i < 200; i++) {
+        memcpy(l, base, sizeof l);
+        any_low |= wna16_sample(&hot, l, 6, NULL, 0, &rng) == 3;
+    }
+    CHECK(any_low);
+}
+
+static wna16_buf streamed;
+static bool on_text(void *user, const char *text, size_t len) {
+    (void)user;
+    wna16_buf_put(&streamed, text, len);
+    return true;
+}
+
+static void test_generate(void) {
+    char dir[] = "/tmp/wna16_gen_XXXXXX";
+    CHECK(mkdtemp(dir) != NULL);
+    wna16_synth_options o;
+    wna16_synth_preset("demo", &o);
+    o.vocab = 512;
+    o.eos_id = 7;
+    wna16_diag d = {{0}};
+    CHECK(wna16_synth_write(&d, &o, dir) == WNA16_OK);
+    wna16_ctx *ctx;
+    CHECK(wna16_ctx_create(&ctx) == WNA16_OK);
+    wna16_model *m = NULL;
+    wna16_model_options mo = {.context = 64};
+    CHECK(wna16_model_load(ctx, dir, &mo, &m) == WNA16_OK);
+    if (!m) return;
+    const int32_t *eos;
+    CHECK(wna16_model_eos(m, &eos) == 1 && eos[0] == 7);
+    int32_t prompt[] = {1, 2, 3, 4};
+    wna16_generate_options go = {.max_tokens = 12};
+    wna16_generate_result r1, r2;
+    CHECK(wna16_generate(ctx, m, NULL, prompt, 4, &go, &r1) == WNA16_OK);
+    CHECK(wna16_generate(ctx, m, NULL, prompt, 4, &go, &r2) == WNA16_OK);
+    CHECK(r1.generated == r2.generated && !memcmp(r1.ids, r2.ids, (size_t)r1.generated * 4));
+    CHECK(!strcmp(r1.stop_reason, r1.generated == 12 ? "length" : "eos"));
+    /* EOS: make the first greedy token the model's EOS */
+    int32_t first = r1.ids[0];
+    wna16_model_free(m);
+    json_error_t err;
+    char gpath[300];
+    snprintf(gpath, sizeof gpath, "%s/generation_config.json", dir);
+    json_t *g = json_pack("{s:i}", "eos_token_id", first);
+    json_dump_file(g, gpath, 0);
+    json_decref(g);
+    (void)err;
+    CHECK(wna16_model_load(ctx, dir, &mo, &m) == WNA16_OK);
+    wna16_generate_result r3;
+    CHECK(wna16_generate(ctx, m, NULL, prompt, 4, &go, &r3) == WNA16_OK);
+    CHECK(r3.generated == 1 && !strcmp(r3.stop_reason, "eos"));
+    /* context overflow during decode is reported, not silently truncated */
+    go.max_tokens = 100;
+    wna16_generate_result r4;
+    CHECK_STATUS(ctx, wna16_generate(ctx, m, NULL, prompt, 4, &(wna16_generate_options){.max_tokens = 100, .sampler = {.repetition_penalty = 1.3f}}, &r4),
+                 WNA16_ERR_CONTEXT_OVERFLOW, "plus 100 new tokens exceed the context of 64");
+    wna16_generate_result_free(&r1);
+    wna16_generate_result_free(&r2);
+    wna16_generate_result_free(&r3);
+    wna16_model_free(m);
+    wna16_ctx_free(ctx);
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    CHECK(system(cmd) == 0);
+}
+
+/* Stop strings and streaming with the real tokenizer on the demo model. */
+static void test_stop_strings(void) {
+    char dir[] = "/tmp/wna16_stop_XXXXXX", cmd[400];
+    CHECK(mkdtemp(dir) != NULL);
+    wna16_synth_options o;
+    wna16_synth_preset("demo", &o);
+    wna16_diag d = {{0}};
+    CHECK(wna16_synth_write(&d, &o, dir) == WNA16_OK);
+    wna16_ctx *ctx;
+    CHECK(wna16_ctx_create(&ctx) == WNA16_OK);
+    wna16_tokenizer *tok = NULL;
+    wna16_model *m = NULL;
+    wna16_model_options mo = {.context = 128};
+    CHECK(wna16_tokenizer_load(ctx, "tests/data/tokenizer/qwen3", &tok) == WNA16_OK);
+    CHECK(wna16_model_load(ctx, dir, &mo, &m) == WNA16_OK);
+    if (!m || !tok) return;
+    int32_t *ids;
+    size_t n;
+    CHECK(wna16_tokenizer_encode(ctx, tok, "Hello there", 11, 0, &ids, &n) == WNA16_OK);
+    wna16_generate_options go = {.max_tokens = 16, .on_text = on_text};
+    wna16_generate_result r;
+    CHECK(wna16_generate(ctx, m, tok, ids, n, &go, &r) == WNA16_OK);
+    CHECK(streamed.data && !strcmp(streamed.data, r.text)); /* the stream is the whole text */
+    size_t len = strlen(r.text);
+    CHECK(len > 4);
+    char stop[8] = {0};
+    memcpy(stop, r.text + len / 2, 2); /* a stop string from the middle of the text */
+    const char *stops[] = {stop};
+    wna16_buf_free(&streamed);
+    wna16_generate_options go2 = {.max_tokens = 16, .stop = stops, .n_stop = 1, .on_text = on_text};
+    wna16_generate_result r2;
+    CHECK(wna16_generate(ctx, m, tok, ids, n, &go2, &r2) == WNA16_OK);
+    CHECK(!strcmp(r2.stop_reason, "stop"));
+    CHECK(!strstr(r2.text, stop) && !strncmp(r2.text, r.text, strlen(r2.text)));
+    CHECK(streamed.data == NULL || !strcmp(streamed.data, r2.text));
+    wna16_buf_free(&streamed);
+    wna16_generate_result_free(&r);
+    wna16_generate_result_free(&r2);
+    free(ids);
+    wna16_model_free(m);
+    wna16_tokenizer_free(tok);
+    wna16_ctx_free(ctx);
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    CHECK(system(cmd) == 0);
+}
+
+int main(void) {
+    test_sampler();
+    test_generate();
+    test_stop_strings();
+    TEST_MAIN_END();
+}
