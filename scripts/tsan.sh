@@ -25,6 +25,7 @@ fi
 # ignore_noninstrumented_modules: libomp itself is not instrumented; Archer
 # supplies its synchronisation. halt_on_error: the first report fails.
 export OMP_TOOL_LIBRARIES=$archer
+echo "tsan: OpenMP synchronisation through $archer"
 export TSAN_OPTIONS="ignore_noninstrumented_modules=1 halt_on_error=1 second_deadlock_stack=1 ${TSAN_OPTIONS:-}"
 # At least 2 OpenMP threads even on a 1-core runner, so the parallel
 # regions really run concurrently.

@@ -127,7 +127,15 @@ void wna16_quant_rtn(const float *w, wna16_qlinear *out) {
 /* y[0..n) -= a * x[0..n): the inner loop of the sweep and of the Hessian.
  * Compiler-multiversioned (no intrinsics): the widest vector ISA the CPU
  * has is picked at load time. */
-#if defined(__GNUC__) && defined(__x86_64__) && !defined(__SANITIZE_ADDRESS__)
+/* Not under TSan either: clang instruments the ifunc resolver, which runs
+ * during relocation before the TSan runtime exists (segfault at startup). */
+#if defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define WNA16_NO_MULTIVERSION 1
+#endif
+#endif
+#if defined(__GNUC__) && defined(__x86_64__) && !defined(__SANITIZE_ADDRESS__) &&                 \
+    !defined(__SANITIZE_THREAD__) && !defined(WNA16_NO_MULTIVERSION)
 #define WNA16_MULTIVERSION __attribute__((target_clones("avx512f", "avx2", "default")))
 #else
 #define WNA16_MULTIVERSION
