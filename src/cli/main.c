@@ -33,18 +33,27 @@ static void usage(FILE *f) {
 
 /* OpenMP threads that spin while waiting steal the core from the thread they
  * wait for whenever anything else runs on the machine (measured: decode 11x
- * slower on a 2-core host with one other busy process). libgomp reads its
- * wait policy when it is loaded, before main, so the tool re-executes itself
- * once with OMP_WAIT_POLICY=passive unless the user chose a policy. */
-static void prefer_passive_waits(char **argv) {
+ * slower on a 2-core host with one busy neighbour), while on an idle machine
+ * sleeping between the many short parallel regions of a decode step costs a
+ * third of the speed. libgomp reads its policy when it is loaded, before
+ * main, so unless the user chose one the tool picks it from the load average
+ * and re-executes itself once: bounded spinning when the machine is idle,
+ * passive waits when it is not. */
+static void choose_wait_policy(char **argv) {
     if (getenv("OMP_WAIT_POLICY") || getenv("GOMP_SPINCOUNT")) return;
-    setenv("OMP_WAIT_POLICY", "passive", 1);
+    double load = 0;
+    FILE *f = fopen("/proc/loadavg", "r");
+    if (!f || fscanf(f, "%lf", &load) != 1) load = 1e9;
+    if (f) fclose(f);
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    if (load < 0.5 * (double)(cpus > 0 ? cpus : 1)) setenv("GOMP_SPINCOUNT", "200000", 1);
+    else setenv("OMP_WAIT_POLICY", "passive", 1);
     execv("/proc/self/exe", argv);
     /* exec failed: run on with the default policy */
 }
 
 int main(int argc, char **argv) {
-    prefer_passive_waits(argv);
+    choose_wait_policy(argv);
     if (argc < 2 || cli_is_help(argv[1])) {
         usage(argc < 2 ? stderr : stdout);
         return argc < 2 ? 2 : 0;
