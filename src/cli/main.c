@@ -17,7 +17,7 @@ static const command commands[] = {
     {"generate", wna16_cmd_generate, "stream a continuation of a prompt or a chat turn"},
     {"synth", wna16_cmd_synth, "write a random-weight checkpoint with real shapes (demo, qwen3-30b-a3b)"},
     {"logits", wna16_cmd_logits, "print the last-position logits of a prompt of token ids"},
-    {"bench", wna16_cmd_bench, "microbenchmarks as fractions of this machine's limits (gemm)"},
+    {"bench", wna16_cmd_bench, "speed as fractions of this machine's limits (gemm, moe, model, comm)"},
     {"tokenize", wna16_cmd_tokenize, "encode text to token ids with a tokenizer.json"},
     {"detokenize", wna16_cmd_detokenize, "decode token ids to text with a tokenizer.json"},
     {"quantize", wna16_cmd_quantize, "quantize a bf16/fp16/fp32 model (GPTQ or RTN) to compressed-tensors"},
