@@ -47,9 +47,9 @@ static wna16_status run_tp(wna16_ctx *ctx, const char *dir, wna16_tokenizer *tok
     wna16_generate_options go = {.max_tokens = n, .on_text = quiet};
     wna16_status s = wna16_generate(ctx, m, tok, ids, n_ids, &go, r);
     if (s == WNA16_OK) {
-        printf("\n== generate, TP=%d (loaded in %.2fs, %lld prompt tokens at %.0f tok/s, %lld "
+        printf("\n== generate, TP=%d (loaded in %.0f ms, %lld prompt tokens at %.0f tok/s, %lld "
                "generated at %.1f tok/s)\n",
-               tp, load, (long long)r->prompt_tokens,
+               tp, load * 1e3, (long long)r->prompt_tokens,
                r->prefill_seconds > 0 ? (double)r->prompt_tokens / r->prefill_seconds : 0.0,
                (long long)r->generated,
                r->decode_seconds > 0 ? (double)r->generated / r->decode_seconds : 0.0);
