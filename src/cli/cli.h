@@ -29,6 +29,8 @@ bool cli_parse_int(const char *flag, const char *text, long min, long max, long 
 /* Monotonic seconds; peak resident memory of this process in MiB. */
 double cli_now(void);
 double cli_peak_rss_mib(void);
+/* A "VmXXX:" line of /proc/self/status in MiB (0 when absent). */
+double cli_status_mib(const char *field);
 /* Writes s as a JSON string literal (quotes and escapes). */
 void cli_print_json_string(FILE *f, const char *s);
 

@@ -54,15 +54,7 @@ int cli_dist_start(const char *cmd, bool want_mpi, long *tp, bool tp_given, wna1
     return -1;
 }
 
-double cli_rss_mib(void) {
-    FILE *f = fopen("/proc/self/status", "r");
-    char line[256];
-    double kib = 0;
-    while (f && fgets(line, sizeof line, f))
-        if (!strncmp(line, "VmRSS:", 6)) kib = strtod(line + 6, NULL);
-    if (f) fclose(f);
-    return kib / 1024.0;
-}
+double cli_rss_mib(void) { return cli_status_mib("VmRSS:"); }
 
 bool cli_dist_gather(wna16_comm *c, double mine, double *all) {
     int n = wna16_comm_size(c), r = wna16_comm_rank(c);

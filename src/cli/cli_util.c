@@ -32,15 +32,18 @@ double cli_now(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-double cli_peak_rss_mib(void) {
+double cli_status_mib(const char *field) {
     FILE *f = fopen("/proc/self/status", "r");
     char line[256];
     double kib = 0;
+    size_t n = strlen(field);
     while (f && fgets(line, sizeof line, f))
-        if (!strncmp(line, "VmHWM:", 6)) kib = strtod(line + 6, NULL);
+        if (!strncmp(line, field, n)) kib = strtod(line + n, NULL);
     if (f) fclose(f);
     return kib / 1024.0;
 }
+
+double cli_peak_rss_mib(void) { return cli_status_mib("VmHWM:"); }
 
 void cli_print_json_string(FILE *f, const char *s) {
     fputc('"', f);
