@@ -6,18 +6,8 @@
 
 static char out[1 << 16];
 
-/* Runs the wna16 binary with args; returns its exit status, output in out. */
-static int run(const char *args) {
-    const char *cli = getenv("WNA16_CLI");
-    char cmd[2048];
-    snprintf(cmd, sizeof cmd, "%s %s 2>&1", cli ? cli : "build/wna16", args);
-    FILE *p = popen(cmd, "r");
-    if (!p) return -1;
-    size_t n = fread(out, 1, sizeof out - 1, p);
-    out[n] = '\0';
-    int st = pclose(p);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
+/* Runs the wna16 tool with args; returns its exit status, output in out. */
+static int run(const char *args) { return test_run_cli(args, out, sizeof out, 1); }
 
 int main(void) {
     CHECK(run("--help") == 0 && strstr(out, "inspect"));

@@ -320,19 +320,6 @@ static void test_pyjson(void) {
     }
 }
 
-static int run_cli(const char *args, char *out, size_t cap) {
-    const char *cli = getenv("WNA16_CLI");
-    if (!cli) return -1;
-    char cmd[2048];
-    snprintf(cmd, sizeof cmd, "%s %s 2>&1", cli, args);
-    FILE *p = popen(cmd, "r");
-    if (!p) return -1;
-    size_t n = fread(out, 1, cap - 1, p);
-    out[n] = 0;
-    int rc = pclose(p);
-    return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
-}
-
 static void test_gptq_end_to_end(void) {
     char out[512], path[600];
     snprintf(out, sizeof out, "%s/gptq", tmp_root);
@@ -414,15 +401,15 @@ static void test_gptq_end_to_end(void) {
 static void test_cli(void) {
     char buf[8192], args[1024];
     if (!getenv("WNA16_CLI")) return;
-    CHECK(run_cli("quantize --help", buf, sizeof buf) == 0 && strstr(buf, "--actorder"));
+    CHECK(test_run_cli("quantize --help", buf, sizeof buf, 1) == 0 && strstr(buf, "--actorder"));
     snprintf(args, sizeof args, "quantize --model tests/data/rtn/base_bf16 --out %s/x --actorder group", tmp_root);
-    CHECK(run_cli(args, buf, sizeof buf) == 2 && strstr(buf, WNA16_ACTORDER_FIX));
+    CHECK(test_run_cli(args, buf, sizeof buf, 1) == 2 && strstr(buf, WNA16_ACTORDER_FIX));
     snprintf(args, sizeof args, "quantize --model tests/data/ct/w4a16_sym_g128 --out %s/x --method rtn", tmp_root);
-    CHECK(run_cli(args, buf, sizeof buf) == 1 && strstr(buf, "already quantized"));
+    CHECK(test_run_cli(args, buf, sizeof buf, 1) == 1 && strstr(buf, "already quantized"));
     snprintf(args, sizeof args,
              "quantize --model tests/data/rtn/base_bf16 --out %s/cli --method rtn --scheme W8A16 --json --no-progress",
              tmp_root);
-    CHECK(run_cli(args, buf, sizeof buf) == 0 && strstr(buf, "\"modules_quantized\": 7"));
+    CHECK(test_run_cli(args, buf, sizeof buf, 1) == 0 && strstr(buf, "\"modules_quantized\": 7"));
     char a[600];
     snprintf(a, sizeof a, "%s/cli/model.safetensors", tmp_root);
     CHECK(same_file(a, "tests/data/rtn/w8a16_g128/model.safetensors"));
@@ -525,7 +512,7 @@ static void test_calib_text(void) {
     snprintf(dir, sizeof dir, "%s/demo16", tmp_root);
     snprintf(out, sizeof out, "%s/demo16q", tmp_root);
     snprintf(args, sizeof args, "synth --out %s --bits 16 --dense", dir);
-    CHECK(run_cli(args, buf, sizeof buf) == 0);
+    CHECK(test_run_cli(args, buf, sizeof buf, 1) == 0);
     snprintf(args, sizeof args, "%s/tokenizer.json", dir);
     size_t n;
     char *tj = slurp("tests/data/tokenizer/qwen3/tokenizer.json", &n);
@@ -536,12 +523,12 @@ static void test_calib_text(void) {
     snprintf(args, sizeof args,
              "quantize --model %s --out %s --calib README.md --samples 4 --seq-len 64 --no-progress --json",
              dir, out);
-    CHECK_MSG(run_cli(args, buf, sizeof buf) == 0 && strstr(buf, "\"calib_tokens\": 256") &&
+    CHECK_MSG(test_run_cli(args, buf, sizeof buf, 1) == 0 && strstr(buf, "\"calib_tokens\": 256") &&
                   strstr(buf, "\"modules_quantized\": 14"),
               "%s", buf);
     snprintf(args, sizeof args, "logits --model %s --ids 1,2,3 --top 3", out);
     char one[1024];
-    CHECK(run_cli(args, one, sizeof one) == 0);
+    CHECK(test_run_cli(args, one, sizeof one, 1) == 0);
     /* the same run in 1 MiB shards: an index, the same tensors, the same logits */
     char out2[600];
     snprintf(out2, sizeof out2, "%s2", out);
@@ -549,7 +536,7 @@ static void test_calib_text(void) {
              "quantize --model %s --out %s --calib README.md --samples 4 --seq-len 64 --no-progress "
              "--max-shard-size 1",
              dir, out2);
-    CHECK(run_cli(args, buf, sizeof buf) == 0 && strstr(buf, "2 shards"));
+    CHECK(test_run_cli(args, buf, sizeof buf, 1) == 0 && strstr(buf, "2 shards"));
     char p[700];
     snprintf(p, sizeof p, "%s/model.safetensors.index.json", out2);
     json_t *idx = json_load_file(p, 0, NULL);
@@ -561,7 +548,7 @@ static void test_calib_text(void) {
     json_decref(idx);
     snprintf(args, sizeof args, "logits --model %s --ids 1,2,3 --top 3", out2);
     char two[1024];
-    CHECK(run_cli(args, two, sizeof two) == 0 && !strcmp(one, two));
+    CHECK(test_run_cli(args, two, sizeof two, 1) == 0 && !strcmp(one, two));
     rm_dir(out2);
     rm_dir(out);
     rm_dir(dir);

@@ -287,46 +287,33 @@ static void test_chat_unrecognised(void) {
     wna16_ctx_free(ctx);
 }
 
-/* Runs the CLI and captures stdout; returns the exit status. */
-static int run_cli(const char *args, char *out, size_t cap) {
-    const char *cli = getenv("WNA16_CLI");
-    char cmd[2048];
-    snprintf(cmd, sizeof cmd, "%s %s 2>/dev/null", cli ? cli : "build/wna16", args);
-    FILE *p = popen(cmd, "r");
-    if (!p) return -1;
-    size_t n = fread(out, 1, cap - 1, p);
-    out[n] = 0;
-    int rc = pclose(p);
-    return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
-}
-
 static void test_cli(void) {
     char out[4096];
-    CHECK(run_cli("tokenize --tokenizer " QWEN " --text 'Hello world' --json", out, sizeof out) ==
+    CHECK(test_run_cli("tokenize --tokenizer " QWEN " --text 'Hello world' --json", out, sizeof out, 0) ==
           0);
     CHECK(!strcmp(out, "[9707, 1879]\n"));
-    CHECK(run_cli("tokenize --tokenizer " QWEN "/tokenizer.json --text '<|im_end|>x'", out,
-                  sizeof out) == 0);
+    CHECK(test_run_cli("tokenize --tokenizer " QWEN "/tokenizer.json --text '<|im_end|>x'", out,
+                  sizeof out, 0) == 0);
     CHECK(!strcmp(out, "151645 87\n"));
-    CHECK(run_cli("tokenize --tokenizer " QWEN " --text '<|im_end|>' --no-special", out,
-                  sizeof out) == 0);
+    CHECK(test_run_cli("tokenize --tokenizer " QWEN " --text '<|im_end|>' --no-special", out,
+                  sizeof out, 0) == 0);
     CHECK(strcmp(out, "151645\n") && strlen(out) > 8);
-    CHECK(run_cli("tokenize --tokenizer " QWEN " --file tests/data/tokenizer/qwen3/README.md", out,
-                  sizeof out) == 0);
-    CHECK(run_cli("detokenize --tokenizer " QWEN " 9707 1879", out, sizeof out) == 0);
+    CHECK(test_run_cli("tokenize --tokenizer " QWEN " --file tests/data/tokenizer/qwen3/README.md", out,
+                  sizeof out, 0) == 0);
+    CHECK(test_run_cli("detokenize --tokenizer " QWEN " 9707 1879", out, sizeof out, 0) == 0);
     CHECK(!strcmp(out, "Hello world\n"));
-    CHECK(run_cli("detokenize --tokenizer " QWEN " '9707,1879 151645' --skip-special", out,
-                  sizeof out) == 0);
+    CHECK(test_run_cli("detokenize --tokenizer " QWEN " '9707,1879 151645' --skip-special", out,
+                  sizeof out, 0) == 0);
     CHECK(!strcmp(out, "Hello world\n"));
-    CHECK(run_cli("detokenize --tokenizer " QWEN " 99999999", out, sizeof out) == 1);
-    CHECK(run_cli("detokenize --tokenizer " QWEN " abc", out, sizeof out) == 2);
-    CHECK(run_cli("tokenize --help", out, sizeof out) == 0 && strstr(out, "--no-special"));
-    CHECK(run_cli("detokenize --help", out, sizeof out) == 0 && strstr(out, "IDS"));
-    CHECK(run_cli("tokenize --tokenizer " QWEN, out, sizeof out) == 2);
-    CHECK(run_cli("tokenize --tokenizer /nonexistent --text x", out, sizeof out) == 1);
-    CHECK(run_cli("tokenize --tokenizer " QWEN " --text \"$(printf '\\377')\"", out, sizeof out) ==
+    CHECK(test_run_cli("detokenize --tokenizer " QWEN " 99999999", out, sizeof out, 0) == 1);
+    CHECK(test_run_cli("detokenize --tokenizer " QWEN " abc", out, sizeof out, 0) == 2);
+    CHECK(test_run_cli("tokenize --help", out, sizeof out, 0) == 0 && strstr(out, "--no-special"));
+    CHECK(test_run_cli("detokenize --help", out, sizeof out, 0) == 0 && strstr(out, "IDS"));
+    CHECK(test_run_cli("tokenize --tokenizer " QWEN, out, sizeof out, 0) == 2);
+    CHECK(test_run_cli("tokenize --tokenizer /nonexistent --text x", out, sizeof out, 0) == 1);
+    CHECK(test_run_cli("tokenize --tokenizer " QWEN " --text \"$(printf '\\377')\"", out, sizeof out, 0) ==
           1);
-    CHECK(run_cli("--help", out, sizeof out) == 0 && strstr(out, "detokenize"));
+    CHECK(test_run_cli("--help", out, sizeof out, 0) == 0 && strstr(out, "detokenize"));
 }
 
 int main(void) {

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 
 static int test_failures;
 static int test_checks;
@@ -47,6 +48,22 @@ static inline int test_contains(const char *hay, const char *needle) {
                     (const char *)(substr) ? (const char *)(substr) : "");                                                         \
         }                                                                                          \
     } while (0)
+
+/* Runs the wna16 tool (WNA16_CLI, set by ctest, else build/wna16) with args;
+ * its stdout (and stderr when with_stderr) goes to out. Returns the exit
+ * status, -1 when it could not run. */
+static inline int test_run_cli(const char *args, char *out, size_t cap, int with_stderr) {
+    const char *cli = getenv("WNA16_CLI");
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "%s %s %s", cli ? cli : "build/wna16", args,
+             with_stderr ? "2>&1" : "2>/dev/null");
+    FILE *p = popen(cmd, "r");
+    if (!p) return -1;
+    size_t n = fread(out, 1, cap - 1, p);
+    out[n] = '\0';
+    int st = pclose(p);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
 
 #define TEST_MAIN_END()                                                                            \
     do {                                                                                           \

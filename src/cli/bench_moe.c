@@ -169,11 +169,7 @@ int wna16_bench_moe(int argc, char **argv) {
             i++;
             continue;
         } else if (!strcmp(a, "--min-time")) {
-            min_time = v ? atof(v) : 0;
-            if (!(min_time > 0 && min_time < 100)) {
-                fprintf(stderr, "wna16 bench moe: --min-time expects seconds in (0, 100)\n");
-                return 2;
-            }
+            if (!cli_parse_seconds("bench moe", a, v, &min_time)) return 2;
             i++;
             continue;
         } else if (!strcmp(a, "--threads"))

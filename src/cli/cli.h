@@ -34,6 +34,9 @@ double cli_status_mib(const char *field);
 /* Writes s as a JSON string literal (quotes and escapes). */
 void cli_print_json_string(FILE *f, const char *s);
 
+/* Parses a duration in (0, 100) seconds; prints an error naming cmd if bad. */
+bool cli_parse_seconds(const char *cmd, const char *flag, const char *text, double *out);
+
 /* Prints "wna16 <cmd>: <status>: <detail>" to stderr and returns exit code 1. */
 int cli_fail(const char *cmd, wna16_ctx *ctx, wna16_status s);
 

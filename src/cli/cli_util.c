@@ -55,3 +55,10 @@ void cli_print_json_string(FILE *f, const char *s) {
     }
     fputc('"', f);
 }
+
+bool cli_parse_seconds(const char *cmd, const char *flag, const char *text, double *out) {
+    *out = text ? atof(text) : 0;
+    if (*out > 0 && *out < 100) return true;
+    fprintf(stderr, "wna16 %s: %s expects seconds in (0, 100)\n", cmd, flag);
+    return false;
+}

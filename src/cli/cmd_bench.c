@@ -139,11 +139,7 @@ static int bench_gemm(int argc, char **argv) {
             if (!cli_parse_int(a, v, 1, 1024, &threads)) return 2;
             i++;
         } else if (!strcmp(a, "--min-time")) {
-            min_time = v ? atof(v) : 0;
-            if (!(min_time > 0 && min_time < 100)) {
-                fprintf(stderr, "wna16 bench gemm: --min-time expects seconds in (0, 100)\n");
-                return 2;
-            }
+            if (!cli_parse_seconds("bench gemm", a, v, &min_time)) return 2;
             i++;
         } else if (!strcmp(a, "--dtype")) {
             if (v && !strcmp(v, "bf16")) dt = WNA16_DTYPE_BF16;
