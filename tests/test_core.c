@@ -25,7 +25,8 @@ static void test_half_conversions(void) {
     CHECK(wna16_f32_to_f16(65504.0f) == 0x7bff);
     CHECK(wna16_f32_to_f16(1e6f) == 0x7c00);
     CHECK(wna16_f32_to_f16(-2.0f) == 0xc000);
-    for (uint32_t h = 0; h < 0x7c00; h++) CHECK(wna16_f32_to_f16(wna16_f16_to_f32((uint16_t)h)) == h);
+    for (uint32_t h = 0; h < 0x7c00; h++)
+        CHECK(wna16_f32_to_f16(wna16_f16_to_f32((uint16_t)h)) == h);
 }
 
 /* format-spec §7.4 packing words and §7.5 worked example. */
@@ -73,9 +74,18 @@ static void test_dequant_example(void) {
     wna16_pack_rows(q, 1, 8, 4, &packed);
     float scale = 0.25f;
     uint8_t zero = 6; /* zp -2 + 8 */
-    wna16_qweight w = {.n = 1, .k = 8, .bits = 4, .group_size = 8, .n_groups = 1,
-                       .symmetric = false, .packed = &packed, .row_words = 1,
-                       .scales = &scale, .scale_stride = 1, .zeros = &zero, .zero_stride = 1,
+    wna16_qweight w = {.n = 1,
+                       .k = 8,
+                       .bits = 4,
+                       .group_size = 8,
+                       .n_groups = 1,
+                       .symmetric = false,
+                       .packed = &packed,
+                       .row_words = 1,
+                       .scales = &scale,
+                       .scale_stride = 1,
+                       .zeros = &zero,
+                       .zero_stride = 1,
                        .scale_dtype = WNA16_DTYPE_BF16};
     float out[8];
     wna16_dequant_ref_f32(&w, out);
@@ -83,10 +93,25 @@ static void test_dequant_example(void) {
     for (int i = 0; i < 8; i++) CHECK(out[i] == want[i]);
 }
 
+static void test_huge_alloc(void) {
+    size_t bytes = (3u << 20) + 5;
+    uint8_t *p = wna16_huge_alloc(bytes);
+    CHECK(p && ((uintptr_t)p & ((2u << 20) - 1)) == 0);
+    size_t nonzero = 0;
+    for (size_t i = 0; p && i < bytes; i += 4096) nonzero += p[i] != 0;
+    CHECK(nonzero == 0);
+    if (p) memset(p, 7, bytes); /* all of it is writable */
+    wna16_huge_free(p, bytes);
+    CHECK(wna16_huge_alloc(0) == NULL);
+    CHECK(wna16_huge_alloc(SIZE_MAX) == NULL);
+    wna16_huge_free(NULL, 1);
+}
+
 int main(void) {
     test_status_names();
     test_half_conversions();
     test_pack_vectors();
     test_dequant_example();
+    test_huge_alloc();
     TEST_MAIN_END();
 }

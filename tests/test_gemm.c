@@ -54,8 +54,10 @@ static void make_weight(tweight *t, int64_t n, int64_t k, int bits, int64_t gs, 
             int z = sym ? half : rnd_int(0, maxu);
             if (!sym) t->zeros[o * ng + g] = (uint8_t)z;
             float s;
-            if (exact) s = ldexpf(1.0f, rnd_int(-2, 1));
-            else s = wna16_bf16_to_f32(wna16_f32_to_bf16(0.001f + 0.02f * (rnd_unit() + 1.0f)));
+            if (exact)
+                s = ldexpf(1.0f, rnd_int(-2, 1));
+            else
+                s = wna16_bf16_to_f32(wna16_f32_to_bf16(0.001f + 0.02f * (rnd_unit() + 1.0f)));
             t->scales[o * ng + g] = s;
             for (int64_t c = g * gs; c < (g + 1) * gs; c++) {
                 int u = rnd_int(0, maxu);
@@ -69,10 +71,19 @@ static void make_weight(tweight *t, int64_t n, int64_t k, int bits, int64_t gs, 
     t->packed = calloc((size_t)(n * row_words), 4);
     wna16_pack_rows(q, n, k, bits, t->packed);
     free(q);
-    t->w = (wna16_qweight){.n = n, .k = k, .bits = bits, .group_size = gs, .n_groups = ng,
-                           .symmetric = sym, .packed = t->packed, .row_words = row_words,
-                           .scales = t->scales, .scale_stride = ng, .zeros = t->zeros,
-                           .zero_stride = ng, .scale_dtype = WNA16_DTYPE_BF16};
+    t->w = (wna16_qweight){.n = n,
+                           .k = k,
+                           .bits = bits,
+                           .group_size = gs,
+                           .n_groups = ng,
+                           .symmetric = sym,
+                           .packed = t->packed,
+                           .row_words = row_words,
+                           .scales = t->scales,
+                           .scale_stride = ng,
+                           .zeros = t->zeros,
+                           .zero_stride = ng,
+                           .scale_dtype = WNA16_DTYPE_BF16};
 }
 
 static size_t dsize(wna16_dtype t) { return t == WNA16_DTYPE_F32 ? 4 : 2; }
@@ -82,9 +93,12 @@ static float round_to(wna16_dtype t, float v) {
     return v;
 }
 static void put(void *p, wna16_dtype t, int64_t i, float v) {
-    if (t == WNA16_DTYPE_BF16) ((uint16_t *)p)[i] = wna16_f32_to_bf16(v);
-    else if (t == WNA16_DTYPE_F16) ((uint16_t *)p)[i] = wna16_f32_to_f16(v);
-    else ((float *)p)[i] = v;
+    if (t == WNA16_DTYPE_BF16)
+        ((uint16_t *)p)[i] = wna16_f32_to_bf16(v);
+    else if (t == WNA16_DTYPE_F16)
+        ((uint16_t *)p)[i] = wna16_f32_to_f16(v);
+    else
+        ((float *)p)[i] = v;
 }
 static float get(const void *p, wna16_dtype t, int64_t i) {
     if (t == WNA16_DTYPE_BF16) return wna16_bf16_to_f32(((const uint16_t *)p)[i]);
@@ -105,7 +119,8 @@ static wna16_isa isa_max;
 static void test_roundtrip(void) {
     for (int bits = 4; bits <= 8; bits += 4)
         for (int sym = 0; sym < 2; sym++) {
-            int64_t shapes[][3] = {{1, 1, 0}, {17, 33, 0}, {33, 64, 32}, {16, 384, 128}, {50, 192, 64}};
+            int64_t shapes[][3] = {
+                {1, 1, 0}, {17, 33, 0}, {33, 64, 32}, {16, 384, 128}, {50, 192, 64}};
             for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
                 tweight t;
                 make_weight(&t, shapes[s][0], shapes[s][1], bits, shapes[s][2], sym, false);
@@ -191,37 +206,46 @@ static void test_errors(void) {
                             WNA16_DTYPE_F32, 2) == WNA16_OK);
     CHECK(y[0] == -7.0f);
     /* an empty N range is a no-op too */
-    CHECK(wna16_linear_gemm_range(d, pl, 16, 16, 3, x, WNA16_DTYPE_F32, 256, y, WNA16_DTYPE_F32,
-                                  20, NULL, WNA16_DTYPE_F32, NULL, 0) == WNA16_OK);
+    CHECK(wna16_linear_gemm_range(d, pl, 16, 16, 3, x, WNA16_DTYPE_F32, 256, y, WNA16_DTYPE_F32, 20,
+                                  NULL, WNA16_DTYPE_F32, NULL, 0) == WNA16_OK);
     CHECK(y[16] == -7.0f);
-    CHECK_STATUS(ctx, wna16_linear_gemm(d, pl, 3, x, WNA16_DTYPE_I8, 256, y, WNA16_DTYPE_F32, 20,
-                                        NULL, WNA16_DTYPE_F32, 1),
+    CHECK_STATUS(ctx,
+                 wna16_linear_gemm(d, pl, 3, x, WNA16_DTYPE_I8, 256, y, WNA16_DTYPE_F32, 20, NULL,
+                                   WNA16_DTYPE_F32, 1),
                  WNA16_ERR_BAD_DTYPE, "other");
-    CHECK_STATUS(ctx, wna16_linear_gemm(d, pl, 3, x, WNA16_DTYPE_F32, 256, y, WNA16_DTYPE_F32, 20,
-                                        x, WNA16_DTYPE_BF16, 1),
+    CHECK_STATUS(ctx,
+                 wna16_linear_gemm(d, pl, 3, x, WNA16_DTYPE_F32, 256, y, WNA16_DTYPE_F32, 20, x,
+                                   WNA16_DTYPE_BF16, 1),
                  WNA16_ERR_BAD_DTYPE, "bias");
-    CHECK_STATUS(ctx, wna16_linear_gemm(d, pl, 3, x, WNA16_DTYPE_F32, 255, y, WNA16_DTYPE_F32, 20,
-                                        NULL, WNA16_DTYPE_F32, 1),
+    CHECK_STATUS(ctx,
+                 wna16_linear_gemm(d, pl, 3, x, WNA16_DTYPE_F32, 255, y, WNA16_DTYPE_F32, 20, NULL,
+                                   WNA16_DTYPE_F32, 1),
                  WNA16_ERR_INVALID_ARGUMENT, "ldx");
-    CHECK_STATUS(ctx, wna16_linear_gemm(d, pl, -1, x, WNA16_DTYPE_F32, 256, y, WNA16_DTYPE_F32, 20,
-                                        NULL, WNA16_DTYPE_F32, 1),
+    CHECK_STATUS(ctx,
+                 wna16_linear_gemm(d, pl, -1, x, WNA16_DTYPE_F32, 256, y, WNA16_DTYPE_F32, 20, NULL,
+                                   WNA16_DTYPE_F32, 1),
                  WNA16_ERR_INVALID_ARGUMENT, "m = -1");
-    CHECK_STATUS(ctx, wna16_linear_gemm(d, pl, 1, x, WNA16_DTYPE_F32, 256, x + 100,
-                                        WNA16_DTYPE_F32, 20, NULL, WNA16_DTYPE_F32, 1),
+    CHECK_STATUS(ctx,
+                 wna16_linear_gemm(d, pl, 1, x, WNA16_DTYPE_F32, 256, x + 100, WNA16_DTYPE_F32, 20,
+                                   NULL, WNA16_DTYPE_F32, 1),
                  WNA16_ERR_INVALID_ARGUMENT, "overlap");
-    CHECK_STATUS(ctx, wna16_linear_gemm(d, NULL, 1, x, WNA16_DTYPE_F32, 256, y, WNA16_DTYPE_F32,
-                                        20, NULL, WNA16_DTYPE_F32, 1),
+    CHECK_STATUS(ctx,
+                 wna16_linear_gemm(d, NULL, 1, x, WNA16_DTYPE_F32, 256, y, WNA16_DTYPE_F32, 20,
+                                   NULL, WNA16_DTYPE_F32, 1),
                  WNA16_ERR_INVALID_ARGUMENT, "NULL");
-    CHECK_STATUS(ctx, wna16_linear_gemm_range(d, pl, 8, 20, 3, x, WNA16_DTYPE_F32, 256, y,
-                                              WNA16_DTYPE_F32, 20, NULL, WNA16_DTYPE_F32, NULL, 0),
+    CHECK_STATUS(ctx,
+                 wna16_linear_gemm_range(d, pl, 8, 20, 3, x, WNA16_DTYPE_F32, 256, y,
+                                         WNA16_DTYPE_F32, 20, NULL, WNA16_DTYPE_F32, NULL, 0),
                  WNA16_ERR_INVALID_ARGUMENT, "multiple of 16");
-    CHECK_STATUS(ctx, wna16_linear_gemm_range(d, pl, 0, 21, 3, x, WNA16_DTYPE_F32, 256, y,
-                                              WNA16_DTYPE_F32, 20, NULL, WNA16_DTYPE_F32, NULL, 0),
+    CHECK_STATUS(ctx,
+                 wna16_linear_gemm_range(d, pl, 0, 21, 3, x, WNA16_DTYPE_F32, 256, y,
+                                         WNA16_DTYPE_F32, 20, NULL, WNA16_DTYPE_F32, NULL, 0),
                  WNA16_ERR_INVALID_ARGUMENT, "range");
     static _Alignas(64) uint8_t small[64];
-    CHECK_STATUS(ctx, wna16_linear_gemm_range(d, pl, 0, 20, 3, x, WNA16_DTYPE_F32, 256, y,
-                                              WNA16_DTYPE_F32, 20, NULL, WNA16_DTYPE_F32, small,
-                                              sizeof small),
+    CHECK_STATUS(ctx,
+                 wna16_linear_gemm_range(d, pl, 0, 20, 3, x, WNA16_DTYPE_F32, 256, y,
+                                         WNA16_DTYPE_F32, 20, NULL, WNA16_DTYPE_F32, small,
+                                         sizeof small),
                  WNA16_ERR_INVALID_ARGUMENT, "scratch");
     /* NaN in one activation row poisons that row only, on every ISA */
     for (int lvl = 0; lvl <= (int)isa_max; lvl++) {
@@ -231,11 +255,12 @@ static void test_errors(void) {
             float xf[3 * 256];
             for (int i = 0; i < 3 * 256; i++) xf[i] = 0.5f;
             xf[256 + 17] = NAN;
-            for (int i = 0; i < 3 * 256; i++) put(xi == 2 ? (void *)xf : (void *)xb, dts[xi], i, xf[i]);
+            for (int i = 0; i < 3 * 256; i++)
+                put(xi == 2 ? (void *)xf : (void *)xb, dts[xi], i, xf[i]);
             CHECK(wna16_linear_gemm(d, pl, 3, xi == 2 ? (void *)xf : (void *)xb, dts[xi], 256, y,
                                     WNA16_DTYPE_F32, 20, NULL, WNA16_DTYPE_F32, 2) == WNA16_OK);
-            CHECK_MSG(!isnan(y[0]) && isnan(y[20]) && isnan(y[39]) && !isnan(y[40]),
-                      "isa %s x %s", wna16_isa_name((wna16_isa)lvl), dname(dts[xi]));
+            CHECK_MSG(!isnan(y[0]) && isnan(y[20]) && isnan(y[39]) && !isnan(y[40]), "isa %s x %s",
+                      wna16_isa_name((wna16_isa)lvl), dname(dts[xi]));
         }
     }
     wna16_isa_set_cap(isa_max);
@@ -272,8 +297,25 @@ static void test_isa_and_clone(void) {
                             WNA16_DTYPE_F32, 1) == WNA16_OK);
     CHECK(!memcmp(y1, y2, sizeof y1));
     CHECK(wna16_linear_packed_bytes(cl) == wna16_linear_packed_bytes(pl));
+    /* gathered into one huge-page arena (NULL entries skipped): same bits */
+    wna16_packed_linear *both[] = {pl, NULL, cl};
+    size_t arena_bytes = 1;
+    uint8_t *arena = wna16_linear_gather(both, 3, &arena_bytes);
+    CHECK(arena && ((uintptr_t)arena & ((2u << 20) - 1)) == 0);
+    CHECK(arena_bytes >= 2 * wna16_linear_packed_bytes(pl));
+    CHECK(wna16_linear_gemm(NULL, cl, 5, x, WNA16_DTYPE_BF16, 192, y2, WNA16_DTYPE_BF16, 40, NULL,
+                            WNA16_DTYPE_F32, 2) == WNA16_OK);
+    CHECK(!memcmp(y1, y2, sizeof y1));
+    memset(y2, 0, sizeof y2);
+    CHECK(wna16_linear_gemm(NULL, pl, 5, x, WNA16_DTYPE_BF16, 192, y2, WNA16_DTYPE_BF16, 40, NULL,
+                            WNA16_DTYPE_F32, 1) == WNA16_OK);
+    CHECK(!memcmp(y1, y2, sizeof y1));
+    size_t gathered = arena_bytes;
+    wna16_packed_linear *none[] = {NULL};
+    CHECK(wna16_linear_gather(none, 1, &arena_bytes) == NULL && arena_bytes == 0);
     wna16_linear_free(cl);
     wna16_linear_free(pl);
+    wna16_huge_free(arena, gathered);
     tweight_free(&t);
 }
 
@@ -334,8 +376,8 @@ static void run_case(int64_t m, int64_t n, int64_t k, int bits, int64_t gs, bool
         for (int part = 0; part < 3; part++) {
             int64_t nb, ne;
             wna16_linear_split(pl, part, 3, &nb, &ne);
-            CHECK(wna16_linear_gemm_range(NULL, pl, nb, ne, m, xp, xt, ldx, yp3, yt, ldy, bias,
-                                          bt, scr, sb) == WNA16_OK);
+            CHECK(wna16_linear_gemm_range(NULL, pl, nb, ne, m, xp, xt, ldx, yp3, yt, ldy, bias, bt,
+                                          scr, sb) == WNA16_OK);
         }
         free(scr);
         int bad = 0, bad_thr = 0;
@@ -343,7 +385,8 @@ static void run_case(int64_t m, int64_t n, int64_t k, int bits, int64_t gs, bool
         for (int64_t i = 0; i < m; i++)
             for (int64_t o = 0; o < n; o++) {
                 int64_t at = i * ldy + o;
-                if (memcmp(yp1 + at * ys, yp2 + at * ys, ys) || memcmp(yp1 + at * ys, yp3 + at * ys, ys))
+                if (memcmp(yp1 + at * ys, yp2 + at * ys, ys) ||
+                    memcmp(yp1 + at * ys, yp3 + at * ys, ys))
                     bad_thr++;
                 double r = ref[i * n + o], got = get(yp1, yt, at);
                 if (exact) {
@@ -368,9 +411,8 @@ static void run_case(int64_t m, int64_t n, int64_t k, int bits, int64_t gs, bool
                   "isa %s m=%lld n=%lld k=%lld bits=%d gs=%lld %s %s x=%s y=%s bias=%d: "
                   "%d wrong, %d differ across threads/ranges, pad %d (worst err/tol %.3g)",
                   wna16_isa_name((wna16_isa)lvl), (long long)m, (long long)n, (long long)k, bits,
-                  (long long)gs, sym ? "sym" : "asym", exact ? "exact" : "random",
-                  dname(xt), dname(yt), bias_kind, bad, bad_thr, pad_ok,
-                  worst);
+                  (long long)gs, sym ? "sym" : "asym", exact ? "exact" : "random", dname(xt),
+                  dname(yt), bias_kind, bad, bad_thr, pad_ok, worst);
     }
     wna16_isa_set_cap(isa_max);
     free(y1);

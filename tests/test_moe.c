@@ -409,6 +409,18 @@ static void check_problem(const char *name, const problem *p, const int64_t *Ts,
             CHECK_MSG(!memcmp(y, y2, (size_t)(T * H) * 4), "%s: %d threads differ from 1", what,
                       nt);
         }
+        if (i == 0) { /* in a huge-page arena (a clone; in place, twice): identical bits */
+            wna16_moe_layer *c = NULL;
+            CHECK(wna16_moe_layer_clone(D, L, &c) == WNA16_OK);
+            CHECK(c && wna16_moe_layer_forward(D, c, T, x, H, y2, 2) == WNA16_OK);
+            CHECK_MSG(!memcmp(y, y2, (size_t)(T * H) * 4), "%s: the clone differs", what);
+            wna16_moe_layer_free(c);
+            for (int rep = 0; rep < 2; rep++) {
+                wna16_moe_layer_compact(L);
+                CHECK(wna16_moe_layer_forward(D, L, T, x, H, y2, 2) == WNA16_OK);
+                CHECK_MSG(!memcmp(y, y2, (size_t)(T * H) * 4), "%s: compacted layer differs", what);
+            }
+        }
         /* explicit routing with the same ids/weights: identical bits */
         CHECK(wna16_moe_layer_forward_routed(D, L, NULL, T, x, H, ids, wts, y2, 2) == WNA16_OK);
         CHECK_MSG(!memcmp(y, y2, (size_t)(T * H) * 4), "%s: routed path differs", what);

@@ -130,6 +130,7 @@ static wna16_status build_layer(wna16_diag *d, const wna16_moe_config *cfg, int 
         wna16_linear_free(w13[i]);
         wna16_linear_free(w2[i]);
     }
+    if (st == WNA16_OK) wna16_moe_layer_compact(L);
     return st;
 }
 
@@ -287,8 +288,10 @@ int wna16_bench_moe(int argc, char **argv) {
         r->experts_touched = 0;
         for (int i = 0; i < n; i++) r->experts_touched += touched[i] / n;
         n_res = ti + 1;
-        if (st != WNA16_OK) rc = cli_fail("bench moe", ctx, st);
-        else if (!json) fprintf(stderr, "  %ld tokens: %d runs\n", T, n);
+        if (st != WNA16_OK)
+            rc = cli_fail("bench moe", ctx, st);
+        else if (!json)
+            fprintf(stderr, "  %ld tokens: %d runs\n", T, n);
         free(x), free(y), free(logits), free(wts), free(ids), free(seen), free(touched);
         limits_refresh(nt, 1, &read_gbs, &peak);
     }
@@ -318,8 +321,9 @@ int wna16_bench_moe(int argc, char **argv) {
         printf("machine: %d threads, isa %s, LLC %zu MiB; %d layer copies of %.1f MiB rotated\n",
                nt, wna16_isa_name(wna16_isa_active()), llc >> 20, n_copies,
                (double)layer_bytes / (1 << 20));
-        printf("limits:  read %.1f GB/s, %s peak %.1f GFLOP/s (best passes, measured in this run)\n", read_gbs,
-               bf16_peak ? "bf16-dot" : "fp32 FMA", peak);
+        printf(
+            "limits:  read %.1f GB/s, %s peak %.1f GFLOP/s (best passes, measured in this run)\n",
+            read_gbs, bf16_peak ? "bf16-dot" : "fp32 FMA", peak);
         printf("layer:   H %ld, I %ld, %ld experts, top-%ld, int%ld sym g%ld, softmax + renorm\n\n",
                H, I, E, K, bits, group);
         printf("%7s %6s %11s %11s %10s %9s %9s %9s %10s\n", "tokens", "runs", "best_us",

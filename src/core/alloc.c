@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 /* The cap is read once; 0 means no cap. It exists so that fuzzers and tests
  * can prove a huge declared size is refused before it is allocated. */
@@ -31,6 +32,29 @@ void *wna16_calloc(size_t count, size_t size) {
 void *wna16_realloc(void *p, size_t n) { return over_cap(n) ? NULL : realloc(p, n ? n : 1); }
 
 void wna16_free(void *p) { free(p); }
+
+#define HUGE_PAGE ((size_t)2 << 20)
+
+static size_t huge_round(size_t bytes) { return (bytes + HUGE_PAGE - 1) & ~(HUGE_PAGE - 1); }
+
+void *wna16_huge_alloc(size_t bytes) {
+    if (bytes == 0 || bytes > SIZE_MAX - 2 * HUGE_PAGE || over_cap(bytes)) return NULL;
+    size_t size = huge_round(bytes), span = size + HUGE_PAGE;
+    uint8_t *raw = mmap(NULL, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (raw == MAP_FAILED) return NULL;
+    /* keep the 2 MiB-aligned part, hand the ends back */
+    uint8_t *p = (uint8_t *)(((uintptr_t)raw + HUGE_PAGE - 1) & ~(uintptr_t)(HUGE_PAGE - 1));
+    if (p > raw) munmap(raw, (size_t)(p - raw));
+    if (raw + span > p + size) munmap(p + size, (size_t)(raw + span - (p + size)));
+#ifdef MADV_HUGEPAGE
+    (void)madvise(p, size, MADV_HUGEPAGE); /* advisory */
+#endif
+    return p;
+}
+
+void wna16_huge_free(void *p, size_t bytes) {
+    if (p) munmap(p, huge_round(bytes));
+}
 
 char *wna16_strdup(const char *s) {
     size_t n = strlen(s) + 1;
@@ -102,26 +126,37 @@ void wna16_buf_free(wna16_buf *b) {
 float wna16_f16_to_f32(uint16_t h) {
     uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
     uint32_t exp = (h >> 10) & 0x1f, mant = h & 0x3ffu;
-    union { uint32_t u; float f; } v;
+    union {
+        uint32_t u;
+        float f;
+    } v;
     if (exp == 0) {
         /* zero or subnormal: value = mant * 2^-24, exact in fp32 */
         float f = (float)mant * 5.9604644775390625e-8f;
         return sign ? -f : f;
     }
-    if (exp == 31) v.u = sign | 0x7f800000u | (mant << 13);
-    else v.u = sign | ((exp + 112) << 23) | (mant << 13);
+    if (exp == 31)
+        v.u = sign | 0x7f800000u | (mant << 13);
+    else
+        v.u = sign | ((exp + 112) << 23) | (mant << 13);
     return v.f;
 }
 
 uint16_t wna16_f32_to_f16(float f) {
-    union { float f; uint32_t u; } v = {.f = f};
+    union {
+        float f;
+        uint32_t u;
+    } v = {.f = f};
     uint32_t sign = (v.u >> 16) & 0x8000u;
     uint32_t absu = v.u & 0x7fffffffu;
     if (absu > 0x7f800000u) return (uint16_t)(sign | 0x7e00u);
     if (absu >= 0x477ff000u) return (uint16_t)(sign | 0x7c00u); /* rounds to Inf */
     if (absu < 0x38800000u) {
         /* subnormal half: round(x / 2^-24) to nearest even via fp32 magic */
-        union { uint32_t u; float f; } a = {.u = absu};
+        union {
+            uint32_t u;
+            float f;
+        } a = {.u = absu};
         float scaled = a.f * 16777216.0f; /* exact: power of two */
         /* nearbyint in default mode is round-half-even */
         uint32_t m = (uint32_t)__builtin_rintf(scaled);

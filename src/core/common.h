@@ -66,6 +66,13 @@ void *wna16_calloc(size_t count, size_t size);
 void *wna16_realloc(void *p, size_t n);
 void wna16_free(void *p);
 char *wna16_strdup(const char *s);
+/* Page-aligned anonymous memory for long-lived weights, asking the kernel for
+ * 2 MiB transparent huge pages (madvise; a no-op where THP is off). Streams
+ * that cross 4 KiB pages lose the hardware prefetcher and walk the TLB at
+ * every page, which costs decode ~10 % of its bandwidth. Zero-filled. Free
+ * with the same byte count. NULL on failure or over the cap. */
+void *wna16_huge_alloc(size_t bytes);
+void wna16_huge_free(void *p, size_t bytes);
 /* printf into a fresh malloc'd string. */
 char *wna16_asprintf(const char *fmt, ...) WNA16_PRINTF(1, 2);
 

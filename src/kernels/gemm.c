@@ -53,6 +53,8 @@ struct wna16_packed_linear {
 
 static int64_t round_up(int64_t v, int64_t m) { return (v + m - 1) / m * m; }
 
+static size_t al64(size_t v) { return (v + 63) & ~(size_t)63; }
+
 static void *align64(void *p) { return (void *)(((uintptr_t)p + 63) & ~(uintptr_t)63); }
 
 /* Asks for transparent huge pages on the 2 MiB-aligned interior of a large
@@ -86,7 +88,8 @@ wna16_status wna16_linear_pack(wna16_diag *d, const wna16_qweight *w, wna16_pack
     if (!out) return wna16_fail(d, WNA16_ERR_INVALID_ARGUMENT, "linear pack: out is NULL");
     *out = NULL;
     if (!w || !w->packed || !w->scales)
-        return wna16_fail(d, WNA16_ERR_INVALID_ARGUMENT, "linear pack: weight, data or scales NULL");
+        return wna16_fail(d, WNA16_ERR_INVALID_ARGUMENT,
+                          "linear pack: weight, data or scales NULL");
     if (w->n <= 0 || w->k <= 0)
         return wna16_fail(d, WNA16_ERR_INVALID_ARGUMENT,
                           "linear pack: shape [%lld, %lld] must be positive", (long long)w->n,
@@ -116,8 +119,8 @@ wna16_status wna16_linear_pack(wna16_diag *d, const wna16_qweight *w, wna16_pack
                     return wna16_fail(d, WNA16_ERR_BAD_ZERO_POINT,
                                       "linear pack: zero point %u at [%lld, %lld] does not fit "
                                       "%d bits",
-                                      w->zeros[o * w->zero_stride + g], (long long)o,
-                                      (long long)g, w->bits);
+                                      w->zeros[o * w->zero_stride + g], (long long)o, (long long)g,
+                                      w->bits);
 
     wna16_packed_linear *pl = wna16_calloc(1, sizeof *pl);
     if (!pl) return wna16_fail(d, WNA16_ERR_OUT_OF_MEMORY, "linear pack: header");
@@ -207,6 +210,27 @@ wna16_status wna16_linear_clone(wna16_diag *d, const wna16_packed_linear *pl,
     return WNA16_OK;
 }
 
+void *wna16_linear_gather(wna16_packed_linear *const *pls, size_t n, size_t *arena_bytes) {
+    size_t total = 0;
+    for (size_t i = 0; i < n; i++)
+        if (pls[i]) total += al64(pls[i]->data_bytes);
+    *arena_bytes = 0;
+    uint8_t *arena = total ? wna16_huge_alloc(total) : NULL;
+    if (!arena) return NULL;
+    size_t off = 0;
+    for (size_t i = 0; i < n; i++) {
+        wna16_packed_linear *pl = pls[i];
+        if (!pl) continue;
+        memcpy(arena + off, pl->data, pl->data_bytes);
+        wna16_free(pl->alloc);
+        pl->alloc = NULL; /* the arena's owner frees it */
+        pl->data = arena + off;
+        off += al64(pl->data_bytes);
+    }
+    *arena_bytes = total;
+    return arena;
+}
+
 int64_t wna16_linear_n(const wna16_packed_linear *pl) { return pl->n; }
 int64_t wna16_linear_k(const wna16_packed_linear *pl) { return pl->k; }
 int wna16_linear_bits(const wna16_packed_linear *pl) { return pl->bits; }
@@ -256,15 +280,13 @@ typedef struct plan {
     wna16_gemv_fn gemv;
     wna16_gemv2_fn gemv2;
     wna16_dequant_bf16_fn dequant;
-    size_t mr;           /* rows per kernel call */
-    int64_t lda;         /* activation row stride (elements) for the gemv paths */
-    int64_t kpairs;      /* kp / 2 */
-    int64_t chunk_groups;/* prefill: groups per dequantized panel */
-    size_t a_bytes;      /* packed activations (shared) */
-    size_t thread_bytes; /* per-thread scratch */
+    size_t mr;            /* rows per kernel call */
+    int64_t lda;          /* activation row stride (elements) for the gemv paths */
+    int64_t kpairs;       /* kp / 2 */
+    int64_t chunk_groups; /* prefill: groups per dequantized panel */
+    size_t a_bytes;       /* packed activations (shared) */
+    size_t thread_bytes;  /* per-thread scratch */
 } plan;
-
-static size_t al64(size_t v) { return (v + 63) & ~(size_t)63; }
 
 static plan make_plan(const wna16_packed_linear *pl, int64_t m, wna16_dtype xt) {
     plan p = {.t = wna16_kernels()};
@@ -305,9 +327,12 @@ static plan make_plan(const wna16_packed_linear *pl, int64_t m, wna16_dtype xt) 
 
 static inline float load_act(const void *x, wna16_dtype t, int64_t i) {
     switch (t) {
-    case WNA16_DTYPE_BF16: return wna16_bf16_to_f32(((const uint16_t *)x)[i]);
-    case WNA16_DTYPE_F16: return wna16_f16_to_f32(((const uint16_t *)x)[i]);
-    default: return ((const float *)x)[i];
+    case WNA16_DTYPE_BF16:
+        return wna16_bf16_to_f32(((const uint16_t *)x)[i]);
+    case WNA16_DTYPE_F16:
+        return wna16_f16_to_f32(((const uint16_t *)x)[i]);
+    default:
+        return ((const float *)x)[i];
     }
 }
 
@@ -398,7 +423,8 @@ static void run_blocks(const wna16_packed_linear *pl, const plan *p, const io *e
             for (int64_t b = b0; b < b1; b += 2) {
                 size_t nb = b + 1 < b1 ? 2 : 1;
                 const uint8_t *blk = pl->data + b * pl->block_bytes;
-                int64_t o0 = b * NR, o1 = o0 + (int64_t)nb * NR < n_end ? o0 + (int64_t)nb * NR : n_end;
+                int64_t o0 = b * NR,
+                        o1 = o0 + (int64_t)nb * NR < n_end ? o0 + (int64_t)nb * NR : n_end;
                 for (int64_t ti = 0, r = 0; ti < tiles; ti++) {
                     int64_t r1 = rows * (ti + 1) / tiles;
                     size_t mr = (size_t)(r1 - r);
@@ -451,7 +477,8 @@ static void run_blocks(const wna16_packed_linear *pl, const plan *p, const io *e
                 }
             for (int64_t r = 0; r < e->m; r += mr) {
                 size_t rows = (size_t)(e->m - r < mr ? e->m - r : mr);
-                const uint32_t *ap = (const uint32_t *)a + (r / mr) * p->kpairs * mr + g0 * gkp * mr;
+                const uint32_t *ap =
+                    (const uint32_t *)a + (r / mr) * p->kpairs * mr + g0 * gkp * mr;
                 p->t->gemm_bf16(rows, g1 - g0, gkp, ap, panel, sc, cbuf + r * 32);
             }
         }
@@ -462,7 +489,10 @@ static void run_blocks(const wna16_packed_linear *pl, const plan *p, const io *e
 }
 
 static const char *act_name(wna16_dtype t) {
-    return t == WNA16_DTYPE_BF16 ? "BF16" : t == WNA16_DTYPE_F16 ? "F16" : t == WNA16_DTYPE_F32 ? "F32" : "other";
+    return t == WNA16_DTYPE_BF16  ? "BF16"
+           : t == WNA16_DTYPE_F16 ? "F16"
+           : t == WNA16_DTYPE_F32 ? "F32"
+                                  : "other";
 }
 
 static bool dtype_ok(wna16_dtype t) {
@@ -475,15 +505,15 @@ static wna16_status check_args(wna16_diag *d, const wna16_packed_linear *pl, int
                                const void *x, wna16_dtype xt, int64_t ldx, void *y, wna16_dtype yt,
                                int64_t ldy, const void *bias, wna16_dtype bt) {
     if (!pl) return wna16_fail(d, WNA16_ERR_INVALID_ARGUMENT, "linear gemm: weight is NULL");
-    if (m < 0) return wna16_fail(d, WNA16_ERR_INVALID_ARGUMENT, "linear gemm: m = %lld", (long long)m);
+    if (m < 0)
+        return wna16_fail(d, WNA16_ERR_INVALID_ARGUMENT, "linear gemm: m = %lld", (long long)m);
     if (!dtype_ok(xt) || !dtype_ok(yt) || (bias && bt != WNA16_DTYPE_F32 && bt != yt))
         return wna16_fail(d, WNA16_ERR_BAD_DTYPE,
                           "linear gemm: x %s, y %s, bias %s; x and y take BF16, F16 or F32 and "
                           "bias F32 or y's dtype",
                           act_name(xt), act_name(yt), bias ? act_name(bt) : "none");
     if (m == 0) return WNA16_OK;
-    if (!x || !y)
-        return wna16_fail(d, WNA16_ERR_INVALID_ARGUMENT, "linear gemm: x or y is NULL");
+    if (!x || !y) return wna16_fail(d, WNA16_ERR_INVALID_ARGUMENT, "linear gemm: x or y is NULL");
     if (ldx < pl->k || ldy < pl->n)
         return wna16_fail(d, WNA16_ERR_INVALID_ARGUMENT,
                           "linear gemm: ldx %lld < k %lld or ldy %lld < n %lld", (long long)ldx,
@@ -534,7 +564,8 @@ wna16_status wna16_linear_gemm_range(wna16_diag *d, const wna16_packed_linear *p
     } else {
         own = wna16_malloc(need + 64);
         if (!own)
-            return wna16_fail(d, WNA16_ERR_OUT_OF_MEMORY, "linear gemm: %zu bytes of scratch", need);
+            return wna16_fail(d, WNA16_ERR_OUT_OF_MEMORY, "linear gemm: %zu bytes of scratch",
+                              need);
         scratch = align64(own);
     }
     if (p.path == PATH_BF16_PREFILL) memset(scratch, 0, p.a_bytes);
@@ -560,7 +591,8 @@ wna16_status wna16_linear_gemm(wna16_diag *d, const wna16_packed_linear *pl, int
     if (n_threads > units) n_threads = (int)units;
     size_t need = p.a_bytes + p.thread_bytes * (size_t)n_threads;
     void *own = wna16_malloc(need + 64);
-    if (!own) return wna16_fail(d, WNA16_ERR_OUT_OF_MEMORY, "linear gemm: %zu bytes of scratch", need);
+    if (!own)
+        return wna16_fail(d, WNA16_ERR_OUT_OF_MEMORY, "linear gemm: %zu bytes of scratch", need);
     uint8_t *scratch = align64(own);
     if (p.path == PATH_BF16_PREFILL) memset(scratch, 0, p.a_bytes);
     io e = {m, y, yt, ldy, bias, bt};

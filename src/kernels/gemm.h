@@ -59,6 +59,12 @@ typedef struct wna16_packed_linear wna16_packed_linear;
  * here: the loader validates them). */
 wna16_status wna16_linear_pack(wna16_diag *d, const wna16_qweight *w, wna16_packed_linear **out);
 void wna16_linear_free(wna16_packed_linear *pl);
+/* Moves the packed data of the non-NULL entries of pls[0..n) into one new
+ * huge-page arena (wna16_huge_alloc), back to back, and frees their own
+ * buffers. Returns the arena, which the caller frees with wna16_huge_free(
+ * arena, *arena_bytes) after freeing the weights, or NULL (nothing to move,
+ * or no memory: the weights then keep their own buffers, still valid). */
+void *wna16_linear_gather(wna16_packed_linear *const *pls, size_t n, size_t *arena_bytes);
 /* A deep copy (benchmarks rotate copies to keep weights cold). */
 wna16_status wna16_linear_clone(wna16_diag *d, const wna16_packed_linear *pl,
                                 wna16_packed_linear **out);

@@ -52,14 +52,15 @@ static void init_rope(wna16_model *m) {
 }
 
 static wna16_status find_tensor(wna16_diag *d, const wna16_model *m, const char *name,
-                                 int64_t numel, const wna16_tensor_view **out) {
+                                int64_t numel, const wna16_tensor_view **out) {
     const wna16_tensor_view *v = wna16_checkpoint_tensor(m->ck, name);
     if (!v)
         return wna16_fail(d, WNA16_ERR_TENSOR_MISSING, "%s: tensor '%s' is missing", m->ck->dir,
                           name);
     if (v->dtype != WNA16_DTYPE_BF16 && v->dtype != WNA16_DTYPE_F16 && v->dtype != WNA16_DTYPE_F32)
-        return wna16_fail(d, WNA16_ERR_BAD_DTYPE, "%s: tensor '%s' is %s; expected BF16, F16 or F32",
-                          m->ck->dir, name, wna16_dtype_name(v->dtype));
+        return wna16_fail(d, WNA16_ERR_BAD_DTYPE,
+                          "%s: tensor '%s' is %s; expected BF16, F16 or F32", m->ck->dir, name,
+                          wna16_dtype_name(v->dtype));
     if (wna16_view_numel(v) != numel)
         return wna16_fail(d, WNA16_ERR_SHAPE_MISMATCH,
                           "%s: tensor '%s' has %lld elements; config.json implies %lld", m->ck->dir,
@@ -88,8 +89,8 @@ static wna16_status need_bf16(wna16_diag *d, wna16_model *m, const char *name, i
     return WNA16_OK;
 }
 
-static wna16_status load_norm_f32(wna16_diag *d, const wna16_model *m, const char *name,
-                                  int64_t n, float **out) {
+static wna16_status load_norm_f32(wna16_diag *d, const wna16_model *m, const char *name, int64_t n,
+                                  float **out) {
     const wna16_tensor_view *v;
     WNA16_TRY(find_tensor(d, m, name, n, &v));
     *out = wna16_malloc((size_t)n * sizeof(float));
@@ -123,6 +124,27 @@ static wna16_moe_config moe_config(const wna16_model *m) {
     return c;
 }
 
+static wna16_status load_mlp(wna16_diag *d, wna16_model *m, wna16_rank_model *r, int64_t L) {
+    wna16_layer *ly = &r->layers[L];
+    char name[256];
+    snprintf(name, sizeof name, "model.layers.%lld.%s", (long long)L, m->arch->mlp_prefix);
+    if (ly->sparse) {
+        if (m->defer_moe) return WNA16_OK;
+        wna16_moe_config mc = moe_config(m);
+        if (wna16_dense_moe_applies(m->ck, name))
+            return wna16_dense_moe_load(d, m->ck, name, &mc, r->tp, r->rank, &ly->dense_moe);
+        return wna16_moe_layer_load(d, m->ck, name, &mc, r->tp, r->rank, &ly->moe);
+    }
+    static const char *const mlp[] = {"gate_proj", "up_proj", "down_proj"};
+    wna16_lin *ml[] = {&ly->gate, &ly->up, &ly->down};
+    for (int i = 0; i < 3; i++) {
+        snprintf(name, sizeof name, "model.layers.%lld.mlp.%s", (long long)L, mlp[i]);
+        WNA16_TRY(wna16_lin_load(d, m->ck, name, i < 2 ? WNA16_TP_MERGED_COLUMN : WNA16_TP_ROW, 0,
+                                 r->tp, r->rank, i < 2 || r->rank == 0, ml[i]));
+    }
+    return WNA16_OK;
+}
+
 static wna16_status load_layer(wna16_diag *d, wna16_model *m, wna16_rank_model *r, int64_t L) {
     wna16_layer *ly = &r->layers[L];
     char name[256];
@@ -147,22 +169,12 @@ static wna16_status load_layer(wna16_diag *d, wna16_model *m, wna16_rank_model *
                                  i < 3 || r->rank == 0, lins[i]));
     }
     ly->sparse = layer_is_sparse(m, L);
-    snprintf(name, sizeof name, "model.layers.%lld.%s", (long long)L, m->arch->mlp_prefix);
-    if (ly->sparse) {
-        if (m->defer_moe) return WNA16_OK;
-        wna16_moe_config mc = moe_config(m);
-        if (wna16_dense_moe_applies(m->ck, name))
-            return wna16_dense_moe_load(d, m->ck, name, &mc, r->tp, r->rank, &ly->dense_moe);
-        return wna16_moe_layer_load(d, m->ck, name, &mc, r->tp, r->rank, &ly->moe);
-    }
-    static const char *const mlp[] = {"gate_proj", "up_proj", "down_proj"};
-    wna16_lin *ml[] = {&ly->gate, &ly->up, &ly->down};
-    for (int i = 0; i < 3; i++) {
-        char full[300];
-        snprintf(full, sizeof full, "model.layers.%lld.mlp.%s", (long long)L, mlp[i]);
-        WNA16_TRY(wna16_lin_load(d, m->ck, full, i < 2 ? WNA16_TP_MERGED_COLUMN : WNA16_TP_ROW, 0,
-                                 r->tp, r->rank, i < 2 || r->rank == 0, ml[i]));
-    }
+    WNA16_TRY(load_mlp(d, m, r, L));
+    /* this layer's quantized projections side by side on huge pages (the
+     * MoE experts get their own arena in moe_load.c) */
+    wna16_packed_linear *packed[] = {ly->q.q,    ly->k.q,  ly->v.q,   ly->o.q,
+                                     ly->gate.q, ly->up.q, ly->down.q};
+    ly->arena = wna16_linear_gather(packed, sizeof packed / sizeof *packed, &ly->arena_bytes);
     return WNA16_OK;
 }
 
@@ -184,13 +196,13 @@ static void progress(const wna16_model_options *o, int64_t done, int64_t total, 
     if (!o->progress) return;
     int width = 30, filled = (int)(width * done / (total ? total : 1));
     fprintf(stderr, "\rloading [%.*s%*s] %lld/%lld layers %.1fs", filled,
-            "##############################", width - filled, "", (long long)done,
-            (long long)total, wna16_now() - t0);
+            "##############################", width - filled, "", (long long)done, (long long)total,
+            wna16_now() - t0);
     if (done == total) fputc('\n', stderr);
 }
 
-static wna16_status load_rank(wna16_diag *d, wna16_model *m, int rank,
-                              const wna16_model_options *o, double t0) {
+static wna16_status load_rank(wna16_diag *d, wna16_model *m, int rank, const wna16_model_options *o,
+                              double t0) {
     wna16_rank_model *r = &m->ranks[rank];
     r->rank = rank;
     r->tp = m->tp;
@@ -231,7 +243,8 @@ static void read_eos(wna16_model *m) {
         if (!n) continue;
         m->eos = wna16_calloc(n, sizeof *m->eos);
         for (size_t i = 0; m->eos && i < n; i++)
-            m->eos[m->n_eos++] = (int32_t)json_integer_value(json_is_array(v) ? json_array_get(v, i) : v);
+            m->eos[m->n_eos++] =
+                (int32_t)json_integer_value(json_is_array(v) ? json_array_get(v, i) : v);
     }
     json_decref(gen);
 }
@@ -289,8 +302,10 @@ static wna16_status prepare(wna16_diag *d, wna16_model *m, const char *dir,
         m->tp = wna16_comm_size(o->comm);
     }
     m->threads = o->threads > 0 ? o->threads : m->dist ? dist_threads(m) : omp_get_max_threads();
-    m->context = o->context > 0 ? o->context
-                                : (m->cfg.max_position_embeddings < 4096 ? m->cfg.max_position_embeddings : 4096);
+    m->context =
+        o->context > 0
+            ? o->context
+            : (m->cfg.max_position_embeddings < 4096 ? m->cfg.max_position_embeddings : 4096);
     if (m->context > m->cfg.max_position_embeddings)
         return wna16_fail(d, WNA16_ERR_CONTEXT_OVERFLOW,
                           "context %lld exceeds the model's max_position_embeddings %lld",
@@ -319,8 +334,8 @@ static wna16_status load_all(wna16_diag *d, wna16_model *m, const char *dir,
         m->my_rank = wna16_comm_rank(o->comm);
         m->comms = wna16_calloc((size_t)wna16_comm_size(o->comm), sizeof *m->comms);
         if (m->comms) m->comms[m->my_rank] = o->comm;
-        wna16_status s = m->comms ? prepare(d, m, dir, o)
-                                  : wna16_fail(d, WNA16_ERR_OUT_OF_MEMORY, "ranks");
+        wna16_status s =
+            m->comms ? prepare(d, m, dir, o) : wna16_fail(d, WNA16_ERR_OUT_OF_MEMORY, "ranks");
         s = agree(d, o->comm, s);
         if (s == WNA16_OK) {
             m->ranks = wna16_calloc((size_t)m->tp, sizeof *m->ranks);
@@ -338,8 +353,10 @@ static wna16_status load_all(wna16_diag *d, wna16_model *m, const char *dir,
     m->ranks = wna16_calloc((size_t)m->tp, sizeof *m->ranks);
     m->comms = wna16_calloc((size_t)m->tp, sizeof *m->comms);
     if (!m->ranks || !m->comms) return wna16_fail(d, WNA16_ERR_OUT_OF_MEMORY, "ranks");
-    if (m->tp == 1) WNA16_TRY(wna16_comm_single(d, &m->comms[0]));
-    else WNA16_TRY(wna16_comm_threads(d, m->tp, m->comms));
+    if (m->tp == 1)
+        WNA16_TRY(wna16_comm_single(d, &m->comms[0]));
+    else
+        WNA16_TRY(wna16_comm_threads(d, m->tp, m->comms));
     for (int r = 0; r < m->tp; r++) WNA16_TRY(load_rank(d, m, r, o, t0));
     return WNA16_OK;
 }
@@ -372,7 +389,8 @@ wna16_status wna16_model_load(wna16_ctx *ctx, const char *dir, const wna16_model
 static void free_layer(wna16_layer *ly);
 
 wna16_status wna16_model_load_layer(wna16_diag *d, wna16_model *m, int64_t L) {
-    if (L < 0 || L >= m->cfg.num_layers) return wna16_fail(d, WNA16_ERR_INVALID_ARGUMENT, "layer %lld", (long long)L);
+    if (L < 0 || L >= m->cfg.num_layers)
+        return wna16_fail(d, WNA16_ERR_INVALID_ARGUMENT, "layer %lld", (long long)L);
     return load_layer(d, m, &m->ranks[0], L);
 }
 
@@ -396,6 +414,7 @@ static void free_layer(wna16_layer *ly) {
     for (size_t i = 0; i < sizeof lins / sizeof *lins; i++) wna16_lin_free(lins[i]);
     wna16_moe_layer_free(ly->moe);
     wna16_dense_moe_free(ly->dense_moe);
+    wna16_huge_free(ly->arena, ly->arena_bytes);
 }
 
 void wna16_model_free(wna16_model *m) {

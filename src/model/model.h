@@ -54,6 +54,8 @@ typedef struct wna16_layer {
     wna16_moe_layer *moe;
     wna16_dense_moe *dense_moe;
     wna16_lin gate, up, down; /* dense MLP */
+    void *arena;              /* the quantized projections' packed data */
+    size_t arena_bytes;
 } wna16_layer;
 
 typedef struct wna16_rank_model {

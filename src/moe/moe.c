@@ -81,6 +81,7 @@ void wna16_moe_layer_free(wna16_moe_layer *L) {
         for (int64_t e = 0; e < slots(L); e++) wna16_linear_free(L->w2[e]);
     wna16_free(L->w13);
     wna16_free(L->w2);
+    wna16_huge_free(L->arena, L->arena_bytes);
     wna16_free(L->router);
     wna16_free(L->bias);
     wna16_free(L->shared_gate);
@@ -266,6 +267,25 @@ wna16_status wna16_moe_layer_set_shared(wna16_diag *d, wna16_moe_layer *L,
     return set_mlp(d, L, L->cfg.num_experts, gate, up, down);
 }
 
+void wna16_moe_layer_compact(wna16_moe_layer *L) {
+    if (!L) return;
+    int64_t n = slots(L);
+    wna16_packed_linear **all = wna16_malloc((size_t)(2 * n) * sizeof *all);
+    if (!all) return;
+    for (int64_t e = 0; e < n; e++) {
+        all[2 * e] = L->w13[e];
+        all[2 * e + 1] = L->w2[e];
+    }
+    size_t bytes;
+    void *arena = wna16_linear_gather(all, (size_t)(2 * n), &bytes);
+    wna16_free(all);
+    if (!arena) return;
+    /* weights gathered by an earlier call now live in the new arena */
+    wna16_huge_free(L->arena, L->arena_bytes);
+    L->arena = arena;
+    L->arena_bytes = bytes;
+}
+
 static float *dup_floats(const float *p, int64_t n) {
     if (!p) return NULL;
     float *q = wna16_malloc((size_t)n * sizeof(float));
@@ -290,7 +310,9 @@ wna16_status wna16_moe_layer_clone(wna16_diag *d, const wna16_moe_layer *L, wna1
     if (st != WNA16_OK) {
         wna16_moe_layer_free(c);
         *out = NULL;
+        return st;
     }
+    wna16_moe_layer_compact(c);
     return st;
 }
 
@@ -405,7 +427,8 @@ static void wait_for(const int64_t *v, int64_t want) {
     for (uint32_t spins = 0; __atomic_load_n(v, __ATOMIC_ACQUIRE) < want; spins++) {
         if (spins > (1u << 15)) sched_yield();
 #if defined(__x86_64__) || defined(__i386__)
-        else __builtin_ia32_pause();
+        else
+            __builtin_ia32_pause();
 #endif
     }
 }

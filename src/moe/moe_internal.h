@@ -15,6 +15,8 @@ struct wna16_moe_layer {
     float *shared_gate; /* [H] or NULL */
     /* [E + 1]: index E is the shared expert (NULL when absent) */
     wna16_packed_linear **w13, **w2;
+    void *arena; /* wna16_moe_layer_compact: every expert's packed data */
+    size_t arena_bytes;
 };
 
 /* fp32 dot of n elements in a fixed order (16 lanes, then a fixed tree),

@@ -180,6 +180,7 @@ wna16_status wna16_moe_layer_load(wna16_diag *d, const wna16_checkpoint *ck, con
         wna16_moe_layer_free(L);
         return st;
     }
+    wna16_moe_layer_compact(L);
     *out = L;
     return WNA16_OK;
 }
