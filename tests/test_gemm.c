@@ -319,6 +319,56 @@ static void test_isa_and_clone(void) {
     tweight_free(&t);
 }
 
+/* q|k|v-style fusion: the concatenation computes exactly each part's rows. */
+static void test_concat(void) {
+    static const int64_t rows[] = {48, 16, 21}; /* whole blocks, then a partial last part */
+    tweight t[3];
+    wna16_packed_linear *p[3] = {0}, *cat = NULL;
+    for (int i = 0; i < 3; i++) {
+        make_weight(&t[i], rows[i], 256, 4, 128, i != 1, true);
+        t[i].w.symmetric = true; /* the layout must agree: all symmetric */
+        t[i].w.zeros = NULL;
+        CHECK(wna16_linear_pack(NULL, &t[i].w, &p[i]) == WNA16_OK);
+    }
+    wna16_ctx *ctx;
+    wna16_ctx_create(&ctx);
+    wna16_diag *D = &((struct wna16_ctx *)ctx)->diag;
+    const wna16_packed_linear *parts[3] = {p[0], p[1], p[2]};
+    CHECK(wna16_linear_concat(D, parts, 3, &cat) == WNA16_OK);
+    CHECK(cat && wna16_linear_n(cat) == 48 + 16 + 21 && wna16_linear_k(cat) == 256);
+    uint16_t x[3 * 256], y[3 * 85], yp[3 * 48];
+    for (int i = 0; i < 3 * 256; i++) x[i] = wna16_f32_to_bf16((float)(i % 7) - 3.0f);
+    CHECK(cat && wna16_linear_gemm(NULL, cat, 3, x, WNA16_DTYPE_BF16, 256, y, WNA16_DTYPE_BF16, 85,
+                                   NULL, WNA16_DTYPE_F32, 2) == WNA16_OK);
+    for (int i = 0, o = 0; i < 3; o += (int)rows[i], i++) {
+        CHECK(wna16_linear_gemm(NULL, p[i], 3, x, WNA16_DTYPE_BF16, 256, yp, WNA16_DTYPE_BF16,
+                                rows[i], NULL, WNA16_DTYPE_F32, 1) == WNA16_OK);
+        for (int r = 0; r < 3; r++)
+            CHECK_MSG(!memcmp(y + r * 85 + o, yp + r * rows[i], (size_t)rows[i] * 2),
+                      "concat part %d row %d", i, r);
+    }
+    wna16_linear_free(cat);
+    /* a part that is not whole blocks, except the last, is refused */
+    const wna16_packed_linear *bad[2] = {p[2], p[0]};
+    CHECK(wna16_linear_concat(D, bad, 2, &cat) == WNA16_ERR_INVALID_ARGUMENT && cat == NULL);
+    CHECK(strstr(wna16_ctx_error(ctx), "not whole 16-row blocks"));
+    /* so is a part packed differently (8-bit) */
+    tweight t8;
+    wna16_packed_linear *p8 = NULL;
+    make_weight(&t8, 16, 256, 8, 128, true, true);
+    CHECK(wna16_linear_pack(NULL, &t8.w, &p8) == WNA16_OK);
+    const wna16_packed_linear *mixed[2] = {p[1], p8};
+    CHECK(wna16_linear_concat(D, mixed, 2, &cat) == WNA16_ERR_INVALID_ARGUMENT);
+    CHECK(strstr(wna16_ctx_error(ctx), "packed differently"));
+    wna16_linear_free(p8);
+    tweight_free(&t8);
+    wna16_ctx_free(ctx);
+    for (int i = 0; i < 3; i++) {
+        wna16_linear_free(p[i]);
+        tweight_free(&t[i]);
+    }
+}
+
 /* One case: all ISA levels, 1 and 2 threads, and the range API, against the
  * double reference. */
 static void run_case(int64_t m, int64_t n, int64_t k, int bits, int64_t gs, bool sym, bool exact,
@@ -511,6 +561,7 @@ int main(int argc, char **argv) {
            wna16_isa_name(wna16_isa_detected()));
     test_roundtrip();
     test_isa_and_clone();
+    test_concat();
     test_errors();
     test_matrix(quick);
     printf("%d cases, %d gemm runs per thread count over %d ISA levels\n", n_cases, n_runs,

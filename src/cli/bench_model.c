@@ -13,12 +13,15 @@
 #include <string.h>
 
 static void bench_model_help(FILE *f) {
-    fprintf(f, "usage: wna16 bench model --model DIR [--prompt N] [--decode N] [--threads N] [--tp N] [--mpi] [--json]\n\n"
-               "Prefills a random N-token prompt (default 512) in one pass, then decodes --decode tokens\n"
-               "(default 32) greedily, and reports tok/s beside the bandwidth floor (decode) and the\n"
-               "bf16 peak (prefill) measured in the same run, and the time spent inside the TP\n"
-               "all-reduce (per decoded token, and as a share of decode and prefill time).\n"
-               "Under mpirun -np N (or --mpi) each process runs one TP rank (--tp must equal N).\n");
+    fprintf(
+        f,
+        "usage: wna16 bench model --model DIR [--prompt N] [--decode N] [--threads N] [--tp N] "
+        "[--mpi] [--json]\n\n"
+        "Prefills a random N-token prompt (default 512) in one pass, then decodes --decode tokens\n"
+        "(default 32) greedily, and reports tok/s beside the bandwidth floor (decode) and the\n"
+        "bf16 peak (prefill) measured in the same run, and the time spent inside the TP\n"
+        "all-reduce (per decoded token, and as a share of decode and prefill time).\n"
+        "Under mpirun -np N (or --mpi) each process runs one TP rank (--tp must equal N).\n");
 }
 
 static int64_t module_weight_bytes(const wna16_module *m) {
@@ -61,12 +64,18 @@ static model_costs costs(const wna16_model *m) {
     return c;
 }
 
+/* Decode tokens per bandwidth sample, and the sample's buffer (2 passes,
+ * ~25 ms at 40 GB/s: a few % of a window). */
+#define DECODE_WINDOW   8
+#define WINDOW_BW_BYTES ((size_t)512 << 20)
+
 /* Machine limits. Under MPI every rank measures at the same time with its
  * own threads and the job's limit is the sum (ranks on one host share its
  * bandwidth; ranks on several hosts add theirs). */
 static void limits(wna16_comm *comm, int threads, double *bw, double *peak) {
     if (comm) wna16_comm_barrier(NULL, comm);
-    double v[2] = {wna16_measure_read_bw(threads, (size_t)1 << 30, 3), wna16_measure_bf16_peak(threads)};
+    double v[2] = {wna16_measure_read_bw(threads, (size_t)1 << 30, 3),
+                   wna16_measure_bf16_peak(threads)};
     if (!comm) {
         *bw = v[0], *peak = v[1];
         return;
@@ -87,14 +96,27 @@ int wna16_bench_model(int argc, char **argv) {
     bool json = false, mpi = false, tp_given = false;
     for (int i = 1; i < argc; i++) {
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (cli_is_help(argv[i])) return bench_model_help(stdout), 0;
-        else if (!strcmp(argv[i], "--model") && v) dir = argv[++i];
-        else if (!strcmp(argv[i], "--prompt")) { if (!cli_parse_int("--prompt", v, 1, 1 << 20, &prompt)) return 2; i++; }
-        else if (!strcmp(argv[i], "--decode")) { if (!cli_parse_int("--decode", v, 1, 1 << 20, &decode)) return 2; i++; }
-        else if (!strcmp(argv[i], "--threads")) { if (!cli_parse_int("--threads", v, 1, 1024, &threads)) return 2; i++; }
-        else if (!strcmp(argv[i], "--tp")) { if (!cli_parse_int("--tp", v, 1, 64, &tp)) return 2; i++; tp_given = true; }
-        else if (!strcmp(argv[i], "--json")) json = true;
-        else if (!strcmp(argv[i], "--mpi")) mpi = true;
+        if (cli_is_help(argv[i]))
+            return bench_model_help(stdout), 0;
+        else if (!strcmp(argv[i], "--model") && v)
+            dir = argv[++i];
+        else if (!strcmp(argv[i], "--prompt")) {
+            if (!cli_parse_int("--prompt", v, 1, 1 << 20, &prompt)) return 2;
+            i++;
+        } else if (!strcmp(argv[i], "--decode")) {
+            if (!cli_parse_int("--decode", v, 1, 1 << 20, &decode)) return 2;
+            i++;
+        } else if (!strcmp(argv[i], "--threads")) {
+            if (!cli_parse_int("--threads", v, 1, 1024, &threads)) return 2;
+            i++;
+        } else if (!strcmp(argv[i], "--tp")) {
+            if (!cli_parse_int("--tp", v, 1, 64, &tp)) return 2;
+            i++;
+            tp_given = true;
+        } else if (!strcmp(argv[i], "--json"))
+            json = true;
+        else if (!strcmp(argv[i], "--mpi"))
+            mpi = true;
         else {
             fprintf(stderr, "wna16 bench model: unexpected argument '%s'\n", argv[i]);
             return 2;
@@ -113,8 +135,11 @@ int wna16_bench_model(int argc, char **argv) {
         return 1;
     }
     wna16_model *m = NULL;
-    wna16_model_options o = {.tp = (int)tp, .threads = nt, .context = prompt + decode + 1,
-                             .progress = !json && lead, .comm = comm};
+    wna16_model_options o = {.tp = (int)tp,
+                             .threads = nt,
+                             .context = prompt + decode + 1,
+                             .progress = !json && lead,
+                             .comm = comm};
     double t0 = cli_now();
     wna16_status s = wna16_model_load(ctx, dir, &o, &m);
     if (s != WNA16_OK) {
@@ -131,8 +156,11 @@ int wna16_bench_model(int argc, char **argv) {
     int32_t *ids = malloc((size_t)prompt * sizeof *ids);
     float *logits = malloc((size_t)V * sizeof *logits);
     uint64_t r = 42;
-    for (long i = 0; i < prompt; i++) ids[i] = (int32_t)((r = r * 6364136223846793005ull + 1442695040888963407ull) >> 33) % (int32_t)V;
+    for (long i = 0; i < prompt; i++)
+        ids[i] =
+            (int32_t)((r = r * 6364136223846793005ull + 1442695040888963407ull) >> 33) % (int32_t)V;
     double prefill_s = 0, decode_s = 0;
+    double bw_lo = bw, bw_hi = bw, floor_bytes_over_bw = 0; /* decode tokens / GB/s, summed */
     wna16_comm_stats ar_pre = {0}, ar_dec = {0};
     if (lead) {
         wna16_model_reset(m);
@@ -142,14 +170,27 @@ int wna16_bench_model(int argc, char **argv) {
         prefill_s = cli_now() - tp0;
         wna16_model_comm_stats(m, &ar_pre);
         wna16_model_reset_comm_stats(m);
-        double td0 = cli_now();
-        for (long i = 0; s == WNA16_OK && i < decode; i++) {
-            int32_t next = 0;
-            for (int64_t j = 1; j < V; j++)
-                if (logits[j] > logits[next]) next = (int32_t)j;
-            s = wna16_model_eval(ctx, m, &next, 1, logits);
+        /* decode in windows with a bandwidth sample between them: a shared
+         * host's bandwidth drifts by 2x over seconds, so each window is held
+         * to the mean of the samples on either side of it (each the better
+         * of two STREAM passes) */
+        double bw_prev = comm ? bw : wna16_measure_read_bw(limit_threads, WINDOW_BW_BYTES, 1);
+        for (long i = 0; s == WNA16_OK && i < decode; i += DECODE_WINDOW) {
+            long n = decode - i < DECODE_WINDOW ? decode - i : DECODE_WINDOW;
+            double td0 = cli_now();
+            for (long j = 0; s == WNA16_OK && j < n; j++) {
+                int32_t next = 0;
+                for (int64_t v = 1; v < V; v++)
+                    if (logits[v] > logits[next]) next = (int32_t)v;
+                s = wna16_model_eval(ctx, m, &next, 1, logits);
+            }
+            decode_s += cli_now() - td0;
+            double bw_next = comm ? bw : wna16_measure_read_bw(limit_threads, WINDOW_BW_BYTES, 1);
+            bw_lo = bw_next < bw_lo ? bw_next : bw_lo;
+            bw_hi = bw_next > bw_hi ? bw_next : bw_hi;
+            floor_bytes_over_bw += (double)n / (0.5 * (bw_prev + bw_next));
+            bw_prev = bw_next;
         }
-        decode_s = cli_now() - td0;
         wna16_model_comm_stats(m, &ar_dec);
         s = wna16_model_release(ctx, m, s);
     } else {
@@ -164,19 +205,25 @@ int wna16_bench_model(int argc, char **argv) {
     if (s == WNA16_OK && rank_ar && rank_hwm) {
         wna16_comm_stats mine;
         wna16_model_comm_stats(m, &mine);
-        double total = lead ? ar_pre.all_reduce_seconds + ar_dec.all_reduce_seconds : mine.all_reduce_seconds;
-        have_ranks = cli_dist_gather(comm, total, rank_ar) && cli_dist_gather(comm, cli_peak_rss_mib(), rank_hwm);
+        double total =
+            lead ? ar_pre.all_reduce_seconds + ar_dec.all_reduce_seconds : mine.all_reduce_seconds;
+        have_ranks = cli_dist_gather(comm, total, rank_ar) &&
+                     cli_dist_gather(comm, cli_peak_rss_mib(), rank_hwm);
     }
-    if (s != WNA16_OK) rc = cli_fail("bench model", ctx, s);
+    if (s != WNA16_OK)
+        rc = cli_fail("bench model", ctx, s);
     else if (lead) {
         model_costs c = costs(m);
         double attn_flops = 0; /* causal scores and weighted sums over the prompt */
-        attn_flops = 2.0 * 2.0 * (double)m->cfg.num_layers * (double)(m->cfg.num_heads * m->cfg.head_dim) *
-                     (double)prompt * (double)(prompt + 1) / 2.0;
+        attn_flops = 2.0 * 2.0 * (double)m->cfg.num_layers *
+                     (double)(m->cfg.num_heads * m->cfg.head_dim) * (double)prompt *
+                     (double)(prompt + 1) / 2.0;
         double prefill_flops = 2.0 * c.params_per_token * (double)prompt + attn_flops;
         double prefill_gflops = prefill_flops / prefill_s / 1e9;
         double decode_tok_s = (double)decode / decode_s;
         double decode_gbs = c.bytes_per_token * decode_tok_s / 1e9;
+        /* the bandwidth the decode windows were held to (harmonic, token-weighted) */
+        double decode_bw = (double)decode / floor_bytes_over_bw;
         const char *backend = comm ? "mpi" : tp > 1 ? "threads" : "single";
         double ar_tok_ms = 1e3 * ar_dec.all_reduce_seconds / (double)decode;
         double ar_dec_share = ar_dec.all_reduce_seconds / decode_s;
@@ -184,18 +231,25 @@ int wna16_bench_model(int argc, char **argv) {
         double ar_calls_tok = (double)ar_dec.all_reduce_calls / (double)decode;
         double ar_kb_tok = (double)ar_dec.all_reduce_bytes / (double)decode / 1024.0;
         if (json) {
-            printf("{\"model\": \"%s\", \"threads\": %d, \"tp\": %ld, \"read_bw_gbs\": %.2f, \"bf16_peak_gflops\": %.1f, "
-                   "\"load_seconds\": %.2f, \"prompt_tokens\": %ld, \"prefill_seconds\": %.4f, \"prefill_tok_s\": %.2f, "
-                   "\"prefill_gflops\": %.1f, \"prefill_fraction_of_peak\": %.4f, \"decode_tokens\": %ld, "
+            printf("{\"model\": \"%s\", \"threads\": %d, \"tp\": %ld, \"read_bw_gbs\": %.2f, "
+                   "\"bf16_peak_gflops\": %.1f, "
+                   "\"load_seconds\": %.2f, \"prompt_tokens\": %ld, \"prefill_seconds\": %.4f, "
+                   "\"prefill_tok_s\": %.2f, "
+                   "\"prefill_gflops\": %.1f, \"prefill_fraction_of_peak\": %.4f, "
+                   "\"decode_tokens\": %ld, "
                    "\"decode_tok_s\": %.3f, \"bytes_per_token\": %.0f, \"decode_gbs\": %.2f, "
-                   "\"decode_fraction_of_bw\": %.4f, \"peak_rss_mib\": %.1f, \"comm_backend\": \"%s\", "
+                   "\"decode_fraction_of_bw\": %.4f, \"peak_rss_mib\": %.1f, \"comm_backend\": "
+                   "\"%s\", "
                    "\"allreduce_decode_ms_per_token\": %.4f, \"allreduce_decode_share\": %.4f, "
                    "\"allreduce_calls_per_token\": %.1f, \"allreduce_kib_per_token\": %.2f, "
-                   "\"allreduce_prefill_seconds\": %.4f, \"allreduce_prefill_share\": %.4f",
-                   dir, limit_threads, tp, bw, peak, load_s, prompt, prefill_s, prompt / prefill_s, prefill_gflops,
-                   prefill_gflops / peak, decode, decode_tok_s, c.bytes_per_token, decode_gbs, decode_gbs / bw,
-                   cli_peak_rss_mib(), backend, ar_tok_ms, ar_dec_share, ar_calls_tok, ar_kb_tok,
-                   ar_pre.all_reduce_seconds, ar_pre_share);
+                   "\"allreduce_prefill_seconds\": %.4f, \"allreduce_prefill_share\": %.4f, "
+                   "\"decode_read_bw_gbs\": %.2f, \"read_bw_min_gbs\": %.2f, \"read_bw_max_gbs\": "
+                   "%.2f",
+                   dir, limit_threads, tp, bw, peak, load_s, prompt, prefill_s, prompt / prefill_s,
+                   prefill_gflops, prefill_gflops / peak, decode, decode_tok_s, c.bytes_per_token,
+                   decode_gbs, decode_gbs / decode_bw, cli_peak_rss_mib(), backend, ar_tok_ms,
+                   ar_dec_share, ar_calls_tok, ar_kb_tok, ar_pre.all_reduce_seconds, ar_pre_share,
+                   decode_bw, bw_lo, bw_hi);
             if (have_ranks) {
                 printf(", \"rank_allreduce_seconds\": ");
                 cli_print_json_array(stdout, rank_ar, nr, 4);
@@ -204,22 +258,30 @@ int wna16_bench_model(int argc, char **argv) {
             }
             printf("}\n");
         } else {
-            printf("machine: %d threads%s, read bandwidth %.2f GB/s, bf16 peak %.1f GFLOP/s\n", limit_threads,
-                   comm ? " per rank (limits summed over ranks)" : "", bw, peak);
-            printf("model:   %s, loaded in %.2fs, peak RSS %.0f MiB\n", dir, load_s, cli_peak_rss_mib());
-            printf("prefill: %ld tokens in %.3fs = %.1f tok/s, %.1f GFLOP/s = %.1f%% of the bf16 peak\n", prompt,
-                   prefill_s, prompt / prefill_s, prefill_gflops, 100 * prefill_gflops / peak);
-            printf("decode:  %ld tokens, %.2f tok/s, %.1f MB/token -> %.2f GB/s = %.1f%% of the read bandwidth\n",
-                   decode, decode_tok_s, c.bytes_per_token / 1e6, decode_gbs, 100 * decode_gbs / bw);
-            printf("allreduce (%s, TP=%ld, rank 0): decode %.3f ms/token = %.1f%% of decode time (%.0f calls, "
+            printf("machine: %d threads%s, read bandwidth %.2f GB/s, bf16 peak %.1f GFLOP/s\n",
+                   limit_threads, comm ? " per rank (limits summed over ranks)" : "", bw, peak);
+            printf("model:   %s, loaded in %.2fs, peak RSS %.0f MiB\n", dir, load_s,
+                   cli_peak_rss_mib());
+            printf("prefill: %ld tokens in %.3fs = %.1f tok/s, %.1f GFLOP/s = %.1f%% of the bf16 "
+                   "peak\n",
+                   prompt, prefill_s, prompt / prefill_s, prefill_gflops,
+                   100 * prefill_gflops / peak);
+            printf("decode:  %ld tokens, %.2f tok/s, %.1f MB/token -> %.2f GB/s = %.1f%% of the "
+                   "read bandwidth\n"
+                   "         measured around each %d-token window (%.2f GB/s over the decode; "
+                   "samples %.1f-%.1f GB/s)\n",
+                   decode, decode_tok_s, c.bytes_per_token / 1e6, decode_gbs,
+                   100 * decode_gbs / decode_bw, DECODE_WINDOW, decode_bw, bw_lo, bw_hi);
+            printf("allreduce (%s, TP=%ld, rank 0): decode %.3f ms/token = %.1f%% of decode time "
+                   "(%.0f calls, "
                    "%.1f KiB/token); prefill %.3fs = %.1f%% of prefill time\n",
                    backend, tp, ar_tok_ms, 100 * ar_dec_share, ar_calls_tok, ar_kb_tok,
                    ar_pre.all_reduce_seconds, 100 * ar_pre_share);
             if (have_ranks) {
                 printf("ranks:  ");
                 for (int i = 0; i < nr; i++)
-                    printf(" rank %d: all-reduce %.3fs, peak RSS %.0f MiB%s", i, rank_ar[i], rank_hwm[i],
-                           i + 1 < nr ? ";" : "\n");
+                    printf(" rank %d: all-reduce %.3fs, peak RSS %.0f MiB%s", i, rank_ar[i],
+                           rank_hwm[i], i + 1 < nr ? ";" : "\n");
             }
         }
     }

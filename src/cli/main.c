@@ -2,8 +2,9 @@
 
 #include <stdio.h>
 #include <stdlib.h>
-#include <unistd.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 typedef struct command {
     const char *name;
@@ -15,12 +16,15 @@ static const command commands[] = {
     {"inspect", wna16_cmd_inspect, "describe a checkpoint and whether it shards at each TP degree"},
     {"demo", wna16_cmd_demo, "build a tiny Qwen3-MoE W4A16 model and run inspect + generate on it"},
     {"generate", wna16_cmd_generate, "stream a continuation of a prompt or a chat turn"},
-    {"synth", wna16_cmd_synth, "write a random-weight checkpoint with real shapes (demo, qwen3-30b-a3b)"},
+    {"synth", wna16_cmd_synth,
+     "write a random-weight checkpoint with real shapes (demo, qwen3-30b-a3b)"},
     {"logits", wna16_cmd_logits, "print the last-position logits of a prompt of token ids"},
-    {"bench", wna16_cmd_bench, "speed as fractions of this machine's limits (gemm, moe, model, comm)"},
+    {"bench", wna16_cmd_bench,
+     "speed as fractions of this machine's limits (gemm, moe, model, comm)"},
     {"tokenize", wna16_cmd_tokenize, "encode text to token ids with a tokenizer.json"},
     {"detokenize", wna16_cmd_detokenize, "decode token ids to text with a tokenizer.json"},
-    {"quantize", wna16_cmd_quantize, "quantize a bf16/fp16/fp32 model (GPTQ or RTN) to compressed-tensors"},
+    {"quantize", wna16_cmd_quantize,
+     "quantize a bf16/fp16/fp32 model (GPTQ or RTN) to compressed-tensors"},
 };
 
 static void usage(FILE *f) {
@@ -31,29 +35,64 @@ static void usage(FILE *f) {
         fprintf(f, "  %-12s %s\n", commands[i].name, commands[i].summary);
 }
 
+/* Runnable threads on the machine right now (procs_running in /proc/stat,
+ * which counts this one), or -1 when unreadable. */
+static long procs_running(void) {
+    FILE *f = fopen("/proc/stat", "r");
+    if (!f) return -1;
+    char line[256];
+    long n = -1;
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "procs_running %ld", &n) == 1) break;
+    fclose(f);
+    return n;
+}
+
+/* Other threads busy on the machine: the mean of a few samples 4 ms apart
+ * (the load average is a minute-long memory that includes this tool's own
+ * previous run, and chose passive waits right after every benchmark). */
+static double busy_neighbours(void) {
+    enum { SAMPLES = 5 };
+    double sum = 0;
+    for (int i = 0; i < SAMPLES; i++) {
+        long n = procs_running();
+        if (n < 0) return 1e9;
+        sum += (double)(n - 1);
+        if (i + 1 < SAMPLES) nanosleep(&(struct timespec){0, 4000000}, NULL);
+    }
+    return sum / SAMPLES;
+}
+
+static bool computes(const char *command) {
+    static const char *const heavy[] = {"bench", "demo", "generate", "logits", "quantize"};
+    for (size_t i = 0; command && i < sizeof heavy / sizeof *heavy; i++)
+        if (!strcmp(command, heavy[i])) return true;
+    return false;
+}
+
 /* OpenMP threads that spin while waiting steal the core from the thread they
  * wait for whenever anything else runs on the machine (measured: decode 11x
  * slower on a 2-core host with one busy neighbour), while on an idle machine
  * sleeping between the many short parallel regions of a decode step costs a
  * third of the speed. libgomp reads its policy when it is loaded, before
- * main, so unless the user chose one the tool picks it from the load average
- * and re-executes itself once: bounded spinning when the machine is idle,
- * passive waits when it is not. */
-static void choose_wait_policy(char **argv) {
-    if (getenv("OMP_WAIT_POLICY") || getenv("GOMP_SPINCOUNT")) return;
-    double load = 0;
-    FILE *f = fopen("/proc/loadavg", "r");
-    if (!f || fscanf(f, "%lf", &load) != 1) load = 1e9;
-    if (f) fclose(f);
+ * main, so unless the user chose one, a command that computes samples how
+ * many other threads are runnable and re-executes itself once: bounded
+ * spinning when they leave at least half the cores free, passive waits when
+ * they do not. */
+static void choose_wait_policy(int argc, char **argv) {
+    if (getenv("OMP_WAIT_POLICY") || getenv("GOMP_SPINCOUNT") || argc < 2 || !computes(argv[1]))
+        return;
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-    if (load < 0.5 * (double)(cpus > 0 ? cpus : 1)) setenv("GOMP_SPINCOUNT", "200000", 1);
-    else setenv("OMP_WAIT_POLICY", "passive", 1);
+    if (busy_neighbours() < 0.5 * (double)(cpus > 0 ? cpus : 1))
+        setenv("GOMP_SPINCOUNT", "200000", 1);
+    else
+        setenv("OMP_WAIT_POLICY", "passive", 1);
     execv("/proc/self/exe", argv);
     /* exec failed: run on with the default policy */
 }
 
 int main(int argc, char **argv) {
-    choose_wait_policy(argv);
+    choose_wait_policy(argc, argv);
     if (argc < 2 || cli_is_help(argv[1])) {
         usage(argc < 2 ? stderr : stdout);
         return argc < 2 ? 2 : 0;

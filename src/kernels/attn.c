@@ -1,8 +1,8 @@
 #include "kernels/attn.h"
 #include "kernels/gemm.h"
 
-wna16_attn_row_fn wna16_attn_row(int64_t hd) {
+wna16_attn_fn wna16_attn_group(int64_t hd) {
     if (wna16_isa_active() >= WNA16_ISA_AVX512 && hd % 16 == 0 && hd <= 256)
-        return wna16_attn_row__avx512;
-    return wna16_attn_row__ref;
+        return wna16_attn_group__avx512;
+    return wna16_attn_group__ref;
 }

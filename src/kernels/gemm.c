@@ -210,6 +210,48 @@ wna16_status wna16_linear_clone(wna16_diag *d, const wna16_packed_linear *pl,
     return WNA16_OK;
 }
 
+static bool same_layout(const wna16_packed_linear *a, const wna16_packed_linear *b) {
+    return a->k == b->k && a->bits == b->bits && a->group_size == b->group_size &&
+           a->symmetric == b->symmetric && a->block_bytes == b->block_bytes;
+}
+
+wna16_status wna16_linear_concat(wna16_diag *d, const wna16_packed_linear *const *parts, size_t n,
+                                 wna16_packed_linear **out) {
+    if (!out || !parts || n == 0)
+        return wna16_fail(d, WNA16_ERR_INVALID_ARGUMENT, "linear concat: no parts");
+    *out = NULL;
+    int64_t rows = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (!parts[i] || !same_layout(parts[0], parts[i]))
+            return wna16_fail(d, WNA16_ERR_INVALID_ARGUMENT,
+                              "linear concat: part %zu is missing or packed differently", i);
+        if (i + 1 < n && parts[i]->n % WNA16_LINEAR_NR)
+            return wna16_fail(d, WNA16_ERR_INVALID_ARGUMENT,
+                              "linear concat: part %zu has %lld rows, not whole %d-row blocks", i,
+                              (long long)parts[i]->n, WNA16_LINEAR_NR);
+        rows += parts[i]->n;
+    }
+    wna16_packed_linear *c = wna16_malloc(sizeof *c);
+    size_t bytes = 0;
+    for (size_t i = 0; i < n; i++) bytes += parts[i]->data_bytes;
+    void *alloc = c ? wna16_malloc(bytes + 64) : NULL;
+    if (!alloc) {
+        wna16_free(c);
+        return wna16_fail(d, WNA16_ERR_OUT_OF_MEMORY, "linear concat: %zu bytes", bytes);
+    }
+    *c = *parts[0];
+    c->n = rows;
+    c->n_blocks = (rows + WNA16_LINEAR_NR - 1) / WNA16_LINEAR_NR;
+    c->alloc = alloc;
+    c->data = align64(alloc);
+    c->data_bytes = bytes;
+    advise_huge(c->data, bytes);
+    for (size_t i = 0, off = 0; i < n; off += parts[i]->data_bytes, i++)
+        memcpy(c->data + off, parts[i]->data, parts[i]->data_bytes);
+    *out = c;
+    return WNA16_OK;
+}
+
 void *wna16_linear_gather(wna16_packed_linear *const *pls, size_t n, size_t *arena_bytes) {
     size_t total = 0;
     for (size_t i = 0; i < n; i++)

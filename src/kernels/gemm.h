@@ -59,6 +59,14 @@ typedef struct wna16_packed_linear wna16_packed_linear;
  * here: the loader validates them). */
 wna16_status wna16_linear_pack(wna16_diag *d, const wna16_qweight *w, wna16_packed_linear **out);
 void wna16_linear_free(wna16_packed_linear *pl);
+/* One packed weight whose output rows are those of parts[0], then parts[1],
+ * ... (e.g. q|k|v: one GEMM streams all three): the parts must share k,
+ * bits, group size and symmetry, and all but the last must have n a
+ * multiple of WNA16_LINEAR_NR (each part keeps whole blocks). Returns
+ * WNA16_ERR_INVALID_ARGUMENT when they do not (the caller keeps them apart),
+ * WNA16_ERR_OUT_OF_MEMORY. The parts are unchanged. */
+wna16_status wna16_linear_concat(wna16_diag *d, const wna16_packed_linear *const *parts, size_t n,
+                                 wna16_packed_linear **out);
 /* Moves the packed data of the non-NULL entries of pls[0..n) into one new
  * huge-page arena (wna16_huge_alloc), back to back, and frees their own
  * buffers. Returns the arena, which the caller frees with wna16_huge_free(

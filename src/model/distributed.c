@@ -127,7 +127,7 @@ size_t wna16_model_rank_bytes(const wna16_model *m) {
         b += (size_t)(m->cfg.num_layers * 2 * rm->kv_heads * m->context * m->cfg.head_dim) * sizeof(float);
         for (int64_t L = 0; L < m->cfg.num_layers; L++) {
             const wna16_layer *ly = &rm->layers[L];
-            const wna16_lin *lins[] = {&ly->q, &ly->k, &ly->v, &ly->o, &ly->gate, &ly->up, &ly->down};
+            const wna16_lin *lins[] = {&ly->qkv, &ly->q, &ly->k, &ly->v, &ly->o, &ly->gate, &ly->up, &ly->down};
             for (size_t i = 0; i < sizeof lins / sizeof *lins; i++) b += lin_bytes(lins[i]);
             if (ly->moe) b += wna16_moe_layer_bytes(ly->moe);
         }

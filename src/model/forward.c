@@ -12,11 +12,13 @@
 #include <string.h>
 
 typedef struct scratch {
-    float *x;        /* [n][H] residual */
-    uint16_t *hb;    /* [n][max_k] bf16 activations */
-    float *hf;       /* [n][max_k] the same values as fp32 */
+    float *x;     /* [n][H] residual */
+    uint16_t *hb; /* [n][max_k] bf16 activations */
+    float *hf;    /* [n][max_k] the same values as fp32 */
     float *q, *k, *v, *att, *tmp, *gate, *up;
-    float *scores;   /* [context] */
+    float *qkv;    /* [n][q + 2 kv] fused projection output */
+    float *scores; /* [context] */
+    float *rope;   /* [n][head_dim] cos | sin per position */
 } scratch;
 
 static void to_bf16(const float *src, int64_t n, uint16_t *hb, float *hf) {
@@ -40,11 +42,22 @@ static void head_norm(float *v, int64_t hd, const float *w, double eps) {
     for (int64_t i = 0; i < hd; i++) v[i] = v[i] * r * w[i];
 }
 
-static void rope(float *v, int64_t hd, const float *inv_freq, int64_t pos) {
+/* cos and sin of pos * inv_freq[i] for the n positions of this call, once
+ * (every head of every layer uses them): [t][0, half) cos, [half, hd) sin. */
+static void rope_table(const float *inv_freq, int64_t hd, int64_t pos0, int64_t n, float *cs) {
+    int64_t half = hd / 2;
+    for (int64_t t = 0; t < n; t++)
+        for (int64_t i = 0; i < half; i++) {
+            float angle = (float)(pos0 + t) * inv_freq[i];
+            cs[t * hd + i] = cosf(angle);
+            cs[t * hd + half + i] = sinf(angle);
+        }
+}
+
+static void rope(float *v, int64_t hd, const float *cs) {
     int64_t half = hd / 2;
     for (int64_t i = 0; i < half; i++) {
-        float angle = (float)pos * inv_freq[i];
-        float c = cosf(angle), s = sinf(angle);
+        float c = cs[i], s = cs[half + i];
         float a = v[i], b = v[i + half];
         v[i] = a * c - b * s;
         v[i + half] = b * c + a * s;
@@ -61,25 +74,38 @@ typedef struct rank_job {
     wna16_status status;
 } rank_job;
 
-static float *kv_at(const wna16_model *m, const wna16_rank_model *r, int64_t L, int which,
-                    int64_t head, int64_t pos) {
-    int64_t hd = m->cfg.head_dim;
-    return r->kv + ((((L * 2 + which) * r->kv_heads + head) * m->context + pos) * hd);
+/* One KV head's cache: K transposed, [head_dim][context] (a column per
+ * position, see kernels/attn.h), then V, [context][head_dim]. */
+static float *k_cache(const wna16_model *m, const wna16_rank_model *r, int64_t L, int64_t head) {
+    return r->kv + ((L * 2 + 0) * r->kv_heads + head) * m->context * m->cfg.head_dim;
 }
 
+static float *v_cache(const wna16_model *m, const wna16_rank_model *r, int64_t L, int64_t head) {
+    return r->kv + ((L * 2 + 1) * r->kv_heads + head) * m->context * m->cfg.head_dim;
+}
+
+static void cache_store(const wna16_model *m, const wna16_rank_model *r, int64_t L, int64_t head,
+                        int64_t pos, const float *k, const float *v) {
+    int64_t hd = m->cfg.head_dim;
+    float *kt = k_cache(m, r, L, head);
+    for (int64_t i = 0; i < hd; i++) kt[i * m->context + pos] = k[i];
+    memcpy(v_cache(m, r, L, head) + pos * hd, v, (size_t)hd * sizeof(float));
+}
+
+/* One work item per (query position, KV head): the group of query heads
+ * that share the KV head reads its cache once. */
 static void attention(const wna16_model *m, const wna16_rank_model *r, int64_t L, int64_t n,
                       scratch *s, int threads) {
     int64_t hd = m->cfg.head_dim, group = r->heads / r->kv_heads, pos0 = m->pos;
     float scale = 1.0f / sqrtf((float)hd);
-    wna16_attn_row_fn row = wna16_attn_row(hd);
-    /* K/V rows of one kv head are contiguous in the cache, stride hd. */
+    wna16_attn_fn attend = wna16_attn_group(hd);
 #pragma omp parallel for collapse(2) num_threads(threads) schedule(dynamic)
     for (int64_t t = 0; t < n; t++)
-        for (int64_t h = 0; h < r->heads; h++) {
-            int64_t kvh = h / group;
-            row(s->q + (t * r->heads + h) * hd, kv_at(m, r, L, 0, kvh, 0), kv_at(m, r, L, 1, kvh, 0),
-                hd, pos0 + t + 1, hd, scale, s->scores + (t * r->heads + h) * m->context,
-                s->att + (t * r->heads + h) * hd);
+        for (int64_t kvh = 0; kvh < r->kv_heads; kvh++) {
+            int64_t h0 = t * r->heads + kvh * group;
+            attend(s->q + h0 * hd, group, k_cache(m, r, L, kvh), m->context, v_cache(m, r, L, kvh),
+                   pos0 + t + 1, hd, scale, s->scores + h0 * m->context, m->context,
+                   s->att + h0 * hd);
         }
 }
 
@@ -93,26 +119,36 @@ static wna16_status attn_block(wna16_diag *d, wna16_model *m, wna16_rank_model *
     const wna16_layer *ly = &r->layers[L];
     int64_t H = m->cfg.hidden_size, hd = m->cfg.head_dim;
     int64_t qn = r->heads * hd, kvn = r->kv_heads * hd;
-    for (int64_t t = 0; t < n; t++) rmsnorm_row(s->x + t * H, H, ly->attn_norm, m->cfg.rms_norm_eps, s->tmp + t * H);
+    for (int64_t t = 0; t < n; t++)
+        rmsnorm_row(s->x + t * H, H, ly->attn_norm, m->cfg.rms_norm_eps, s->tmp + t * H);
     to_bf16(s->tmp, n * H, s->hb, s->hf);
     capture(m, r, L, "attn_in", n, H, s->hf);
-    WNA16_TRY(wna16_lin_forward(d, &ly->q, n, s->hb, s->hf, H, s->q, qn, threads));
-    WNA16_TRY(wna16_lin_forward(d, &ly->k, n, s->hb, s->hf, H, s->k, kvn, threads));
-    WNA16_TRY(wna16_lin_forward(d, &ly->v, n, s->hb, s->hf, H, s->v, kvn, threads));
+    if (ly->qkv.n) {
+        int64_t w = qn + 2 * kvn;
+        WNA16_TRY(wna16_lin_forward(d, &ly->qkv, n, s->hb, s->hf, H, s->qkv, w, threads));
+        for (int64_t t = 0; t < n; t++) {
+            const float *row = s->qkv + t * w;
+            memcpy(s->q + t * qn, row, (size_t)qn * sizeof(float));
+            memcpy(s->k + t * kvn, row + qn, (size_t)kvn * sizeof(float));
+            memcpy(s->v + t * kvn, row + qn + kvn, (size_t)kvn * sizeof(float));
+        }
+    } else {
+        WNA16_TRY(wna16_lin_forward(d, &ly->q, n, s->hb, s->hf, H, s->q, qn, threads));
+        WNA16_TRY(wna16_lin_forward(d, &ly->k, n, s->hb, s->hf, H, s->k, kvn, threads));
+        WNA16_TRY(wna16_lin_forward(d, &ly->v, n, s->hb, s->hf, H, s->v, kvn, threads));
+    }
     for (int64_t t = 0; t < n; t++) {
         int64_t pos = m->pos + t;
         for (int64_t h = 0; h < r->heads; h++) {
             float *q = s->q + (t * r->heads + h) * hd;
             if (ly->q_norm) head_norm(q, hd, ly->q_norm, m->cfg.rms_norm_eps);
-            rope(q, hd, m->inv_freq, pos);
+            rope(q, hd, s->rope + t * hd);
         }
         for (int64_t h = 0; h < r->kv_heads; h++) {
             float *k = s->k + (t * r->kv_heads + h) * hd;
             if (ly->k_norm) head_norm(k, hd, ly->k_norm, m->cfg.rms_norm_eps);
-            rope(k, hd, m->inv_freq, pos);
-            memcpy(kv_at(m, r, L, 0, h, pos), k, (size_t)hd * sizeof(float));
-            memcpy(kv_at(m, r, L, 1, h, pos), s->v + (t * r->kv_heads + h) * hd,
-                   (size_t)hd * sizeof(float));
+            rope(k, hd, s->rope + t * hd);
+            cache_store(m, r, L, h, pos, k, s->v + (t * r->kv_heads + h) * hd);
         }
     }
     attention(m, r, L, n, s, threads);
@@ -126,7 +162,8 @@ static wna16_status mlp_block(wna16_diag *d, wna16_model *m, wna16_rank_model *r
                               int64_t n, scratch *s, int threads) {
     const wna16_layer *ly = &r->layers[L];
     int64_t H = m->cfg.hidden_size;
-    for (int64_t t = 0; t < n; t++) rmsnorm_row(s->x + t * H, H, ly->mlp_norm, m->cfg.rms_norm_eps, s->tmp + t * H);
+    for (int64_t t = 0; t < n; t++)
+        rmsnorm_row(s->x + t * H, H, ly->mlp_norm, m->cfg.rms_norm_eps, s->tmp + t * H);
     to_bf16(s->tmp, n * H, s->hb, s->hf);
     capture(m, r, L, "mlp_in", n, H, s->hf);
     if (ly->sparse && !ly->moe && m->mlp_override) {
@@ -160,7 +197,8 @@ static int64_t max_width(const wna16_model *m, const wna16_rank_model *r) {
 }
 
 static void scratch_free(scratch *s) {
-    float *all[] = {s->x, s->hf, s->q, s->k, s->v, s->att, s->tmp, s->gate, s->up, s->scores};
+    float *all[] = {s->x,   s->hf,  s->q,    s->k,  s->v,      s->qkv,
+                    s->att, s->tmp, s->gate, s->up, s->scores, s->rope};
     for (size_t i = 0; i < sizeof all / sizeof *all; i++) wna16_free(all[i]);
     wna16_free(s->hb);
 }
@@ -177,14 +215,17 @@ static wna16_status scratch_alloc(wna16_diag *d, const wna16_model *m, const wna
     s->att = wna16_malloc((size_t)(n * r->heads * hd) * sizeof(float));
     s->k = wna16_malloc((size_t)(n * r->kv_heads * hd) * sizeof(float));
     s->v = wna16_malloc((size_t)(n * r->kv_heads * hd) * sizeof(float));
+    s->qkv = wna16_malloc((size_t)(n * (r->heads + 2 * r->kv_heads) * hd) * sizeof(float));
     s->tmp = wna16_malloc(nw * sizeof(float));
     s->gate = wna16_malloc(nw * sizeof(float));
     s->up = wna16_malloc(nw * sizeof(float));
+    s->rope = wna16_malloc((size_t)(n * hd) * sizeof(float));
     s->scores = wna16_malloc((size_t)(n * r->heads * m->context) * sizeof(float));
-    if (!s->x || !s->hb || !s->hf || !s->q || !s->att || !s->k || !s->v || !s->tmp || !s->gate ||
-        !s->up || !s->scores) {
+    if (!s->x || !s->hb || !s->hf || !s->q || !s->att || !s->k || !s->v || !s->qkv || !s->tmp ||
+        !s->gate || !s->up || !s->scores || !s->rope) {
         scratch_free(s);
-        return wna16_fail(d, WNA16_ERR_OUT_OF_MEMORY, "forward scratch for %lld tokens", (long long)n);
+        return wna16_fail(d, WNA16_ERR_OUT_OF_MEMORY, "forward scratch for %lld tokens",
+                          (long long)n);
     }
     return WNA16_OK;
 }
@@ -192,15 +233,17 @@ static wna16_status scratch_alloc(wna16_diag *d, const wna16_model *m, const wna
 static void embed(const wna16_model *m, const int32_t *ids, int64_t n, float *x) {
     int64_t H = m->cfg.hidden_size;
     for (int64_t t = 0; t < n; t++)
-        for (int64_t i = 0; i < H; i++) x[t * H + i] = wna16_bf16_to_f32(m->embed[(int64_t)ids[t] * H + i]);
+        for (int64_t i = 0; i < H; i++)
+            x[t * H + i] = wna16_bf16_to_f32(m->embed[(int64_t)ids[t] * H + i]);
 }
 
-static wna16_status logits_out(const wna16_model *m, scratch *s, int64_t n, float *logits, int threads) {
+static wna16_status logits_out(const wna16_model *m, scratch *s, int64_t n, float *logits,
+                               int threads) {
     int64_t H = m->cfg.hidden_size;
     rmsnorm_row(s->x + (n - 1) * H, H, m->final_norm, m->cfg.rms_norm_eps, s->tmp);
     to_bf16(s->tmp, H, s->hb, s->hf);
-    wna16_dense_gemm(m->lm_head, m->cfg.vocab_size, H, H, NULL, 1, s->hf, H, logits, m->cfg.vocab_size,
-                     threads);
+    wna16_dense_gemm(m->lm_head, m->cfg.vocab_size, H, H, NULL, 1, s->hf, H, logits,
+                     m->cfg.vocab_size, threads);
     return WNA16_OK;
 }
 
@@ -211,11 +254,15 @@ static wna16_status run_rank(wna16_diag *d, rank_job *job) {
     scratch s;
     WNA16_TRY(scratch_alloc(d, m, r, job->n, &s));
     int64_t H = m->cfg.hidden_size;
-    if (m->start_x) memcpy(s.x, m->start_x, (size_t)(job->n * H) * sizeof(float));
-    else embed(m, job->ids, job->n, s.x);
+    rope_table(m->inv_freq, m->cfg.head_dim, m->pos, job->n, s.rope);
+    if (m->start_x)
+        memcpy(s.x, m->start_x, (size_t)(job->n * H) * sizeof(float));
+    else
+        embed(m, job->ids, job->n, s.x);
     wna16_status st = WNA16_OK;
     int64_t last = m->stop_after_layer >= 0 ? m->stop_after_layer : m->cfg.num_layers - 1;
-    for (int64_t L = m->start_x ? m->start_layer : 0; L <= last && L < m->cfg.num_layers && st == WNA16_OK; L++) {
+    for (int64_t L = m->start_x ? m->start_layer : 0;
+         L <= last && L < m->cfg.num_layers && st == WNA16_OK; L++) {
         st = attn_block(d, m, r, L, job->n, &s, threads);
         for (int64_t i = 0; st == WNA16_OK && i < job->n * H; i++) s.x[i] += s.tmp[i];
         if (st == WNA16_OK) st = mlp_block(d, m, r, L, job->n, &s, threads);
@@ -263,7 +310,8 @@ wna16_status wna16_model_forward(wna16_diag *d, wna16_model *m, const int32_t *i
 wna16_status wna16_model_eval(wna16_ctx *ctx, wna16_model *m, const int32_t *ids, int64_t n,
                               float *logits) {
     wna16_diag *d = wna16_ctx_diag(ctx);
-    if (!m || (!ids && n) || n < 0) return wna16_fail(d, WNA16_ERR_INVALID_ARGUMENT, "bad eval arguments");
+    if (!m || (!ids && n) || n < 0)
+        return wna16_fail(d, WNA16_ERR_INVALID_ARGUMENT, "bad eval arguments");
     wna16_diag_clear(d);
     if (n == 0) return WNA16_OK;
     if (m->pos + n > m->context)
@@ -273,7 +321,8 @@ wna16_status wna16_model_eval(wna16_ctx *ctx, wna16_model *m, const int32_t *ids
                           (long long)n, (long long)m->pos, (long long)m->context);
     for (int64_t i = 0; i < n; i++)
         if (ids[i] < 0 || ids[i] >= m->cfg.vocab_size)
-            return wna16_fail(d, WNA16_ERR_TOKEN_ID, "token id %d at position %lld is outside the vocabulary [0, %lld)",
+            return wna16_fail(d, WNA16_ERR_TOKEN_ID,
+                              "token id %d at position %lld is outside the vocabulary [0, %lld)",
                               ids[i], (long long)i, (long long)m->cfg.vocab_size);
     if (m->dist) WNA16_TRY(wna16_model_drive(d, m, ids, n));
     return wna16_model_forward(d, m, ids, n, logits);

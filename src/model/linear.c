@@ -21,9 +21,9 @@ static wna16_status load_dense(wna16_diag *d, const wna16_module *m, const wna16
     for (int64_t o = 0; o < l->n; o++)
         for (int64_t c = 0; c < l->k; c++) {
             int64_t i = (s->row_begin + o) * m->in + s->col_begin + c;
-            l->dense_owned[o * l->k + c] =
-                w->dtype == WNA16_DTYPE_BF16 ? ((const uint16_t *)w->data)[i]
-                                             : wna16_f32_to_bf16(wna16_view_float(w, i));
+            l->dense_owned[o * l->k + c] = w->dtype == WNA16_DTYPE_BF16
+                                               ? ((const uint16_t *)w->data)[i]
+                                               : wna16_f32_to_bf16(wna16_view_float(w, i));
         }
     l->dense = l->dense_owned;
     l->k_stride = l->k;
@@ -73,6 +73,34 @@ void wna16_lin_free(wna16_lin *l) {
     wna16_free(l->dense_owned);
     wna16_free(l->bias);
     memset(l, 0, sizeof *l);
+}
+
+bool wna16_lin_fuse(wna16_lin *const *parts, size_t n, wna16_lin *out) {
+    enum { MAX_PARTS = 8 };
+    const wna16_packed_linear *packed[MAX_PARTS];
+    if (n == 0 || n > MAX_PARTS) return false;
+    int64_t rows = 0;
+    bool any_bias = false;
+    for (size_t i = 0; i < n; i++) {
+        if (!parts[i]->q || parts[i]->k != parts[0]->k) return false;
+        packed[i] = parts[i]->q;
+        rows += parts[i]->n;
+        any_bias |= parts[i]->bias != NULL;
+    }
+    wna16_lin f = {.n = rows, .k = parts[0]->k};
+    if (any_bias && !(f.bias = wna16_calloc((size_t)rows, sizeof(float)))) return false;
+    if (wna16_linear_concat(NULL, packed, n, &f.q) != WNA16_OK) {
+        wna16_free(f.bias);
+        return false;
+    }
+    for (size_t i = 0, o = 0; i < n; i++) {
+        size_t rows_i = (size_t)parts[i]->n;
+        if (parts[i]->bias) memcpy(f.bias + o, parts[i]->bias, rows_i * sizeof(float));
+        o += rows_i;
+        wna16_lin_free(parts[i]);
+    }
+    *out = f;
+    return true;
 }
 
 wna16_status wna16_lin_forward(wna16_diag *d, const wna16_lin *l, int64_t m, const uint16_t *x,

@@ -168,12 +168,14 @@ static wna16_status load_layer(wna16_diag *d, wna16_model *m, wna16_rank_model *
         WNA16_TRY(wna16_lin_load(d, m->ck, name, roles[i], heads[i], r->tp, r->rank,
                                  i < 3 || r->rank == 0, lins[i]));
     }
+    wna16_lin *qkv[] = {&ly->q, &ly->k, &ly->v};
+    (void)wna16_lin_fuse(qkv, 3, &ly->qkv);
     ly->sparse = layer_is_sparse(m, L);
     WNA16_TRY(load_mlp(d, m, r, L));
     /* this layer's quantized projections side by side on huge pages (the
      * MoE experts get their own arena in moe_load.c) */
-    wna16_packed_linear *packed[] = {ly->q.q,    ly->k.q,  ly->v.q,   ly->o.q,
-                                     ly->gate.q, ly->up.q, ly->down.q};
+    wna16_packed_linear *packed[] = {ly->qkv.q, ly->q.q,    ly->k.q,  ly->v.q,
+                                     ly->o.q,   ly->gate.q, ly->up.q, ly->down.q};
     ly->arena = wna16_linear_gather(packed, sizeof packed / sizeof *packed, &ly->arena_bytes);
     return WNA16_OK;
 }
@@ -410,7 +412,7 @@ wna16_status wna16_model_load_calib(wna16_diag *d, const char *dir,
 static void free_layer(wna16_layer *ly) {
     wna16_free(ly->q_norm);
     wna16_free(ly->k_norm);
-    wna16_lin *lins[] = {&ly->q, &ly->k, &ly->v, &ly->o, &ly->gate, &ly->up, &ly->down};
+    wna16_lin *lins[] = {&ly->qkv, &ly->q, &ly->k, &ly->v, &ly->o, &ly->gate, &ly->up, &ly->down};
     for (size_t i = 0; i < sizeof lins / sizeof *lins; i++) wna16_lin_free(lins[i]);
     wna16_moe_layer_free(ly->moe);
     wna16_dense_moe_free(ly->dense_moe);

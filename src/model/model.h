@@ -50,6 +50,7 @@ typedef struct wna16_layer {
     const uint16_t *attn_norm, *mlp_norm; /* bf16 [hidden] */
     float *q_norm, *k_norm;               /* fp32 [head_dim] or NULL */
     wna16_lin q, k, v, o;
+    wna16_lin qkv; /* q|k|v fused when their packing allows; q, k, v then empty */
     bool sparse;
     wna16_moe_layer *moe;
     wna16_dense_moe *dense_moe;
@@ -122,6 +123,11 @@ wna16_status wna16_lin_load(wna16_diag *d, const wna16_checkpoint *ck, const cha
                             wna16_tp_role role, int64_t heads, int tp, int rank, bool bias_here,
                             wna16_lin *out);
 void wna16_lin_free(wna16_lin *l);
+/* Replaces quantized parts[0..n) (same input, e.g. q, k, v) by one linear
+ * whose outputs are theirs side by side (one GEMM, one weight stream);
+ * false, with the parts untouched, when their packing does not allow it or
+ * memory is short: fusing is an optimisation only. */
+bool wna16_lin_fuse(wna16_lin *const *parts, size_t n, wna16_lin *out);
 /* y[m][n] fp32 = x[m][k] (bf16 bits, row stride ldx) . W^T (+ bias). */
 wna16_status wna16_lin_forward(wna16_diag *d, const wna16_lin *l, int64_t m, const uint16_t *x,
                                const float *xf, int64_t ldx, float *y, int64_t ldy, int n_threads);

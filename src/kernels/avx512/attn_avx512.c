@@ -3,9 +3,11 @@
 #include <immintrin.h>
 #include <math.h>
 
+#define INLINE static inline __attribute__((always_inline))
+
 /* exp(x) for x <= 0 (scores minus their max): 2^n * p(r), |r| <= ln2/2,
  * degree-6 polynomial, about 1 ulp. */
-static inline __m512 exp_ps(__m512 x) {
+INLINE __m512 exp_ps(__m512 x) {
     x = _mm512_max_ps(x, _mm512_set1_ps(-87.0f));
     __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
                                     _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
@@ -21,46 +23,96 @@ static inline __m512 exp_ps(__m512 x) {
     return _mm512_scalef_ps(p, n);
 }
 
-#define MAX_HD_VECS 16 /* head_dim up to 256 */
+INLINE __mmask16 tail_mask(int64_t left) {
+    return left >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << left) - 1u);
+}
 
-void wna16_attn_row__avx512(const float *q, const float *k, const float *v, int64_t ld, int64_t n,
-                            int64_t hd, float scale, float *scores, float *out) {
-    int64_t nv = hd / 16;
-    __m512 qv[MAX_HD_VECS];
-    for (int64_t i = 0; i < nv; i++) qv[i] = _mm512_mul_ps(_mm512_loadu_ps(q + 16 * i), _mm512_set1_ps(scale));
-    float mx = -INFINITY;
-    for (int64_t p = 0; p < n; p++) {
-        const float *kp = k + p * ld;
-        __m512 a0 = _mm512_mul_ps(qv[0], _mm512_loadu_ps(kp)), a1 = _mm512_setzero_ps();
-        for (int64_t i = 1; i + 1 < nv; i += 2) {
-            a1 = _mm512_fmadd_ps(qv[i], _mm512_loadu_ps(kp + 16 * i), a1);
-            a0 = _mm512_fmadd_ps(qv[i + 1], _mm512_loadu_ps(kp + 16 * i + 16), a0);
+/* scores[j][p] = scale * q[j]·K[p] for HB heads, 16 positions per vector:
+ * one K column vector feeds HB independent FMA chains. */
+INLINE void scores_block(const float *q, const int HB, const float *kt, int64_t ldk, int64_t n,
+                         int64_t hd, float scale, float *scores, int64_t lds) {
+    for (int64_t p0 = 0; p0 < n; p0 += 16) {
+        __mmask16 m = tail_mask(n - p0);
+        __m512 acc[8];
+        for (int j = 0; j < HB; j++) acc[j] = _mm512_setzero_ps();
+        for (int64_t i = 0; i < hd; i++) {
+            __m512 kv = _mm512_maskz_loadu_ps(m, kt + i * ldk + p0);
+            for (int j = 0; j < HB; j++)
+                acc[j] = _mm512_fmadd_ps(_mm512_set1_ps(q[j * hd + i]), kv, acc[j]);
         }
-        if (nv % 2 == 0) a1 = _mm512_fmadd_ps(qv[nv - 1], _mm512_loadu_ps(kp + 16 * (nv - 1)), a1);
-        float s = _mm512_reduce_add_ps(_mm512_add_ps(a0, a1));
-        scores[p] = s;
-        if (s > mx) mx = s;
+        for (int j = 0; j < HB; j++)
+            _mm512_mask_storeu_ps(scores + j * lds + p0, m,
+                                  _mm512_mul_ps(acc[j], _mm512_set1_ps(scale)));
     }
-    __m512 vmx = _mm512_set1_ps(mx), vsum = _mm512_setzero_ps();
-    int64_t p = 0;
-    for (; p + 16 <= n; p += 16) {
-        __m512 e = exp_ps(_mm512_sub_ps(_mm512_loadu_ps(scores + p), vmx));
-        _mm512_storeu_ps(scores + p, e);
-        vsum = _mm512_add_ps(vsum, e);
-    }
-    if (p < n) {
-        __mmask16 m = (__mmask16)((1u << (n - p)) - 1u);
-        __m512 e = exp_ps(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, scores + p), vmx));
-        _mm512_mask_storeu_ps(scores + p, m, e);
+}
+
+/* exp(s - max) in place; returns 1 / sum. */
+static float softmax_row(float *s, int64_t n) {
+    __m512 vmx = _mm512_set1_ps(-INFINITY);
+    for (int64_t p = 0; p < n; p += 16)
+        vmx = _mm512_mask_max_ps(vmx, tail_mask(n - p), vmx, _mm512_loadu_ps(s + p));
+    vmx = _mm512_set1_ps(_mm512_reduce_max_ps(vmx));
+    __m512 vsum = _mm512_setzero_ps();
+    for (int64_t p = 0; p < n; p += 16) {
+        __mmask16 m = tail_mask(n - p);
+        __m512 e = exp_ps(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, s + p), vmx));
+        _mm512_mask_storeu_ps(s + p, m, e);
         vsum = _mm512_add_ps(vsum, _mm512_maskz_mov_ps(m, e));
     }
-    float inv = 1.0f / _mm512_reduce_add_ps(vsum);
-    __m512 acc[MAX_HD_VECS];
-    for (int64_t i = 0; i < nv; i++) acc[i] = _mm512_setzero_ps();
-    for (p = 0; p < n; p++) {
-        __m512 w = _mm512_set1_ps(scores[p]);
-        const float *vp = v + p * ld;
-        for (int64_t i = 0; i < nv; i++) acc[i] = _mm512_fmadd_ps(w, _mm512_loadu_ps(vp + 16 * i), acc[i]);
+    return 1.0f / _mm512_reduce_add_ps(vsum);
+}
+
+/* out[j][c0*16 .. (c0+CV)*16) = inv[j] * Σ_p w[j][p] V[p][..] for HB heads:
+ * each V vector feeds HB chains. */
+INLINE void pv_block(const float *w, int64_t lds, const int HB, const int CV, const float *v,
+                     int64_t n, int64_t hd, int64_t c0, const float *inv, float *out) {
+    __m512 acc[8][4];
+    for (int j = 0; j < HB; j++)
+        for (int c = 0; c < CV; c++) acc[j][c] = _mm512_setzero_ps();
+    for (int64_t p = 0; p < n; p++) {
+        __m512 vv[4];
+        for (int c = 0; c < CV; c++) vv[c] = _mm512_loadu_ps(v + p * hd + (c0 + c) * 16);
+        for (int j = 0; j < HB; j++) {
+            __m512 wj = _mm512_set1_ps(w[j * lds + p]);
+            for (int c = 0; c < CV; c++) acc[j][c] = _mm512_fmadd_ps(wj, vv[c], acc[j][c]);
+        }
     }
-    for (int64_t i = 0; i < nv; i++) _mm512_storeu_ps(out + 16 * i, _mm512_mul_ps(acc[i], _mm512_set1_ps(inv)));
+    for (int j = 0; j < HB; j++)
+        for (int c = 0; c < CV; c++)
+            _mm512_storeu_ps(out + j * hd + (c0 + c) * 16,
+                             _mm512_mul_ps(acc[j][c], _mm512_set1_ps(inv[j])));
+}
+
+/* HB <= 4 heads: 4 vectors of V per pass (16 chains); more: 2 (16 chains). */
+INLINE void group_block(const float *q, const int HB, const float *kt, int64_t ldk, const float *v,
+                        int64_t n, int64_t hd, float scale, float *scores, int64_t lds,
+                        float *out) {
+    scores_block(q, HB, kt, ldk, n, hd, scale, scores, lds);
+    float inv[8];
+    for (int j = 0; j < HB; j++) inv[j] = softmax_row(scores + j * lds, n);
+    int64_t nv = hd / 16, c0 = 0;
+    if (HB <= 4)
+        for (; c0 + 4 <= nv; c0 += 4) pv_block(scores, lds, HB, 4, v, n, hd, c0, inv, out);
+    for (; c0 + 2 <= nv; c0 += 2) pv_block(scores, lds, HB, 2, v, n, hd, c0, inv, out);
+    for (; c0 < nv; c0++) pv_block(scores, lds, HB, 1, v, n, hd, c0, inv, out);
+}
+
+void wna16_attn_group__avx512(const float *q, int64_t g, const float *kt, int64_t ldk,
+                              const float *v, int64_t n, int64_t hd, float scale, float *scores,
+                              int64_t lds, float *out) {
+    for (int64_t h0 = 0; h0 < g; h0 += 8) {
+        const float *qb = q + h0 * hd;
+        float *sb = scores + h0 * lds, *ob = out + h0 * hd;
+        switch (g - h0 < 8 ? g - h0 : 8) {
+#define CASE(HB)                                                                                   \
+    case HB:                                                                                       \
+        group_block(qb, HB, kt, ldk, v, n, hd, scale, sb, lds, ob);                                \
+        break;
+            CASE(1)
+            CASE(2) CASE(3) CASE(4) CASE(5) CASE(6) CASE(7)
+#undef CASE
+                default : group_block(qb, 8, kt, ldk, v, n, hd, scale, sb, lds, ob);
+            break;
+        }
+    }
 }

@@ -3,20 +3,25 @@
 #include <math.h>
 #include <string.h>
 
-void wna16_attn_row__ref(const float *q, const float *k, const float *v, int64_t ld, int64_t n,
-                         int64_t hd, float scale, float *scores, float *out) {
-    float mx = -INFINITY;
-    for (int64_t p = 0; p < n; p++) {
-        float dot = 0;
-        for (int64_t i = 0; i < hd; i++) dot += q[i] * k[p * ld + i];
-        scores[p] = dot * scale;
-        if (scores[p] > mx) mx = scores[p];
-    }
-    float sum = 0;
-    for (int64_t p = 0; p < n; p++) sum += scores[p] = expf(scores[p] - mx);
-    memset(out, 0, (size_t)hd * sizeof *out);
-    for (int64_t p = 0; p < n; p++) {
-        float w = scores[p] / sum;
-        for (int64_t i = 0; i < hd; i++) out[i] += w * v[p * ld + i];
+void wna16_attn_group__ref(const float *q, int64_t g, const float *kt, int64_t ldk, const float *v,
+                           int64_t n, int64_t hd, float scale, float *scores, int64_t lds,
+                           float *out) {
+    for (int64_t h = 0; h < g; h++) {
+        const float *qh = q + h * hd;
+        float *sh = scores + h * lds, *oh = out + h * hd;
+        float mx = -INFINITY;
+        for (int64_t p = 0; p < n; p++) {
+            float dot = 0;
+            for (int64_t i = 0; i < hd; i++) dot += qh[i] * kt[i * ldk + p];
+            sh[p] = dot * scale;
+            if (sh[p] > mx) mx = sh[p];
+        }
+        float sum = 0;
+        for (int64_t p = 0; p < n; p++) sum += sh[p] = expf(sh[p] - mx);
+        memset(oh, 0, (size_t)hd * sizeof *oh);
+        for (int64_t p = 0; p < n; p++) {
+            float w = sh[p] / sum;
+            for (int64_t i = 0; i < hd; i++) oh[i] += w * v[p * hd + i];
+        }
     }
 }
