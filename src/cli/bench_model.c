@@ -64,8 +64,8 @@ static model_costs costs(const wna16_model *m) {
     return c;
 }
 
-/* Decode tokens per bandwidth sample, and the sample's buffer (2 passes,
- * ~25 ms at 40 GB/s: a few % of a window). */
+/* Decode tokens per bandwidth sample, and the sample's buffer (the better
+ * of 4 passes, ~50 ms at 40 GB/s: a fifth of a window, not timed). */
 #define DECODE_WINDOW   8
 #define WINDOW_BW_BYTES ((size_t)512 << 20)
 
@@ -174,7 +174,7 @@ int wna16_bench_model(int argc, char **argv) {
          * host's bandwidth drifts by 2x over seconds, so each window is held
          * to the mean of the samples on either side of it (each the better
          * of two STREAM passes) */
-        double bw_prev = comm ? bw : wna16_measure_read_bw(limit_threads, WINDOW_BW_BYTES, 1);
+        double bw_prev = comm ? bw : wna16_measure_read_bw(limit_threads, WINDOW_BW_BYTES, 2);
         for (long i = 0; s == WNA16_OK && i < decode; i += DECODE_WINDOW) {
             long n = decode - i < DECODE_WINDOW ? decode - i : DECODE_WINDOW;
             double td0 = cli_now();
@@ -185,7 +185,7 @@ int wna16_bench_model(int argc, char **argv) {
                 s = wna16_model_eval(ctx, m, &next, 1, logits);
             }
             decode_s += cli_now() - td0;
-            double bw_next = comm ? bw : wna16_measure_read_bw(limit_threads, WINDOW_BW_BYTES, 1);
+            double bw_next = comm ? bw : wna16_measure_read_bw(limit_threads, WINDOW_BW_BYTES, 2);
             bw_lo = bw_next < bw_lo ? bw_next : bw_lo;
             bw_hi = bw_next > bw_hi ? bw_next : bw_hi;
             floor_bytes_over_bw += (double)n / (0.5 * (bw_prev + bw_next));

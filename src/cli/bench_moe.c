@@ -36,9 +36,15 @@ typedef struct moe_result {
     long tokens;
     int runs;
     double *times, *gb; /* per run: seconds, and GB of distinct experts touched */
+    double *bw;         /* per run: the read bandwidth around its round (NULL: the run's limit) */
     double t_best, t_median, floor_frac, floor_frac_median, peak_frac, gflops, experts_touched;
-    double floor_us;
+    double floor_us, read_gbs; /* read_gbs: the bandwidth the runs were held to, on average */
 } moe_result;
+
+/* Token counts up to this are bandwidth-bound: see the timing loop. */
+#define LOCAL_BW_MAX_TOKENS 32
+#define LOCAL_BW_ROUNDS     6
+#define LOCAL_BW_BYTES      ((size_t)512 << 20)
 
 static int cmp_d(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
@@ -249,9 +255,15 @@ int wna16_bench_moe(int argc, char **argv) {
         unsigned char *seen = malloc((size_t)E);
         enum { MAXR = 2000 };
         double *times = malloc(MAXR * sizeof(double)), *gb = malloc(MAXR * sizeof(double));
-        double *touched = malloc(MAXR * sizeof(double));
+        double *touched = malloc(MAXR * sizeof(double)), *bwr = malloc(MAXR * sizeof(double));
         int n = 0;
-        double t_start = wna16_now();
+        /* bandwidth-bound sizes: runs in rounds with a bandwidth sample
+         * between rounds; each run is held to the mean of the samples
+         * around its round (the host's bandwidth moves within a run) */
+        bool local = T <= LOCAL_BW_MAX_TOKENS;
+        int round_first = 0;
+        double bw_prev = local ? wna16_measure_read_bw(nt, LOCAL_BW_BYTES, 2) : 0;
+        double t_start = wna16_now(), t_round = t_start;
         for (int it = 0; n < MAXR; it++) {
             /* fresh activations -> fresh routing */
             for (long i = 0; i < T * H; i++)
@@ -278,13 +290,24 @@ int wna16_bench_moe(int argc, char **argv) {
                 touched[n] = distinct;
                 n++;
             }
-            if (n >= 5 && t1 - t_start > min_time) break;
+            bool done = n >= 5 && t1 - t_start > min_time;
+            if (local && n > round_first && (done || t1 - t_round > min_time / LOCAL_BW_ROUNDS)) {
+                double bw_next = wna16_measure_read_bw(nt, LOCAL_BW_BYTES, 2);
+                for (int i = round_first; i < n; i++) bwr[i] = 0.5 * (bw_prev + bw_next);
+                bw_prev = bw_next;
+                round_first = n;
+                t_round = wna16_now();
+            }
+            if (done) break;
         }
+        for (int i = round_first; i < n; i++) bwr[i] = bw_prev; /* only on an error */
         moe_result *r = &res[ti];
         r->tokens = T;
         r->runs = n;
         r->times = times;
         r->gb = gb;
+        r->bw = local ? bwr : NULL;
+        if (!local) free(bwr);
         r->experts_touched = 0;
         for (int i = 0; i < n; i++) r->experts_touched += touched[i] / n;
         n_res = ti + 1;
@@ -300,10 +323,14 @@ int wna16_bench_moe(int argc, char **argv) {
         moe_result *r = &res[ti];
         int n = r->runs;
         double best_frac = 0, *fr = malloc((size_t)n * sizeof(double));
+        double bw_sum = 0;
         for (int i = 0; i < n; i++) {
-            fr[i] = r->gb[i] / read_gbs / r->times[i];
+            double bw = r->bw ? r->bw[i] : read_gbs;
+            bw_sum += bw;
+            fr[i] = r->gb[i] / bw / r->times[i];
             best_frac = fr[i] > best_frac ? fr[i] : best_frac;
         }
+        r->read_gbs = bw_sum / n;
         qsort(fr, (size_t)n, sizeof *fr, cmp_d);
         qsort(r->times, (size_t)n, sizeof *r->times, cmp_d);
         r->floor_frac = best_frac;
@@ -311,7 +338,7 @@ int wna16_bench_moe(int argc, char **argv) {
         r->t_best = r->times[0];
         r->t_median = r->times[n / 2];
         r->floor_us = r->experts_touched * (double)wna16_moe_layer_expert_bytes(copies[0], 0) /
-                      (read_gbs * 1e9) * 1e6;
+                      (r->read_gbs * 1e9) * 1e6;
         double flops = 2.0 * (double)r->tokens * (double)K * 3.0 * (double)H * (double)I;
         r->gflops = flops / r->t_best * 1e-9;
         r->peak_frac = r->gflops / peak;
@@ -326,14 +353,14 @@ int wna16_bench_moe(int argc, char **argv) {
             read_gbs, bf16_peak ? "bf16-dot" : "fp32 FMA", peak);
         printf("layer:   H %ld, I %ld, %ld experts, top-%ld, int%ld sym g%ld, softmax + renorm\n\n",
                H, I, E, K, bits, group);
-        printf("%7s %6s %11s %11s %10s %9s %9s %9s %10s\n", "tokens", "runs", "best_us",
-               "median_us", "experts", "floor_us", "%floor", "GFLOP/s", "%peak");
+        printf("%7s %6s %11s %11s %10s %9s %9s %9s %10s %8s\n", "tokens", "runs", "best_us",
+               "median_us", "experts", "floor_us", "%floor", "GFLOP/s", "%peak", "bw_GB/s");
     }
     for (int ti = 0; ti < n_res && !rc && !json; ti++) {
         moe_result *r = &res[ti];
-        printf("%7ld %6d %11.1f %11.1f %10.1f %9.1f %8.1f%% %9.1f %9.1f%%\n", r->tokens, r->runs,
-               r->t_best * 1e6, r->t_median * 1e6, r->experts_touched, r->floor_us,
-               100 * r->floor_frac, r->gflops, 100 * r->peak_frac);
+        printf("%7ld %6d %11.1f %11.1f %10.1f %9.1f %8.1f%% %9.1f %9.1f%% %8.1f\n", r->tokens,
+               r->runs, r->t_best * 1e6, r->t_median * 1e6, r->experts_touched, r->floor_us,
+               100 * r->floor_frac, r->gflops, 100 * r->peak_frac, r->read_gbs);
     }
     if (!rc) {
         wna16_buf out = {0};
@@ -349,7 +376,10 @@ int wna16_bench_moe(int argc, char **argv) {
                              n_copies);
         else
             printf("\n%%floor: best over runs of (that run's distinct-expert bytes / read bw) / "
-                   "time\ntargets: n=1 >= 90%% floor; n=8,32 >= 85%% floor; n>=128 >= 60%% peak\n");
+                   "time; read bw: for n <= %d\n  the mean of the samples taken before and after "
+                   "the run's round of runs (bw_GB/s: their\n  average), else the best limit "
+                   "above\ntargets: n=1 >= 90%% floor; n=8,32 >= 85%% floor; n>=128 >= 60%% peak\n",
+                   LOCAL_BW_MAX_TOKENS);
         for (int i = 0; i < n_res; i++) {
             moe_result *r = &res[i];
             bool by_peak = r->tokens >= 128;
@@ -361,10 +391,11 @@ int wna16_bench_moe(int argc, char **argv) {
                                  "%s\n  {\"tokens\": %ld, \"runs\": %d, \"best_us\": %.2f, "
                                  "\"median_us\": %.2f, \"experts_touched\": %.2f, \"frac_floor\": "
                                  "%.4f, \"frac_floor_median\": %.4f, \"gflops\": %.2f, "
-                                 "\"frac_peak\": %.4f, \"target\": \"%s\"}",
+                                 "\"frac_peak\": %.4f, \"read_gbs\": %.2f, \"target\": \"%s\"}",
                                  i ? "," : "", r->tokens, r->runs, r->t_best * 1e6,
                                  r->t_median * 1e6, r->experts_touched, r->floor_frac,
-                                 r->floor_frac_median, r->gflops, r->peak_frac, verdict);
+                                 r->floor_frac_median, r->gflops, r->peak_frac, r->read_gbs,
+                                 verdict);
             else
                 printf("  n=%-4ld %-4s %s %.1f%% (>= %.0f%%)\n", r->tokens, verdict,
                        by_peak ? "peak" : "floor", 100 * got, 100 * want);
@@ -375,7 +406,7 @@ int wna16_bench_moe(int argc, char **argv) {
             wna16_buf_free(&out);
         }
     }
-    for (int i = 0; i < n_res; i++) free(res[i].times), free(res[i].gb);
+    for (int i = 0; i < n_res; i++) free(res[i].times), free(res[i].gb), free(res[i].bw);
     wna16_moe_workspace_free(ws);
     for (int c = 0; c < n_copies; c++) wna16_moe_layer_free(copies[c]);
     wna16_ctx_free(ctx);

@@ -220,15 +220,15 @@ static wna16_status load_rank(wna16_diag *d, wna16_model *m, int rank, const wna
     int64_t layers = m->cfg.num_layers;
     for (int64_t L = 0; L < layers && !m->defer_layers; L++) {
         WNA16_TRY(load_layer(d, m, r, L));
-        if (m->dist) {
-            /* This rank has repacked its slices of layer L: drop the mapped
-             * pages it touched, so resident memory is this rank's share
-             * (views still in use fault back in from the page cache). */
-            wna16_ck_release_pages(m->ck);
+        /* Layer L is repacked: drop the mapped pages it touched, so resident
+         * memory is the packed weights (not also the file's copy of them);
+         * views still in use (embeddings, norms, lm_head) fault back in from
+         * the page cache. */
+        wna16_ck_release_pages(m->ck);
+        if (m->dist)
             progress(o, L + 1, layers, t0);
-        } else {
+        else
             progress(o, rank * layers + L + 1, m->tp * layers, t0);
-        }
     }
     return WNA16_OK;
 }

@@ -94,23 +94,59 @@ INLINE __m512 dot_m(__m512 acc, const uint32_t *apair, __m512i w) {
 
 /* Software prefetch of the weight stream (64 bytes per call). */
 INLINE void prefetch_w(const uint8_t *p) {
-    if (WNA16_DECODE_PREFETCH) _mm_prefetch((const char *)(p + WNA16_DECODE_PREFETCH), WNA16_DECODE_PREFETCH_HINT);
-    if (WNA16_DECODE_PREFETCH2) _mm_prefetch((const char *)(p + WNA16_DECODE_PREFETCH2), _MM_HINT_T1);
+    if (WNA16_DECODE_PREFETCH)
+        _mm_prefetch((const char *)(p + WNA16_DECODE_PREFETCH), WNA16_DECODE_PREFETCH_HINT);
+    if (WNA16_DECODE_PREFETCH2)
+        _mm_prefetch((const char *)(p + WNA16_DECODE_PREFETCH2), _MM_HINT_T1);
 }
 
 /* ------------------------------------------------------------ decode */
 
-/* Four k-pairs per step. Up to 4 rows: one accumulator per k-pair of the
- * step, P_g = (P0 + P1) + (P2 + P3); 5 to 8 rows: two (even and odd k-pairs),
- * P_g = P0 + P1 (the rows give the independent chains). c stays in memory:
- * c = fma(P_g, s_g, c) once per group. */
+/* Four k-pairs (one int4 unit, two int8 units) per step, each k-pair into
+ * its own accumulator. The accumulators are the loop-carried chains, and
+ * one vdpbf16ps latency per chain per step bounds the speed when there are
+ * few rows: 1-2 rows alternate two sets of four (8 chains per row, steps
+ * taken in pairs), 3-4 rows one set of four, 5-8 rows two (even and odd
+ * k-pairs; the rows give the independent chains). P_g is the pairwise sum
+ * of a row's accumulators; c stays in memory: c = fma(P_g, s_g, c) once per
+ * group. */
+INLINE void gemv_step(const uint8_t *unit, const int ASYM, const int BITS, __m512i zv, __m512i z0,
+                      __m512i z1, __m512i lut, const uint32_t *const *a32, int64_t kp,
+                      const size_t MR, const int NACC, const int BASE, __m512 acc[8][8]) {
+    __m512i w[4];
+    prefetch_w(unit);
+    if (BITS == 4) {
+        q4_unpack(unit, ASYM, zv, lut, w);
+    } else {
+        prefetch_w(unit + 64);
+        w[0] = q8_unpack(unit, z0, z1);
+        w[1] = q8_unpack(unit + 32, z0, z1);
+        w[2] = q8_unpack(unit + 64, z0, z1);
+        w[3] = q8_unpack(unit + 96, z0, z1);
+    }
+    for (int j = 0; j < 4; j++)
+        for (size_t i = 0; i < MR; i++) {
+            const int a = NACC == 2 ? j % 2 : BASE + j;
+            acc[i][a] = dot_m(acc[i][a], &a32[i][kp + j], w[j]);
+        }
+}
+
+INLINE __m512 sum_acc(__m512 acc[8], const int NACC) {
+    if (NACC == 2) return _mm512_add_ps(acc[0], acc[1]);
+    __m512 p = _mm512_add_ps(_mm512_add_ps(acc[0], acc[1]), _mm512_add_ps(acc[2], acc[3]));
+    if (NACC == 8)
+        p = _mm512_add_ps(
+            p, _mm512_add_ps(_mm512_add_ps(acc[4], acc[5]), _mm512_add_ps(acc[6], acc[7])));
+    return p;
+}
+
 INLINE void gemv_bf16(const wna16_block_layout *L, const uint8_t *block, const uint16_t *a,
                       size_t lda, float *c, const size_t MR, const int BITS, const int ASYM) {
-    enum { NACC_MAX = 4 };
-    const int NACC = MR <= 4 ? 4 : 2;
-    __m512 acc[8][NACC_MAX];
+    const int NACC = MR <= 2 ? 8 : MR <= 4 ? 4 : 2;
+    __m512 acc[8][8];
     const __m512i lut = ASYM ? lut_signed() : lut_sym();
     const int64_t gu = L->group_units, ku = BITS == 4 ? 8 : 4;
+    const int64_t step = BITS == 4 ? 1 : 2; /* units per 4 k-pairs */
     for (size_t i = 0; i < MR; i++) _mm512_storeu_ps(c + i * WNA16_LINEAR_NR, _mm512_setzero_ps());
     for (int64_t g = 0; g < L->n_groups; g++) {
         const uint8_t *rec = block + g * L->record_bytes;
@@ -125,24 +161,15 @@ INLINE void gemv_bf16(const wna16_block_layout *L, const uint8_t *block, const u
         const uint32_t *a32[8];
         for (size_t i = 0; i < MR; i++) a32[i] = (const uint32_t *)(a + i * lda + g * gu * ku);
         int64_t t = 0;
-        const int64_t step = BITS == 4 ? 1 : 2; /* units per 4 k-pairs */
-        for (; t + step <= gu; t += step) {
-            __m512i w[4];
-            prefetch_w(rec + t * 64);
-            if (BITS == 4) {
-                q4_unpack(rec + t * 64, ASYM, zv, lut, w);
-            } else {
-                prefetch_w(rec + t * 64 + 64);
-                w[0] = q8_unpack(rec + t * 64, z0, z1);
-                w[1] = q8_unpack(rec + t * 64 + 32, z0, z1);
-                w[2] = q8_unpack(rec + t * 64 + 64, z0, z1);
-                w[3] = q8_unpack(rec + t * 64 + 96, z0, z1);
+        if (NACC == 8)
+            for (; t + 2 * step <= gu; t += 2 * step) {
+                gemv_step(rec + t * 64, ASYM, BITS, zv, z0, z1, lut, a32, t * ku / 2, MR, NACC, 0,
+                          acc);
+                gemv_step(rec + (t + step) * 64, ASYM, BITS, zv, z0, z1, lut, a32,
+                          (t + step) * ku / 2, MR, NACC, 4, acc);
             }
-            const int64_t kp = t * ku / 2;
-            for (int j = 0; j < 4; j++)
-                for (size_t i = 0; i < MR; i++)
-                    acc[i][j % NACC] = dot_m(acc[i][j % NACC], &a32[i][kp + j], w[j]);
-        }
+        for (; t + step <= gu; t += step)
+            gemv_step(rec + t * 64, ASYM, BITS, zv, z0, z1, lut, a32, t * ku / 2, MR, NACC, 0, acc);
         if (BITS == 8 && t < gu) { /* odd unit count (channelwise): two k-pairs */
             __m512i w0 = q8_unpack(rec + t * 64, z0, z1), w1 = q8_unpack(rec + t * 64 + 32, z0, z1);
             for (size_t i = 0; i < MR; i++) {
@@ -152,25 +179,38 @@ INLINE void gemv_bf16(const wna16_block_layout *L, const uint8_t *block, const u
         }
         const __m512 s = _mm512_load_ps((const float *)(rec + L->wbytes));
         for (size_t i = 0; i < MR; i++) {
-            __m512 p = NACC == 4 ? _mm512_add_ps(_mm512_add_ps(acc[i][0], acc[i][1]),
-                                                 _mm512_add_ps(acc[i][2], acc[i][3]))
-                                 : _mm512_add_ps(acc[i][0], acc[i][1]);
             float *ci = c + i * WNA16_LINEAR_NR;
-            _mm512_storeu_ps(ci, _mm512_fmadd_ps(p, s, _mm512_loadu_ps(ci)));
+            _mm512_storeu_ps(ci, _mm512_fmadd_ps(sum_acc(acc[i], NACC), s, _mm512_loadu_ps(ci)));
         }
     }
 }
 
 #define GEMV_CASES(BITS, ASYM)                                                                     \
     switch (mr) {                                                                                  \
-    case 1: gemv_bf16(L, block, a, lda, c, 1, BITS, ASYM); break;                                  \
-    case 2: gemv_bf16(L, block, a, lda, c, 2, BITS, ASYM); break;                                  \
-    case 3: gemv_bf16(L, block, a, lda, c, 3, BITS, ASYM); break;                                  \
-    case 4: gemv_bf16(L, block, a, lda, c, 4, BITS, ASYM); break;                                  \
-    case 5: gemv_bf16(L, block, a, lda, c, 5, BITS, ASYM); break;                                  \
-    case 6: gemv_bf16(L, block, a, lda, c, 6, BITS, ASYM); break;                                  \
-    case 7: gemv_bf16(L, block, a, lda, c, 7, BITS, ASYM); break;                                  \
-    default: gemv_bf16(L, block, a, lda, c, 8, BITS, ASYM); break;                                 \
+    case 1:                                                                                        \
+        gemv_bf16(L, block, a, lda, c, 1, BITS, ASYM);                                             \
+        break;                                                                                     \
+    case 2:                                                                                        \
+        gemv_bf16(L, block, a, lda, c, 2, BITS, ASYM);                                             \
+        break;                                                                                     \
+    case 3:                                                                                        \
+        gemv_bf16(L, block, a, lda, c, 3, BITS, ASYM);                                             \
+        break;                                                                                     \
+    case 4:                                                                                        \
+        gemv_bf16(L, block, a, lda, c, 4, BITS, ASYM);                                             \
+        break;                                                                                     \
+    case 5:                                                                                        \
+        gemv_bf16(L, block, a, lda, c, 5, BITS, ASYM);                                             \
+        break;                                                                                     \
+    case 6:                                                                                        \
+        gemv_bf16(L, block, a, lda, c, 6, BITS, ASYM);                                             \
+        break;                                                                                     \
+    case 7:                                                                                        \
+        gemv_bf16(L, block, a, lda, c, 7, BITS, ASYM);                                             \
+        break;                                                                                     \
+    default:                                                                                       \
+        gemv_bf16(L, block, a, lda, c, 8, BITS, ASYM);                                             \
+        break;                                                                                     \
     }
 
 void wna16_gemv_q4_bf16_8x16__avx512bf16(const wna16_block_layout *L, const uint8_t *block,
@@ -179,9 +219,8 @@ void wna16_gemv_q4_bf16_8x16__avx512bf16(const wna16_block_layout *L, const uint
 }
 
 void wna16_gemv_q8_bf16_8x16__avx512bf16(const wna16_block_layout *L, const uint8_t *block,
-                                         size_t mr, const void *a, size_t lda, float *c) {
-    GEMV_CASES(8, 0)
-}
+                                         size_t mr, const void *a, size_t lda,
+                                         float *c){GEMV_CASES(8, 0)}
 
 /* ------------------------------------------------------- small batch */
 
@@ -219,11 +258,11 @@ INLINE void gemv2_bf16(const wna16_block_layout *L, const uint8_t *block, const 
                  * of the next unit's block, not into the other stream */
                 int64_t off = g * L->record_bytes + t * 64 + WNA16_DECODE_PREFETCH2;
                 if (WNA16_DECODE_PREFETCH2)
-                    _mm_prefetch((const char *)(block + (int64_t)b * L->block_bytes + off +
-                                                (off >= L->block_bytes
-                                                     ? (int64_t)(NB - 1) * L->block_bytes
-                                                     : 0)),
-                                 _MM_HINT_T1);
+                    _mm_prefetch(
+                        (const char *)(block + (int64_t)b * L->block_bytes + off +
+                                       (off >= L->block_bytes ? (int64_t)(NB - 1) * L->block_bytes
+                                                              : 0)),
+                        _MM_HINT_T1);
                 if (WNA16_DECODE_PREFETCH)
                     _mm_prefetch((const char *)(rec[b] + t * 64 + WNA16_DECODE_PREFETCH),
                                  WNA16_DECODE_PREFETCH_HINT);
@@ -255,25 +294,57 @@ INLINE void gemv2_bf16(const wna16_block_layout *L, const uint8_t *block, const 
 #define GEMV2_CASES(BITS, ASYM)                                                                    \
     if (nb == 2) {                                                                                 \
         switch (mr) {                                                                              \
-        case 1: gemv2_bf16(L, block, a, lda, c, 1, 2, BITS, ASYM); break;                          \
-        case 2: gemv2_bf16(L, block, a, lda, c, 2, 2, BITS, ASYM); break;                          \
-        case 3: gemv2_bf16(L, block, a, lda, c, 3, 2, BITS, ASYM); break;                          \
-        case 4: gemv2_bf16(L, block, a, lda, c, 4, 2, BITS, ASYM); break;                          \
-        case 5: gemv2_bf16(L, block, a, lda, c, 5, 2, BITS, ASYM); break;                          \
-        case 6: gemv2_bf16(L, block, a, lda, c, 6, 2, BITS, ASYM); break;                          \
-        case 7: gemv2_bf16(L, block, a, lda, c, 7, 2, BITS, ASYM); break;                          \
-        default: gemv2_bf16(L, block, a, lda, c, 8, 2, BITS, ASYM); break;                         \
+        case 1:                                                                                    \
+            gemv2_bf16(L, block, a, lda, c, 1, 2, BITS, ASYM);                                     \
+            break;                                                                                 \
+        case 2:                                                                                    \
+            gemv2_bf16(L, block, a, lda, c, 2, 2, BITS, ASYM);                                     \
+            break;                                                                                 \
+        case 3:                                                                                    \
+            gemv2_bf16(L, block, a, lda, c, 3, 2, BITS, ASYM);                                     \
+            break;                                                                                 \
+        case 4:                                                                                    \
+            gemv2_bf16(L, block, a, lda, c, 4, 2, BITS, ASYM);                                     \
+            break;                                                                                 \
+        case 5:                                                                                    \
+            gemv2_bf16(L, block, a, lda, c, 5, 2, BITS, ASYM);                                     \
+            break;                                                                                 \
+        case 6:                                                                                    \
+            gemv2_bf16(L, block, a, lda, c, 6, 2, BITS, ASYM);                                     \
+            break;                                                                                 \
+        case 7:                                                                                    \
+            gemv2_bf16(L, block, a, lda, c, 7, 2, BITS, ASYM);                                     \
+            break;                                                                                 \
+        default:                                                                                   \
+            gemv2_bf16(L, block, a, lda, c, 8, 2, BITS, ASYM);                                     \
+            break;                                                                                 \
         }                                                                                          \
     } else {                                                                                       \
         switch (mr) {                                                                              \
-        case 1: gemv2_bf16(L, block, a, lda, c, 1, 1, BITS, ASYM); break;                          \
-        case 2: gemv2_bf16(L, block, a, lda, c, 2, 1, BITS, ASYM); break;                          \
-        case 3: gemv2_bf16(L, block, a, lda, c, 3, 1, BITS, ASYM); break;                          \
-        case 4: gemv2_bf16(L, block, a, lda, c, 4, 1, BITS, ASYM); break;                          \
-        case 5: gemv2_bf16(L, block, a, lda, c, 5, 1, BITS, ASYM); break;                          \
-        case 6: gemv2_bf16(L, block, a, lda, c, 6, 1, BITS, ASYM); break;                          \
-        case 7: gemv2_bf16(L, block, a, lda, c, 7, 1, BITS, ASYM); break;                          \
-        default: gemv2_bf16(L, block, a, lda, c, 8, 1, BITS, ASYM); break;                         \
+        case 1:                                                                                    \
+            gemv2_bf16(L, block, a, lda, c, 1, 1, BITS, ASYM);                                     \
+            break;                                                                                 \
+        case 2:                                                                                    \
+            gemv2_bf16(L, block, a, lda, c, 2, 1, BITS, ASYM);                                     \
+            break;                                                                                 \
+        case 3:                                                                                    \
+            gemv2_bf16(L, block, a, lda, c, 3, 1, BITS, ASYM);                                     \
+            break;                                                                                 \
+        case 4:                                                                                    \
+            gemv2_bf16(L, block, a, lda, c, 4, 1, BITS, ASYM);                                     \
+            break;                                                                                 \
+        case 5:                                                                                    \
+            gemv2_bf16(L, block, a, lda, c, 5, 1, BITS, ASYM);                                     \
+            break;                                                                                 \
+        case 6:                                                                                    \
+            gemv2_bf16(L, block, a, lda, c, 6, 1, BITS, ASYM);                                     \
+            break;                                                                                 \
+        case 7:                                                                                    \
+            gemv2_bf16(L, block, a, lda, c, 7, 1, BITS, ASYM);                                     \
+            break;                                                                                 \
+        default:                                                                                   \
+            gemv2_bf16(L, block, a, lda, c, 8, 1, BITS, ASYM);                                     \
+            break;                                                                                 \
         }                                                                                          \
     }
 
@@ -303,11 +374,15 @@ void wna16_dequant_q4_bf16_16__avx512bf16(const wna16_block_layout *L, const uin
         uint16_t *pg = panel + (size_t)((g - g0) * gu * 4) * ldp;
         for (int64_t t = 0; t < gu; t++) {
             __m512i q[4];
-            if (L->asym) q4_unpack(rec + t * 64, 1, zv, lut, q);
-            else q4_unpack(rec + t * 64, 0, zv, lut, q);
-            for (int j = 0; j < 4; j++) _mm512_store_si512((void *)(pg + (size_t)(4 * t + j) * ldp), q[j]);
+            if (L->asym)
+                q4_unpack(rec + t * 64, 1, zv, lut, q);
+            else
+                q4_unpack(rec + t * 64, 0, zv, lut, q);
+            for (int j = 0; j < 4; j++)
+                _mm512_store_si512((void *)(pg + (size_t)(4 * t + j) * ldp), q[j]);
         }
-        _mm512_storeu_ps(sc + (size_t)(g - g0) * lds, _mm512_load_ps((const float *)(rec + L->wbytes)));
+        _mm512_storeu_ps(sc + (size_t)(g - g0) * lds,
+                         _mm512_load_ps((const float *)(rec + L->wbytes)));
     }
 }
 
@@ -322,7 +397,8 @@ void wna16_dequant_q8_bf16_16__avx512bf16(const wna16_block_layout *L, const uin
         uint16_t *pg = panel + (size_t)((g - g0) * gu * 2) * ldp;
         for (int64_t kp = 0; kp < 2 * gu; kp++)
             _mm512_store_si512((void *)(pg + (size_t)kp * ldp), q8_unpack(rec + kp * 32, z0, z1));
-        _mm512_storeu_ps(sc + (size_t)(g - g0) * lds, _mm512_load_ps((const float *)(rec + L->wbytes)));
+        _mm512_storeu_ps(sc + (size_t)(g - g0) * lds,
+                         _mm512_load_ps((const float *)(rec + L->wbytes)));
     }
 }
 
@@ -357,10 +433,14 @@ void wna16_gemm_bf16_12x32__avx512bf16(size_t mr, int64_t n_groups, int64_t grou
                                        float *c) {
     switch (mr) {
 #define CASE(n)                                                                                    \
-    case n: gemm_bf16(n_groups, group_kpairs, ap, panel, sc, c, n); break;
-        CASE(1) CASE(2) CASE(3) CASE(4) CASE(5) CASE(6) CASE(7) CASE(8) CASE(9) CASE(10) CASE(11)
+    case n:                                                                                        \
+        gemm_bf16(n_groups, group_kpairs, ap, panel, sc, c, n);                                    \
+        break;
+        CASE(1)
+        CASE(2) CASE(3) CASE(4) CASE(5) CASE(6) CASE(7) CASE(8) CASE(9) CASE(10) CASE(11)
 #undef CASE
-    default: gemm_bf16(n_groups, group_kpairs, ap, panel, sc, c, GEMM_MR); break;
+            default : gemm_bf16(n_groups, group_kpairs, ap, panel, sc, c, GEMM_MR);
+        break;
     }
 }
 
