@@ -161,6 +161,7 @@ int wna16_bench_model(int argc, char **argv) {
             (int32_t)((r = r * 6364136223846793005ull + 1442695040888963407ull) >> 33) % (int32_t)V;
     double prefill_s = 0, decode_s = 0;
     double bw_lo = bw, bw_hi = bw, floor_bytes_over_bw = 0; /* decode tokens / GB/s, summed */
+    double best_window = 0; /* the fastest window's (tokens / GB/s) / seconds */
     wna16_comm_stats ar_pre = {0}, ar_dec = {0};
     if (lead) {
         wna16_model_reset(m);
@@ -184,11 +185,14 @@ int wna16_bench_model(int argc, char **argv) {
                     if (logits[v] > logits[next]) next = (int32_t)v;
                 s = wna16_model_eval(ctx, m, &next, 1, logits);
             }
-            decode_s += cli_now() - td0;
+            double window_s = cli_now() - td0;
+            decode_s += window_s;
             double bw_next = comm ? bw : wna16_measure_read_bw(limit_threads, WINDOW_BW_BYTES, 2);
             bw_lo = bw_next < bw_lo ? bw_next : bw_lo;
             bw_hi = bw_next > bw_hi ? bw_next : bw_hi;
-            floor_bytes_over_bw += (double)n / (0.5 * (bw_prev + bw_next));
+            double window_floor = (double)n / (0.5 * (bw_prev + bw_next));
+            floor_bytes_over_bw += window_floor;
+            if (window_floor / window_s > best_window) best_window = window_floor / window_s;
             bw_prev = bw_next;
         }
         wna16_model_comm_stats(m, &ar_dec);
@@ -244,12 +248,12 @@ int wna16_bench_model(int argc, char **argv) {
                    "\"allreduce_calls_per_token\": %.1f, \"allreduce_kib_per_token\": %.2f, "
                    "\"allreduce_prefill_seconds\": %.4f, \"allreduce_prefill_share\": %.4f, "
                    "\"decode_read_bw_gbs\": %.2f, \"read_bw_min_gbs\": %.2f, \"read_bw_max_gbs\": "
-                   "%.2f",
+                   "%.2f, \"decode_best_window_fraction\": %.4f",
                    dir, limit_threads, tp, bw, peak, load_s, prompt, prefill_s, prompt / prefill_s,
                    prefill_gflops, prefill_gflops / peak, decode, decode_tok_s, c.bytes_per_token,
                    decode_gbs, decode_gbs / decode_bw, cli_peak_rss_mib(), backend, ar_tok_ms,
                    ar_dec_share, ar_calls_tok, ar_kb_tok, ar_pre.all_reduce_seconds, ar_pre_share,
-                   decode_bw, bw_lo, bw_hi);
+                   decode_bw, bw_lo, bw_hi, best_window * c.bytes_per_token / 1e9);
             if (have_ranks) {
                 printf(", \"rank_allreduce_seconds\": ");
                 cli_print_json_array(stdout, rank_ar, nr, 4);
@@ -269,9 +273,10 @@ int wna16_bench_model(int argc, char **argv) {
             printf("decode:  %ld tokens, %.2f tok/s, %.1f MB/token -> %.2f GB/s = %.1f%% of the "
                    "read bandwidth\n"
                    "         measured around each %d-token window (%.2f GB/s over the decode; "
-                   "samples %.1f-%.1f GB/s)\n",
+                   "samples %.1f-%.1f GB/s); the fastest window: %.1f%%\n",
                    decode, decode_tok_s, c.bytes_per_token / 1e6, decode_gbs,
-                   100 * decode_gbs / decode_bw, DECODE_WINDOW, decode_bw, bw_lo, bw_hi);
+                   100 * decode_gbs / decode_bw, DECODE_WINDOW, decode_bw, bw_lo, bw_hi,
+                   100 * best_window * c.bytes_per_token / 1e9);
             printf("allreduce (%s, TP=%ld, rank 0): decode %.3f ms/token = %.1f%% of decode time "
                    "(%.0f calls, "
                    "%.1f KiB/token); prefill %.3fs = %.1f%% of prefill time\n",

