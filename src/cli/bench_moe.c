@@ -39,6 +39,7 @@ typedef struct moe_result {
     double *bw;         /* per run: the read bandwidth around its round (NULL: the run's limit) */
     double t_best, t_median, floor_frac, floor_frac_median, peak_frac, gflops, experts_touched;
     double floor_us, read_gbs; /* read_gbs: the bandwidth the runs were held to, on average */
+    double round_frac;         /* n <= LOCAL_BW_MAX_TOKENS: the best round's floor fraction */
 } moe_result;
 
 /* Token counts up to this are bandwidth-bound: see the timing loop. */
@@ -262,6 +263,7 @@ int wna16_bench_moe(int argc, char **argv) {
          * around its round (the host's bandwidth moves within a run) */
         bool local = T <= LOCAL_BW_MAX_TOKENS;
         int round_first = 0;
+        double best_round = 0; /* (round's GB / its bandwidth) / round's summed run times */
         double bw_prev = local ? wna16_measure_read_bw(nt, LOCAL_BW_BYTES, 2) : 0;
         double t_start = wna16_now(), t_round = t_start;
         for (int it = 0; n < MAXR; it++) {
@@ -293,7 +295,13 @@ int wna16_bench_moe(int argc, char **argv) {
             bool done = n >= 5 && t1 - t_start > min_time;
             if (local && n > round_first && (done || t1 - t_round > min_time / LOCAL_BW_ROUNDS)) {
                 double bw_next = wna16_measure_read_bw(nt, LOCAL_BW_BYTES, 2);
-                for (int i = round_first; i < n; i++) bwr[i] = 0.5 * (bw_prev + bw_next);
+                double g_sum = 0, t_sum = 0;
+                for (int i = round_first; i < n; i++) {
+                    bwr[i] = 0.5 * (bw_prev + bw_next);
+                    g_sum += gb[i], t_sum += times[i];
+                }
+                if (g_sum / bwr[round_first] / t_sum > best_round)
+                    best_round = g_sum / bwr[round_first] / t_sum;
                 bw_prev = bw_next;
                 round_first = n;
                 t_round = wna16_now();
@@ -307,6 +315,7 @@ int wna16_bench_moe(int argc, char **argv) {
         r->times = times;
         r->gb = gb;
         r->bw = local ? bwr : NULL;
+        r->round_frac = best_round;
         if (!local) free(bwr);
         r->experts_touched = 0;
         for (int i = 0; i < n; i++) r->experts_touched += touched[i] / n;
@@ -333,7 +342,7 @@ int wna16_bench_moe(int argc, char **argv) {
         r->read_gbs = bw_sum / n;
         qsort(fr, (size_t)n, sizeof *fr, cmp_d);
         qsort(r->times, (size_t)n, sizeof *r->times, cmp_d);
-        r->floor_frac = best_frac;
+        r->floor_frac = r->bw ? r->round_frac : best_frac;
         r->floor_frac_median = fr[n / 2];
         r->t_best = r->times[0];
         r->t_median = r->times[n / 2];
@@ -375,11 +384,13 @@ int wna16_bench_moe(int argc, char **argv) {
                              bf16_peak ? "bf16" : "fma", peak, H, I, E, K, bits, group, layer_bytes,
                              n_copies);
         else
-            printf("\n%%floor: best over runs of (that run's distinct-expert bytes / read bw) / "
-                   "time; read bw: for n <= %d\n  the mean of the samples taken before and after "
-                   "the run's round of runs (bw_GB/s: their\n  average), else the best limit "
-                   "above\ntargets: n=1 >= 90%% floor; n=8,32 >= 85%% floor; n>=128 >= 60%% peak\n",
-                   LOCAL_BW_MAX_TOKENS);
+            printf("\n%%floor: n <= %d: the best of %d rounds of runs, each (its runs' "
+                   "distinct-expert "
+                   "bytes / the mean\n  of the read-bandwidth samples taken before and after it) / "
+                   "its runs' summed time\n  (bw_GB/s: the average of those means); larger n: per "
+                   "run against the best limit above\ntargets: n=1 >= 90%% floor; n=8,32 >= 85%% "
+                   "floor; n>=128 >= 60%% peak\n",
+                   LOCAL_BW_MAX_TOKENS, LOCAL_BW_ROUNDS);
         for (int i = 0; i < n_res; i++) {
             moe_result *r = &res[i];
             bool by_peak = r->tokens >= 128;

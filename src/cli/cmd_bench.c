@@ -296,8 +296,9 @@ static int bench_gemm(int argc, char **argv) {
                 double bw_prev =
                     local ? wna16_measure_read_bw((int)threads, LOCAL_BW_BYTES, LOCAL_BW_REPS) : 0;
                 for (int round = 0; round < rounds && st == WNA16_OK; round++) {
-                    double t_start = wna16_now(), t_round = INFINITY;
-                    for (int in_round = 0; n_t < 4096; it++) {
+                    double t_start = wna16_now(), t_round = 0; /* summed call times */
+                    int in_round = 0;
+                    for (; n_t < 4096; it++) {
                         wna16_packed_linear *pl = copies[it % n_copies];
                         double t0 = wna16_now();
                         st = wna16_linear_gemm(d, pl, M, x, dt, K, y, dt, N, NULL, WNA16_DTYPE_F32,
@@ -306,14 +307,14 @@ static int bench_gemm(int argc, char **argv) {
                         if (st != WNA16_OK) break;
                         if (it < 2) continue; /* two warm-up calls */
                         times[n_t++] = t1 - t0;
-                        t_round = fmin(t_round, t1 - t0);
+                        t_round += t1 - t0;
                         if (++in_round >= 3 && t1 - t_start > min_time / rounds) break;
                     }
                     if (!local || st != WNA16_OK) continue;
                     double bw_next =
                         wna16_measure_read_bw((int)threads, LOCAL_BW_BYTES, LOCAL_BW_REPS);
                     double bw = 0.5 * (bw_prev + bw_next);
-                    double frac = (double)wbytes / t_round * 1e-9 / bw;
+                    double frac = (double)wbytes * in_round / t_round * 1e-9 / bw;
                     if (frac > best_local) best_local = frac, best_local_bw = bw;
                     bw_prev = bw_next;
                 }
