@@ -49,8 +49,10 @@ INLINE void scores_block(const float *q, const int HB, const float *kt, int64_t 
 /* exp(s - max) in place; returns 1 / sum. */
 static float softmax_row(float *s, int64_t n) {
     __m512 vmx = _mm512_set1_ps(-INFINITY);
-    for (int64_t p = 0; p < n; p += 16)
-        vmx = _mm512_mask_max_ps(vmx, tail_mask(n - p), vmx, _mm512_loadu_ps(s + p));
+    for (int64_t p = 0; p < n; p += 16) {
+        __mmask16 m = tail_mask(n - p);
+        vmx = _mm512_mask_max_ps(vmx, m, vmx, _mm512_maskz_loadu_ps(m, s + p));
+    }
     vmx = _mm512_set1_ps(_mm512_reduce_max_ps(vmx));
     __m512 vsum = _mm512_setzero_ps();
     for (int64_t p = 0; p < n; p += 16) {
