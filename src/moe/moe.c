@@ -700,6 +700,33 @@ static bool parallel_router(const wna16_moe_layer *L, int nt, int64_t T) {
     return nt > 1 && T > 1 && T * L->cfg.num_experts * L->cfg.hidden >= (1 << 22);
 }
 
+/* One token (decode): the router is a 1 MiB fp32 read per layer, so the
+ * threads split the experts (in fours, so every logit has the bits of the
+ * single-thread dot), then one thread picks the top-k. */
+static void decode_routing(const wna16_moe_layer *L, const uint16_t *x, int nt,
+                           uint8_t *thread_base, size_t per_thread, size_t rs, routing *r) {
+    int64_t E = L->cfg.num_experts, H = L->cfg.hidden, quads = (E + 3) / 4;
+#pragma omp parallel num_threads(nt)
+    {
+        int t = omp_get_thread_num(), n = omp_get_num_threads();
+        uint8_t *mine = thread_base + per_thread * (size_t)t;
+        float *xf = (float *)(mine + rs);
+        int64_t e0 = quads * t / n * 4, e1 = quads * (t + 1) / n * 4;
+        if (e1 > E) e1 = E;
+        for (int64_t h = 0; h < H; h++) xf[h] = wna16_bf16_to_f32(x[h]);
+        if (e0 < e1) wna16_moe_dot_rows(xf, L->router, e0, e1, H, r->logits + e0);
+#pragma omp barrier
+#pragma omp master
+        {
+            wna16_moe_route_rows(&L->cfg, 0, 1, r->logits, L->bias, r->ids, r->wts, mine);
+            if (L->shared_gate) {
+                float g = wna16_moe_dot_f32(xf, L->shared_gate, H);
+                r->sg[0] = 1.0f / (1.0f + expf(-g));
+            }
+        }
+    }
+}
+
 static wna16_status compute_routing(wna16_diag *d, const wna16_moe_layer *L, int64_t T,
                                     const uint16_t *x, int64_t ldx, bool route, int nt,
                                     routing *r) {
@@ -723,6 +750,10 @@ static wna16_status compute_routing(wna16_diag *d, const wna16_moe_layer *L, int
     }
     uint8_t *thread_base = c.base + c.off - per_thread * (size_t)nt;
     if (!route && !L->shared_gate) return WNA16_OK;
+    if (T == 1 && nt > 1 && route) {
+        decode_routing(L, x, nt, thread_base, per_thread, rs, r);
+        return WNA16_OK;
+    }
     int64_t pairs = (T + 1) / 2;
 #pragma omp parallel num_threads(nt) if (parallel_router(L, nt, T))
     {
