@@ -29,7 +29,8 @@ static void check_fixture(const char *name) {
     for (size_t i = 0; i < n; i++) {
         const wna16_tensor_view *v = wna16_safetensors_at(want, i);
         char module[256];
-        snprintf(module, sizeof module, "%.*s", (int)(strlen(v->name) - strlen(".weight")), v->name);
+        snprintf(module, sizeof module, "%.*s", (int)(strlen(v->name) - strlen(".weight")),
+                 v->name);
         uint16_t *got = malloc(v->nbytes);
         int64_t rows = 0, cols = 0;
         s = wna16_checkpoint_dequantize(ctx, ck, module, v->dtype, got, &rows, &cols);
@@ -37,7 +38,8 @@ static void check_fixture(const char *name) {
         CHECK(rows == v->shape[0] && cols == v->shape[1]);
         if (s == WNA16_OK && memcmp(got, v->data, v->nbytes)) {
             mismatched++;
-            fprintf(stderr, "%s: %s differs from compressed-tensors' decompression\n", name, module);
+            fprintf(stderr, "%s: %s differs from compressed-tensors' decompression\n", name,
+                    module);
         }
         free(got);
     }
@@ -48,16 +50,17 @@ static void check_fixture(const char *name) {
 
 static void test_fixtures_bit_exact(void) {
     static const char *const ok[] = {
-        "w4a16_sym_g32",  "w4a16_sym_g64",      "w4a16_sym_g128",   "w4a16_sym_channel",
-        "w4a16_asym_g32", "w4a16_asym_g128",    "w4a16_asym_channel", "w8a16_sym_g128",
+        "w4a16_sym_g32",     "w4a16_sym_g64",   "w4a16_sym_g128",      "w4a16_sym_channel",
+        "w4a16_asym_g32",    "w4a16_asym_g128", "w4a16_asym_channel",  "w8a16_sym_g128",
         "w8a16_sym_channel", "w8a16_asym_g64",  "qwen3_moe_w4a16_g32", "g_idx_trivial",
-        "gptq_v1_sym_g128", "gptq_v1_asym_g64"};
+        "gptq_v1_sym_g128",  "gptq_v1_asym_g64"};
     for (size_t i = 0; i < sizeof ok / sizeof *ok; i++) check_fixture(ok[i]);
 }
 
 static void test_refusal_fixtures(void) {
     wna16_checkpoint *ck = NULL;
-    CHECK_STATUS(ctx, wna16_checkpoint_open(ctx, FIX "actorder_group", &ck), WNA16_ERR_RUNTIME_ACTORDER,
+    CHECK_STATUS(ctx, wna16_checkpoint_open(ctx, FIX "actorder_group", &ck),
+                 WNA16_ERR_RUNTIME_ACTORDER,
                  "runtime activation ordering (actorder=group) is not supported; re-quantize with "
                  "actorder=static (or none): it gives the same accuracy with no runtime cost");
     CHECK(ck == NULL);
@@ -148,8 +151,11 @@ static void write_text(const char *dir, const char *file, const char *text) {
 }
 
 static json_t *qargs(json_t *cfg) {
-    return json_object_get(json_object_get(json_object_get(json_object_get(cfg, "quantization_config"),
-                                                           "config_groups"), "group_0"), "weights");
+    return json_object_get(
+        json_object_get(
+            json_object_get(json_object_get(cfg, "quantization_config"), "config_groups"),
+            "group_0"),
+        "weights");
 }
 
 /* Rewrites model.safetensors: tensor `name` is dropped (dtype < 0), or gets
@@ -175,7 +181,8 @@ static void rewrite(const char *dir, const edit *edits, size_t n_edits) {
         const edit *e = NULL;
         for (size_t j = 0; j < n_edits; j++)
             if (!strcmp(edits[j].name, v->name)) e = &edits[j], used[j] = true;
-        if (!e) wna16_st_writer_add(ctx, w, v->name, v->dtype, v->rank, v->shape, v->data);
+        if (!e)
+            wna16_st_writer_add(ctx, w, v->name, v->dtype, v->rank, v->shape, v->data);
         else if (e->dtype >= 0)
             wna16_st_writer_add(ctx, w, v->name, (wna16_dtype)e->dtype, e->rank, e->shape,
                                 e->data ? e->data : v->data);
@@ -200,7 +207,7 @@ static wna16_status try_open(const char *dir) {
 }
 
 #define EXPECT(dir, status, substr) CHECK_STATUS(ctx, try_open(dir), status, substr)
-#define SET(cfg, obj, key, value) json_object_set_new(obj, key, value)
+#define SET(cfg, obj, key, value)   json_object_set_new(obj, key, value)
 
 static void test_config_errors(void) {
     const char *d = fresh("w4a16_sym_g32");
@@ -219,31 +226,49 @@ static void test_config_errors(void) {
 
     json_t *c;
     d = fresh("w4a16_sym_g32");
-    c = load_config(d); SET(c, c, "hidden_size", json_integer(0)); save_config(d, c);
+    c = load_config(d);
+    SET(c, c, "hidden_size", json_integer(0));
+    save_config(d, c);
     EXPECT(d, WNA16_ERR_CONFIG_INVALID, "\"hidden_size\" is 0");
     d = fresh("w4a16_sym_g32");
-    c = load_config(d); SET(c, c, "hidden_size", json_integer(-5)); save_config(d, c);
+    c = load_config(d);
+    SET(c, c, "hidden_size", json_integer(-5));
+    save_config(d, c);
     EXPECT(d, WNA16_ERR_CONFIG_INVALID, "\"hidden_size\" is -5");
     d = fresh("w4a16_sym_g32");
-    c = load_config(d); SET(c, c, "num_hidden_layers", json_string("one")); save_config(d, c);
+    c = load_config(d);
+    SET(c, c, "num_hidden_layers", json_string("one"));
+    save_config(d, c);
     EXPECT(d, WNA16_ERR_CONFIG_INVALID, "must be an integer");
     d = fresh("w4a16_sym_g32");
-    c = load_config(d); SET(c, c, "num_key_value_heads", json_integer(3)); save_config(d, c);
+    c = load_config(d);
+    SET(c, c, "num_key_value_heads", json_integer(3));
+    save_config(d, c);
     EXPECT(d, WNA16_ERR_CONFIG_INVALID, "num_key_value_heads");
     d = fresh("w4a16_sym_g32");
-    c = load_config(d); SET(c, c, "hidden_size", json_integer(128)); save_config(d, c);
+    c = load_config(d);
+    SET(c, c, "hidden_size", json_integer(128));
+    save_config(d, c);
     EXPECT(d, WNA16_ERR_SHAPE_MISMATCH, "config.json implies");
     d = fresh("qwen3_moe_w4a16_g32");
-    c = load_config(d); SET(c, c, "num_experts_per_tok", json_integer(9)); save_config(d, c);
+    c = load_config(d);
+    SET(c, c, "num_experts_per_tok", json_integer(9));
+    save_config(d, c);
     EXPECT(d, WNA16_ERR_CONFIG_INVALID, "num_experts_per_tok");
     d = fresh("qwen3_moe_w4a16_g32");
-    c = load_config(d); SET(c, c, "num_local_experts", json_integer(4)); save_config(d, c);
+    c = load_config(d);
+    SET(c, c, "num_local_experts", json_integer(4));
+    save_config(d, c);
     EXPECT(d, WNA16_ERR_CONFIG_INVALID, "is expert 4 but config.json has 4 experts");
     d = fresh("qwen3_moe_w4a16_g32");
-    c = load_config(d); SET(c, c, "num_hidden_layers", json_integer(1)); save_config(d, c);
+    c = load_config(d);
+    SET(c, c, "num_hidden_layers", json_integer(1));
+    save_config(d, c);
     EXPECT(d, WNA16_ERR_CONFIG_INVALID, "is in layer 1 but config.json has num_hidden_layers 1");
     d = fresh("qwen3_moe_w4a16_g32");
-    c = load_config(d); SET(c, c, "moe_intermediate_size", json_integer(64)); save_config(d, c);
+    c = load_config(d);
+    SET(c, c, "moe_intermediate_size", json_integer(64));
+    save_config(d, c);
     EXPECT(d, WNA16_ERR_SHAPE_MISMATCH, "experts.0");
 }
 
@@ -261,39 +286,87 @@ static void test_quant_config_errors(void) {
         save_config(d, c);                                                                         \
         EXPECT(d, status, substr);                                                                 \
     } while (0)
-    QCASE("w4a16_sym_g32", SET(c, w, "actorder", json_string("group")), WNA16_ERR_RUNTIME_ACTORDER, "re-quantize with actorder=static");
-    QCASE("w4a16_sym_g32", SET(c, w, "actorder", json_string("dynamic")), WNA16_ERR_RUNTIME_ACTORDER, "actorder=dynamic");
-    QCASE("w4a16_sym_g32", SET(c, w, "actorder", json_true()), WNA16_ERR_RUNTIME_ACTORDER, "actorder=true");
+    QCASE("w4a16_sym_g32", SET(c, w, "actorder", json_string("group")), WNA16_ERR_RUNTIME_ACTORDER,
+          "re-quantize with actorder=static");
+    QCASE("w4a16_sym_g32", SET(c, w, "actorder", json_string("dynamic")),
+          WNA16_ERR_RUNTIME_ACTORDER, "actorder=dynamic");
+    QCASE("w4a16_sym_g32", SET(c, w, "actorder", json_true()), WNA16_ERR_RUNTIME_ACTORDER,
+          "actorder=true");
     QCASE("w4a16_sym_g32", SET(c, w, "actorder", json_string("static")), WNA16_OK, NULL);
     QCASE("w4a16_sym_g32", SET(c, w, "actorder", json_string("weight")), WNA16_OK, NULL);
-    QCASE("w4a16_sym_g32", SET(c, w, "actorder", json_string("sideways")), WNA16_ERR_QUANT_CONFIG_INVALID, "unknown actorder");
-    QCASE("w4a16_sym_g32", SET(c, w, "num_bits", json_integer(3)), WNA16_ERR_UNSUPPORTED_BITS, "num_bits=3");
-    QCASE("w4a16_sym_g32", SET(c, w, "num_bits", json_integer(16)), WNA16_ERR_UNSUPPORTED_BITS, "num_bits=16");
-    QCASE("w4a16_sym_g32", SET(c, w, "type", json_string("float")), WNA16_ERR_UNSUPPORTED_SCHEME, "not weight-only integer");
-    QCASE("w4a16_sym_g32", SET(c, w, "type", json_string("posit")), WNA16_ERR_QUANT_CONFIG_INVALID, "type must be");
-    QCASE("w4a16_sym_g32", (SET(c, w, "strategy", json_string("tensor")), SET(c, w, "group_size", json_null())), WNA16_ERR_UNSUPPORTED_SCHEME, "group or channelwise");
-    QCASE("w4a16_sym_g32", SET(c, w, "strategy", json_string("channel")), WNA16_ERR_QUANT_CONFIG_INVALID, "contradicts strategy");
-    QCASE("w4a16_sym_g32", SET(c, w, "strategy", json_string("diagonal")), WNA16_ERR_QUANT_CONFIG_INVALID, "unknown strategy");
-    QCASE("w4a16_sym_g32", SET(c, w, "group_size", json_integer(0)), WNA16_ERR_GROUP_SIZE, "group_size 0 is invalid");
-    QCASE("w4a16_sym_g32", SET(c, w, "group_size", json_integer(-2)), WNA16_ERR_GROUP_SIZE, "group_size -2");
-    QCASE("w4a16_sym_g32", SET(c, w, "group_size", json_integer(48)), WNA16_ERR_GROUP_SIZE, "does not divide the input size");
-    QCASE("w4a16_sym_g32", SET(c, w, "group_size", json_integer(16)), WNA16_ERR_SHAPE_MISMATCH, "weight_scale");
-    QCASE("w4a16_sym_g32", SET(c, w, "symmetric", json_false()), WNA16_ERR_TENSOR_MISSING, "weight_zero_point' is missing");
-    QCASE("w4a16_sym_g32", SET(c, q, "quant_method", json_string("awq")), WNA16_ERR_UNSUPPORTED_SCHEME, "quant_method \"awq\"");
-    QCASE("w4a16_sym_g32", SET(c, q, "config_groups", json_object()), WNA16_ERR_QUANT_CONFIG_INVALID, "config_groups");
-    QCASE("w4a16_sym_g32", SET(c, q, "ignore", json_pack("[ss]", "lm_head", "re:model.layers.0.self_attn.q_proj")), WNA16_ERR_QUANT_CONFIG_INVALID, "ignore list names it");
-    QCASE("w4a16_sym_g32", SET(c, q, "ignore", json_pack("[s]", "re:([")), WNA16_ERR_QUANT_CONFIG_INVALID, "bad regex");
-    QCASE("w4a16_sym_g32", SET(c, q, "ignore", json_array()), WNA16_ERR_TENSOR_MISSING, "lm_head.weight_packed' is missing");
-    QCASE("w4a16_sym_g32", SET(c, json_object_get(json_object_get(q, "config_groups"), "group_0"), "targets", json_pack("[s]", "re:.*mlp")), WNA16_ERR_QUANT_CONFIG_INVALID, "no config group targets it");
-    QCASE("w4a16_sym_g32", SET(c, json_object_get(json_object_get(q, "config_groups"), "group_0"), "format", json_string("marlin-24")), WNA16_ERR_UNSUPPORTED_SCHEME, "format \"marlin-24\"");
-    QCASE("w4a16_sym_g32", SET(c, json_object_get(json_object_get(q, "config_groups"), "group_0"), "input_activations", json_pack("{s:i,s:s,s:b}", "num_bits", 8, "strategy", "token", "dynamic", 1)), WNA16_ERR_UNSUPPORTED_SCHEME, "not weight-only");
-    QCASE("w4a16_sym_g32", (json_object_del(json_object_get(q, "config_groups"), "group_0"), json_object_set_new(json_object_get(q, "config_groups"), "W4A16", json_pack("[s]", "Linear"))), WNA16_ERR_SHAPE_MISMATCH, "expected shape [64, 1], found BF16 [64, 4]");
-    QCASE("w4a16_sym_g128", (json_object_del(json_object_get(q, "config_groups"), "group_0"), json_object_set_new(json_object_get(q, "config_groups"), "W4A16", json_pack("[s]", "Linear"))), WNA16_OK, NULL);
-    QCASE("w4a16_sym_g32", json_object_set_new(json_object_get(q, "config_groups"), "FANCY", json_pack("[s]", "Linear")), WNA16_ERR_QUANT_CONFIG_INVALID, "not a known preset");
-    QCASE("gptq_v1_sym_g128", SET(c, q, "checkpoint_format", json_string("marlin")), WNA16_ERR_UNSUPPORTED_SCHEME, "checkpoint_format \"marlin\"");
-    QCASE("gptq_v1_sym_g128", SET(c, q, "bits", json_integer(3)), WNA16_ERR_UNSUPPORTED_BITS, "num_bits=3");
-    QCASE("gptq_v1_sym_g128", SET(c, q, "group_size", json_integer(0)), WNA16_ERR_GROUP_SIZE, "GPTQ group_size 0");
-    QCASE("gptq_v1_sym_g128", SET(c, q, "desc_act", json_true()), WNA16_OK, NULL); /* trivial g_idx: accepted */
+    QCASE("w4a16_sym_g32", SET(c, w, "actorder", json_string("sideways")),
+          WNA16_ERR_QUANT_CONFIG_INVALID, "unknown actorder");
+    QCASE("w4a16_sym_g32", SET(c, w, "num_bits", json_integer(3)), WNA16_ERR_UNSUPPORTED_BITS,
+          "num_bits=3");
+    QCASE("w4a16_sym_g32", SET(c, w, "num_bits", json_integer(16)), WNA16_ERR_UNSUPPORTED_BITS,
+          "num_bits=16");
+    QCASE("w4a16_sym_g32", SET(c, w, "type", json_string("float")), WNA16_ERR_UNSUPPORTED_SCHEME,
+          "not weight-only integer");
+    QCASE("w4a16_sym_g32", SET(c, w, "type", json_string("posit")), WNA16_ERR_QUANT_CONFIG_INVALID,
+          "type must be");
+    QCASE("w4a16_sym_g32",
+          (SET(c, w, "strategy", json_string("tensor")), SET(c, w, "group_size", json_null())),
+          WNA16_ERR_UNSUPPORTED_SCHEME, "group or channelwise");
+    QCASE("w4a16_sym_g32", SET(c, w, "strategy", json_string("channel")),
+          WNA16_ERR_QUANT_CONFIG_INVALID, "contradicts strategy");
+    QCASE("w4a16_sym_g32", SET(c, w, "strategy", json_string("diagonal")),
+          WNA16_ERR_QUANT_CONFIG_INVALID, "unknown strategy");
+    QCASE("w4a16_sym_g32", SET(c, w, "group_size", json_integer(0)), WNA16_ERR_GROUP_SIZE,
+          "group_size 0 is invalid");
+    QCASE("w4a16_sym_g32", SET(c, w, "group_size", json_integer(-2)), WNA16_ERR_GROUP_SIZE,
+          "group_size -2");
+    QCASE("w4a16_sym_g32", SET(c, w, "group_size", json_integer(48)), WNA16_ERR_GROUP_SIZE,
+          "does not divide the input size");
+    QCASE("w4a16_sym_g32", SET(c, w, "group_size", json_integer(16)), WNA16_ERR_SHAPE_MISMATCH,
+          "weight_scale");
+    QCASE("w4a16_sym_g32", SET(c, w, "symmetric", json_false()), WNA16_ERR_TENSOR_MISSING,
+          "weight_zero_point' is missing");
+    QCASE("w4a16_sym_g32", SET(c, q, "quant_method", json_string("awq")),
+          WNA16_ERR_UNSUPPORTED_SCHEME, "quant_method \"awq\"");
+    QCASE("w4a16_sym_g32", SET(c, q, "config_groups", json_object()),
+          WNA16_ERR_QUANT_CONFIG_INVALID, "config_groups");
+    QCASE("w4a16_sym_g32",
+          SET(c, q, "ignore", json_pack("[ss]", "lm_head", "re:model.layers.0.self_attn.q_proj")),
+          WNA16_ERR_QUANT_CONFIG_INVALID, "ignore list names it");
+    QCASE("w4a16_sym_g32", SET(c, q, "ignore", json_pack("[s]", "re:([")),
+          WNA16_ERR_QUANT_CONFIG_INVALID, "bad regex");
+    QCASE("w4a16_sym_g32", SET(c, q, "ignore", json_array()), WNA16_ERR_TENSOR_MISSING,
+          "lm_head.weight_packed' is missing");
+    QCASE("w4a16_sym_g32",
+          SET(c, json_object_get(json_object_get(q, "config_groups"), "group_0"), "targets",
+              json_pack("[s]", "re:.*mlp")),
+          WNA16_ERR_QUANT_CONFIG_INVALID, "no config group targets it");
+    QCASE("w4a16_sym_g32",
+          SET(c, json_object_get(json_object_get(q, "config_groups"), "group_0"), "format",
+              json_string("marlin-24")),
+          WNA16_ERR_UNSUPPORTED_SCHEME, "format \"marlin-24\"");
+    QCASE("w4a16_sym_g32",
+          SET(c, json_object_get(json_object_get(q, "config_groups"), "group_0"),
+              "input_activations",
+              json_pack("{s:i,s:s,s:b}", "num_bits", 8, "strategy", "token", "dynamic", 1)),
+          WNA16_ERR_UNSUPPORTED_SCHEME, "not weight-only");
+    QCASE("w4a16_sym_g32",
+          (json_object_del(json_object_get(q, "config_groups"), "group_0"),
+           json_object_set_new(json_object_get(q, "config_groups"), "W4A16",
+                               json_pack("[s]", "Linear"))),
+          WNA16_ERR_SHAPE_MISMATCH, "expected shape [64, 1], found BF16 [64, 4]");
+    QCASE("w4a16_sym_g128",
+          (json_object_del(json_object_get(q, "config_groups"), "group_0"),
+           json_object_set_new(json_object_get(q, "config_groups"), "W4A16",
+                               json_pack("[s]", "Linear"))),
+          WNA16_OK, NULL);
+    QCASE("w4a16_sym_g32",
+          json_object_set_new(json_object_get(q, "config_groups"), "FANCY",
+                              json_pack("[s]", "Linear")),
+          WNA16_ERR_QUANT_CONFIG_INVALID, "not a known preset");
+    QCASE("gptq_v1_sym_g128", SET(c, q, "checkpoint_format", json_string("marlin")),
+          WNA16_ERR_UNSUPPORTED_SCHEME, "checkpoint_format \"marlin\"");
+    QCASE("gptq_v1_sym_g128", SET(c, q, "bits", json_integer(3)), WNA16_ERR_UNSUPPORTED_BITS,
+          "num_bits=3");
+    QCASE("gptq_v1_sym_g128", SET(c, q, "group_size", json_integer(0)), WNA16_ERR_GROUP_SIZE,
+          "GPTQ group_size 0");
+    QCASE("gptq_v1_sym_g128", SET(c, q, "desc_act", json_true()), WNA16_OK,
+          NULL); /* trivial g_idx: accepted */
 #undef QCASE
 }
 
@@ -389,14 +462,61 @@ static void test_tensor_errors(void) {
     EXPECT(d, WNA16_ERR_SHAPE_MISMATCH, "expected shape [64]");
     /* an expert missing from a layer */
     d = fresh("qwen3_moe_w4a16_g32");
-    rewrite(d, (edit[]){{"model.layers.1.mlp.experts.5.down_proj.weight_packed", -1, 0, {0}, NULL},
-                        {"model.layers.1.mlp.experts.5.down_proj.weight_scale", -1, 0, {0}, NULL},
-                        {"model.layers.1.mlp.experts.5.down_proj.weight_shape", -1, 0, {0}, NULL}}, 3);
+    rewrite(d,
+            (edit[]){{"model.layers.1.mlp.experts.5.down_proj.weight_packed", -1, 0, {0}, NULL},
+                     {"model.layers.1.mlp.experts.5.down_proj.weight_scale", -1, 0, {0}, NULL},
+                     {"model.layers.1.mlp.experts.5.down_proj.weight_shape", -1, 0, {0}, NULL}},
+            3);
     EXPECT(d, WNA16_ERR_TENSOR_MISSING, "layer 1 expert 5 is missing its down projection");
     /* GPTQ qzeros of the wrong shape (asym) */
     d = fresh("gptq_v1_asym_g64");
-    rewrite(d, (edit[]){{"model.layers.0.self_attn.q_proj.qzeros", WNA16_DTYPE_I32, 2, {2, 4}, NULL}}, 1);
+    rewrite(d,
+            (edit[]){{"model.layers.0.self_attn.q_proj.qzeros", WNA16_DTYPE_I32, 2, {2, 4}, NULL}},
+            1);
     EXPECT(d, WNA16_ERR_SHAPE_MISMATCH, "qzeros");
+}
+
+/* The int4 GPTQ v1 fixture turned into int8 (qweight/qzeros of int8 shapes,
+ * same scales). Legacy GPTQ stores zero - 1: stored 254 is zero 255 (taken),
+ * stored 255 is zero 256 (refused, not wrapped to 0). */
+static void gptq_v1_int8(const char *d, uint8_t last_zero) {
+    static const struct {
+        const char *proj;
+        int64_t in, out;
+    } mods[] = {{"self_attn.q_proj", 64, 64}, {"self_attn.k_proj", 64, 32},
+                {"self_attn.v_proj", 64, 32}, {"self_attn.o_proj", 64, 64},
+                {"mlp.gate_proj", 64, 128},   {"mlp.up_proj", 64, 128},
+                {"mlp.down_proj", 128, 64}};
+    static char names[7][2][96];
+    static uint32_t qw[7][32 * 128], qz[7][2 * 32];
+    edit e[7][2];
+    for (int i = 0; i < 7; i++) {
+        int64_t in = mods[i].in, out = mods[i].out, groups = in / 64;
+        memset(qw[i], 0x80, sizeof qw[i]); /* every weight u = 128 */
+        memset(qz[i], 0x7F, sizeof qz[i]); /* stored 127: zero 128 */
+        if (i == 6) ((uint8_t *)qz[i])[groups * out - 1] = last_zero;
+        snprintf(names[i][0], sizeof names[i][0], "model.layers.0.%s.qweight", mods[i].proj);
+        snprintf(names[i][1], sizeof names[i][1], "model.layers.0.%s.qzeros", mods[i].proj);
+        e[i][0] = (edit){names[i][0], WNA16_DTYPE_I32, 2, {in / 4, out}, qw[i]};
+        e[i][1] = (edit){names[i][1], WNA16_DTYPE_I32, 2, {groups, out / 4}, qz[i]};
+    }
+    edit first[7] = {e[0][0], e[0][1], e[1][0], e[1][1], e[2][0], e[2][1], e[3][0]};
+    edit rest[7] = {e[3][1], e[4][0], e[4][1], e[5][0], e[5][1], e[6][0], e[6][1]};
+    rewrite(d, first, 7);
+    rewrite(d, rest, 7);
+    json_t *c = load_config(d);
+    json_object_set_new(json_object_get(c, "quantization_config"), "bits", json_integer(8));
+    save_config(d, c);
+    json_decref(c);
+}
+
+static void test_gptq_v1_int8_zero(void) {
+    const char *d = fresh("gptq_v1_asym_g64");
+    gptq_v1_int8(d, 254);
+    EXPECT(d, WNA16_OK, NULL);
+    d = fresh("gptq_v1_asym_g64");
+    gptq_v1_int8(d, 255);
+    EXPECT(d, WNA16_ERR_BAD_ZERO_POINT, "group 1, output 63 stores 255");
 }
 
 static void test_index_errors(void) {
@@ -411,7 +531,8 @@ static void test_index_errors(void) {
     CHECK(wna16_safetensors_open(ctx, to, &st) == WNA16_OK);
     json_t *map = json_object();
     for (size_t i = 0; i < wna16_safetensors_count(st); i++)
-        json_object_set_new(map, wna16_safetensors_at(st, i)->name, json_string("model-00001-of-00001.safetensors"));
+        json_object_set_new(map, wna16_safetensors_at(st, i)->name,
+                            json_string("model-00001-of-00001.safetensors"));
     wna16_safetensors_close(st);
     json_t *index = json_pack("{s:{s:i},s:O}", "metadata", "total_size", 1, "weight_map", map);
     char ip[600];
@@ -426,10 +547,12 @@ static void test_index_errors(void) {
     /* a tensor in the shard the index does not list */
     json_object_del(map, "lm_head.weight");
     json_dump_file(index, ip, 0);
-    EXPECT(d, WNA16_ERR_INDEX_MISMATCH, "'lm_head.weight' is in this shard but the index maps it to nothing");
+    EXPECT(d, WNA16_ERR_INDEX_MISMATCH,
+           "'lm_head.weight' is in this shard but the index maps it to nothing");
     json_object_set_new(map, "lm_head.weight", json_string("model-00002-of-00002.safetensors"));
     json_dump_file(index, ip, 0);
-    EXPECT(d, WNA16_ERR_SHARD_MISSING, "model-00002-of-00002.safetensors: shard named by the index is missing");
+    EXPECT(d, WNA16_ERR_SHARD_MISSING,
+           "model-00002-of-00002.safetensors: shard named by the index is missing");
     json_object_set_new(map, "lm_head.weight", json_string("../../etc/passwd"));
     json_dump_file(index, ip, 0);
     EXPECT(d, WNA16_ERR_PATH_UNSAFE, "plain file names");
@@ -465,6 +588,7 @@ int main(void) {
     test_quant_config_errors();
     test_tensor_errors();
     test_index_errors();
+    test_gptq_v1_int8_zero();
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", workdir);
     if (system(cmd) != 0) fprintf(stderr, "could not clean %s\n", workdir);

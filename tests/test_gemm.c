@@ -51,7 +51,8 @@ static void make_weight(tweight *t, int64_t n, int64_t k, int bits, int64_t gs, 
     int8_t *q = malloc((size_t)(n * k));
     for (int64_t o = 0; o < n; o++)
         for (int64_t g = 0; g < ng; g++) {
-            int z = sym ? half : rnd_int(0, maxu);
+            /* int4 zero points include 16: legacy GPTQ's overflowed zero (stored 15 + 1) */
+            int z = sym ? half : rnd_int(0, bits == 4 ? maxu + 1 : maxu);
             if (!sym) t->zeros[o * ng + g] = (uint8_t)z;
             float s;
             if (exact)
@@ -186,12 +187,13 @@ static void test_errors(void) {
     CHECK_STATUS(ctx, wna16_linear_pack(d, NULL, &pl), WNA16_ERR_INVALID_ARGUMENT, "NULL");
     uint8_t badz[20 * 4];
     memset(badz, 3, sizeof badz);
-    badz[7] = 16;
+    badz[7] = 17;
     w = t.w;
     w.zeros = badz;
     w.zero_stride = 4;
     w.symmetric = false;
-    CHECK_STATUS(ctx, wna16_linear_pack(d, &w, &pl), WNA16_ERR_BAD_ZERO_POINT, "zero point 16");
+    CHECK_STATUS(ctx, wna16_linear_pack(d, &w, &pl), WNA16_ERR_BAD_ZERO_POINT,
+                 "zero point 17 at [1, 3] is above 2^4");
     CHECK(pl == NULL);
     wna16_linear_free(NULL);
 

@@ -25,15 +25,19 @@ static bool load_reference(const char *dir, reference *r) {
     snprintf(path, sizeof path, "%s/reference.json", dir);
     r->root = json_load_file(path, 0, NULL);
     if (!r->root) return false;
-    json_t *p = json_object_get(r->root, "prompt_ids"), *l = json_object_get(r->root, "logits_last"),
+    json_t *p = json_object_get(r->root, "prompt_ids"),
+           *l = json_object_get(r->root, "logits_last"),
            *g = json_object_get(r->root, "greedy_new_tokens");
     r->n_prompt = json_array_size(p);
     r->vocab = json_array_size(l);
     r->n_greedy = json_array_size(g);
     if (r->n_prompt > 64 || r->vocab > 4096 || r->n_greedy > 64) return false;
-    for (size_t i = 0; i < r->n_prompt; i++) r->prompt[i] = (int32_t)json_integer_value(json_array_get(p, i));
-    for (size_t i = 0; i < r->vocab; i++) r->logits[i] = (float)json_number_value(json_array_get(l, i));
-    for (size_t i = 0; i < r->n_greedy; i++) r->greedy[i] = (int32_t)json_integer_value(json_array_get(g, i));
+    for (size_t i = 0; i < r->n_prompt; i++)
+        r->prompt[i] = (int32_t)json_integer_value(json_array_get(p, i));
+    for (size_t i = 0; i < r->vocab; i++)
+        r->logits[i] = (float)json_number_value(json_array_get(l, i));
+    for (size_t i = 0; i < r->n_greedy; i++)
+        r->greedy[i] = (int32_t)json_integer_value(json_array_get(g, i));
     return true;
 }
 
@@ -50,7 +54,8 @@ static bool greedy(wna16_model *m, const reference *r, float *logits, int32_t *o
     if (wna16_model_eval(ctx, m, r->prompt, (int64_t)r->n_prompt, logits) != WNA16_OK) return false;
     for (size_t i = 0; i < r->n_greedy; i++) {
         out[i] = argmax(logits, r->vocab);
-        if (i + 1 < r->n_greedy && wna16_model_eval(ctx, m, &out[i], 1, logits) != WNA16_OK) return false;
+        if (i + 1 < r->n_greedy && wna16_model_eval(ctx, m, &out[i], 1, logits) != WNA16_OK)
+            return false;
     }
     return true;
 }
@@ -78,10 +83,13 @@ static void check_model(const char *name, bool tp2) {
         max_ref = fmax(max_ref, fabs(r.logits[i]));
         max_diff = fmax(max_diff, fabs(logits[i] - r.logits[i]));
     }
-    printf("%-18s max|dlogit| %.5f (%.4f of max|logit| %.3f)\n", name, max_diff, max_diff / max_ref, max_ref);
-    CHECK_MSG(max_diff <= 2e-2 * max_ref, "%s: max|dlogit| %g > 2e-2 x %g", name, max_diff, max_ref);
+    printf("%-18s max|dlogit| %.5f (%.4f of max|logit| %.3f)\n", name, max_diff, max_diff / max_ref,
+           max_ref);
+    CHECK_MSG(max_diff <= 2e-2 * max_ref, "%s: max|dlogit| %g > 2e-2 x %g", name, max_diff,
+              max_ref);
     CHECK(greedy(m, &r, logits, tokens));
-    CHECK_MSG(!memcmp(tokens, r.greedy, r.n_greedy * sizeof *tokens), "%s: greedy tokens differ from transformers", name);
+    CHECK_MSG(!memcmp(tokens, r.greedy, r.n_greedy * sizeof *tokens),
+              "%s: greedy tokens differ from transformers", name);
     wna16_model_free(m);
     if (tp2) {
         wna16_model_options o2 = {.tp = 2, .context = 128};
@@ -89,7 +97,8 @@ static void check_model(const char *name, bool tp2) {
         CHECK_MSG(s == WNA16_OK, "%s TP=2: %s", name, wna16_ctx_error(ctx));
         if (s == WNA16_OK) {
             CHECK(greedy(m, &r, logits, tokens2));
-            CHECK_MSG(!memcmp(tokens, tokens2, r.n_greedy * sizeof *tokens), "%s: TP=2 greedy differs from TP=1", name);
+            CHECK_MSG(!memcmp(tokens, tokens2, r.n_greedy * sizeof *tokens),
+                      "%s: TP=2 greedy differs from TP=1", name);
             wna16_model_free(m);
         }
     }
@@ -103,24 +112,49 @@ static void test_errors(void) {
     if (!m) return;
     int32_t ids[20] = {0};
     float logits[4096];
-    CHECK_STATUS(ctx, wna16_model_eval(ctx, m, ids, 17, logits), WNA16_ERR_CONTEXT_OVERFLOW, "exceed the context of 16");
+    CHECK_STATUS(ctx, wna16_model_eval(ctx, m, ids, 17, logits), WNA16_ERR_CONTEXT_OVERFLOW,
+                 "exceed the context of 16");
     ids[3] = 512;
-    CHECK_STATUS(ctx, wna16_model_eval(ctx, m, ids, 5, logits), WNA16_ERR_TOKEN_ID, "token id 512 at position 3");
+    CHECK_STATUS(ctx, wna16_model_eval(ctx, m, ids, 5, logits), WNA16_ERR_TOKEN_ID,
+                 "token id 512 at position 3");
     ids[3] = -1;
     CHECK_STATUS(ctx, wna16_model_eval(ctx, m, ids, 5, logits), WNA16_ERR_TOKEN_ID, "token id -1");
     ids[3] = 0;
     CHECK(wna16_model_eval(ctx, m, ids, 10, logits) == WNA16_OK);
-    CHECK_STATUS(ctx, wna16_model_eval(ctx, m, ids, 7, logits), WNA16_ERR_CONTEXT_OVERFLOW, "after 10 already in the cache");
+    CHECK_STATUS(ctx, wna16_model_eval(ctx, m, ids, 7, logits), WNA16_ERR_CONTEXT_OVERFLOW,
+                 "after 10 already in the cache");
     wna16_model_free(m);
     wna16_model_options big = {.tp = 1, .context = 1 << 20};
-    CHECK_STATUS(ctx, wna16_model_load(ctx, "tests/data/models/qwen3_w4a16", &big, &m), WNA16_ERR_CONTEXT_OVERFLOW, "max_position_embeddings");
+    CHECK_STATUS(ctx, wna16_model_load(ctx, "tests/data/models/qwen3_w4a16", &big, &m),
+                 WNA16_ERR_CONTEXT_OVERFLOW, "max_position_embeddings");
     wna16_model_options tp4 = {.tp = 8};
-    CHECK_STATUS(ctx, wna16_model_load(ctx, "tests/data/models/qwen3_w4a16", &tp4, &m), WNA16_ERR_TP_INDIVISIBLE, "cannot shard at TP=8");
-    CHECK_STATUS(ctx, wna16_model_load(ctx, "tests/data/ct/actorder_group", NULL, &m), WNA16_ERR_RUNTIME_ACTORDER, "re-quantize with actorder=static");
+    CHECK_STATUS(ctx, wna16_model_load(ctx, "tests/data/models/qwen3_w4a16", &tp4, &m),
+                 WNA16_ERR_TP_INDIVISIBLE, "cannot shard at TP=8");
+    CHECK_STATUS(ctx, wna16_model_load(ctx, "tests/data/ct/actorder_group", NULL, &m),
+                 WNA16_ERR_RUNTIME_ACTORDER, "re-quantize with actorder=static");
+}
+
+/* Legacy GPTQ (v1) asym with an overflowed zero point (one group stores 15,
+ * i.e. zero 16): it loads and runs (the kernels' handling of zero 16 is
+ * checked bitwise against the reference in test_gemm). */
+static void test_gptq_v1_overflow_zero(void) {
+    wna16_model *m = NULL;
+    wna16_model_options o = {.tp = 1, .context = 8};
+    wna16_status s = wna16_model_load(ctx, "tests/data/ct/gptq_v1_asym_g64", &o, &m);
+    CHECK_MSG(s == WNA16_OK, "gptq_v1_asym_g64: %s %s", wna16_status_str(s), wna16_ctx_error(ctx));
+    if (!m) return;
+    int32_t ids[3] = {1, 2, 3};
+    float logits[64];
+    CHECK(wna16_model_eval(ctx, m, ids, 3, logits) == WNA16_OK);
+    int finite = 0;
+    for (int i = 0; i < 32; i++) finite += isfinite(logits[i]) && logits[i] != 0.0f;
+    CHECK_MSG(finite == 32, "gptq_v1_asym_g64: %d of 32 logits finite and non-zero", finite);
+    wna16_model_free(m);
 }
 
 int main(void) {
     CHECK(wna16_ctx_create(&ctx) == WNA16_OK);
+    test_gptq_v1_overflow_zero();
     static const struct {
         const char *name;
         bool tp2;
@@ -130,7 +164,8 @@ int main(void) {
         {"qwen2_moe_w4a16", false}, {"qwen3_moe_tp", true},     {"qwen3_moe_bf16", true},
         {"mixtral_bf16", true},     {"qwen2_moe_bf16", true},
     };
-    for (size_t i = 0; i < sizeof models / sizeof *models; i++) check_model(models[i].name, models[i].tp2);
+    for (size_t i = 0; i < sizeof models / sizeof *models; i++)
+        check_model(models[i].name, models[i].tp2);
     test_errors();
     wna16_ctx_free(ctx);
     TEST_MAIN_END();

@@ -43,7 +43,7 @@ MEANING = {
     "ERR_UNSUPPORTED_BITS": ("num_bits other than 4 or 8", "re-quantize as W4A16 or W8A16"),
     "ERR_UNSUPPORTED_SCHEME": ("not weight-only int (float types, input activations), tensor strategy, a format other than pack-quantized, an unknown quant_method or GPTQ checkpoint_format", "re-quantize with a WNA16 scheme"),
     "ERR_BAD_SCALE": ("a scale that is 0, negative, NaN or Inf", "the checkpoint is corrupt: re-quantize"),
-    "ERR_BAD_ZERO_POINT": ("an unpacked zero point outside [-2^(b-1), 2^(b-1)-1]", "the checkpoint is corrupt"),
+    "ERR_BAD_ZERO_POINT": ("an unpacked zero point outside [-2^(b-1), 2^(b-1)-1]; an int8 legacy GPTQ zero point of 256 (stored 255); a packed zero above 2^b", "the checkpoint is corrupt, or re-export int8 GPTQ v1 as gptq_v2 / compressed-tensors"),
     "ERR_BAD_DTYPE": ("a tensor of a dtype its role cannot have (packed weights not I32, scales not float)", "re-export"),
     "ERR_TP_INDIVISIBLE": ("a tensor-parallel split that is not a whole number of groups, packed words, heads or rows", "smaller TP, a group size that divides the split, or expert parallelism (the message says which)"),
     "ERR_TOKENIZER_INVALID": ("a tokenizer.json that is not valid: missing/unknown model, merges naming unknown tokens, bad ids", "use the model's own tokenizer.json"),

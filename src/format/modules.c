@@ -14,9 +14,10 @@ typedef struct part {
     const wna16_tensor_view *view;
 } part;
 
-static const char *const suffixes[] = {".weight_packed", ".weight_scale", ".weight_shape",
-                                       ".weight_zero_point", ".weight_g_idx", ".qweight",
-                                       ".qzeros", ".scales", ".g_idx", ".weight", ".bias"};
+static const char *const suffixes[] = {
+    ".weight_packed", ".weight_scale", ".weight_shape", ".weight_zero_point",
+    ".weight_g_idx",  ".qweight",      ".qzeros",       ".scales",
+    ".g_idx",         ".weight",       ".bias"};
 
 static int cmp_parts(const void *a, const void *b) {
     return strcmp(((const part *)a)->prefix, ((const part *)b)->prefix);
@@ -24,10 +25,14 @@ static int cmp_parts(const void *a, const void *b) {
 
 float wna16_view_float(const wna16_tensor_view *v, int64_t i) {
     switch (v->dtype) {
-    case WNA16_DTYPE_BF16: return wna16_bf16_to_f32(((const uint16_t *)v->data)[i]);
-    case WNA16_DTYPE_F16: return wna16_f16_to_f32(((const uint16_t *)v->data)[i]);
-    case WNA16_DTYPE_F32: return ((const float *)v->data)[i];
-    default: return NAN;
+    case WNA16_DTYPE_BF16:
+        return wna16_bf16_to_f32(((const uint16_t *)v->data)[i]);
+    case WNA16_DTYPE_F16:
+        return wna16_f16_to_f32(((const uint16_t *)v->data)[i]);
+    case WNA16_DTYPE_F32:
+        return ((const float *)v->data)[i];
+    default:
+        return NAN;
     }
 }
 
@@ -69,15 +74,24 @@ static wna16_tp_role role_of(const char *name, bool is_expert) {
 }
 
 static void attach(wna16_module *m, const char *suffix, const wna16_tensor_view *v) {
-    if (!strcmp(suffix, ".weight_packed") || !strcmp(suffix, ".qweight")) m->packed = v;
-    else if (!strcmp(suffix, ".weight_scale") || !strcmp(suffix, ".scales")) m->scale = v;
-    else if (!strcmp(suffix, ".weight_zero_point") || !strcmp(suffix, ".qzeros")) m->zero = v;
-    else if (!strcmp(suffix, ".weight_g_idx") || !strcmp(suffix, ".g_idx")) m->g_idx = v;
-    else if (!strcmp(suffix, ".weight_shape")) m->shape = v;
-    else if (!strcmp(suffix, ".weight")) m->weight = v;
-    else if (!strcmp(suffix, ".bias")) m->bias = v;
-    if (!strcmp(suffix, ".qweight")) m->kind = WNA16_MODULE_GPTQ;
-    else if (!strcmp(suffix, ".weight_packed")) m->kind = WNA16_MODULE_PACKED;
+    if (!strcmp(suffix, ".weight_packed") || !strcmp(suffix, ".qweight"))
+        m->packed = v;
+    else if (!strcmp(suffix, ".weight_scale") || !strcmp(suffix, ".scales"))
+        m->scale = v;
+    else if (!strcmp(suffix, ".weight_zero_point") || !strcmp(suffix, ".qzeros"))
+        m->zero = v;
+    else if (!strcmp(suffix, ".weight_g_idx") || !strcmp(suffix, ".g_idx"))
+        m->g_idx = v;
+    else if (!strcmp(suffix, ".weight_shape"))
+        m->shape = v;
+    else if (!strcmp(suffix, ".weight"))
+        m->weight = v;
+    else if (!strcmp(suffix, ".bias"))
+        m->bias = v;
+    if (!strcmp(suffix, ".qweight"))
+        m->kind = WNA16_MODULE_GPTQ;
+    else if (!strcmp(suffix, ".weight_packed"))
+        m->kind = WNA16_MODULE_PACKED;
 }
 
 static wna16_status collect_parts(wna16_diag *d, wna16_checkpoint *ck, part **out, size_t *n) {
@@ -158,8 +172,8 @@ static wna16_status need(wna16_diag *d, const wna16_checkpoint *ck, const wna16_
                          const wna16_tensor_view *v, const char *suffix) {
     if (v) return WNA16_OK;
     return wna16_fail(d, WNA16_ERR_TENSOR_MISSING,
-                      "%s: module '%s' is quantized but tensor '%s%s' is missing", ck->dir,
-                      m->name, m->name, suffix);
+                      "%s: module '%s' is quantized but tensor '%s%s' is missing", ck->dir, m->name,
+                      m->name, suffix);
 }
 
 static wna16_status need_dtype(wna16_diag *d, const wna16_checkpoint *ck,
@@ -203,8 +217,8 @@ static wna16_status check_g_idx(wna16_diag *d, const wna16_checkpoint *ck, const
             return wna16_fail(d, WNA16_ERR_RUNTIME_ACTORDER,
                               "%s: tensor '%s' is a non-trivial g_idx (column %lld -> group %d, "
                               "natural %lld)%s: " WNA16_ACTORDER_FIX,
-                              ck->dir, g->name, (long long)c, gi[c],
-                              (long long)(c / m->group_size), why);
+                              ck->dir, g->name, (long long)c, gi[c], (long long)(c / m->group_size),
+                              why);
     return WNA16_OK;
 }
 
@@ -244,10 +258,10 @@ static wna16_status read_weight_shape(wna16_diag *d, const wna16_checkpoint *ck,
     WNA16_TRY(need_dtype(d, ck, v, v->dtype == WNA16_DTYPE_I64 || v->dtype == WNA16_DTYPE_I32,
                          "I64 or I32"));
     if (v->rank != 1 || v->shape[0] != 2) return shape_fail(d, ck, m, v, "[2]");
-    int64_t out = v->dtype == WNA16_DTYPE_I64 ? ((const int64_t *)v->data)[0]
-                                              : ((const int32_t *)v->data)[0];
-    int64_t in = v->dtype == WNA16_DTYPE_I64 ? ((const int64_t *)v->data)[1]
-                                             : ((const int32_t *)v->data)[1];
+    int64_t out =
+        v->dtype == WNA16_DTYPE_I64 ? ((const int64_t *)v->data)[0] : ((const int32_t *)v->data)[0];
+    int64_t in =
+        v->dtype == WNA16_DTYPE_I64 ? ((const int64_t *)v->data)[1] : ((const int32_t *)v->data)[1];
     if (out <= 0 || in <= 0 || out > (1 << 24) || in > (1 << 24))
         return wna16_fail(d, WNA16_ERR_SHAPE_MISMATCH,
                           "%s: tensor '%s' holds [%lld, %lld]; expected positive sizes", ck->dir,
@@ -321,6 +335,27 @@ static wna16_status validate_packed(wna16_diag *d, wna16_checkpoint *ck, wna16_m
     return WNA16_OK;
 }
 
+/* Legacy GPTQ (v1) stores zero - 1: a stored 2^bits - 1 means a zero point
+ * of 2^bits. For int4 that is 16 and is carried through (the kernels take
+ * it); for int8 it is 256, which the canonical 8-bit zero points cannot
+ * hold, so it is refused here rather than wrapped to 0. */
+static wna16_status check_v1_int8_zeros(wna16_diag *d, const wna16_checkpoint *ck,
+                                        const wna16_module *m) {
+    const uint8_t *z = m->zero->data; /* I32 words, little-endian: 4 zero points each */
+    int64_t per_group = m->out, n = m->zero->shape[0] * per_group;
+    for (int64_t i = 0; i < n; i++)
+        if (z[i] == 0xFF)
+            return wna16_fail(d, WNA16_ERR_BAD_ZERO_POINT,
+                              "%s: tensor '%s': group %lld, output %lld stores 255, which legacy "
+                              "GPTQ (checkpoint_format \"gptq\", zero - 1) reads as a zero "
+                              "point of 256; 8-bit zero points stop at 255. Re-export the model "
+                              "as gptq_v2 or compressed-tensors (e.g. with llm-compressor), or "
+                              "quantize it symmetric",
+                              ck->dir, m->zero->name, (long long)(i / per_group),
+                              (long long)(i % per_group));
+    return WNA16_OK;
+}
+
 static wna16_status validate_gptq(wna16_diag *d, wna16_checkpoint *ck, wna16_module *m) {
     const wna16_qscheme *s = &ck->qconfig.schemes[0];
     if (ck->qconfig.method != WNA16_QMETHOD_GPTQ)
@@ -352,6 +387,8 @@ static wna16_status validate_gptq(wna16_diag *d, wna16_checkpoint *ck, wna16_mod
                  (long long)(m->out * m->bits / 32));
         if (m->out * m->bits % 32 || !has_shape2(m->zero, groups, m->out * m->bits / 32))
             return shape_fail(d, ck, m, m->zero, want);
+        if (ck->qconfig.gptq_zero_version == 1 && m->bits == 8)
+            WNA16_TRY(check_v1_int8_zeros(d, ck, m));
     } else {
         m->zero = NULL; /* symmetric GPTQ: zero is 2^(bits-1) whatever qzeros says */
     }
@@ -381,8 +418,8 @@ static wna16_status resolve_module(wna16_diag *d, wna16_checkpoint *ck, wna16_mo
                           ck->dir, m->name, layer, (long long)ck->config.num_layers);
     if (expert >= 0 && expert >= ck->config.num_experts)
         return wna16_fail(d, WNA16_ERR_CONFIG_INVALID,
-                          "%s: module '%s' is expert %ld but config.json has %lld experts",
-                          ck->dir, m->name, expert, (long long)ck->config.num_experts);
+                          "%s: module '%s' is expert %ld but config.json has %lld experts", ck->dir,
+                          m->name, expert, (long long)ck->config.num_experts);
     m->role = role_of(m->name, expert >= 0);
     bool quant = m->kind == WNA16_MODULE_PACKED || m->kind == WNA16_MODULE_GPTQ;
     if (!is_linear(m)) return WNA16_OK;
@@ -437,15 +474,20 @@ static wna16_status check_against_config(wna16_diag *d, const wna16_checkpoint *
     if (strstr(m->name, "shared_expert.") && c->shared_expert_intermediate_size)
         inter = c->shared_expert_intermediate_size;
     switch (m->role) {
-    case WNA16_TP_QKV_Q: return expect_dims(d, ck, m, q, h);
-    case WNA16_TP_QKV_KV: return expect_dims(d, ck, m, kv, h);
+    case WNA16_TP_QKV_Q:
+        return expect_dims(d, ck, m, q, h);
+    case WNA16_TP_QKV_KV:
+        return expect_dims(d, ck, m, kv, h);
     case WNA16_TP_ROW:
         if (ends_with(m->name, ".o_proj")) return expect_dims(d, ck, m, h, q);
         return expect_dims(d, ck, m, h, inter);
     case WNA16_TP_MERGED_COLUMN:
-    case WNA16_TP_MOE_W13: return expect_dims(d, ck, m, inter, h);
-    case WNA16_TP_MOE_W2: return expect_dims(d, ck, m, h, inter);
-    default: return WNA16_OK;
+    case WNA16_TP_MOE_W13:
+        return expect_dims(d, ck, m, inter, h);
+    case WNA16_TP_MOE_W2:
+        return expect_dims(d, ck, m, h, inter);
+    default:
+        return WNA16_OK;
     }
 }
 
@@ -464,7 +506,9 @@ static wna16_status check_experts_complete(wna16_diag *d, const wna16_checkpoint
     for (size_t i = 0; i < ck->n_modules; i++) {
         const wna16_module *m = &ck->modules[i];
         if (m->expert < 0 || m->layer < 0 || m->kind == WNA16_MODULE_OTHER) continue;
-        int bit = m->role == WNA16_TP_MOE_W2 ? 4 : ends_with(m->name, "gate_proj") || ends_with(m->name, ".w1") ? 1 : 2;
+        int bit = m->role == WNA16_TP_MOE_W2                                     ? 4
+                  : ends_with(m->name, "gate_proj") || ends_with(m->name, ".w1") ? 1
+                                                                                 : 2;
         seen[m->layer * c->num_experts + m->expert] |= (uint8_t)bit;
         layer_has[m->layer] = 1;
     }
@@ -474,12 +518,15 @@ static wna16_status check_experts_complete(wna16_diag *d, const wna16_checkpoint
         for (int64_t e = 0; e < c->num_experts; e++) {
             uint8_t got = seen[l * c->num_experts + e];
             if (got != 7) {
-                s = wna16_fail(d, WNA16_ERR_TENSOR_MISSING,
-                               "%s: layer %lld expert %lld is missing its %s projection (config.json "
-                               "says %lld experts per layer)",
-                               ck->dir, (long long)l, (long long)e,
-                               !(got & 1) ? "gate" : !(got & 2) ? "up" : "down",
-                               (long long)c->num_experts);
+                s = wna16_fail(
+                    d, WNA16_ERR_TENSOR_MISSING,
+                    "%s: layer %lld expert %lld is missing its %s projection (config.json "
+                    "says %lld experts per layer)",
+                    ck->dir, (long long)l, (long long)e,
+                    !(got & 1)   ? "gate"
+                    : !(got & 2) ? "up"
+                                 : "down",
+                    (long long)c->num_experts);
                 break;
             }
         }

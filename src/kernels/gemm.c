@@ -111,14 +111,18 @@ wna16_status wna16_linear_pack(wna16_diag *d, const wna16_qweight *w, wna16_pack
         w->scale_stride < w->n_groups || (w->zeros && w->zero_stride < w->n_groups))
         return wna16_fail(d, WNA16_ERR_INVALID_ARGUMENT,
                           "linear pack: row_words/col_offset/strides too small for the shape");
+    /* zero points run to 2^bits inclusive: legacy GPTQ (v1) stores zero - 1
+     * in `bits` bits, so a stored 2^bits - 1 means 2^bits, and AutoGPTQ and
+     * transformers dequantize it as such (q = u - 16 for int4). The leaves
+     * keep u - zero exact for any zero up to 2^bits (int4: a 32-entry
+     * signed table; int8: int32 arithmetic). */
     bool asym = w->zeros != NULL;
     if (asym)
         for (int64_t o = 0; o < w->n; o++)
             for (int64_t g = 0; g < w->n_groups; g++)
-                if (w->zeros[o * w->zero_stride + g] >> w->bits)
+                if (w->zeros[o * w->zero_stride + g] > (1u << w->bits))
                     return wna16_fail(d, WNA16_ERR_BAD_ZERO_POINT,
-                                      "linear pack: zero point %u at [%lld, %lld] does not fit "
-                                      "%d bits",
+                                      "linear pack: zero point %u at [%lld, %lld] is above 2^%d",
                                       w->zeros[o * w->zero_stride + g], (long long)o, (long long)g,
                                       w->bits);
 

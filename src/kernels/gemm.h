@@ -54,7 +54,8 @@ typedef struct wna16_packed_linear wna16_packed_linear;
 /* Repacks a canonical weight. Errors: WNA16_ERR_INVALID_ARGUMENT (NULL, n or
  * k <= 0, inconsistent strides), WNA16_ERR_UNSUPPORTED_BITS (bits not 4/8),
  * WNA16_ERR_GROUP_SIZE (group size not 32, 64, 128 or k; k not a multiple of
- * it), WNA16_ERR_BAD_ZERO_POINT (zero point >= 2^bits),
+ * it), WNA16_ERR_BAD_ZERO_POINT (zero point > 2^bits; 2^bits itself is legacy
+ * GPTQ's overflowed zero and is taken),
  * WNA16_ERR_OUT_OF_MEMORY. Scales are copied as fp32 (they are not checked
  * here: the loader validates them). */
 wna16_status wna16_linear_pack(wna16_diag *d, const wna16_qweight *w, wna16_packed_linear **out);
