@@ -506,8 +506,7 @@ static void gptq_v1_int8(const char *d, uint8_t last_zero) {
     rewrite(d, rest, 7);
     json_t *c = load_config(d);
     json_object_set_new(json_object_get(c, "quantization_config"), "bits", json_integer(8));
-    save_config(d, c);
-    json_decref(c);
+    save_config(d, c); /* takes the reference */
 }
 
 static void test_gptq_v1_int8_zero(void) {
