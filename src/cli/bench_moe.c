@@ -45,7 +45,7 @@ typedef struct moe_result {
 /* Token counts up to this are bandwidth-bound: see the timing loop. */
 #define LOCAL_BW_MAX_TOKENS 32
 #define LOCAL_BW_ROUNDS     6
-#define LOCAL_BW_BYTES      ((size_t)512 << 20)
+#define LOCAL_BW_BYTES      ((size_t)1 << 30)
 
 static int cmp_d(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;

@@ -99,7 +99,7 @@ typedef struct gemm_result {
  * what the case saw). %bw is the best round's. */
 #define LOCAL_BW_MAX_M  8
 #define LOCAL_BW_ROUNDS 6
-#define LOCAL_BW_BYTES  ((size_t)512 << 20)
+#define LOCAL_BW_BYTES  ((size_t)1 << 30)
 #define LOCAL_BW_REPS   2
 
 static int cmp_double(const void *a, const void *b) {
