@@ -64,11 +64,9 @@ static model_costs costs(const wna16_model *m) {
     return c;
 }
 
-/* Decode tokens per bandwidth sample, and the sample's buffer (1 GiB, as
- * the issue's limit asks; the better of 4 passes, ~0.1 s at 40 GB/s, not
- * timed). */
-#define DECODE_WINDOW   8
-#define WINDOW_BW_BYTES ((size_t)1 << 30)
+/* Decode tokens per bandwidth sample (cli_bw_rounds; ~0.1 s each at
+ * 40 GB/s, not timed). */
+#define DECODE_WINDOW 8
 
 /* Machine limits. Under MPI every rank measures at the same time with its
  * own threads and the job's limit is the sum (ranks on one host share its
@@ -161,7 +159,10 @@ int wna16_bench_model(int argc, char **argv) {
         ids[i] =
             (int32_t)((r = r * 6364136223846793005ull + 1442695040888963407ull) >> 33) % (int32_t)V;
     double prefill_s = 0, decode_s = 0;
-    double bw_lo = bw, bw_hi = bw, floor_bytes_over_bw = 0; /* decode tokens / GB/s, summed */
+    double floor_bytes_over_bw = 0; /* decode tokens / GB/s, summed */
+    /* decode windows are held to the bandwidth sampled around each (under
+     * MPI: to the start-of-run limit, summed over the ranks) */
+    cli_bw_rounds bwr = {.prev = bw, .lo = bw, .hi = bw};
     double best_window = 0; /* the fastest window's (tokens / GB/s) / seconds */
     wna16_comm_stats ar_pre = {0}, ar_dec = {0};
     if (lead) {
@@ -172,11 +173,7 @@ int wna16_bench_model(int argc, char **argv) {
         prefill_s = cli_now() - tp0;
         wna16_model_comm_stats(m, &ar_pre);
         wna16_model_reset_comm_stats(m);
-        /* decode in windows with a bandwidth sample between them: a shared
-         * host's bandwidth drifts by 2x over seconds, so each window is held
-         * to the mean of the samples on either side of it (each the better
-         * of two STREAM passes) */
-        double bw_prev = comm ? bw : wna16_measure_read_bw(limit_threads, WINDOW_BW_BYTES, 2);
+        if (!comm) cli_bw_rounds_start(&bwr, limit_threads);
         for (long i = 0; s == WNA16_OK && i < decode; i += DECODE_WINDOW) {
             long n = decode - i < DECODE_WINDOW ? decode - i : DECODE_WINDOW;
             double td0 = cli_now();
@@ -188,13 +185,9 @@ int wna16_bench_model(int argc, char **argv) {
             }
             double window_s = cli_now() - td0;
             decode_s += window_s;
-            double bw_next = comm ? bw : wna16_measure_read_bw(limit_threads, WINDOW_BW_BYTES, 2);
-            bw_lo = bw_next < bw_lo ? bw_next : bw_lo;
-            bw_hi = bw_next > bw_hi ? bw_next : bw_hi;
-            double window_floor = (double)n / (0.5 * (bw_prev + bw_next));
+            double window_floor = (double)n / (comm ? bw : cli_bw_rounds_next(&bwr));
             floor_bytes_over_bw += window_floor;
             if (window_floor / window_s > best_window) best_window = window_floor / window_s;
-            bw_prev = bw_next;
         }
         wna16_model_comm_stats(m, &ar_dec);
         s = wna16_model_release(ctx, m, s);
@@ -254,7 +247,7 @@ int wna16_bench_model(int argc, char **argv) {
                    prefill_gflops, prefill_gflops / peak, decode, decode_tok_s, c.bytes_per_token,
                    decode_gbs, decode_gbs / decode_bw, cli_peak_rss_mib(), backend, ar_tok_ms,
                    ar_dec_share, ar_calls_tok, ar_kb_tok, ar_pre.all_reduce_seconds, ar_pre_share,
-                   decode_bw, bw_lo, bw_hi, best_window * c.bytes_per_token / 1e9);
+                   decode_bw, bwr.lo, bwr.hi, best_window * c.bytes_per_token / 1e9);
             if (have_ranks) {
                 printf(", \"rank_allreduce_seconds\": ");
                 cli_print_json_array(stdout, rank_ar, nr, 4);
@@ -276,7 +269,7 @@ int wna16_bench_model(int argc, char **argv) {
                    "         measured around each %d-token window (%.2f GB/s over the decode; "
                    "samples %.1f-%.1f GB/s); the fastest window: %.1f%%\n",
                    decode, decode_tok_s, c.bytes_per_token / 1e6, decode_gbs,
-                   100 * decode_gbs / decode_bw, DECODE_WINDOW, decode_bw, bw_lo, bw_hi,
+                   100 * decode_gbs / decode_bw, DECODE_WINDOW, decode_bw, bwr.lo, bwr.hi,
                    100 * best_window * c.bytes_per_token / 1e9);
             printf("allreduce (%s, TP=%ld, rank 0): decode %.3f ms/token = %.1f%% of decode time "
                    "(%.0f calls, "

@@ -45,7 +45,6 @@ typedef struct moe_result {
 /* Token counts up to this are bandwidth-bound: see the timing loop. */
 #define LOCAL_BW_MAX_TOKENS 32
 #define LOCAL_BW_ROUNDS     6
-#define LOCAL_BW_BYTES      ((size_t)1 << 30)
 
 static int cmp_d(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
@@ -264,7 +263,8 @@ int wna16_bench_moe(int argc, char **argv) {
         bool local = T <= LOCAL_BW_MAX_TOKENS;
         int round_first = 0;
         double best_round = 0; /* (round's GB / its bandwidth) / round's summed run times */
-        double bw_prev = local ? wna16_measure_read_bw(nt, LOCAL_BW_BYTES, 2) : 0;
+        cli_bw_rounds bw_rounds = {0};
+        if (local) cli_bw_rounds_start(&bw_rounds, nt);
         double t_start = wna16_now(), t_round = t_start;
         for (int it = 0; n < MAXR; it++) {
             /* fresh activations -> fresh routing */
@@ -294,21 +294,18 @@ int wna16_bench_moe(int argc, char **argv) {
             }
             bool done = n >= 5 && t1 - t_start > min_time;
             if (local && n > round_first && (done || t1 - t_round > min_time / LOCAL_BW_ROUNDS)) {
-                double bw_next = wna16_measure_read_bw(nt, LOCAL_BW_BYTES, 2);
-                double g_sum = 0, t_sum = 0;
+                double bw = cli_bw_rounds_next(&bw_rounds), g_sum = 0, t_sum = 0;
                 for (int i = round_first; i < n; i++) {
-                    bwr[i] = 0.5 * (bw_prev + bw_next);
+                    bwr[i] = bw;
                     g_sum += gb[i], t_sum += times[i];
                 }
-                if (g_sum / bwr[round_first] / t_sum > best_round)
-                    best_round = g_sum / bwr[round_first] / t_sum;
-                bw_prev = bw_next;
+                if (g_sum / bw / t_sum > best_round) best_round = g_sum / bw / t_sum;
                 round_first = n;
                 t_round = wna16_now();
             }
             if (done) break;
         }
-        for (int i = round_first; i < n; i++) bwr[i] = bw_prev; /* only on an error */
+        for (int i = round_first; i < n; i++) bwr[i] = bw_rounds.prev; /* only on an error */
         moe_result *r = &res[ti];
         r->tokens = T;
         r->runs = n;

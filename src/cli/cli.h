@@ -34,6 +34,20 @@ double cli_status_mib(const char *field);
 /* Writes s as a JSON string literal (quotes and escapes). */
 void cli_print_json_string(FILE *f, const char *s);
 
+/* Read bandwidth sampled between the rounds of a bandwidth-bound benchmark:
+ * the host's bandwidth moves by 2x within a run, so each round is held to the
+ * mean of the samples taken just before and after it. A sample is a 1 GiB
+ * STREAM-style sum, the better of 4 passes (wna16_measure_read_bw); lo/hi
+ * track the spread of the samples. */
+typedef struct cli_bw_rounds {
+    int threads;
+    double prev, lo, hi;
+} cli_bw_rounds;
+void cli_bw_rounds_start(cli_bw_rounds *r, int threads);
+/* Takes the next sample; returns the bandwidth the round that just ended is
+ * held to (GB/s). */
+double cli_bw_rounds_next(cli_bw_rounds *r);
+
 /* Parses a duration in (0, 100) seconds; prints an error naming cmd if bad. */
 bool cli_parse_seconds(const char *cmd, const char *flag, const char *text, double *out);
 

@@ -1,4 +1,5 @@
 #include "cli/cli.h"
+#include "kernels/machine_limits.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -61,4 +62,19 @@ bool cli_parse_seconds(const char *cmd, const char *flag, const char *text, doub
     if (*out > 0 && *out < 100) return true;
     fprintf(stderr, "wna16 %s: %s expects seconds in (0, 100)\n", cmd, flag);
     return false;
+}
+
+static double bw_sample(int threads) { return wna16_measure_read_bw(threads, (size_t)1 << 30, 2); }
+
+void cli_bw_rounds_start(cli_bw_rounds *r, int threads) {
+    r->threads = threads;
+    r->prev = r->lo = r->hi = bw_sample(threads);
+}
+
+double cli_bw_rounds_next(cli_bw_rounds *r) {
+    double next = bw_sample(r->threads), held = 0.5 * (r->prev + next);
+    r->lo = next < r->lo ? next : r->lo;
+    r->hi = next > r->hi ? next : r->hi;
+    r->prev = next;
+    return held;
 }

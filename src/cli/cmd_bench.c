@@ -99,8 +99,6 @@ typedef struct gemm_result {
  * what the case saw). %bw is the best round's. */
 #define LOCAL_BW_MAX_M  8
 #define LOCAL_BW_ROUNDS 6
-#define LOCAL_BW_BYTES  ((size_t)1 << 30)
-#define LOCAL_BW_REPS   2
 
 static int cmp_double(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
@@ -293,8 +291,8 @@ static int bench_gemm(int argc, char **argv) {
                 bool local = M <= LOCAL_BW_MAX_M;
                 int rounds = local ? LOCAL_BW_ROUNDS : 1;
                 double best_local = 0, best_local_bw = 0;
-                double bw_prev =
-                    local ? wna16_measure_read_bw((int)threads, LOCAL_BW_BYTES, LOCAL_BW_REPS) : 0;
+                cli_bw_rounds bw_rounds = {0};
+                if (local) cli_bw_rounds_start(&bw_rounds, (int)threads);
                 for (int round = 0; round < rounds && st == WNA16_OK; round++) {
                     double t_start = wna16_now(), t_round = 0; /* summed call times */
                     int in_round = 0;
@@ -311,12 +309,9 @@ static int bench_gemm(int argc, char **argv) {
                         if (++in_round >= 3 && t1 - t_start > min_time / rounds) break;
                     }
                     if (!local || st != WNA16_OK) continue;
-                    double bw_next =
-                        wna16_measure_read_bw((int)threads, LOCAL_BW_BYTES, LOCAL_BW_REPS);
-                    double bw = 0.5 * (bw_prev + bw_next);
+                    double bw = cli_bw_rounds_next(&bw_rounds);
                     double frac = (double)wbytes * in_round / t_round * 1e-9 / bw;
                     if (frac > best_local) best_local = frac, best_local_bw = bw;
-                    bw_prev = bw_next;
                 }
                 free(x);
                 free(y);

@@ -194,23 +194,30 @@ void wna16_linear_free(wna16_packed_linear *pl) {
     wna16_free(pl);
 }
 
+/* A header copied from `like` with its own (uninitialised) data buffer of
+ * `bytes`, 64-byte aligned, huge pages asked for; NULL without memory. */
+static wna16_packed_linear *new_like(const wna16_packed_linear *like, size_t bytes) {
+    wna16_packed_linear *c = wna16_malloc(sizeof *c);
+    void *alloc = c ? wna16_malloc(bytes + 64) : NULL;
+    if (!alloc) {
+        wna16_free(c);
+        return NULL;
+    }
+    *c = *like;
+    c->alloc = alloc;
+    c->data = align64(alloc);
+    c->data_bytes = bytes;
+    advise_huge(c->data, bytes);
+    return c;
+}
+
 wna16_status wna16_linear_clone(wna16_diag *d, const wna16_packed_linear *pl,
                                 wna16_packed_linear **out) {
     if (!out || !pl) return wna16_fail(d, WNA16_ERR_INVALID_ARGUMENT, "linear clone: NULL");
-    *out = NULL;
-    wna16_packed_linear *c = wna16_malloc(sizeof *c);
-    void *alloc = wna16_malloc(pl->data_bytes + 64);
-    if (!c || !alloc) {
-        wna16_free(c);
-        wna16_free(alloc);
+    *out = new_like(pl, pl->data_bytes);
+    if (!*out)
         return wna16_fail(d, WNA16_ERR_OUT_OF_MEMORY, "linear clone: %zu bytes", pl->data_bytes);
-    }
-    *c = *pl;
-    c->alloc = alloc;
-    c->data = align64(alloc);
-    advise_huge(c->data, c->data_bytes);
-    memcpy(c->data, pl->data, pl->data_bytes);
-    *out = c;
+    memcpy((*out)->data, pl->data, pl->data_bytes);
     return WNA16_OK;
 }
 
@@ -235,21 +242,12 @@ wna16_status wna16_linear_concat(wna16_diag *d, const wna16_packed_linear *const
                               (long long)parts[i]->n, WNA16_LINEAR_NR);
         rows += parts[i]->n;
     }
-    wna16_packed_linear *c = wna16_malloc(sizeof *c);
     size_t bytes = 0;
     for (size_t i = 0; i < n; i++) bytes += parts[i]->data_bytes;
-    void *alloc = c ? wna16_malloc(bytes + 64) : NULL;
-    if (!alloc) {
-        wna16_free(c);
-        return wna16_fail(d, WNA16_ERR_OUT_OF_MEMORY, "linear concat: %zu bytes", bytes);
-    }
-    *c = *parts[0];
+    wna16_packed_linear *c = new_like(parts[0], bytes);
+    if (!c) return wna16_fail(d, WNA16_ERR_OUT_OF_MEMORY, "linear concat: %zu bytes", bytes);
     c->n = rows;
     c->n_blocks = (rows + WNA16_LINEAR_NR - 1) / WNA16_LINEAR_NR;
-    c->alloc = alloc;
-    c->data = align64(alloc);
-    c->data_bytes = bytes;
-    advise_huge(c->data, bytes);
     for (size_t i = 0, off = 0; i < n; off += parts[i]->data_bytes, i++)
         memcpy(c->data + off, parts[i]->data, parts[i]->data_bytes);
     *out = c;

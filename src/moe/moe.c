@@ -700,6 +700,12 @@ static bool parallel_router(const wna16_moe_layer *L, int nt, int64_t T) {
     return nt > 1 && T > 1 && T * L->cfg.num_experts * L->cfg.hidden >= (1 << 22);
 }
 
+/* The shared expert's sigmoid gate for one token (fp32 row xf). */
+static float shared_gate(const wna16_moe_layer *L, const float *xf) {
+    float g = wna16_moe_dot_f32(xf, L->shared_gate, L->cfg.hidden);
+    return 1.0f / (1.0f + expf(-g));
+}
+
 /* One token (decode): the router is a 1 MiB fp32 read per layer, so the
  * threads split the experts (in fours, so every logit has the bits of the
  * single-thread dot), then one thread picks the top-k. */
@@ -719,10 +725,7 @@ static void decode_routing(const wna16_moe_layer *L, const uint16_t *x, int nt,
 #pragma omp master
         {
             wna16_moe_route_rows(&L->cfg, 0, 1, r->logits, L->bias, r->ids, r->wts, mine);
-            if (L->shared_gate) {
-                float g = wna16_moe_dot_f32(xf, L->shared_gate, H);
-                r->sg[0] = 1.0f / (1.0f + expf(-g));
-            }
+            if (L->shared_gate) r->sg[0] = shared_gate(L, xf);
         }
     }
 }
@@ -771,8 +774,7 @@ static wna16_status compute_routing(wna16_diag *d, const wna16_moe_layer *L, int
                 if (!route)
                     for (int64_t h = 0; h < H; h++)
                         xf[i * H + h] = wna16_bf16_to_f32(x[(t0 + i) * ldx + h]);
-                float g = wna16_moe_dot_f32(xf + i * H, L->shared_gate, H);
-                r->sg[t0 + i] = 1.0f / (1.0f + expf(-g));
+                r->sg[t0 + i] = shared_gate(L, xf + i * H);
             }
         }
     }
