@@ -74,21 +74,22 @@ typedef struct rank_job {
     wna16_status status;
 } rank_job;
 
-/* One KV head's cache: K transposed, [head_dim][context] (a column per
- * position, see kernels/attn.h), then V, [context][head_dim]. */
+/* One KV head's cache: K transposed in blocks of 16 positions (see
+ * kernels/attn.h), then V, [context][head_dim]; wna16_kv_context() positions
+ * each. */
 static float *k_cache(const wna16_model *m, const wna16_rank_model *r, int64_t L, int64_t head) {
-    return r->kv + ((L * 2 + 0) * r->kv_heads + head) * m->context * m->cfg.head_dim;
+    return r->kv + ((L * 2 + 0) * r->kv_heads + head) * wna16_kv_context(m) * m->cfg.head_dim;
 }
 
 static float *v_cache(const wna16_model *m, const wna16_rank_model *r, int64_t L, int64_t head) {
-    return r->kv + ((L * 2 + 1) * r->kv_heads + head) * m->context * m->cfg.head_dim;
+    return r->kv + ((L * 2 + 1) * r->kv_heads + head) * wna16_kv_context(m) * m->cfg.head_dim;
 }
 
 static void cache_store(const wna16_model *m, const wna16_rank_model *r, int64_t L, int64_t head,
                         int64_t pos, const float *k, const float *v) {
     int64_t hd = m->cfg.head_dim;
-    float *kt = k_cache(m, r, L, head);
-    for (int64_t i = 0; i < hd; i++) kt[i * m->context + pos] = k[i];
+    float *kb = k_cache(m, r, L, head);
+    for (int64_t i = 0; i < hd; i++) kb[wna16_attn_k_index(pos, i, hd)] = k[i];
     memcpy(v_cache(m, r, L, head) + pos * hd, v, (size_t)hd * sizeof(float));
 }
 
@@ -103,7 +104,7 @@ static void attention(const wna16_model *m, const wna16_rank_model *r, int64_t L
     for (int64_t t = 0; t < n; t++)
         for (int64_t kvh = 0; kvh < r->kv_heads; kvh++) {
             int64_t h0 = t * r->heads + kvh * group;
-            attend(s->q + h0 * hd, group, k_cache(m, r, L, kvh), m->context, v_cache(m, r, L, kvh),
+            attend(s->q + h0 * hd, group, k_cache(m, r, L, kvh), v_cache(m, r, L, kvh),
                    pos0 + t + 1, hd, scale, s->scores + h0 * m->context, m->context,
                    s->att + h0 * hd);
         }

@@ -6,6 +6,7 @@
 #define WNA16_MODEL_MODEL_H
 
 #include "format/checkpoint.h"
+#include "kernels/attn.h"
 #include "kernels/gemm.h"
 #include "moe/moe.h"
 #include "parallel/comm.h"
@@ -63,7 +64,7 @@ typedef struct wna16_rank_model {
     int rank, tp;
     int64_t heads, kv_heads; /* this rank's */
     wna16_layer *layers;
-    float *kv; /* [layer][2][kv_heads][context][head_dim] */
+    float *kv; /* [layer][K, V][kv_heads][wna16_kv_context()][head_dim] (K blocked) */
     wna16_moe_workspace *moe_ws; /* MoE scratch kept across calls (this rank's thread) */
 } wna16_rank_model;
 
@@ -82,6 +83,8 @@ struct wna16_model {
     double rope_factor, rope_low, rope_high, rope_orig_ctx;
     float *inv_freq; /* [head_dim/2] */
     const uint16_t *embed, *final_norm, *lm_head; /* bf16 */
+    uint16_t *lm_head_own; /* lm_head's private huge-page copy (or NULL) */
+    size_t lm_head_bytes;
     uint16_t **converted; /* bf16 copies of F16/F32 tensors (freed with the model) */
     size_t n_converted;
     int64_t context;
@@ -111,6 +114,12 @@ struct wna16_model {
     wna16_status (*mlp_override)(void *user, int64_t layer, int64_t rows, const uint16_t *x,
                                  float *y);
 };
+
+/* Positions per KV head in the cache: the context rounded up to whole K
+ * blocks (kernels/attn.h). */
+static inline int64_t wna16_kv_context(const wna16_model *m) {
+    return (m->context + WNA16_ATTN_KB - 1) / WNA16_ATTN_KB * WNA16_ATTN_KB;
+}
 
 /* wna16_model_load for the quantizer: tp 1, no layer loaded until
  * wna16_model_load_layer (rank 0), MoE layers deferred (above). */

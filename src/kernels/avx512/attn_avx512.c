@@ -2,6 +2,7 @@
 
 #include <immintrin.h>
 #include <math.h>
+#include <stdbool.h>
 
 #define INLINE static inline __attribute__((always_inline))
 
@@ -29,14 +30,24 @@ INLINE __mmask16 tail_mask(int64_t left) {
 
 /* scores[j][p] = scale * q[j]·K[p] for HB heads, 16 positions per vector:
  * one K column vector feeds HB independent FMA chains. */
-INLINE void scores_block(const float *q, const int HB, const float *kt, int64_t ldk, int64_t n,
+INLINE void scores_block(const float *q, const int HB, const float *kb, const float *v, int64_t n,
                          int64_t hd, float scale, float *scores, int64_t lds) {
     for (int64_t p0 = 0; p0 < n; p0 += 16) {
         __mmask16 m = tail_mask(n - p0);
+        const float *kblk = kb + p0 * hd; /* block p0 / 16: hd rows of 16 */
+        /* A K block and the V rows of its 16 positions are both hd lines:
+         * one line of each is prefetched per step, K two blocks ahead (the
+         * cache is cold in decode: every layer's weights pass through in
+         * between) and V into L2 for the PV passes, which read each row in
+         * several strided sweeps. */
+        const char *kpf = (const char *)(kblk + 2 * 16 * hd), *vpf = (const char *)(v + p0 * hd);
+        bool pf_k = p0 + 32 < n, pf_v = p0 + 16 <= n;
         __m512 acc[8];
         for (int j = 0; j < HB; j++) acc[j] = _mm512_setzero_ps();
         for (int64_t i = 0; i < hd; i++) {
-            __m512 kv = _mm512_maskz_loadu_ps(m, kt + i * ldk + p0);
+            if (pf_k) _mm_prefetch(kpf + i * 64, _MM_HINT_T0);
+            if (pf_v) _mm_prefetch(vpf + i * 64, _MM_HINT_T1);
+            __m512 kv = _mm512_maskz_loadu_ps(m, kblk + i * 16);
             for (int j = 0; j < HB; j++)
                 acc[j] = _mm512_fmadd_ps(_mm512_set1_ps(q[j * hd + i]), kv, acc[j]);
         }
@@ -86,10 +97,9 @@ INLINE void pv_block(const float *w, int64_t lds, const int HB, const int CV, co
 }
 
 /* HB <= 4 heads: 4 vectors of V per pass (16 chains); more: 2 (16 chains). */
-INLINE void group_block(const float *q, const int HB, const float *kt, int64_t ldk, const float *v,
-                        int64_t n, int64_t hd, float scale, float *scores, int64_t lds,
-                        float *out) {
-    scores_block(q, HB, kt, ldk, n, hd, scale, scores, lds);
+INLINE void group_block(const float *q, const int HB, const float *kb, const float *v, int64_t n,
+                        int64_t hd, float scale, float *scores, int64_t lds, float *out) {
+    scores_block(q, HB, kb, v, n, hd, scale, scores, lds);
     float inv[8];
     for (int j = 0; j < HB; j++) inv[j] = softmax_row(scores + j * lds, n);
     int64_t nv = hd / 16, c0 = 0;
@@ -99,21 +109,23 @@ INLINE void group_block(const float *q, const int HB, const float *kt, int64_t l
     for (; c0 < nv; c0++) pv_block(scores, lds, HB, 1, v, n, hd, c0, inv, out);
 }
 
-void wna16_attn_group__avx512(const float *q, int64_t g, const float *kt, int64_t ldk,
-                              const float *v, int64_t n, int64_t hd, float scale, float *scores,
-                              int64_t lds, float *out) {
+_Static_assert(WNA16_ATTN_KB == 16, "one K block is one vector of positions");
+
+void wna16_attn_group__avx512(const float *q, int64_t g, const float *kb, const float *v,
+                              int64_t n, int64_t hd, float scale, float *scores, int64_t lds,
+                              float *out) {
     for (int64_t h0 = 0; h0 < g; h0 += 8) {
         const float *qb = q + h0 * hd;
         float *sb = scores + h0 * lds, *ob = out + h0 * hd;
         switch (g - h0 < 8 ? g - h0 : 8) {
 #define CASE(HB)                                                                                   \
     case HB:                                                                                       \
-        group_block(qb, HB, kt, ldk, v, n, hd, scale, sb, lds, ob);                                \
+        group_block(qb, HB, kb, v, n, hd, scale, sb, lds, ob);                                \
         break;
             CASE(1)
             CASE(2) CASE(3) CASE(4) CASE(5) CASE(6) CASE(7)
 #undef CASE
-                default : group_block(qb, 8, kt, ldk, v, n, hd, scale, sb, lds, ob);
+                default : group_block(qb, 8, kb, v, n, hd, scale, sb, lds, ob);
             break;
         }
     }
