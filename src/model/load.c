@@ -211,7 +211,8 @@ static wna16_status load_rank(wna16_diag *d, wna16_model *m, int rank, const wna
     r->heads = m->cfg.num_heads / m->tp;
     r->kv_heads = m->tp >= m->cfg.num_kv_heads ? 1 : m->cfg.num_kv_heads / m->tp;
     r->layers = wna16_calloc((size_t)m->cfg.num_layers, sizeof *r->layers);
-    size_t kv = (size_t)(m->cfg.num_layers * 2 * r->kv_heads * wna16_kv_context(m) * m->cfg.head_dim);
+    size_t kv =
+        (size_t)(m->cfg.num_layers * 2 * r->kv_heads * wna16_kv_context(m) * m->cfg.head_dim);
     r->kv = wna16_calloc(kv, sizeof(float));
     if (!r->layers || !r->kv)
         return wna16_fail(d, WNA16_ERR_OUT_OF_MEMORY,

@@ -83,7 +83,7 @@ struct wna16_model {
     double rope_factor, rope_low, rope_high, rope_orig_ctx;
     float *inv_freq; /* [head_dim/2] */
     const uint16_t *embed, *final_norm, *lm_head; /* bf16 */
-    uint16_t *lm_head_own; /* lm_head's private huge-page copy (or NULL) */
+    uint16_t *lm_head_own;                        /* lm_head's private huge-page copy (or NULL) */
     size_t lm_head_bytes;
     uint16_t **converted; /* bf16 copies of F16/F32 tensors (freed with the model) */
     size_t n_converted;
