@@ -52,7 +52,8 @@ static void test_attention(void) {
     static const int64_t ns[] = {1, 2, 15, 16, 17, 100};
     static const int64_t gs[] = {1, 3, 8, 10};
     enum { NMAX = 100, HDMAX = 256, GMAX = 10, KMAX = (NMAX + 15) / 16 * 16, LDS = NMAX + 3 };
-    static float q[GMAX * HDMAX], kb[HDMAX * KMAX], v[NMAX * HDMAX];
+    static float q[GMAX * HDMAX];
+    static uint16_t kb[HDMAX * KMAX], v[NMAX * HDMAX]; /* bf16 cache */
     static float s1[GMAX * LDS], s2[GMAX * LDS], o1[GMAX * HDMAX], o2[GMAX * HDMAX];
     int worst = 0;
     for (size_t hi = 0; hi < sizeof hds / sizeof *hds; hi++)
@@ -61,8 +62,8 @@ static void test_attention(void) {
                 int64_t hd = hds[hi], n = ns[ti], g = gs[gi];
                 for (int64_t i = 0; i < g * hd; i++) q[i] = 3 * frand();
                 /* the whole last block, past n too: those entries must not count */
-                for (int64_t i = 0; i < hd * KMAX; i++) kb[i] = frand();
-                for (int64_t i = 0; i < n * hd; i++) v[i] = frand();
+                for (int64_t i = 0; i < hd * KMAX; i++) kb[i] = wna16_f32_to_bf16(frand());
+                for (int64_t i = 0; i < n * hd; i++) v[i] = wna16_f32_to_bf16(frand());
                 float scale = 1.0f / sqrtf((float)hd);
                 wna16_attn_group__ref(q, g, kb, v, n, hd, scale, s1, LDS, o1);
                 wna16_attn_group__avx512(q, g, kb, v, n, hd, scale, s2, LDS, o2);
@@ -71,14 +72,16 @@ static void test_attention(void) {
                     for (int64_t p = 0; p < n; p++) {
                         double d = 0;
                         for (int64_t i = 0; i < hd; i++)
-                            d += (double)q[h * hd + i] * kb[(p / 16) * hd * 16 + i * 16 + p % 16];
+                            d += (double)q[h * hd + i] *
+                                 wna16_bf16_to_f32(kb[(p / 16) * hd * 16 + i * 16 + p % 16]);
                         sc[p] = d * scale;
                         mx = fmax(mx, sc[p]);
                     }
                     for (int64_t p = 0; p < n; p++) sum += sc[p] = exp(sc[p] - mx);
                     for (int64_t i = 0; i < hd; i++) {
                         double ref = 0;
-                        for (int64_t p = 0; p < n; p++) ref += sc[p] / sum * v[p * hd + i];
+                        for (int64_t p = 0; p < n; p++)
+                            ref += sc[p] / sum * wna16_bf16_to_f32(v[p * hd + i]);
                         float a = o1[h * hd + i], b = o2[h * hd + i];
                         bool ok = fabs(a - ref) < 1e-5 && fabs(b - ref) < 1e-5;
                         worst += !ok;

@@ -126,7 +126,7 @@ size_t wna16_model_rank_bytes(const wna16_model *m) {
         if (!rm->layers) continue;
         b +=
             (size_t)(m->cfg.num_layers * 2 * rm->kv_heads * wna16_kv_context(m) * m->cfg.head_dim) *
-            sizeof(float);
+            sizeof(uint16_t);
         for (int64_t L = 0; L < m->cfg.num_layers; L++) {
             const wna16_layer *ly = &rm->layers[L];
             const wna16_lin *lins[] = {&ly->qkv, &ly->q, &ly->k, &ly->v, &ly->o, &ly->gate, &ly->up, &ly->down};

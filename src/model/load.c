@@ -213,11 +213,11 @@ static wna16_status load_rank(wna16_diag *d, wna16_model *m, int rank, const wna
     r->layers = wna16_calloc((size_t)m->cfg.num_layers, sizeof *r->layers);
     size_t kv =
         (size_t)(m->cfg.num_layers * 2 * r->kv_heads * wna16_kv_context(m) * m->cfg.head_dim);
-    r->kv = wna16_calloc(kv, sizeof(float));
+    r->kv = wna16_calloc(kv, sizeof(uint16_t));
     if (!r->layers || !r->kv)
         return wna16_fail(d, WNA16_ERR_OUT_OF_MEMORY,
                           "KV cache of %lld tokens (%zu MiB); ask for a shorter --ctx",
-                          (long long)m->context, kv * 4 >> 20);
+                          (long long)m->context, kv * 2 >> 20);
     int64_t layers = m->cfg.num_layers;
     for (int64_t L = 0; L < layers && !m->defer_layers; L++) {
         WNA16_TRY(load_layer(d, m, r, L));

@@ -64,7 +64,7 @@ typedef struct wna16_rank_model {
     int rank, tp;
     int64_t heads, kv_heads; /* this rank's */
     wna16_layer *layers;
-    float *kv; /* [layer][K, V][kv_heads][wna16_kv_context()][head_dim] (K blocked) */
+    uint16_t *kv; /* bf16 [layer][K, V][kv_heads][wna16_kv_context()][head_dim] (K blocked) */
     wna16_moe_workspace *moe_ws; /* MoE scratch kept across calls (this rank's thread) */
 } wna16_rank_model;
 

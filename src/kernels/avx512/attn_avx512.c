@@ -24,30 +24,35 @@ INLINE __m512 exp_ps(__m512 x) {
     return _mm512_scalef_ps(p, n);
 }
 
+/* 16 bf16 -> fp32 (exact: the bf16 bits are the float's high half). */
+INLINE __m512 bf16x16(__m256i h) {
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
+
 INLINE __mmask16 tail_mask(int64_t left) {
     return left >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << left) - 1u);
 }
 
 /* scores[j][p] = scale * q[j]·K[p] for HB heads, 16 positions per vector:
  * one K column vector feeds HB independent FMA chains. */
-INLINE void scores_block(const float *q, const int HB, const float *kb, const float *v, int64_t n,
+INLINE void scores_block(const float *q, const int HB, const uint16_t *kb, const uint16_t *v, int64_t n,
                          int64_t hd, float scale, float *scores, int64_t lds) {
     for (int64_t p0 = 0; p0 < n; p0 += 16) {
         __mmask16 m = tail_mask(n - p0);
-        const float *kblk = kb + p0 * hd; /* block p0 / 16: hd rows of 16 */
-        /* A K block and the V rows of its 16 positions are both hd lines:
-         * one line of each is prefetched per step, K two blocks ahead (the
-         * cache is cold in decode: every layer's weights pass through in
-         * between) and V into L2 for the PV passes, which read each row in
-         * several strided sweeps. */
+        const uint16_t *kblk = kb + p0 * hd; /* block p0 / 16: hd rows of 16 */
+        /* A K block and the V rows of its 16 positions are both hd / 2
+         * lines: one line of each is prefetched every other step, K two
+         * blocks ahead (the cache is cold in decode: every layer's weights
+         * pass through in between) and V into L2 for the PV passes, which
+         * read each row in several strided sweeps. */
         const char *kpf = (const char *)(kblk + 2 * 16 * hd), *vpf = (const char *)(v + p0 * hd);
         bool pf_k = p0 + 32 < n, pf_v = p0 + 16 <= n;
         __m512 acc[8];
         for (int j = 0; j < HB; j++) acc[j] = _mm512_setzero_ps();
         for (int64_t i = 0; i < hd; i++) {
-            if (pf_k) _mm_prefetch(kpf + i * 64, _MM_HINT_T0);
-            if (pf_v) _mm_prefetch(vpf + i * 64, _MM_HINT_T1);
-            __m512 kv = _mm512_maskz_loadu_ps(m, kblk + i * 16);
+            if (pf_k && !(i & 1)) _mm_prefetch(kpf + i * 32, _MM_HINT_T0);
+            if (pf_v && !(i & 1)) _mm_prefetch(vpf + i * 32, _MM_HINT_T1);
+            __m512 kv = bf16x16(_mm256_maskz_loadu_epi16(m, kblk + i * 16));
             for (int j = 0; j < HB; j++)
                 acc[j] = _mm512_fmadd_ps(_mm512_set1_ps(q[j * hd + i]), kv, acc[j]);
         }
@@ -77,14 +82,15 @@ static float softmax_row(float *s, int64_t n) {
 
 /* out[j][c0*16 .. (c0+CV)*16) = inv[j] * Σ_p w[j][p] V[p][..] for HB heads:
  * each V vector feeds HB chains. */
-INLINE void pv_block(const float *w, int64_t lds, const int HB, const int CV, const float *v,
+INLINE void pv_block(const float *w, int64_t lds, const int HB, const int CV, const uint16_t *v,
                      int64_t n, int64_t hd, int64_t c0, const float *inv, float *out) {
     __m512 acc[8][4];
     for (int j = 0; j < HB; j++)
         for (int c = 0; c < CV; c++) acc[j][c] = _mm512_setzero_ps();
     for (int64_t p = 0; p < n; p++) {
         __m512 vv[4];
-        for (int c = 0; c < CV; c++) vv[c] = _mm512_loadu_ps(v + p * hd + (c0 + c) * 16);
+        for (int c = 0; c < CV; c++)
+            vv[c] = bf16x16(_mm256_loadu_si256((const __m256i *)(v + p * hd + (c0 + c) * 16)));
         for (int j = 0; j < HB; j++) {
             __m512 wj = _mm512_set1_ps(w[j * lds + p]);
             for (int c = 0; c < CV; c++) acc[j][c] = _mm512_fmadd_ps(wj, vv[c], acc[j][c]);
@@ -97,7 +103,7 @@ INLINE void pv_block(const float *w, int64_t lds, const int HB, const int CV, co
 }
 
 /* HB <= 4 heads: 4 vectors of V per pass (16 chains); more: 2 (16 chains). */
-INLINE void group_block(const float *q, const int HB, const float *kb, const float *v, int64_t n,
+INLINE void group_block(const float *q, const int HB, const uint16_t *kb, const uint16_t *v, int64_t n,
                         int64_t hd, float scale, float *scores, int64_t lds, float *out) {
     scores_block(q, HB, kb, v, n, hd, scale, scores, lds);
     float inv[8];
@@ -111,7 +117,7 @@ INLINE void group_block(const float *q, const int HB, const float *kb, const flo
 
 _Static_assert(WNA16_ATTN_KB == 16, "one K block is one vector of positions");
 
-void wna16_attn_group__avx512(const float *q, int64_t g, const float *kb, const float *v, int64_t n,
+void wna16_attn_group__avx512(const float *q, int64_t g, const uint16_t *kb, const uint16_t *v, int64_t n,
                               int64_t hd, float scale, float *scores, int64_t lds, float *out) {
     for (int64_t h0 = 0; h0 < g; h0 += 8) {
         const float *qb = q + h0 * hd;
