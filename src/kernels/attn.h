@@ -27,13 +27,16 @@ static inline int64_t wna16_attn_k_index(int64_t p, int64_t i, int64_t hd) {
     return p / WNA16_ATTN_KB * hd * WNA16_ATTN_KB + i * WNA16_ATTN_KB + p % WNA16_ATTN_KB;
 }
 
-typedef void (*wna16_attn_fn)(const float *q, int64_t g, const uint16_t *kb, const uint16_t *v, int64_t n,
-                              int64_t hd, float scale, float *scores, int64_t lds, float *out);
+typedef void (*wna16_attn_fn)(const float *q, int64_t g, const uint16_t *kb, const uint16_t *v,
+                              int64_t n, int64_t hd, float scale, float *scores, int64_t lds,
+                              float *out);
 
-void wna16_attn_group__ref(const float *q, int64_t g, const uint16_t *kb, const uint16_t *v, int64_t n,
-                           int64_t hd, float scale, float *scores, int64_t lds, float *out);
-void wna16_attn_group__avx512(const float *q, int64_t g, const uint16_t *kb, const uint16_t *v, int64_t n,
-                              int64_t hd, float scale, float *scores, int64_t lds, float *out);
+void wna16_attn_group__ref(const float *q, int64_t g, const uint16_t *kb, const uint16_t *v,
+                           int64_t n, int64_t hd, float scale, float *scores, int64_t lds,
+                           float *out);
+void wna16_attn_group__avx512(const float *q, int64_t g, const uint16_t *kb, const uint16_t *v,
+                              int64_t n, int64_t hd, float scale, float *scores, int64_t lds,
+                              float *out);
 
 /* The leaf for the active ISA level and this head size. */
 wna16_attn_fn wna16_attn_group(int64_t hd);

@@ -77,13 +77,11 @@ typedef struct rank_job {
 /* One KV head's cache, bf16 (rounded to nearest even, as the model's dtype):
  * K transposed in blocks of 16 positions (see kernels/attn.h), then V,
  * [context][head_dim]; wna16_kv_context() positions each. */
-static uint16_t *k_cache(const wna16_model *m, const wna16_rank_model *r, int64_t L,
-                         int64_t head) {
+static uint16_t *k_cache(const wna16_model *m, const wna16_rank_model *r, int64_t L, int64_t head) {
     return r->kv + ((L * 2 + 0) * r->kv_heads + head) * wna16_kv_context(m) * m->cfg.head_dim;
 }
 
-static uint16_t *v_cache(const wna16_model *m, const wna16_rank_model *r, int64_t L,
-                         int64_t head) {
+static uint16_t *v_cache(const wna16_model *m, const wna16_rank_model *r, int64_t L, int64_t head) {
     return r->kv + ((L * 2 + 1) * r->kv_heads + head) * wna16_kv_context(m) * m->cfg.head_dim;
 }
 

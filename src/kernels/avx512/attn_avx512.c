@@ -35,8 +35,8 @@ INLINE __mmask16 tail_mask(int64_t left) {
 
 /* scores[j][p] = scale * q[j]·K[p] for HB heads, 16 positions per vector:
  * one K column vector feeds HB independent FMA chains. */
-INLINE void scores_block(const float *q, const int HB, const uint16_t *kb, const uint16_t *v, int64_t n,
-                         int64_t hd, float scale, float *scores, int64_t lds) {
+INLINE void scores_block(const float *q, const int HB, const uint16_t *kb, const uint16_t *v,
+                         int64_t n, int64_t hd, float scale, float *scores, int64_t lds) {
     for (int64_t p0 = 0; p0 < n; p0 += 16) {
         __mmask16 m = tail_mask(n - p0);
         const uint16_t *kblk = kb + p0 * hd; /* block p0 / 16: hd rows of 16 */
@@ -103,8 +103,9 @@ INLINE void pv_block(const float *w, int64_t lds, const int HB, const int CV, co
 }
 
 /* HB <= 4 heads: 4 vectors of V per pass (16 chains); more: 2 (16 chains). */
-INLINE void group_block(const float *q, const int HB, const uint16_t *kb, const uint16_t *v, int64_t n,
-                        int64_t hd, float scale, float *scores, int64_t lds, float *out) {
+INLINE void group_block(const float *q, const int HB, const uint16_t *kb, const uint16_t *v,
+                        int64_t n, int64_t hd, float scale, float *scores, int64_t lds,
+                        float *out) {
     scores_block(q, HB, kb, v, n, hd, scale, scores, lds);
     float inv[8];
     for (int j = 0; j < HB; j++) inv[j] = softmax_row(scores + j * lds, n);
@@ -117,8 +118,9 @@ INLINE void group_block(const float *q, const int HB, const uint16_t *kb, const 
 
 _Static_assert(WNA16_ATTN_KB == 16, "one K block is one vector of positions");
 
-void wna16_attn_group__avx512(const float *q, int64_t g, const uint16_t *kb, const uint16_t *v, int64_t n,
-                              int64_t hd, float scale, float *scores, int64_t lds, float *out) {
+void wna16_attn_group__avx512(const float *q, int64_t g, const uint16_t *kb, const uint16_t *v,
+                              int64_t n, int64_t hd, float scale, float *scores, int64_t lds,
+                              float *out) {
     for (int64_t h0 = 0; h0 < g; h0 += 8) {
         const float *qb = q + h0 * hd;
         float *sb = scores + h0 * lds, *ob = out + h0 * hd;
