@@ -2,11 +2,13 @@
  * tools/gen_model_fixtures.py: transformers in fp32 on the dequantized
  * weights): max |Δlogit| <= 2e-2 x max|logit|, the same 32 greedy tokens,
  * and TP=2 (threads backend) greedy tokens identical to TP=1. */
+#include "model/model.h"
 #include "testing.h"
 #include "wna16.h"
 
 #include <jansson.h>
 #include <math.h>
+#include <string.h>
 
 static wna16_ctx *ctx;
 
@@ -152,9 +154,42 @@ static void test_gptq_v1_overflow_zero(void) {
     wna16_model_free(m);
 }
 
+/* The phase timers (bench model --breakdown): a prefill and a decode call are
+ * counted apart, every phase that runs gets time, none goes negative, and
+ * switching them off stops the counting. TP=2: rank 0's thread only. */
+static void test_profile(void) {
+    wna16_model *m = NULL;
+    wna16_model_options o = {.tp = 2, .context = 16};
+    CHECK(wna16_model_load(ctx, "tests/data/models/qwen3_moe_tp", &o, &m) == WNA16_OK);
+    if (!m) return;
+    int32_t ids[5] = {1, 2, 3, 4, 5};
+    float logits[4096];
+    wna16_model_profile_enable(m, true);
+    CHECK(wna16_model_eval(ctx, m, ids, 5, logits) == WNA16_OK);
+    CHECK(wna16_model_eval(ctx, m, ids, 1, logits) == WNA16_OK);
+    const wna16_model_profile *p = wna16_model_profile_get(m);
+    CHECK(p->calls[0] == 1 && p->calls[1] == 1);
+    for (int d = 0; d < 2; d++)
+        for (int i = 0; i < WNA16_PHASES; i++) {
+            CHECK_MSG(p->seconds[d][i] >= 0, "phase %s: %g s", wna16_phase_name((wna16_phase)i),
+                      p->seconds[d][i]);
+            bool runs = i != WNA16_PHASE_OTHER; /* every phase does work here */
+            if (runs)
+                CHECK_MSG(p->seconds[d][i] > 0, "%s phase %s got no time",
+                          d ? "prefill" : "decode", wna16_phase_name((wna16_phase)i));
+        }
+    CHECK(!strcmp(wna16_phase_name(WNA16_PHASE_MLP), "mlp"));
+    CHECK(!strcmp(wna16_phase_name(WNA16_PHASES), "?"));
+    wna16_model_profile_enable(m, false);
+    CHECK(wna16_model_eval(ctx, m, ids, 1, logits) == WNA16_OK);
+    CHECK(p->calls[0] == 0 && p->calls[1] == 0 && p->seconds[0][WNA16_PHASE_QKV] == 0);
+    wna16_model_free(m);
+}
+
 int main(void) {
     CHECK(wna16_ctx_create(&ctx) == WNA16_OK);
     test_gptq_v1_overflow_zero();
+    test_profile();
     static const struct {
         const char *name;
         bool tp2;

@@ -16,12 +16,15 @@ static void bench_model_help(FILE *f) {
     fprintf(
         f,
         "usage: wna16 bench model --model DIR [--prompt N] [--decode N] [--threads N] [--tp N] "
-        "[--mpi] [--json]\n\n"
+        "[--mpi] [--breakdown] [--json]\n\n"
         "Prefills a random N-token prompt (default 512) in one pass, then decodes --decode tokens\n"
         "(default 32) greedily, and reports tok/s beside the bandwidth floor (decode) and the\n"
         "bf16 peak (prefill) measured in the same run, and the time spent inside the TP\n"
         "all-reduce (per decoded token, and as a share of decode and prefill time).\n"
-        "Under mpirun -np N (or --mpi) each process runs one TP rank (--tp must equal N).\n");
+        "Under mpirun -np N (or --mpi) each process runs one TP rank (--tp must equal N).\n"
+        "--breakdown times each phase of the forward on rank 0 (norms, q|k|v, RoPE and cache,\n"
+        "attention, o_proj, MLP/MoE, lm_head, other) and reports prefill ms and decode\n"
+        "ms/token per phase.\n");
 }
 
 static int64_t module_weight_bytes(const wna16_module *m) {
@@ -89,10 +92,33 @@ static void limits(wna16_comm *comm, int threads, double *bw, double *peak) {
     free(all);
 }
 
+/* --breakdown: the forward's phases on rank 0 (wna16_model_profile). */
+static void print_breakdown(const wna16_model *m, long decode) {
+    const wna16_model_profile *p = wna16_model_profile_get(m);
+    double dec = 0, pre = 0;
+    for (int i = 0; i < WNA16_PHASES; i++) dec += p->seconds[0][i], pre += p->seconds[1][i];
+    printf("breakdown (rank 0)   prefill ms        decode ms/token\n");
+    for (int i = 0; i < WNA16_PHASES; i++)
+        printf("  %-12s %12.2f %5.1f%% %12.3f %5.1f%%\n", wna16_phase_name((wna16_phase)i),
+               1e3 * p->seconds[1][i], pre > 0 ? 100 * p->seconds[1][i] / pre : 0.0,
+               1e3 * p->seconds[0][i] / (double)decode, dec > 0 ? 100 * p->seconds[0][i] / dec : 0.0);
+}
+
+static void print_breakdown_json(const wna16_model *m, long decode) {
+    const wna16_model_profile *p = wna16_model_profile_get(m);
+    for (int d = 0; d < 2; d++) {
+        printf(d ? ", \"decode_breakdown_ms_per_token\": {" : ", \"prefill_breakdown_ms\": {");
+        for (int i = 0; i < WNA16_PHASES; i++)
+            printf("%s\"%s\": %.4f", i ? ", " : "", wna16_phase_name((wna16_phase)i),
+                   1e3 * p->seconds[d ? 0 : 1][i] / (d ? (double)decode : 1.0));
+        printf("}");
+    }
+}
+
 int wna16_bench_model(int argc, char **argv) {
     const char *dir = NULL;
     long prompt = 512, decode = 32, threads = 0, tp = 1;
-    bool json = false, mpi = false, tp_given = false;
+    bool json = false, mpi = false, tp_given = false, breakdown = false;
     for (int i = 1; i < argc; i++) {
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (cli_is_help(argv[i]))
@@ -116,6 +142,8 @@ int wna16_bench_model(int argc, char **argv) {
             json = true;
         else if (!strcmp(argv[i], "--mpi"))
             mpi = true;
+        else if (!strcmp(argv[i], "--breakdown"))
+            breakdown = true;
         else {
             fprintf(stderr, "wna16 bench model: unexpected argument '%s'\n", argv[i]);
             return 2;
@@ -168,6 +196,7 @@ int wna16_bench_model(int argc, char **argv) {
     if (lead) {
         wna16_model_reset(m);
         wna16_model_reset_comm_stats(m);
+        wna16_model_profile_enable(m, breakdown);
         double tp0 = cli_now();
         s = wna16_model_eval(ctx, m, ids, prompt, logits);
         prefill_s = cli_now() - tp0;
@@ -248,6 +277,7 @@ int wna16_bench_model(int argc, char **argv) {
                    decode_gbs, decode_gbs / decode_bw, cli_peak_rss_mib(), backend, ar_tok_ms,
                    ar_dec_share, ar_calls_tok, ar_kb_tok, ar_pre.all_reduce_seconds, ar_pre_share,
                    decode_bw, bwr.lo, bwr.hi, best_window * c.bytes_per_token / 1e9);
+            if (breakdown) print_breakdown_json(m, decode);
             if (have_ranks) {
                 printf(", \"rank_allreduce_seconds\": ");
                 cli_print_json_array(stdout, rank_ar, nr, 4);
@@ -276,6 +306,7 @@ int wna16_bench_model(int argc, char **argv) {
                    "%.1f KiB/token); prefill %.3fs = %.1f%% of prefill time\n",
                    backend, tp, ar_tok_ms, 100 * ar_dec_share, ar_calls_tok, ar_kb_tok,
                    ar_pre.all_reduce_seconds, 100 * ar_pre_share);
+            if (breakdown) print_breakdown(m, decode);
             if (have_ranks) {
                 printf("ranks:  ");
                 for (int i = 0; i < nr; i++)

@@ -8,6 +8,7 @@
 #include "model/model.h"
 
 #include <math.h>
+#include <omp.h>
 #include <pthread.h>
 #include <string.h>
 
@@ -19,7 +20,31 @@ typedef struct scratch {
     float *qkv;    /* [n][q + 2 kv] fused projection output */
     float *scores; /* [context] */
     float *rope;   /* [n][head_dim] cos | sin per position */
+    double stamp;  /* profiling: end of the previous phase */
 } scratch;
+
+void wna16_model_profile_enable(wna16_model *m, bool on) {
+    memset(&m->profile, 0, sizeof m->profile);
+    m->profile.on = on;
+}
+
+const wna16_model_profile *wna16_model_profile_get(const wna16_model *m) { return &m->profile; }
+
+const char *wna16_phase_name(wna16_phase p) {
+    static const char *const names[WNA16_PHASES] = {
+        "attn_norm", "qkv", "rope_cache", "attention", "o_proj",
+        "mlp_norm",  "mlp", "lm_head",    "other"};
+    return p >= 0 && p < WNA16_PHASES ? names[p] : "?";
+}
+
+/* Closes phase p of a call of n tokens (rank 0's thread only). */
+static void phase_end(wna16_model *m, const wna16_rank_model *r, int64_t n, scratch *s,
+                      wna16_phase p) {
+    if (!m->profile.on || r->rank != 0) return;
+    double now = omp_get_wtime();
+    m->profile.seconds[n > 1][p] += now - s->stamp;
+    s->stamp = now;
+}
 
 static void to_bf16(const float *src, int64_t n, uint16_t *hb, float *hf) {
     for (int64_t i = 0; i < n; i++) {
@@ -126,6 +151,7 @@ static wna16_status attn_block(wna16_diag *d, wna16_model *m, wna16_rank_model *
         rmsnorm_row(s->x + t * H, H, ly->attn_norm, m->cfg.rms_norm_eps, s->tmp + t * H);
     to_bf16(s->tmp, n * H, s->hb, s->hf);
     capture(m, r, L, "attn_in", n, H, s->hf);
+    phase_end(m, r, n, s, WNA16_PHASE_ATTN_NORM);
     if (ly->qkv.n) {
         int64_t w = qn + 2 * kvn;
         WNA16_TRY(wna16_lin_forward(d, &ly->qkv, n, s->hb, s->hf, H, s->qkv, w, threads));
@@ -140,6 +166,7 @@ static wna16_status attn_block(wna16_diag *d, wna16_model *m, wna16_rank_model *
         WNA16_TRY(wna16_lin_forward(d, &ly->k, n, s->hb, s->hf, H, s->k, kvn, threads));
         WNA16_TRY(wna16_lin_forward(d, &ly->v, n, s->hb, s->hf, H, s->v, kvn, threads));
     }
+    phase_end(m, r, n, s, WNA16_PHASE_QKV);
     for (int64_t t = 0; t < n; t++) {
         int64_t pos = m->pos + t;
         for (int64_t h = 0; h < r->heads; h++) {
@@ -154,11 +181,15 @@ static wna16_status attn_block(wna16_diag *d, wna16_model *m, wna16_rank_model *
             cache_store(m, r, L, h, pos, k, s->v + (t * r->kv_heads + h) * hd);
         }
     }
+    phase_end(m, r, n, s, WNA16_PHASE_ROPE);
     attention(m, r, L, n, s, threads);
+    phase_end(m, r, n, s, WNA16_PHASE_ATTENTION);
     to_bf16(s->att, n * qn, s->hb, s->hf);
     capture(m, r, L, "o_in", n, qn, s->hf);
     WNA16_TRY(wna16_lin_forward(d, &ly->o, n, s->hb, s->hf, qn, s->tmp, H, threads));
-    return wna16_comm_all_reduce_sum(d, m->comms[r->rank], s->tmp, (size_t)(n * H));
+    wna16_status st = wna16_comm_all_reduce_sum(d, m->comms[r->rank], s->tmp, (size_t)(n * H));
+    phase_end(m, r, n, s, WNA16_PHASE_O);
+    return st;
 }
 
 static wna16_status mlp_block(wna16_diag *d, wna16_model *m, wna16_rank_model *r, int64_t L,
@@ -169,6 +200,7 @@ static wna16_status mlp_block(wna16_diag *d, wna16_model *m, wna16_rank_model *r
         rmsnorm_row(s->x + t * H, H, ly->mlp_norm, m->cfg.rms_norm_eps, s->tmp + t * H);
     to_bf16(s->tmp, n * H, s->hb, s->hf);
     capture(m, r, L, "mlp_in", n, H, s->hf);
+    phase_end(m, r, n, s, WNA16_PHASE_MLP_NORM);
     if (ly->sparse && !ly->moe && m->mlp_override) {
         WNA16_TRY(m->mlp_override(m->capture_user, L, n, s->hb, s->tmp));
     } else if (ly->dense_moe) {
@@ -187,7 +219,9 @@ static wna16_status mlp_block(wna16_diag *d, wna16_model *m, wna16_rank_model *r
         capture(m, r, L, "down_in", n, I, s->hf);
         WNA16_TRY(wna16_lin_forward(d, &ly->down, n, s->hb, s->hf, I, s->tmp, H, threads));
     }
-    return wna16_comm_all_reduce_sum(d, m->comms[r->rank], s->tmp, (size_t)(n * H));
+    wna16_status st = wna16_comm_all_reduce_sum(d, m->comms[r->rank], s->tmp, (size_t)(n * H));
+    phase_end(m, r, n, s, WNA16_PHASE_MLP);
+    return st;
 }
 
 static int64_t max_width(const wna16_model *m, const wna16_rank_model *r) {
@@ -255,13 +289,16 @@ static wna16_status run_rank(wna16_diag *d, rank_job *job) {
     wna16_rank_model *r = &m->ranks[job->rank];
     int threads = m->dist ? m->threads : m->threads / m->tp > 0 ? m->threads / m->tp : 1;
     scratch s;
+    double start = m->profile.on ? omp_get_wtime() : 0;
     WNA16_TRY(scratch_alloc(d, m, r, job->n, &s));
+    s.stamp = start;
     int64_t H = m->cfg.hidden_size;
     rope_table(m->inv_freq, m->cfg.head_dim, m->pos, job->n, s.rope);
     if (m->start_x)
         memcpy(s.x, m->start_x, (size_t)(job->n * H) * sizeof(float));
     else
         embed(m, job->ids, job->n, s.x);
+    phase_end(m, r, job->n, &s, WNA16_PHASE_OTHER);
     wna16_status st = WNA16_OK;
     int64_t last = m->stop_after_layer >= 0 ? m->stop_after_layer : m->cfg.num_layers - 1;
     for (int64_t L = m->start_x ? m->start_layer : 0;
@@ -271,10 +308,15 @@ static wna16_status run_rank(wna16_diag *d, rank_job *job) {
         if (st == WNA16_OK) st = mlp_block(d, m, r, L, job->n, &s, threads);
         for (int64_t i = 0; st == WNA16_OK && i < job->n * H; i++) s.x[i] += s.tmp[i];
         if (st == WNA16_OK && m->start_x) capture(m, r, L, "layer_out", job->n, H, s.x);
+        phase_end(m, r, job->n, &s, WNA16_PHASE_OTHER);
     }
-    if (st == WNA16_OK && job->rank == 0 && job->logits && m->stop_after_layer < 0)
+    if (st == WNA16_OK && job->rank == 0 && job->logits && m->stop_after_layer < 0) {
         st = logits_out(m, &s, job->n, job->logits, threads);
+        phase_end(m, r, job->n, &s, WNA16_PHASE_LM_HEAD);
+    }
     scratch_free(&s);
+    phase_end(m, r, job->n, &s, WNA16_PHASE_OTHER);
+    if (m->profile.on && r->rank == 0) m->profile.calls[job->n > 1]++;
     return st;
 }
 

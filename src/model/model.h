@@ -75,6 +75,34 @@ typedef struct wna16_rank_model {
 typedef void (*wna16_capture_fn)(void *user, int64_t layer, const char *what, int64_t rows,
                                  int64_t cols, const float *x);
 
+/* Where a forward's time goes, by phase, on rank 0's thread (the other
+ * ranks run the same phases at the same time), summed separately over
+ * one-token (decode) and multi-token (prefill) calls. Off unless
+ * wna16_model_profile_enable; a timestamp per phase when on. */
+typedef enum wna16_phase {
+    WNA16_PHASE_ATTN_NORM, /* RMSNorm, bf16 rounding */
+    WNA16_PHASE_QKV,       /* q|k|v projection */
+    WNA16_PHASE_ROPE,      /* q/k norm, RoPE, KV cache store */
+    WNA16_PHASE_ATTENTION, /* scores, softmax, weighted V */
+    WNA16_PHASE_O,         /* o_proj and its all-reduce */
+    WNA16_PHASE_MLP_NORM,  /* residual add, RMSNorm, bf16 rounding */
+    WNA16_PHASE_MLP,       /* MoE (routing, experts, combine) or dense MLP, all-reduce */
+    WNA16_PHASE_LM_HEAD,   /* final norm and lm_head */
+    WNA16_PHASE_OTHER,     /* scratch, embedding, RoPE table, last residual add */
+    WNA16_PHASES
+} wna16_phase;
+
+typedef struct wna16_model_profile {
+    bool on;
+    double seconds[2][WNA16_PHASES]; /* [0]: decode calls, [1]: prefill calls */
+    int64_t calls[2];
+} wna16_model_profile;
+
+/* Turns the per-phase timers on (and clears them) or off. */
+void wna16_model_profile_enable(wna16_model *m, bool on);
+const wna16_model_profile *wna16_model_profile_get(const wna16_model *m);
+const char *wna16_phase_name(wna16_phase p);
+
 struct wna16_model {
     wna16_checkpoint *ck;
     const wna16_arch *arch;
@@ -95,6 +123,7 @@ struct wna16_model {
     int my_rank;             /* this process's rank when dist */
     bool released;           /* dist, rank 0: followers were told to return */
     int64_t pos; /* tokens in the KV cache */
+    wna16_model_profile profile;
     int32_t *eos;
     size_t n_eos;
     size_t weight_bytes;
