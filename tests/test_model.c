@@ -175,8 +175,8 @@ static void test_profile(void) {
                       p->seconds[d][i]);
             bool runs = i != WNA16_PHASE_OTHER; /* every phase does work here */
             if (runs)
-                CHECK_MSG(p->seconds[d][i] > 0, "%s phase %s got no time",
-                          d ? "prefill" : "decode", wna16_phase_name((wna16_phase)i));
+                CHECK_MSG(p->seconds[d][i] > 0, "%s phase %s got no time", d ? "prefill" : "decode",
+                          wna16_phase_name((wna16_phase)i));
         }
     CHECK(!strcmp(wna16_phase_name(WNA16_PHASE_MLP), "mlp"));
     CHECK(!strcmp(wna16_phase_name(WNA16_PHASES), "?"));

@@ -101,7 +101,8 @@ static void print_breakdown(const wna16_model *m, long decode) {
     for (int i = 0; i < WNA16_PHASES; i++)
         printf("  %-12s %12.2f %5.1f%% %12.3f %5.1f%%\n", wna16_phase_name((wna16_phase)i),
                1e3 * p->seconds[1][i], pre > 0 ? 100 * p->seconds[1][i] / pre : 0.0,
-               1e3 * p->seconds[0][i] / (double)decode, dec > 0 ? 100 * p->seconds[0][i] / dec : 0.0);
+               1e3 * p->seconds[0][i] / (double)decode,
+               dec > 0 ? 100 * p->seconds[0][i] / dec : 0.0);
 }
 
 static void print_breakdown_json(const wna16_model *m, long decode) {

@@ -31,9 +31,9 @@ void wna16_model_profile_enable(wna16_model *m, bool on) {
 const wna16_model_profile *wna16_model_profile_get(const wna16_model *m) { return &m->profile; }
 
 const char *wna16_phase_name(wna16_phase p) {
-    static const char *const names[WNA16_PHASES] = {
-        "attn_norm", "qkv", "rope_cache", "attention", "o_proj",
-        "mlp_norm",  "mlp", "lm_head",    "other"};
+    static const char *const names[WNA16_PHASES] = {"attn_norm", "qkv",     "rope_cache",
+                                                    "attention", "o_proj",  "mlp_norm",
+                                                    "mlp",       "lm_head", "other"};
     return p >= 0 && p < WNA16_PHASES ? names[p] : "?";
 }
 
