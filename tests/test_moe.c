@@ -21,6 +21,7 @@
 #include "format/checkpoint.h"
 #include "format/qweight.h"
 #include "moe/moe.h"
+#include "moe/moe_internal.h"
 #include "parallel/comm.h"
 #include "testing.h"
 
@@ -1055,9 +1056,45 @@ static void test_fixture(void) {
     wna16_checkpoint_close(ck);
 }
 
+/* A router of bf16-exact values (as checkpoints give) is read as bf16 by the
+ * one-token routing step; one that is not stays fp32. Both give the bits of
+ * the single-thread path (fp32 dots) for every expert count around the
+ * 4-expert quads. */
+static void test_router16(void) {
+    for (int variant = 0; variant < 2; variant++)
+        for (int64_t E = 5; E <= 9; E += 2) {
+            wna16_moe_config c = base_cfg(128, 64, E, 2);
+            problem p;
+            problem_make(&p, &c, 4, 32, false, false, 900u + (uint32_t)E);
+            if (variant) p.router[E * 64 / 2 + 3] = 0.1f; /* one value off the bf16 grid */
+            wna16_moe_layer *L = build_layer(&p);
+            if (L) {
+                CHECK_MSG(variant ? L->router16 == NULL : L->router16 != NULL,
+                          "E=%lld variant %d: router16 %p", (long long)E, variant,
+                          (void *)L->router16);
+                uint16_t *x = make_x(1, 128, (uint32_t)(E + 77 * variant));
+                float y1[128], y2[128];
+                CHECK(wna16_moe_layer_forward(D, L, 1, x, 128, y1, 1) == WNA16_OK);
+                CHECK(wna16_moe_layer_forward(D, L, 1, x, 128, y2, 2) == WNA16_OK);
+                CHECK_MSG(!memcmp(y1, y2, sizeof y1), "E=%lld variant %d: 2 threads differ",
+                          (long long)E, variant);
+                wna16_moe_layer *cl = NULL; /* a clone keeps the choice */
+                CHECK(wna16_moe_layer_clone(D, L, &cl) == WNA16_OK);
+                CHECK(cl && (cl->router16 == NULL) == (L->router16 == NULL));
+                if (cl) CHECK(wna16_moe_layer_forward(D, cl, 1, x, 128, y2, 2) == WNA16_OK);
+                CHECK(!memcmp(y1, y2, sizeof y1));
+                wna16_moe_layer_free(cl);
+                free(x);
+                wna16_moe_layer_free(L);
+            }
+            problem_free(&p);
+        }
+}
+
 int main(void) {
     CHECK(wna16_ctx_create(&ctx) == WNA16_OK);
     CHECK(mkdtemp(workdir) != NULL);
+    test_router16();
     test_route();
     test_reference_matrix();
     test_explicit_routing();

@@ -11,6 +11,8 @@ struct wna16_moe_layer {
     int64_t ip;         /* I / tp */
     int64_t sip;        /* shared_intermediate / tp (0: none) */
     float *router;      /* [E][H] fp32 */
+    uint16_t *router16; /* the same as bf16 when every value is bf16-exact (checkpoint
+                           routers are), else NULL: one-token routing reads half */
     float *bias;        /* [E] selection-only correction bias, or NULL */
     float *shared_gate; /* [H] or NULL */
     /* [E + 1]: index E is the shared expert (NULL when absent) */
@@ -25,6 +27,10 @@ float wna16_moe_dot_f32(const float *a, const float *b, int64_t n);
 /* out[j][e] = dot(xf, w[e]) for 4 experts at a time; same bits as the single dot. */
 void wna16_moe_dot_rows(const float *xf, const float *w, int64_t e0, int64_t e1, int64_t h,
                         float *out);
+/* wna16_moe_dot_rows over bf16 weights (widening is exact: the same bits as
+ * the fp32 call on the same values). */
+void wna16_moe_dot_rows_bf16(const float *xf, const uint16_t *w, int64_t e0, int64_t e1, int64_t h,
+                             float *out);
 /* The same for two tokens at once (same bits as two single calls). */
 void wna16_moe_dot_rows2(const float *x0, const float *x1, const float *w, int64_t e0, int64_t e1,
                          int64_t h, float *out0, float *out1);

@@ -63,6 +63,46 @@ void wna16_moe_dot_rows(const float *xf, const float *w, int64_t e0, int64_t e1,
     for (; e < e1; e++) out[e - e0] = wna16_moe_dot_f32(xf, w + e * h, h);
 }
 
+static inline float bf(uint16_t h) { return wna16_bf16_to_f32(h); }
+
+MOE_CLONES
+void wna16_moe_dot_rows_bf16(const float *xf, const uint16_t *w, int64_t e0, int64_t e1, int64_t h,
+                             float *out) {
+    int64_t e = e0;
+    for (; e + 4 <= e1; e += 4) {
+        const uint16_t *w0 = w + e * h, *w1 = w0 + h, *w2 = w1 + h, *w3 = w2 + h;
+        float a0[LANES] = {0}, a1[LANES] = {0}, a2[LANES] = {0}, a3[LANES] = {0};
+        int64_t i = 0;
+        for (; i + LANES <= h; i += LANES)
+            for (int j = 0; j < LANES; j++) {
+                float xv = xf[i + j];
+                a0[j] += xv * bf(w0[i + j]);
+                a1[j] += xv * bf(w1[i + j]);
+                a2[j] += xv * bf(w2[i + j]);
+                a3[j] += xv * bf(w3[i + j]);
+            }
+        for (; i < h; i++) {
+            a0[i % LANES] += xf[i] * bf(w0[i]);
+            a1[i % LANES] += xf[i] * bf(w1[i]);
+            a2[i % LANES] += xf[i] * bf(w2[i]);
+            a3[i % LANES] += xf[i] * bf(w3[i]);
+        }
+        out[e - e0] = reduce16(a0);
+        out[e - e0 + 1] = reduce16(a1);
+        out[e - e0 + 2] = reduce16(a2);
+        out[e - e0 + 3] = reduce16(a3);
+    }
+    for (; e < e1; e++) {
+        const uint16_t *wr = w + e * h;
+        float acc[LANES] = {0};
+        int64_t i = 0;
+        for (; i + LANES <= h; i += LANES)
+            for (int j = 0; j < LANES; j++) acc[j] += xf[i + j] * bf(wr[i + j]);
+        for (; i < h; i++) acc[i % LANES] += xf[i] * bf(wr[i]);
+        out[e - e0] = reduce16(acc);
+    }
+}
+
 /* Two tokens against experts [e0, e1): the same per-dot operation order as
  * wna16_moe_dot_rows (so the same bits), with each weight load feeding two
  * tokens. */
