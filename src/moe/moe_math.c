@@ -33,59 +33,35 @@ float wna16_moe_dot_f32(const float *a, const float *b, int64_t n) {
     return reduce16(acc);
 }
 
-MOE_CLONES
-void wna16_moe_dot_rows(const float *xf, const float *w, int64_t e0, int64_t e1, int64_t h,
-                        float *out) {
-    int64_t e = e0;
-    for (; e + 4 <= e1; e += 4) {
-        const float *w0 = w + e * h, *w1 = w0 + h, *w2 = w1 + h, *w3 = w2 + h;
-        float a0[LANES] = {0}, a1[LANES] = {0}, a2[LANES] = {0}, a3[LANES] = {0};
-        int64_t i = 0;
-        for (; i + LANES <= h; i += LANES)
-            for (int j = 0; j < LANES; j++) {
-                float xv = xf[i + j];
-                a0[j] += xv * w0[i + j];
-                a1[j] += xv * w1[i + j];
-                a2[j] += xv * w2[i + j];
-                a3[j] += xv * w3[i + j];
-            }
-        for (; i < h; i++) {
-            a0[i % LANES] += xf[i] * w0[i];
-            a1[i % LANES] += xf[i] * w1[i];
-            a2[i % LANES] += xf[i] * w2[i];
-            a3[i % LANES] += xf[i] * w3[i];
-        }
-        out[e - e0] = reduce16(a0);
-        out[e - e0 + 1] = reduce16(a1);
-        out[e - e0 + 2] = reduce16(a2);
-        out[e - e0 + 3] = reduce16(a3);
-    }
-    for (; e < e1; e++) out[e - e0] = wna16_moe_dot_f32(xf, w + e * h, h);
+/* Router weight i, fp32 or bf16 (widened exactly): one body for both. */
+static inline __attribute__((always_inline)) float weight_at(const void *w, int64_t i,
+                                                             const int bf16) {
+    return bf16 ? wna16_bf16_to_f32(((const uint16_t *)w)[i]) : ((const float *)w)[i];
 }
 
-static inline float bf(uint16_t h) { return wna16_bf16_to_f32(h); }
-
-MOE_CLONES
-void wna16_moe_dot_rows_bf16(const float *xf, const uint16_t *w, int64_t e0, int64_t e1, int64_t h,
-                             float *out) {
+/* dot(xf, w[e]) for experts [e0, e1), four at a time, each in the order of
+ * wna16_moe_dot_f32 (so the same bits). */
+static inline __attribute__((always_inline)) void dot_rows(const float *xf, const void *w,
+                                                           int64_t e0, int64_t e1, int64_t h,
+                                                           float *out, const int bf16) {
     int64_t e = e0;
     for (; e + 4 <= e1; e += 4) {
-        const uint16_t *w0 = w + e * h, *w1 = w0 + h, *w2 = w1 + h, *w3 = w2 + h;
+        int64_t r0 = e * h, r1 = r0 + h, r2 = r1 + h, r3 = r2 + h;
         float a0[LANES] = {0}, a1[LANES] = {0}, a2[LANES] = {0}, a3[LANES] = {0};
         int64_t i = 0;
         for (; i + LANES <= h; i += LANES)
             for (int j = 0; j < LANES; j++) {
                 float xv = xf[i + j];
-                a0[j] += xv * bf(w0[i + j]);
-                a1[j] += xv * bf(w1[i + j]);
-                a2[j] += xv * bf(w2[i + j]);
-                a3[j] += xv * bf(w3[i + j]);
+                a0[j] += xv * weight_at(w, r0 + i + j, bf16);
+                a1[j] += xv * weight_at(w, r1 + i + j, bf16);
+                a2[j] += xv * weight_at(w, r2 + i + j, bf16);
+                a3[j] += xv * weight_at(w, r3 + i + j, bf16);
             }
         for (; i < h; i++) {
-            a0[i % LANES] += xf[i] * bf(w0[i]);
-            a1[i % LANES] += xf[i] * bf(w1[i]);
-            a2[i % LANES] += xf[i] * bf(w2[i]);
-            a3[i % LANES] += xf[i] * bf(w3[i]);
+            a0[i % LANES] += xf[i] * weight_at(w, r0 + i, bf16);
+            a1[i % LANES] += xf[i] * weight_at(w, r1 + i, bf16);
+            a2[i % LANES] += xf[i] * weight_at(w, r2 + i, bf16);
+            a3[i % LANES] += xf[i] * weight_at(w, r3 + i, bf16);
         }
         out[e - e0] = reduce16(a0);
         out[e - e0 + 1] = reduce16(a1);
@@ -93,14 +69,25 @@ void wna16_moe_dot_rows_bf16(const float *xf, const uint16_t *w, int64_t e0, int
         out[e - e0 + 3] = reduce16(a3);
     }
     for (; e < e1; e++) {
-        const uint16_t *wr = w + e * h;
         float acc[LANES] = {0};
-        int64_t i = 0;
+        int64_t i = 0, r = e * h;
         for (; i + LANES <= h; i += LANES)
-            for (int j = 0; j < LANES; j++) acc[j] += xf[i + j] * bf(wr[i + j]);
-        for (; i < h; i++) acc[i % LANES] += xf[i] * bf(wr[i]);
+            for (int j = 0; j < LANES; j++) acc[j] += xf[i + j] * weight_at(w, r + i + j, bf16);
+        for (; i < h; i++) acc[i % LANES] += xf[i] * weight_at(w, r + i, bf16);
         out[e - e0] = reduce16(acc);
     }
+}
+
+MOE_CLONES
+void wna16_moe_dot_rows(const float *xf, const float *w, int64_t e0, int64_t e1, int64_t h,
+                        float *out) {
+    dot_rows(xf, w, e0, e1, h, out, 0);
+}
+
+MOE_CLONES
+void wna16_moe_dot_rows_bf16(const float *xf, const uint16_t *w, int64_t e0, int64_t e1, int64_t h,
+                             float *out) {
+    dot_rows(xf, w, e0, e1, h, out, 1);
 }
 
 /* Two tokens against experts [e0, e1): the same per-dot operation order as
