@@ -42,6 +42,8 @@ static void tweight_free(tweight *t) {
 static void make_weight(tweight *t, int64_t n, int64_t k, int bits, int64_t gs, bool sym,
                         bool exact) {
     memset(t, 0, sizeof *t);
+    static unsigned calls; /* every other random weight has fp16 scales: both packed layouts */
+    bool f16_scales = !exact && (calls++ & 1);
     if (gs == 0) gs = k;
     int64_t ng = k / gs, row_words = (k * bits + 31) / 32;
     int maxu = (1 << bits) - 1, half = 1 << (bits - 1);
@@ -57,7 +59,9 @@ static void make_weight(tweight *t, int64_t n, int64_t k, int bits, int64_t gs, 
             float s;
             if (exact)
                 s = ldexpf(1.0f, rnd_int(-2, 1));
-            else
+            else if (f16_scales) /* GPTQ: fp16 scales, kept fp32 in the packed blocks */
+                s = wna16_f16_to_f32(wna16_f32_to_f16(0.001f + 0.02f * (rnd_unit() + 1.0f)));
+            else /* compressed-tensors: bf16 scales, kept bf16 */
                 s = wna16_bf16_to_f32(wna16_f32_to_bf16(0.001f + 0.02f * (rnd_unit() + 1.0f)));
             t->scales[o * ng + g] = s;
             for (int64_t c = g * gs; c < (g + 1) * gs; c++) {
@@ -132,6 +136,12 @@ static void test_roundtrip(void) {
                 uint8_t *u = malloc((size_t)(n * k)), *z = malloc((size_t)(n * ng));
                 float *sc = malloc((size_t)(n * ng) * 4);
                 wna16_linear_unpack(pl, u, sc, z);
+                bool bf16_exact = true;
+                for (int64_t i = 0; i < n * ng; i++)
+                    bf16_exact &= wna16_bf16_to_f32(wna16_f32_to_bf16(t.scales[i])) == t.scales[i];
+                CHECK_MSG(wna16_linear_scales_bf16(pl) == bf16_exact,
+                          "scales bf16-exact %d, packed as bf16 %d", bf16_exact,
+                          wna16_linear_scales_bf16(pl));
                 CHECK(!memcmp(u, t.u, (size_t)(n * k)));
                 CHECK(!memcmp(sc, t.scales, (size_t)(n * ng) * 4));
                 bool zok = true;

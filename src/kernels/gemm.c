@@ -84,6 +84,17 @@ static inline size_t packed_pos(int bits, int64_t kk, int c, int *shift) {
     return (size_t)(t * 64 + 32 * hi + 2 * c + p);
 }
 
+/* Every scale bf16-exact (compressed-tensors: bf16 scales)? Then the packed
+ * blocks keep them as bf16: the same values, half the bytes. */
+static bool scales_bf16_exact(const wna16_qweight *w) {
+    for (int64_t o = 0; o < w->n; o++)
+        for (int64_t g = 0; g < w->n_groups; g++) {
+            float s = w->scales[o * w->scale_stride + g];
+            if (wna16_bf16_to_f32(wna16_f32_to_bf16(s)) != s) return false;
+        }
+    return true;
+}
+
 wna16_status wna16_linear_pack(wna16_diag *d, const wna16_qweight *w, wna16_packed_linear **out) {
     if (!out) return wna16_fail(d, WNA16_ERR_INVALID_ARGUMENT, "linear pack: out is NULL");
     *out = NULL;
@@ -140,18 +151,24 @@ wna16_status wna16_linear_pack(wna16_diag *d, const wna16_qweight *w, wna16_pack
     pl->L.n_groups = pl->n_groups;
     pl->L.group_units = gsp / (w->bits == 4 ? 8 : 4);
     pl->L.wbytes = pl->L.group_units * 64;
-    pl->L.record_bytes = pl->L.wbytes + 64 + (asym ? 64 : 0);
     pl->L.bits = w->bits;
-    pl->L.block_bytes = 0; /* set below */
     pl->L.asym = asym;
-    uint64_t block_bytes, total;
-    if (!wna16_mul_u64((uint64_t)pl->n_groups, (uint64_t)pl->L.record_bytes, &block_bytes) ||
+    pl->L.scale_bf16 = scales_bf16_exact(w);
+    pl->L.scale_bytes = pl->L.scale_bf16 ? 32 : 64;
+    uint64_t wregion, sregion, block_bytes, total;
+    if (!wna16_mul_u64((uint64_t)pl->n_groups, (uint64_t)pl->L.wbytes, &wregion) ||
+        !wna16_mul_u64((uint64_t)pl->n_groups, (uint64_t)pl->L.scale_bytes, &sregion) ||
+        (block_bytes = wregion + al64(sregion) + (asym ? (uint64_t)pl->n_groups * 64 : 0)) <
+            wregion ||
         !wna16_mul_u64(block_bytes, (uint64_t)pl->n_blocks, &total) || total > SIZE_MAX - 64) {
         wna16_free(pl);
         return wna16_fail(d, WNA16_ERR_LIMIT, "linear pack: packed size overflows");
     }
     pl->block_bytes = (int64_t)block_bytes;
     pl->L.block_bytes = pl->block_bytes;
+    pl->L.scale_off = 0;
+    pl->L.zero_off = (int64_t)al64(sregion);
+    pl->L.w_off = pl->L.zero_off + (asym ? pl->n_groups * 64 : 0);
     pl->data_bytes = (size_t)total;
     pl->alloc = wna16_malloc(pl->data_bytes + 64);
     if (!pl->alloc) {
@@ -166,14 +183,19 @@ wna16_status wna16_linear_pack(wna16_diag *d, const wna16_qweight *w, wna16_pack
     uint32_t sym_zero = 1u << (w->bits - 1);
     for (int64_t b = 0; b < pl->n_blocks; b++)
         for (int64_t g = 0; g < pl->n_groups; g++) {
-            uint8_t *rec = pl->data + b * pl->block_bytes + g * pl->L.record_bytes;
-            float *sc = (float *)(rec + pl->L.wbytes);
-            int16_t *zw = (int16_t *)(rec + pl->L.wbytes + 64);
+            uint8_t *blk = pl->data + b * pl->block_bytes;
+            uint8_t *rec = (uint8_t *)wna16_group_w(&pl->L, blk, g);
+            void *sc = (void *)wna16_group_s(&pl->L, blk, g);
+            int16_t *zw = (int16_t *)wna16_group_z(&pl->L, blk, g);
             for (int c = 0; c < WNA16_LINEAR_NR; c++) {
                 int64_t o = b * WNA16_LINEAR_NR + c;
                 bool valid = o < w->n;
                 uint32_t z = valid ? wna16_qweight_zero(w, o, g) : (asym ? 0 : sym_zero);
-                sc[c] = valid ? w->scales[o * w->scale_stride + g] : 0.0f;
+                float s = valid ? w->scales[o * w->scale_stride + g] : 0.0f;
+                if (pl->L.scale_bf16)
+                    ((uint16_t *)sc)[c] = wna16_f32_to_bf16(s);
+                else
+                    ((float *)sc)[c] = s;
                 if (asym) zw[2 * c] = zw[2 * c + 1] = (int16_t)z;
                 for (int64_t kk = 0; kk < gsp; kk++) {
                     int64_t col = g * gsp + kk;
@@ -223,7 +245,8 @@ wna16_status wna16_linear_clone(wna16_diag *d, const wna16_packed_linear *pl,
 
 static bool same_layout(const wna16_packed_linear *a, const wna16_packed_linear *b) {
     return a->k == b->k && a->bits == b->bits && a->group_size == b->group_size &&
-           a->symmetric == b->symmetric && a->block_bytes == b->block_bytes;
+           a->symmetric == b->symmetric && a->block_bytes == b->block_bytes &&
+           a->L.scale_bf16 == b->L.scale_bf16;
 }
 
 wna16_status wna16_linear_concat(wna16_diag *d, const wna16_packed_linear *const *parts, size_t n,
@@ -280,6 +303,7 @@ int64_t wna16_linear_k(const wna16_packed_linear *pl) { return pl->k; }
 int wna16_linear_bits(const wna16_packed_linear *pl) { return pl->bits; }
 int64_t wna16_linear_group_size(const wna16_packed_linear *pl) { return pl->group_size; }
 bool wna16_linear_symmetric(const wna16_packed_linear *pl) { return pl->symmetric; }
+bool wna16_linear_scales_bf16(const wna16_packed_linear *pl) { return pl->L.scale_bf16; }
 size_t wna16_linear_packed_bytes(const wna16_packed_linear *pl) { return pl->data_bytes; }
 size_t wna16_linear_footprint(const wna16_packed_linear *pl) {
     return pl->data_bytes + 64 + sizeof *pl;
@@ -291,10 +315,14 @@ void wna16_linear_unpack(const wna16_packed_linear *pl, uint8_t *u, float *scale
         int64_t b = o / WNA16_LINEAR_NR;
         int c = (int)(o % WNA16_LINEAR_NR);
         for (int64_t g = 0; g < pl->n_groups; g++) {
-            const uint8_t *rec = pl->data + b * pl->block_bytes + g * pl->L.record_bytes;
-            const float *sc = (const float *)(rec + pl->L.wbytes);
-            const int16_t *zw = (const int16_t *)(rec + pl->L.wbytes + 64);
-            if (scales) scales[o * pl->n_groups + g] = sc[c];
+            const uint8_t *blk = pl->data + b * pl->block_bytes;
+            const uint8_t *rec = wna16_group_w(&pl->L, blk, g);
+            const int16_t *zw = wna16_group_z(&pl->L, blk, g);
+            if (scales) {
+                float sc[16];
+                wna16_group_scales(&pl->L, blk, g, sc);
+                scales[o * pl->n_groups + g] = sc[c];
+            }
             if (zeros)
                 zeros[o * pl->n_groups + g] =
                     pl->L.asym ? (uint8_t)zw[2 * c] : (uint8_t)(1u << (pl->bits - 1));

@@ -84,6 +84,8 @@ int64_t wna16_linear_k(const wna16_packed_linear *pl);
 int wna16_linear_bits(const wna16_packed_linear *pl);
 int64_t wna16_linear_group_size(const wna16_packed_linear *pl);
 bool wna16_linear_symmetric(const wna16_packed_linear *pl);
+/* The packed blocks keep the scales as bf16 (every scale was bf16-exact). */
+bool wna16_linear_scales_bf16(const wna16_packed_linear *pl);
 /* Bytes of the packed weight (weights + scales + zero points, padding
  * included): what a decode step streams from memory. */
 size_t wna16_linear_packed_bytes(const wna16_packed_linear *pl);

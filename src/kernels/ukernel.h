@@ -3,9 +3,19 @@
  * Packed layout (built by wna16_linear_pack): output channels are cut into
  * blocks of 16 (WNA16_LINEAR_NR; channels past n are padding with zero
  * scale). K is padded to kp (a multiple of 8; equal to k unless channelwise).
- * A block is n_groups group records, contiguous, each a multiple of 64 bytes:
+ * A block is three regions, each 64-byte aligned:
  *
- *   record = weights (group_units 64-byte units) | scales fp32[16] | zeros int16[32] (asym only)
+ *   block = scales  [n_groups][16] bf16 (scale_bf16) or fp32
+ *         | zeros   [n_groups][32] int16                       (asym only)
+ *         | weights [n_groups][group_units 64-byte units]
+ *
+ * Scales and zeros come first so that a run of blocks is still one stream in
+ * address order: the prefetch running ahead of block b's last weights brings
+ * block b + 1's scales (behind the weights they missed on every group: -6 %).
+ *
+ * Scales are bf16 when every scale of the matrix is bf16-exact (compressed-
+ * tensors checkpoints: bf16 scales), so a group of 128 int4 weights reads 66
+ * bytes, as the checkpoint stores it, not 68; fp16 (GPTQ) scales stay fp32.
  *
  * Element e = 2c + p (channel c, k parity p) is the bf16-pair order of
  * vdpbf16ps: one 32-element vector holds one k-pair for the 16 channels.
@@ -25,17 +35,43 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core/common.h"
 #include "kernels/gemm.h"
 
 typedef struct wna16_block_layout {
-    int64_t n_groups;     /* group records per block */
-    int64_t group_units;  /* 64-byte weight units per group (8 k for int4, 4 k for int8) */
-    int64_t record_bytes; /* bytes per group record (multiple of 64) */
-    int64_t wbytes;       /* weight bytes per record; scales at +wbytes, zeros at +wbytes+64 */
-    int64_t block_bytes;  /* bytes per block (n_groups records) */
-    int bits;             /* 4 or 8 */
-    int asym;             /* records carry zeros */
+    int64_t n_groups;    /* groups per block */
+    int64_t group_units; /* 64-byte weight units per group (8 k for int4, 4 k for int8) */
+    int64_t wbytes;      /* weight bytes per group (group_units * 64) */
+    int64_t w_off;       /* weights region offset in a block */
+    int64_t scale_off;   /* scales region offset in a block (0) */
+    int64_t scale_bytes; /* bytes of one group's 16 scales: 32 (bf16) or 64 (fp32) */
+    int64_t zero_off;    /* zeros region offset (asym) */
+    int64_t block_bytes; /* bytes per block */
+    int bits;            /* 4 or 8 */
+    int asym;            /* blocks carry zeros */
+    int scale_bf16;      /* scales stored as bf16 */
 } wna16_block_layout;
+
+/* Group g of a block: its weights, its scales, its zeros (int16[32]). */
+static inline const uint8_t *wna16_group_w(const wna16_block_layout *L, const uint8_t *block,
+                                           int64_t g) {
+    return block + L->w_off + g * L->wbytes;
+}
+static inline const void *wna16_group_s(const wna16_block_layout *L, const uint8_t *block,
+                                        int64_t g) {
+    return block + L->scale_off + g * L->scale_bytes;
+}
+static inline const int16_t *wna16_group_z(const wna16_block_layout *L, const uint8_t *block,
+                                           int64_t g) {
+    return (const int16_t *)(block + L->zero_off + g * 64);
+}
+/* Group g's 16 scales as fp32 (the SIMD leaves widen bf16 in registers). */
+static inline void wna16_group_scales(const wna16_block_layout *L, const uint8_t *block, int64_t g,
+                                      float out[16]) {
+    const void *s = wna16_group_s(L, block, g);
+    for (int c = 0; c < 16; c++)
+        out[c] = L->scale_bf16 ? wna16_bf16_to_f32(((const uint16_t *)s)[c]) : ((const float *)s)[c];
+}
 
 /* Decode ("gemv") kernel: one block of 16 channels over the whole K, for
  * mr <= gemv_mr rows. a: mr rows of kp activations (fp32, or bf16 bits for

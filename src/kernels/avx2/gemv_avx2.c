@@ -29,11 +29,11 @@ INLINE void gemv_f32(const wna16_block_layout *L, const uint8_t *block, const fl
     const __m256i m15 = _mm256_set1_epi32(15);
     for (size_t i = 0; i < MR * WNA16_LINEAR_NR; i++) c[i] = 0.0f;
     for (int64_t g = 0; g < L->n_groups; g++) {
-        const uint8_t *rec = block + g * L->record_bytes;
+        const uint8_t *rec = wna16_group_w(L, block, g);
         __m256i z[4];
         for (int j = 0; j < 4; j++)
             z[j] = L->asym ? _mm256_cvtepu16_epi32(
-                                 _mm_load_si128((const __m128i *)(rec + L->wbytes + 64) + j))
+                                 _mm_load_si128((const __m128i *)wna16_group_z(L, block, g) + j))
                            : _mm256_set1_epi32(BITS == 4 ? 8 : 128);
         __m256 acc[2][4]; /* [row][channels 4j..4j+3 as (c,p) lanes] */
         for (size_t i = 0; i < MR; i++)
@@ -62,7 +62,8 @@ INLINE void gemv_f32(const wna16_block_layout *L, const uint8_t *block, const fl
                 }
             }
         }
-        const float *sc = (const float *)(rec + L->wbytes);
+        _Alignas(32) float sc[16];
+        wna16_group_scales(L, block, g, sc);
         __m256 s0 = _mm256_load_ps(sc), s1 = _mm256_load_ps(sc + 8);
         for (size_t i = 0; i < MR; i++) {
             float *ci = c + i * WNA16_LINEAR_NR;

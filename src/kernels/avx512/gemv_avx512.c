@@ -4,6 +4,7 @@
 #include <immintrin.h>
 #include <string.h>
 
+#include "kernels/scales_avx512.h"
 #include "kernels/ukernel.h"
 
 #define INLINE static inline __attribute__((always_inline))
@@ -28,10 +29,10 @@ INLINE void gemv_f32(const wna16_block_layout *L, const uint8_t *block, const fl
     const __m512i m15 = _mm512_set1_epi32(15);
     for (size_t i = 0; i < MR; i++) cc[i] = _mm512_setzero_ps();
     for (int64_t g = 0; g < L->n_groups; g++) {
-        const uint8_t *rec = block + g * L->record_bytes;
+        const uint8_t *rec = wna16_group_w(L, block, g);
         __m512i z0, z1;
         if (L->asym) {
-            const __m256i *zw = (const __m256i *)(rec + L->wbytes + 64);
+            const __m256i *zw = (const __m256i *)wna16_group_z(L, block, g);
             z0 = _mm512_cvtepu16_epi32(_mm256_load_si256(zw));
             z1 = _mm512_cvtepu16_epi32(_mm256_load_si256(zw + 1));
         } else {
@@ -82,7 +83,7 @@ INLINE void gemv_f32(const wna16_block_layout *L, const uint8_t *block, const fl
                 }
             }
         }
-        const __m512 s = _mm512_load_ps((const float *)(rec + L->wbytes));
+        const __m512 s = wna16_scales512(L, block, g);
         for (size_t i = 0; i < MR; i++) {
             __m512 p = pair_reduce(_mm512_add_ps(A0[i], B0[i]), _mm512_add_ps(A1[i], B1[i]));
             cc[i] = _mm512_fmadd_ps(p, s, cc[i]);

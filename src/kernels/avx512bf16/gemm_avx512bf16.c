@@ -4,6 +4,7 @@
  * (u - zero) & 31 (no arithmetic); int8: u - zero in int32 -> fp32 -> bf16. */
 #include <immintrin.h>
 
+#include "kernels/scales_avx512.h"
 #include "kernels/ukernel.h"
 
 #define INLINE static inline __attribute__((always_inline))
@@ -53,9 +54,10 @@ INLINE __m512i q8_unpack(const uint8_t *src, __m512i z0, __m512i z1) {
     return (__m512i)_mm512_cvtne2ps_pbh(f1, f0);
 }
 
-INLINE void zeros_q8(const wna16_block_layout *L, const uint8_t *rec, __m512i *z0, __m512i *z1) {
+INLINE void zeros_q8(const wna16_block_layout *L, const uint8_t *block, int64_t g, __m512i *z0,
+                     __m512i *z1) {
     if (L->asym) {
-        const __m256i *zw = (const __m256i *)(rec + L->wbytes + 64);
+        const __m256i *zw = (const __m256i *)wna16_group_z(L, block, g);
         *z0 = _mm512_cvtepu16_epi32(_mm256_load_si256(zw));
         *z1 = _mm512_cvtepu16_epi32(_mm256_load_si256(zw + 1));
     } else {
@@ -149,12 +151,12 @@ INLINE void gemv_bf16(const wna16_block_layout *L, const uint8_t *block, const u
     const int64_t step = BITS == 4 ? 1 : 2; /* units per 4 k-pairs */
     for (size_t i = 0; i < MR; i++) _mm512_storeu_ps(c + i * WNA16_LINEAR_NR, _mm512_setzero_ps());
     for (int64_t g = 0; g < L->n_groups; g++) {
-        const uint8_t *rec = block + g * L->record_bytes;
+        const uint8_t *rec = wna16_group_w(L, block, g);
         __m512i zv = _mm512_setzero_si512(), z0 = zv, z1 = zv;
         if (BITS == 4) {
-            if (ASYM) zv = _mm512_load_si512((const void *)(rec + L->wbytes + 64));
+            if (ASYM) zv = _mm512_load_si512((const void *)wna16_group_z(L, block, g));
         } else {
-            zeros_q8(L, rec, &z0, &z1);
+            zeros_q8(L, block, g, &z0, &z1);
         }
         for (size_t i = 0; i < MR; i++)
             for (int j = 0; j < NACC; j++) acc[i][j] = _mm512_setzero_ps();
@@ -177,7 +179,7 @@ INLINE void gemv_bf16(const wna16_block_layout *L, const uint8_t *block, const u
                 acc[i][1] = dot(acc[i][1], a32[i][2 * t + 1], w1);
             }
         }
-        const __m512 s = _mm512_load_ps((const float *)(rec + L->wbytes));
+        const __m512 s = wna16_scales512(L, block, g);
         for (size_t i = 0; i < MR; i++) {
             float *ci = c + i * WNA16_LINEAR_NR;
             _mm512_storeu_ps(ci, _mm512_fmadd_ps(sum_acc(acc[i], NACC), s, _mm512_loadu_ps(ci)));
@@ -238,12 +240,13 @@ INLINE void gemv2_bf16(const wna16_block_layout *L, const uint8_t *block, const 
         const uint8_t *rec[2];
         __m512i zv[2], z0[2], z1[2];
         for (size_t b = 0; b < NB; b++) {
-            rec[b] = block + b * L->block_bytes + g * L->record_bytes;
+            const uint8_t *blk = block + b * L->block_bytes;
+            rec[b] = wna16_group_w(L, blk, g);
             zv[b] = z0[b] = z1[b] = _mm512_setzero_si512();
             if (BITS == 4) {
-                if (ASYM) zv[b] = _mm512_load_si512((const void *)(rec[b] + L->wbytes + 64));
+                if (ASYM) zv[b] = _mm512_load_si512((const void *)wna16_group_z(L, blk, g));
             } else {
-                zeros_q8(L, rec[b], &z0[b], &z1[b]);
+                zeros_q8(L, blk, g, &z0[b], &z1[b]);
             }
         }
         for (size_t i = 0; i < MR; i++)
@@ -256,7 +259,7 @@ INLINE void gemv2_bf16(const wna16_block_layout *L, const uint8_t *block, const 
                 /* the streams run through blocks b, b + NB, b + 2 NB, ...: a
                  * prefetch past the end of this block goes to the same offset
                  * of the next unit's block, not into the other stream */
-                int64_t off = g * L->record_bytes + t * 64 + WNA16_DECODE_PREFETCH2;
+                int64_t off = L->w_off + g * L->wbytes + t * 64 + WNA16_DECODE_PREFETCH2;
                 if (WNA16_DECODE_PREFETCH2)
                     _mm_prefetch(
                         (const char *)(block + (int64_t)b * L->block_bytes + off +
@@ -282,7 +285,7 @@ INLINE void gemv2_bf16(const wna16_block_layout *L, const uint8_t *block, const 
                 }
         }
         for (size_t b = 0; b < NB; b++) {
-            const __m512 s = _mm512_load_ps((const float *)(rec[b] + L->wbytes));
+            const __m512 s = wna16_scales512(L, block + b * L->block_bytes, g);
             for (size_t i = 0; i < MR; i++) {
                 float *ci = c + i * 32 + b * 16;
                 _mm512_storeu_ps(ci, _mm512_fmadd_ps(acc[i][b], s, _mm512_loadu_ps(ci)));
@@ -368,8 +371,8 @@ void wna16_dequant_q4_bf16_16__avx512bf16(const wna16_block_layout *L, const uin
     const __m512i lut = L->asym ? lut_signed() : lut_sym();
     const int64_t gu = L->group_units;
     for (int64_t g = g0; g < g1; g++) {
-        const uint8_t *rec = block + g * L->record_bytes;
-        __m512i zv = L->asym ? _mm512_load_si512((const void *)(rec + L->wbytes + 64))
+        const uint8_t *rec = wna16_group_w(L, block, g);
+        __m512i zv = L->asym ? _mm512_load_si512((const void *)wna16_group_z(L, block, g))
                              : _mm512_setzero_si512();
         uint16_t *pg = panel + (size_t)((g - g0) * gu * 4) * ldp;
         for (int64_t t = 0; t < gu; t++) {
@@ -381,8 +384,7 @@ void wna16_dequant_q4_bf16_16__avx512bf16(const wna16_block_layout *L, const uin
             for (int j = 0; j < 4; j++)
                 _mm512_store_si512((void *)(pg + (size_t)(4 * t + j) * ldp), q[j]);
         }
-        _mm512_storeu_ps(sc + (size_t)(g - g0) * lds,
-                         _mm512_load_ps((const float *)(rec + L->wbytes)));
+        _mm512_storeu_ps(sc + (size_t)(g - g0) * lds, wna16_scales512(L, block, g));
     }
 }
 
@@ -391,14 +393,13 @@ void wna16_dequant_q8_bf16_16__avx512bf16(const wna16_block_layout *L, const uin
                                           float *sc, size_t lds) {
     const int64_t gu = L->group_units;
     for (int64_t g = g0; g < g1; g++) {
-        const uint8_t *rec = block + g * L->record_bytes;
+        const uint8_t *rec = wna16_group_w(L, block, g);
         __m512i z0, z1;
-        zeros_q8(L, rec, &z0, &z1);
+        zeros_q8(L, block, g, &z0, &z1);
         uint16_t *pg = panel + (size_t)((g - g0) * gu * 2) * ldp;
         for (int64_t kp = 0; kp < 2 * gu; kp++)
             _mm512_store_si512((void *)(pg + (size_t)kp * ldp), q8_unpack(rec + kp * 32, z0, z1));
-        _mm512_storeu_ps(sc + (size_t)(g - g0) * lds,
-                         _mm512_load_ps((const float *)(rec + L->wbytes)));
+        _mm512_storeu_ps(sc + (size_t)(g - g0) * lds, wna16_scales512(L, block, g));
     }
 }
 

@@ -21,9 +21,10 @@ static void gemv_ref(const wna16_block_layout *L, const uint8_t *block, size_t m
     for (size_t i = 0; i < mr; i++)
         for (int ch = 0; ch < WNA16_LINEAR_NR; ch++) c[i * WNA16_LINEAR_NR + ch] = 0.0f;
     for (int64_t g = 0; g < L->n_groups; g++) {
-        const uint8_t *rec = block + g * L->record_bytes;
-        const float *sc = (const float *)(rec + L->wbytes);
-        const int16_t *zw = (const int16_t *)(rec + L->wbytes + 64);
+        const uint8_t *rec = wna16_group_w(L, block, g);
+        float sc[16];
+        wna16_group_scales(L, block, g, sc);
+        const int16_t *zw = wna16_group_z(L, block, g);
         for (int ch = 0; ch < WNA16_LINEAR_NR; ch++) {
             int32_t z = L->asym ? zw[2 * ch] : sym_zero;
             for (size_t i = 0; i < mr; i++) {
