@@ -70,7 +70,8 @@ static inline void wna16_group_scales(const wna16_block_layout *L, const uint8_t
                                       float out[16]) {
     const void *s = wna16_group_s(L, block, g);
     for (int c = 0; c < 16; c++)
-        out[c] = L->scale_bf16 ? wna16_bf16_to_f32(((const uint16_t *)s)[c]) : ((const float *)s)[c];
+        out[c] =
+            L->scale_bf16 ? wna16_bf16_to_f32(((const uint16_t *)s)[c]) : ((const float *)s)[c];
 }
 
 /* Decode ("gemv") kernel: one block of 16 channels over the whole K, for
