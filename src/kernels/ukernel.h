@@ -11,7 +11,8 @@
  *
  * Scales and zeros come first so that a run of blocks is still one stream in
  * address order: the prefetch running ahead of block b's last weights brings
- * block b + 1's scales (behind the weights they missed on every group: -6 %).
+ * block b + 1's scales (behind the weights they would be a second stream per
+ * block, read on demand).
  *
  * Scales are bf16 when every scale of the matrix is bf16-exact (compressed-
  * tensors checkpoints: bf16 scales), so a group of 128 int4 weights reads 66
