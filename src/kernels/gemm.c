@@ -88,10 +88,8 @@ static inline size_t packed_pos(int bits, int64_t kk, int c, int *shift) {
  * blocks keep them as bf16: the same values, half the bytes. */
 static bool scales_bf16_exact(const wna16_qweight *w) {
     for (int64_t o = 0; o < w->n; o++)
-        for (int64_t g = 0; g < w->n_groups; g++) {
-            float s = w->scales[o * w->scale_stride + g];
-            if (wna16_bf16_to_f32(wna16_f32_to_bf16(s)) != s) return false;
-        }
+        for (int64_t g = 0; g < w->n_groups; g++)
+            if (!wna16_bf16_exact(w->scales[o * w->scale_stride + g])) return false;
     return true;
 }
 
@@ -155,11 +153,13 @@ wna16_status wna16_linear_pack(wna16_diag *d, const wna16_qweight *w, wna16_pack
     pl->L.asym = asym;
     pl->L.scale_bf16 = scales_bf16_exact(w);
     pl->L.scale_bytes = pl->L.scale_bf16 ? 32 : 64;
-    uint64_t wregion, sregion, block_bytes, total;
-    if (!wna16_mul_u64((uint64_t)pl->n_groups, (uint64_t)pl->L.wbytes, &wregion) ||
-        !wna16_mul_u64((uint64_t)pl->n_groups, (uint64_t)pl->L.scale_bytes, &sregion) ||
-        (block_bytes = wregion + al64(sregion) + (asym ? (uint64_t)pl->n_groups * 64 : 0)) <
-            wregion ||
+    /* block = scales | zeros | weights; scales and zeros are each no larger
+     * than the weights (a group has >= 64 weight bytes), so with the weights
+     * under 2^62 bytes the head cannot overflow */
+    uint64_t ng = (uint64_t)pl->n_groups, wregion = 0, block_bytes = 0, total = 0;
+    bool fits = wna16_mul_u64(ng, (uint64_t)pl->L.wbytes, &wregion) && wregion < (1ull << 62);
+    uint64_t head = fits ? al64(ng * (uint64_t)pl->L.scale_bytes) + (asym ? ng * 64 : 0) : 0;
+    if (!fits || !wna16_add_u64(wregion, head, &block_bytes) ||
         !wna16_mul_u64(block_bytes, (uint64_t)pl->n_blocks, &total) || total > SIZE_MAX - 64) {
         wna16_free(pl);
         return wna16_fail(d, WNA16_ERR_LIMIT, "linear pack: packed size overflows");
@@ -167,8 +167,8 @@ wna16_status wna16_linear_pack(wna16_diag *d, const wna16_qweight *w, wna16_pack
     pl->block_bytes = (int64_t)block_bytes;
     pl->L.block_bytes = pl->block_bytes;
     pl->L.scale_off = 0;
-    pl->L.zero_off = (int64_t)al64(sregion);
-    pl->L.w_off = pl->L.zero_off + (asym ? pl->n_groups * 64 : 0);
+    pl->L.zero_off = (int64_t)al64(ng * (uint64_t)pl->L.scale_bytes);
+    pl->L.w_off = (int64_t)head;
     pl->data_bytes = (size_t)total;
     pl->alloc = wna16_malloc(pl->data_bytes + 64);
     if (!pl->alloc) {

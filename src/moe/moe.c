@@ -116,8 +116,7 @@ size_t wna16_moe_layer_bytes(const wna16_moe_layer *L) {
 static wna16_status set_router16(wna16_diag *d, wna16_moe_layer *L) {
     size_t n = (size_t)(L->cfg.num_experts * L->cfg.hidden);
     bool exact = true;
-    for (size_t i = 0; i < n && exact; i++)
-        exact = wna16_bf16_to_f32(wna16_f32_to_bf16(L->router[i])) == L->router[i];
+    for (size_t i = 0; i < n && exact; i++) exact = wna16_bf16_exact(L->router[i]);
     if (!exact) {
         wna16_huge_free(L->router16, n * sizeof(uint16_t));
         L->router16 = NULL;
@@ -322,7 +321,7 @@ wna16_status wna16_moe_layer_clone(wna16_diag *d, const wna16_moe_layer *L, wna1
     WNA16_TRY(wna16_moe_layer_create(d, &L->cfg, L->tp, L->rank, out));
     wna16_moe_layer *c = *out;
     memcpy(c->router, L->router, (size_t)(L->cfg.num_experts * L->cfg.hidden) * sizeof(float));
-    wna16_status rs = L->router16 ? set_router16(d, c) : WNA16_OK;
+    wna16_status rs = set_router16(d, c); /* the same router: the same choice */
     c->bias = dup_floats(L->bias, L->cfg.num_experts);
     c->shared_gate = dup_floats(L->shared_gate, L->cfg.hidden);
     wna16_status st = rs != WNA16_OK ? rs
@@ -746,10 +745,12 @@ static void decode_routing(const wna16_moe_layer *L, const uint16_t *x, int nt,
         int64_t e0 = quads * t / n * 4, e1 = quads * (t + 1) / n * 4;
         if (e1 > E) e1 = E;
         for (int64_t h = 0; h < H; h++) xf[h] = wna16_bf16_to_f32(x[h]);
-        if (e0 < e1 && L->router16)
-            wna16_moe_dot_rows_bf16(xf, L->router16, e0, e1, H, r->logits + e0);
-        else if (e0 < e1)
-            wna16_moe_dot_rows(xf, L->router, e0, e1, H, r->logits + e0);
+        if (e0 < e1) {
+            if (L->router16)
+                wna16_moe_dot_rows_bf16(xf, L->router16, e0, e1, H, r->logits + e0);
+            else
+                wna16_moe_dot_rows(xf, L->router, e0, e1, H, r->logits + e0);
+        }
 #pragma omp barrier
 #pragma omp master
         {
