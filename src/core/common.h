@@ -98,7 +98,9 @@ static inline uint16_t wna16_f32_to_bf16(float f) {
     return (uint16_t)((v.u + rounding) >> 16);
 }
 /* v survives the round trip through bf16 (a value a bf16 tensor can hold). */
-static inline bool wna16_bf16_exact(float v) { return wna16_bf16_to_f32(wna16_f32_to_bf16(v)) == v; }
+static inline bool wna16_bf16_exact(float v) {
+    return wna16_bf16_to_f32(wna16_f32_to_bf16(v)) == v;
+}
 float wna16_f16_to_f32(uint16_t h);
 uint16_t wna16_f32_to_f16(float f);
 
