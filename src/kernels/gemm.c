@@ -153,22 +153,28 @@ wna16_status wna16_linear_pack(wna16_diag *d, const wna16_qweight *w, wna16_pack
     pl->L.asym = asym;
     pl->L.scale_bf16 = scales_bf16_exact(w);
     pl->L.scale_bytes = pl->L.scale_bf16 ? 32 : 64;
-    /* block = scales | zeros | weights; scales and zeros are each no larger
-     * than the weights (a group has >= 64 weight bytes), so with the weights
-     * under 2^62 bytes the head cannot overflow */
-    uint64_t ng = (uint64_t)pl->n_groups, wregion = 0, block_bytes = 0, total = 0;
-    bool fits = wna16_mul_u64(ng, (uint64_t)pl->L.wbytes, &wregion) && wregion < (1ull << 62);
-    uint64_t head = fits ? al64(ng * (uint64_t)pl->L.scale_bytes) + (asym ? ng * 64 : 0) : 0;
-    if (!fits || !wna16_add_u64(wregion, head, &block_bytes) ||
+    /* block = records of rec_groups groups: their weights, then their scales,
+     * then their zeros, so a run of blocks reads as one stream in address
+     * order. bf16 scales pair groups so that a record's scales fill one
+     * 64-byte line (an odd group count keeps one group per record). */
+    if (pl->L.wbytes > ((int64_t)1 << 48)) { /* keeps the record sums below far from overflow */
+        wna16_free(pl);
+        return wna16_fail(d, WNA16_ERR_LIMIT, "linear pack: packed size overflows");
+    }
+    pl->L.rec_shift = pl->L.scale_bf16 && pl->n_groups % 2 == 0 ? 1 : 0;
+    int64_t rg = (int64_t)1 << pl->L.rec_shift;
+    pl->L.s_in_rec = rg * pl->L.wbytes;
+    pl->L.z_in_rec = pl->L.s_in_rec + (int64_t)al64((uint64_t)(rg * pl->L.scale_bytes));
+    pl->L.rec_bytes = pl->L.z_in_rec + (asym ? rg * 64 : 0);
+    uint64_t block_bytes = 0, total = 0;
+    if (!wna16_mul_u64((uint64_t)(pl->n_groups >> pl->L.rec_shift), (uint64_t)pl->L.rec_bytes,
+                       &block_bytes) ||
         !wna16_mul_u64(block_bytes, (uint64_t)pl->n_blocks, &total) || total > SIZE_MAX - 64) {
         wna16_free(pl);
         return wna16_fail(d, WNA16_ERR_LIMIT, "linear pack: packed size overflows");
     }
     pl->block_bytes = (int64_t)block_bytes;
     pl->L.block_bytes = pl->block_bytes;
-    pl->L.scale_off = 0;
-    pl->L.zero_off = (int64_t)al64(ng * (uint64_t)pl->L.scale_bytes);
-    pl->L.w_off = (int64_t)head;
     pl->data_bytes = (size_t)total;
     pl->alloc = wna16_malloc(pl->data_bytes + 64);
     if (!pl->alloc) {
@@ -246,7 +252,7 @@ wna16_status wna16_linear_clone(wna16_diag *d, const wna16_packed_linear *pl,
 static bool same_layout(const wna16_packed_linear *a, const wna16_packed_linear *b) {
     return a->k == b->k && a->bits == b->bits && a->group_size == b->group_size &&
            a->symmetric == b->symmetric && a->block_bytes == b->block_bytes &&
-           a->L.scale_bf16 == b->L.scale_bf16;
+           a->L.scale_bf16 == b->L.scale_bf16 && a->L.rec_shift == b->L.rec_shift;
 }
 
 wna16_status wna16_linear_concat(wna16_diag *d, const wna16_packed_linear *const *parts, size_t n,

@@ -3,20 +3,20 @@
  * Packed layout (built by wna16_linear_pack): output channels are cut into
  * blocks of 16 (WNA16_LINEAR_NR; channels past n are padding with zero
  * scale). K is padded to kp (a multiple of 8; equal to k unless channelwise).
- * A block is three regions, each 64-byte aligned:
+ * A block is n_groups / R records, each a multiple of 64 bytes:
  *
- *   block = scales  [n_groups][16] bf16 (scale_bf16) or fp32
- *         | zeros   [n_groups][32] int16                       (asym only)
- *         | weights [n_groups][group_units 64-byte units]
+ *   record = weights [R groups][group_units 64-byte units]
+ *          | scales  [R groups][16] bf16 (scale_bf16) or fp32, padded to 64
+ *          | zeros   [R groups][32] int16                 (asym only)
  *
- * Scales and zeros come first so that a run of blocks is still one stream in
- * address order: the prefetch running ahead of block b's last weights brings
- * block b + 1's scales (behind the weights they would be a second stream per
- * block, read on demand).
- *
- * Scales are bf16 when every scale of the matrix is bf16-exact (compressed-
- * tensors checkpoints: bf16 scales), so a group of 128 int4 weights reads 66
- * bytes, as the checkpoint stores it, not 68; fp16 (GPTQ) scales stay fp32.
+ * so a run of blocks is one stream in address order and each group's scales
+ * arrive right behind its weights. R = 2 (rec_shift 1) when the scales are
+ * bf16 and n_groups is even: the pair's scales fill one line. Scales are
+ * bf16 when every scale of the matrix is bf16-exact (compressed-tensors
+ * checkpoints: bf16 scales), so a group of 128 int4 weights reads 66 bytes,
+ * as the checkpoint stores it, not 68; fp16 (GPTQ) scales stay fp32.
+ * (Scales in a region of their own ahead of the weights read the same bytes
+ * but ran M=1 7-13 % slower: a second stream per block.)
  *
  * Element e = 2c + p (channel c, k parity p) is the bf16-pair order of
  * vdpbf16ps: one 32-element vector holds one k-pair for the 16 channels.
@@ -43,28 +43,38 @@ typedef struct wna16_block_layout {
     int64_t n_groups;    /* groups per block */
     int64_t group_units; /* 64-byte weight units per group (8 k for int4, 4 k for int8) */
     int64_t wbytes;      /* weight bytes per group (group_units * 64) */
-    int64_t w_off;       /* weights region offset in a block */
-    int64_t scale_off;   /* scales region offset in a block (0) */
     int64_t scale_bytes; /* bytes of one group's 16 scales: 32 (bf16) or 64 (fp32) */
-    int64_t zero_off;    /* zeros region offset (asym) */
-    int64_t block_bytes; /* bytes per block */
+    int rec_shift;       /* log2 of the groups per record (0 or 1) */
+    int64_t s_in_rec;    /* scales offset in a record (after its groups' weights) */
+    int64_t z_in_rec;    /* zeros offset in a record (asym) */
+    int64_t rec_bytes;   /* bytes per record (a multiple of 64) */
+    int64_t block_bytes; /* bytes per block (n_groups >> rec_shift records) */
     int bits;            /* 4 or 8 */
     int asym;            /* blocks carry zeros */
     int scale_bf16;      /* scales stored as bf16 */
 } wna16_block_layout;
 
-/* Group g of a block: its weights, its scales, its zeros (int16[32]). */
+/* Group g of a block: its record, its weights, its scales, its zeros
+ * (int16[32]). */
+static inline const uint8_t *wna16_group_rec(const wna16_block_layout *L, const uint8_t *block,
+                                             int64_t g) {
+    return block + (g >> L->rec_shift) * L->rec_bytes;
+}
+static inline int64_t wna16_group_slot(const wna16_block_layout *L, int64_t g) {
+    return g & (((int64_t)1 << L->rec_shift) - 1);
+}
 static inline const uint8_t *wna16_group_w(const wna16_block_layout *L, const uint8_t *block,
                                            int64_t g) {
-    return block + L->w_off + g * L->wbytes;
+    return wna16_group_rec(L, block, g) + wna16_group_slot(L, g) * L->wbytes;
 }
 static inline const void *wna16_group_s(const wna16_block_layout *L, const uint8_t *block,
                                         int64_t g) {
-    return block + L->scale_off + g * L->scale_bytes;
+    return wna16_group_rec(L, block, g) + L->s_in_rec + wna16_group_slot(L, g) * L->scale_bytes;
 }
 static inline const int16_t *wna16_group_z(const wna16_block_layout *L, const uint8_t *block,
                                            int64_t g) {
-    return (const int16_t *)(block + L->zero_off + g * 64);
+    return (const int16_t *)(wna16_group_rec(L, block, g) + L->z_in_rec +
+                             wna16_group_slot(L, g) * 64);
 }
 /* Group g's 16 scales as fp32 (the SIMD leaves widen bf16 in registers). */
 static inline void wna16_group_scales(const wna16_block_layout *L, const uint8_t *block, int64_t g,
@@ -94,9 +104,9 @@ typedef void (*wna16_gemv2_fn)(const wna16_block_layout *L, const uint8_t *block
  * panel [kpair][ldp] (this block's 32 bf16 per k-pair at column offset 0 of
  * each panel row; the caller offsets the pointer for the second block) and
  * its scales into sc[(g-g0)*lds + 0..15]. */
-typedef void (*wna16_dequant_bf16_fn)(const wna16_block_layout *L, const uint8_t *block,
-                                      int64_t g0, int64_t g1, uint16_t *panel, size_t ldp,
-                                      float *sc, size_t lds);
+typedef void (*wna16_dequant_bf16_fn)(const wna16_block_layout *L, const uint8_t *block, int64_t g0,
+                                      int64_t g1, uint16_t *panel, size_t ldp, float *sc,
+                                      size_t lds);
 
 /* Prefill micro-kernel, mr <= gemm_mr rows x 32 channels (two blocks):
  * ap: packed activations [kpair][gemm_mr] (bf16 pairs as uint32),
@@ -125,14 +135,14 @@ typedef struct wna16_kernel_table {
 const wna16_kernel_table *wna16_kernels(void);
 
 /* Leaves, named <op>_<weights>_<acts>_<MR>x<NR>__<isa>. */
-void wna16_gemv_q4_f32_4x16__ref(const wna16_block_layout *, const uint8_t *, size_t,
-                                 const void *, size_t, float *);
-void wna16_gemv_q8_f32_4x16__ref(const wna16_block_layout *, const uint8_t *, size_t,
-                                 const void *, size_t, float *);
-void wna16_gemv_q4_f32_2x16__avx2(const wna16_block_layout *, const uint8_t *, size_t,
-                                  const void *, size_t, float *);
-void wna16_gemv_q8_f32_2x16__avx2(const wna16_block_layout *, const uint8_t *, size_t,
-                                  const void *, size_t, float *);
+void wna16_gemv_q4_f32_4x16__ref(const wna16_block_layout *, const uint8_t *, size_t, const void *,
+                                 size_t, float *);
+void wna16_gemv_q8_f32_4x16__ref(const wna16_block_layout *, const uint8_t *, size_t, const void *,
+                                 size_t, float *);
+void wna16_gemv_q4_f32_2x16__avx2(const wna16_block_layout *, const uint8_t *, size_t, const void *,
+                                  size_t, float *);
+void wna16_gemv_q8_f32_2x16__avx2(const wna16_block_layout *, const uint8_t *, size_t, const void *,
+                                  size_t, float *);
 void wna16_gemv_q4_f32_4x16__avx512(const wna16_block_layout *, const uint8_t *, size_t,
                                     const void *, size_t, float *);
 void wna16_gemv_q8_f32_4x16__avx512(const wna16_block_layout *, const uint8_t *, size_t,
@@ -149,8 +159,8 @@ void wna16_dequant_q4_bf16_16__avx512bf16(const wna16_block_layout *, const uint
                                           int64_t, uint16_t *, size_t, float *, size_t);
 void wna16_dequant_q8_bf16_16__avx512bf16(const wna16_block_layout *, const uint8_t *, int64_t,
                                           int64_t, uint16_t *, size_t, float *, size_t);
-void wna16_gemm_bf16_12x32__avx512bf16(size_t, int64_t, int64_t, const uint32_t *,
-                                       const uint16_t *, const float *, float *);
+void wna16_gemm_bf16_12x32__avx512bf16(size_t, int64_t, int64_t, const uint32_t *, const uint16_t *,
+                                       const float *, float *);
 
 /* Machine-limit loops (machine_limits.c): n_iter iterations of a
  * register-resident loop; return a value that depends on the result. */
@@ -162,8 +172,8 @@ float wna16_peak_bf16_loop__avx512bf16(int64_t n_iter);
 uint64_t wna16_read_sum__avx2(const void *p, size_t bytes, int prefetch);
 uint64_t wna16_read_sum__avx512(const void *p, size_t bytes, int prefetch);
 /* Flops per iteration of the loops above. */
-#define WNA16_PEAK_FMA_AVX2_FLOPS (12 * 8 * 2)
+#define WNA16_PEAK_FMA_AVX2_FLOPS   (12 * 8 * 2)
 #define WNA16_PEAK_FMA_AVX512_FLOPS (24 * 16 * 2)
-#define WNA16_PEAK_BF16_FLOPS (24 * 32 * 2)
+#define WNA16_PEAK_BF16_FLOPS       (24 * 32 * 2)
 
 #endif

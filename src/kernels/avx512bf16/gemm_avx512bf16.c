@@ -259,7 +259,8 @@ INLINE void gemv2_bf16(const wna16_block_layout *L, const uint8_t *block, const 
                 /* the streams run through blocks b, b + NB, b + 2 NB, ...: a
                  * prefetch past the end of this block goes to the same offset
                  * of the next unit's block, not into the other stream */
-                int64_t off = L->w_off + g * L->wbytes + t * 64 + WNA16_DECODE_PREFETCH2;
+                int64_t off =
+                    (wna16_group_w(L, block, g) - block) + t * 64 + WNA16_DECODE_PREFETCH2;
                 if (WNA16_DECODE_PREFETCH2)
                     _mm_prefetch(
                         (const char *)(block + (int64_t)b * L->block_bytes + off +
@@ -438,7 +439,8 @@ void wna16_gemm_bf16_12x32__avx512bf16(size_t mr, int64_t n_groups, int64_t grou
         gemm_bf16(n_groups, group_kpairs, ap, panel, sc, c, n);                                    \
         break;
         CASE(1)
-        CASE(2) CASE(3) CASE(4) CASE(5) CASE(6) CASE(7) CASE(8) CASE(9) CASE(10) CASE(11)
+        CASE(2)
+        CASE(3) CASE(4) CASE(5) CASE(6) CASE(7) CASE(8) CASE(9) CASE(10) CASE(11)
 #undef CASE
             default : gemm_bf16(n_groups, group_kpairs, ap, panel, sc, c, GEMM_MR);
         break;
