@@ -53,16 +53,27 @@ static void to_bf16(const float *src, int64_t n, uint16_t *hb, float *hf) {
     }
 }
 
+/* Σ x² in double over eight interleaved partial sums: independent chains
+ * the compiler vectorizes (one chain of dependent adds was most of a norm's
+ * time); the order is fixed, so the bits do not depend on threads or TP. */
+static double sum_sq(const float *x, int64_t n) {
+    double part[8] = {0};
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int j = 0; j < 8; j++) part[j] += (double)x[i + j] * x[i + j];
+    for (int j = 0; i < n; i++, j++) part[j] += (double)x[i] * x[i];
+    return ((part[0] + part[1]) + (part[2] + part[3])) +
+           ((part[4] + part[5]) + (part[6] + part[7]));
+}
+
 static void rmsnorm_row(const float *x, int64_t n, const uint16_t *w, double eps, float *out) {
-    double ss = 0;
-    for (int64_t i = 0; i < n; i++) ss += (double)x[i] * x[i];
+    double ss = sum_sq(x, n);
     float r = (float)(1.0 / sqrt(ss / (double)n + eps));
     for (int64_t i = 0; i < n; i++) out[i] = x[i] * r * wna16_bf16_to_f32(w[i]);
 }
 
 static void head_norm(float *v, int64_t hd, const float *w, double eps) {
-    double ss = 0;
-    for (int64_t i = 0; i < hd; i++) ss += (double)v[i] * v[i];
+    double ss = sum_sq(v, hd);
     float r = (float)(1.0 / sqrt(ss / (double)hd + eps));
     for (int64_t i = 0; i < hd; i++) v[i] = v[i] * r * w[i];
 }
@@ -120,20 +131,56 @@ static void cache_store(const wna16_model *m, const wna16_rank_model *r, int64_t
     }
 }
 
-/* One work item per (query position, KV head): the group of query heads
- * that share the KV head reads its cache once. */
-static void attention(const wna16_model *m, const wna16_rank_model *r, int64_t L, int64_t n,
-                      scratch *s, int threads) {
-    int64_t hd = m->cfg.head_dim, group = r->heads / r->kv_heads, pos0 = m->pos;
-    float scale = 1.0f / sqrtf((float)hd);
-    wna16_attn_fn attend = wna16_attn_group(hd);
+/* q/k norm and RoPE for one (query position t, KV head): the KV head's k,
+ * stored to the cache with its v, and the group of query heads sharing it. */
+static void prepare_head(const wna16_model *m, const wna16_rank_model *r, int64_t L, int64_t t,
+                         int64_t kvh, scratch *s) {
+    const wna16_layer *ly = &r->layers[L];
+    int64_t hd = m->cfg.head_dim, group = r->heads / r->kv_heads;
+    double eps = m->cfg.rms_norm_eps;
+    const float *cs = s->rope + t * hd;
+    float *k = s->k + (t * r->kv_heads + kvh) * hd;
+    if (ly->k_norm) head_norm(k, hd, ly->k_norm, eps);
+    rope(k, hd, cs);
+    cache_store(m, r, L, kvh, m->pos + t, k, s->v + (t * r->kv_heads + kvh) * hd);
+    for (int64_t h = kvh * group; h < (kvh + 1) * group; h++) {
+        float *q = s->q + (t * r->heads + h) * hd;
+        if (ly->q_norm) head_norm(q, hd, ly->q_norm, eps);
+        rope(q, hd, cs);
+    }
+}
+
+/* The group of query heads that share KV head kvh, at query position t,
+ * reads its cache once. */
+static void attend_head(const wna16_model *m, const wna16_rank_model *r, int64_t L, int64_t t,
+                        int64_t kvh, scratch *s, wna16_attn_fn attend) {
+    int64_t hd = m->cfg.head_dim, group = r->heads / r->kv_heads;
+    int64_t h0 = t * r->heads + kvh * group;
+    attend(s->q + h0 * hd, group, k_cache(m, r, L, kvh), v_cache(m, r, L, kvh), m->pos + t + 1, hd,
+           1.0f / sqrtf((float)hd), s->scores + h0 * m->context, m->context, s->att + h0 * hd);
+}
+
+/* Work items per (query position, KV head). Prefill stores every position's
+ * K and V before any item attends (causal: item t reads positions <= t of
+ * other items), in a region of its own (the profiler's rope_cache phase).
+ * Decode has one position: each item prepares its own head and attends
+ * in one region, so the per-head RoPE and cache store run on both threads
+ * and cost no second fork and join (rope_cache then reads ~0). */
+static void attention(wna16_model *m, const wna16_rank_model *r, int64_t L, int64_t n, scratch *s,
+                      int threads) {
+    wna16_attn_fn attend = wna16_attn_group(m->cfg.head_dim);
+    int64_t kvh_n = r->kv_heads;
+    if (n > 1) {
+#pragma omp parallel for collapse(2) num_threads(threads) schedule(static)
+        for (int64_t t = 0; t < n; t++)
+            for (int64_t kvh = 0; kvh < kvh_n; kvh++) prepare_head(m, r, L, t, kvh, s);
+    }
+    phase_end(m, r, n, s, WNA16_PHASE_ROPE);
 #pragma omp parallel for collapse(2) num_threads(threads) schedule(dynamic)
     for (int64_t t = 0; t < n; t++)
-        for (int64_t kvh = 0; kvh < r->kv_heads; kvh++) {
-            int64_t h0 = t * r->heads + kvh * group;
-            attend(s->q + h0 * hd, group, k_cache(m, r, L, kvh), v_cache(m, r, L, kvh),
-                   pos0 + t + 1, hd, scale, s->scores + h0 * m->context, m->context,
-                   s->att + h0 * hd);
+        for (int64_t kvh = 0; kvh < kvh_n; kvh++) {
+            if (n == 1) prepare_head(m, r, L, t, kvh, s);
+            attend_head(m, r, L, t, kvh, s, attend);
         }
 }
 
@@ -167,21 +214,6 @@ static wna16_status attn_block(wna16_diag *d, wna16_model *m, wna16_rank_model *
         WNA16_TRY(wna16_lin_forward(d, &ly->v, n, s->hb, s->hf, H, s->v, kvn, threads));
     }
     phase_end(m, r, n, s, WNA16_PHASE_QKV);
-    for (int64_t t = 0; t < n; t++) {
-        int64_t pos = m->pos + t;
-        for (int64_t h = 0; h < r->heads; h++) {
-            float *q = s->q + (t * r->heads + h) * hd;
-            if (ly->q_norm) head_norm(q, hd, ly->q_norm, m->cfg.rms_norm_eps);
-            rope(q, hd, s->rope + t * hd);
-        }
-        for (int64_t h = 0; h < r->kv_heads; h++) {
-            float *k = s->k + (t * r->kv_heads + h) * hd;
-            if (ly->k_norm) head_norm(k, hd, ly->k_norm, m->cfg.rms_norm_eps);
-            rope(k, hd, s->rope + t * hd);
-            cache_store(m, r, L, h, pos, k, s->v + (t * r->kv_heads + h) * hd);
-        }
-    }
-    phase_end(m, r, n, s, WNA16_PHASE_ROPE);
     attention(m, r, L, n, s, threads);
     phase_end(m, r, n, s, WNA16_PHASE_ATTENTION);
     to_bf16(s->att, n * qn, s->hb, s->hf);
