@@ -95,8 +95,10 @@ wna16_status wna16_model_release(wna16_ctx *ctx, wna16_model *m, wna16_status wh
     snprintf(keep, sizeof keep, "%s", e->detail);
     wna16_status s = wna16_comm_broadcast(e, c, &rq, sizeof rq, 0);
     if (s == WNA16_OK && why != WNA16_OK) s = wna16_comm_broadcast(e, c, text, sizeof text, 0);
-    if (s == WNA16_OK && why != WNA16_OK) snprintf(e->detail, sizeof e->detail, "%s", text);
-    else if (s == WNA16_OK) snprintf(e->detail, sizeof e->detail, "%s", keep);
+    if (s == WNA16_OK && why != WNA16_OK)
+        snprintf(e->detail, sizeof e->detail, "%s", text);
+    else if (s == WNA16_OK)
+        snprintf(e->detail, sizeof e->detail, "%s", keep);
     return s == WNA16_OK ? why : s;
 }
 
@@ -129,7 +131,8 @@ size_t wna16_model_rank_bytes(const wna16_model *m) {
             sizeof(uint16_t);
         for (int64_t L = 0; L < m->cfg.num_layers; L++) {
             const wna16_layer *ly = &rm->layers[L];
-            const wna16_lin *lins[] = {&ly->qkv, &ly->q, &ly->k, &ly->v, &ly->o, &ly->gate, &ly->up, &ly->down};
+            const wna16_lin *lins[] = {&ly->qkv, &ly->q,    &ly->k,  &ly->v,
+                                       &ly->o,   &ly->gate, &ly->up, &ly->down};
             for (size_t i = 0; i < sizeof lins / sizeof *lins; i++) b += lin_bytes(lins[i]);
             if (ly->moe) b += wna16_moe_layer_bytes(ly->moe);
         }

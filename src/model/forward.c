@@ -66,10 +66,10 @@ static double sum_sq(const float *x, int64_t n) {
            ((part[4] + part[5]) + (part[6] + part[7]));
 }
 
-static void rmsnorm_row(const float *x, int64_t n, const uint16_t *w, double eps, float *out) {
+static void rmsnorm_row(const float *x, int64_t n, const float *w, double eps, float *out) {
     double ss = sum_sq(x, n);
     float r = (float)(1.0 / sqrt(ss / (double)n + eps));
-    for (int64_t i = 0; i < n; i++) out[i] = x[i] * r * wna16_bf16_to_f32(w[i]);
+    for (int64_t i = 0; i < n; i++) out[i] = x[i] * r * w[i];
 }
 
 static void head_norm(float *v, int64_t hd, const float *w, double eps) {

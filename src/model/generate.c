@@ -37,8 +37,8 @@ static bool emit(gen_state *g, const wna16_generate_options *o, bool final) {
 }
 
 wna16_status wna16_generate(wna16_ctx *ctx, wna16_model *m, const wna16_tokenizer *tok,
-                            const int32_t *prompt, size_t n_prompt,
-                            const wna16_generate_options *o, wna16_generate_result *res) {
+                            const int32_t *prompt, size_t n_prompt, const wna16_generate_options *o,
+                            wna16_generate_result *res) {
     wna16_diag *d = wna16_ctx_diag(ctx);
     if (!m || !prompt || !n_prompt || !o || !res)
         return wna16_fail(d, WNA16_ERR_INVALID_ARGUMENT, "generate: empty prompt or NULL argument");
@@ -56,7 +56,8 @@ wna16_status wna16_generate(wna16_ctx *ctx, wna16_model *m, const wna16_tokenize
     for (size_t i = 0; i < o->n_stop; i++)
         if (strlen(o->stop[i]) > g.hold + 1) g.hold = strlen(o->stop[i]) - 1;
     wna16_detok_stream *ds = NULL;
-    wna16_status s = (!logits || !hist) ? wna16_fail(d, WNA16_ERR_OUT_OF_MEMORY, "generate") : WNA16_OK;
+    wna16_status s =
+        (!logits || !hist) ? wna16_fail(d, WNA16_ERR_OUT_OF_MEMORY, "generate") : WNA16_OK;
     if (s == WNA16_OK && tok) s = wna16_detok_stream_create(ctx, tok, true, &ds);
     if (s == WNA16_OK) {
         memcpy(hist, prompt, n_prompt * sizeof *hist);
@@ -103,7 +104,8 @@ wna16_status wna16_generate(wna16_ctx *ctx, wna16_model *m, const wna16_tokenize
         const char *piece;
         size_t len;
         if (!strcmp(res->stop_reason, "length") || !strcmp(res->stop_reason, "eos"))
-            if (wna16_detok_stream_flush(ctx, ds, &piece, &len) == WNA16_OK) wna16_buf_put(&g.text, piece, len);
+            if (wna16_detok_stream_flush(ctx, ds, &piece, &len) == WNA16_OK)
+                wna16_buf_put(&g.text, piece, len);
         emit(&g, o, true);
     }
     wna16_detok_stream_free(ds);

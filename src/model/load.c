@@ -150,9 +150,9 @@ static wna16_status load_layer(wna16_diag *d, wna16_model *m, wna16_rank_model *
     char name[256];
     int64_t H = m->cfg.hidden_size;
     snprintf(name, sizeof name, "model.layers.%lld.input_layernorm.weight", (long long)L);
-    WNA16_TRY(need_bf16(d, m, name, H, &ly->attn_norm));
+    WNA16_TRY(load_norm_f32(d, m, name, H, &ly->attn_norm));
     snprintf(name, sizeof name, "model.layers.%lld.post_attention_layernorm.weight", (long long)L);
-    WNA16_TRY(need_bf16(d, m, name, H, &ly->mlp_norm));
+    WNA16_TRY(load_norm_f32(d, m, name, H, &ly->mlp_norm));
     if (m->arch->qk_norm) {
         snprintf(name, sizeof name, "model.layers.%lld.self_attn.q_norm.weight", (long long)L);
         WNA16_TRY(load_norm_f32(d, m, name, m->cfg.head_dim, &ly->q_norm));
@@ -278,7 +278,7 @@ static wna16_status own_lm_head(wna16_diag *d, wna16_model *m) {
 static wna16_status load_globals(wna16_diag *d, wna16_model *m) {
     int64_t V = m->cfg.vocab_size, H = m->cfg.hidden_size;
     WNA16_TRY(need_bf16(d, m, "model.embed_tokens.weight", V * H, &m->embed));
-    WNA16_TRY(need_bf16(d, m, "model.norm.weight", H, &m->final_norm));
+    WNA16_TRY(load_norm_f32(d, m, "model.norm.weight", H, &m->final_norm));
     if (wna16_checkpoint_tensor(m->ck, "lm_head.weight") || !m->cfg.tie_word_embeddings) {
         WNA16_TRY(need_bf16(d, m, "lm_head.weight", V * H, &m->lm_head));
     } else {
@@ -436,6 +436,8 @@ wna16_status wna16_model_load_calib(wna16_diag *d, const char *dir,
 }
 
 static void free_layer(wna16_layer *ly) {
+    wna16_free(ly->attn_norm);
+    wna16_free(ly->mlp_norm);
     wna16_free(ly->q_norm);
     wna16_free(ly->k_norm);
     wna16_lin *lins[] = {&ly->qkv, &ly->q, &ly->k, &ly->v, &ly->o, &ly->gate, &ly->up, &ly->down};
@@ -463,6 +465,7 @@ void wna16_model_free(wna16_model *m) {
     wna16_free(m->ranks);
     wna16_free(m->inv_freq);
     wna16_free(m->eos);
+    wna16_free(m->final_norm);
     for (size_t i = 0; i < m->n_converted; i++) wna16_free(m->converted[i]);
     wna16_free(m->converted);
     wna16_huge_free(m->lm_head_own, m->lm_head_bytes);

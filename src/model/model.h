@@ -15,13 +15,13 @@ typedef enum wna16_rope_kind { WNA16_ROPE_DEFAULT = 0, WNA16_ROPE_LLAMA3 } wna16
 
 /* What differs between the supported architectures. */
 typedef struct wna16_arch {
-    const char *name;         /* HF architectures[0] */
-    bool qk_norm;             /* Qwen3: RMSNorm over head_dim on q and k */
-    bool qkv_bias;            /* Qwen2-MoE: q/k/v carry a bias */
-    bool moe;                 /* sparse MLP in (some) layers */
-    const char *mlp_prefix;   /* "mlp" or "block_sparse_moe" */
-    bool shared_expert;       /* Qwen2-MoE */
-    bool default_norm_topk;   /* norm_topk_prob when the config omits it */
+    const char *name;       /* HF architectures[0] */
+    bool qk_norm;           /* Qwen3: RMSNorm over head_dim on q and k */
+    bool qkv_bias;          /* Qwen2-MoE: q/k/v carry a bias */
+    bool moe;               /* sparse MLP in (some) layers */
+    const char *mlp_prefix; /* "mlp" or "block_sparse_moe" */
+    bool shared_expert;     /* Qwen2-MoE */
+    bool default_norm_topk; /* norm_topk_prob when the config omits it */
 } wna16_arch;
 
 const wna16_arch *wna16_arch_find(const char *architecture);
@@ -48,8 +48,12 @@ wna16_status wna16_dense_moe_forward(wna16_diag *d, const wna16_dense_moe *l, in
                                      const float *xf, float *y, int threads);
 
 typedef struct wna16_layer {
-    const uint16_t *attn_norm, *mlp_norm; /* bf16 [hidden] */
-    float *q_norm, *k_norm;               /* fp32 [head_dim] or NULL */
+    /* Norm weights, fp32 copies (exact for bf16/fp16 checkpoints): private
+     * memory, so the few KiB a decode step reads per norm never wait on the
+     * file mapping's pages (released after repacking, then evicted under
+     * memory pressure: the 48-layer model major-faulted on them in prefill). */
+    float *attn_norm, *mlp_norm; /* [hidden] */
+    float *q_norm, *k_norm;      /* [head_dim] or NULL */
     wna16_lin q, k, v, o;
     wna16_lin qkv; /* q|k|v fused when their packing allows; q, k, v then empty */
     bool sparse;
@@ -109,9 +113,10 @@ struct wna16_model {
     wna16_model_config cfg;
     wna16_rope_kind rope;
     double rope_factor, rope_low, rope_high, rope_orig_ctx;
-    float *inv_freq; /* [head_dim/2] */
-    const uint16_t *embed, *final_norm, *lm_head; /* bf16 */
-    uint16_t *lm_head_own;                        /* lm_head's private huge-page copy (or NULL) */
+    float *inv_freq;                 /* [head_dim/2] */
+    const uint16_t *embed, *lm_head; /* bf16 */
+    float *final_norm;               /* fp32 copy [hidden] */
+    uint16_t *lm_head_own;           /* lm_head's private huge-page copy (or NULL) */
     size_t lm_head_bytes;
     uint16_t **converted; /* bf16 copies of F16/F32 tensors (freed with the model) */
     size_t n_converted;
@@ -122,7 +127,7 @@ struct wna16_model {
     bool dist;               /* one rank per process (options.comm) */
     int my_rank;             /* this process's rank when dist */
     bool released;           /* dist, rank 0: followers were told to return */
-    int64_t pos; /* tokens in the KV cache */
+    int64_t pos;             /* tokens in the KV cache */
     wna16_model_profile profile;
     int32_t *eos;
     size_t n_eos;

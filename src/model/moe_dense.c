@@ -12,7 +12,7 @@
 
 struct wna16_dense_moe {
     wna16_moe_config cfg;
-    const uint16_t *router;     /* [E][H] bf16 */
+    const uint16_t *router;      /* [E][H] bf16 */
     const uint16_t *shared_gate; /* [H] bf16 or NULL */
     wna16_lin *gate, *up, *down; /* [E] (+1 shared at index E) */
     int64_t n_mlps;
@@ -21,7 +21,8 @@ struct wna16_dense_moe {
 static wna16_status load_router(wna16_diag *d, const wna16_checkpoint *ck, const char *name,
                                 int64_t rows, int64_t cols, const uint16_t **out) {
     const wna16_tensor_view *v = wna16_checkpoint_tensor(ck, name);
-    if (!v) return wna16_fail(d, WNA16_ERR_TENSOR_MISSING, "%s: tensor '%s' is missing", ck->dir, name);
+    if (!v)
+        return wna16_fail(d, WNA16_ERR_TENSOR_MISSING, "%s: tensor '%s' is missing", ck->dir, name);
     if (v->dtype != WNA16_DTYPE_BF16 || v->nbytes != (size_t)(rows * cols) * 2)
         return wna16_fail(d, WNA16_ERR_SHAPE_MISMATCH, "%s: tensor '%s' must be BF16 [%lld, %lld]",
                           ck->dir, name, (long long)rows, (long long)cols);
@@ -75,11 +76,13 @@ wna16_status wna16_dense_moe_load(wna16_diag *d, const wna16_checkpoint *ck, con
     bool mixtral = wna16_ck_module(ck, name) != NULL;
     for (int64_t e = 0; e < E; e++) {
         snprintf(name, sizeof name, "%s.experts.%lld", prefix, (long long)e);
-        WNA16_TRY(load_mlp(d, ck, name, mixtral, true, tp, rank, &l->gate[e], &l->up[e], &l->down[e]));
+        WNA16_TRY(
+            load_mlp(d, ck, name, mixtral, true, tp, rank, &l->gate[e], &l->up[e], &l->down[e]));
     }
     if (cfg->shared_intermediate) {
         snprintf(name, sizeof name, "%s.shared_expert", prefix);
-        WNA16_TRY(load_mlp(d, ck, name, false, false, tp, rank, &l->gate[E], &l->up[E], &l->down[E]));
+        WNA16_TRY(
+            load_mlp(d, ck, name, false, false, tp, rank, &l->gate[E], &l->up[E], &l->down[E]));
     }
     if (cfg->shared_expert_gate) {
         snprintf(name, sizeof name, "%s.shared_expert_gate.weight", prefix);

@@ -77,7 +77,8 @@ static wna16_status add_bf16(wna16_diag *d, shard *s, rng *r, const char *name, 
                              int64_t cols, float amplitude, float offset) {
     uint16_t *p = shard_buf(s, (size_t)(rows * cols) * 2);
     if (!p) return wna16_fail(d, WNA16_ERR_OUT_OF_MEMORY, "%s", name);
-    for (int64_t i = 0; i < rows * cols; i++) p[i] = wna16_f32_to_bf16(offset + amplitude * runit(r));
+    for (int64_t i = 0; i < rows * cols; i++)
+        p[i] = wna16_f32_to_bf16(offset + amplitude * runit(r));
     int64_t shape[2] = {rows, cols};
     wna16_ctx c = {{{0}}};
     wna16_status st = wna16_st_writer_add(&c, s->w, name, WNA16_DTYPE_BF16, 2, shape, p);
@@ -161,7 +162,8 @@ static wna16_status add_layer(wna16_diag *d, shard *s, rng *r, const wna16_synth
         static const char *const mlp[] = {"gate_proj", "up_proj", "down_proj"};
         for (int i = 0; i < 3; i++) {
             snprintf(q, sizeof q, "%s.mlp.%s", p, mlp[i]);
-            WNA16_TRY(add_linear(d, s, r, o, q, i < 2 ? o->intermediate : H, i < 2 ? H : o->intermediate));
+            WNA16_TRY(add_linear(d, s, r, o, q, i < 2 ? o->intermediate : H,
+                                 i < 2 ? H : o->intermediate));
         }
         return WNA16_OK;
     }
@@ -196,24 +198,23 @@ static json_t *quant_config(const wna16_synth_options *o) {
                      "config_groups", "group_0", "format", "pack-quantized", "input_activations",
                      "output_activations", "targets", "Linear", "weights", w, "format",
                      "pack-quantized", "global_compression_ratio", "ignore", ignore,
-                     "kv_cache_scheme", "moe_sparsity_config", "quant_method",
-                     "compressed-tensors", "quantization_status", "compressed", "sparsity_config",
-                     "transform_config", "version", "0.20.1");
+                     "kv_cache_scheme", "moe_sparsity_config", "quant_method", "compressed-tensors",
+                     "quantization_status", "compressed", "sparsity_config", "transform_config",
+                     "version", "0.20.1");
 }
 
 static wna16_status write_configs(wna16_diag *d, const wna16_synth_options *o, const char *dir) {
     bool moe = !strcmp(o->architecture, "Qwen3MoeForCausalLM");
     json_t *c = json_pack(
         "{s:[s],s:b,s:f,s:I,s:s,s:I,s:s,s:I,s:I,s:I,s:s,s:I,s:I,s:I,s:f,s:{s:f,s:s},s:b,s:I}",
-        "architectures", o->architecture, "attention_bias", 0, "attention_dropout", 0.0,
-        "head_dim", (json_int_t)o->head_dim, "hidden_act", "silu", "hidden_size",
-        (json_int_t)o->hidden, "dtype", "bfloat16", "intermediate_size",
-        (json_int_t)o->intermediate, "max_position_embeddings", (json_int_t)o->max_positions,
-        "num_attention_heads", (json_int_t)o->heads, "model_type", moe ? "qwen3_moe" : "qwen3",
-        "num_hidden_layers", (json_int_t)o->layers, "num_key_value_heads",
-        (json_int_t)o->kv_heads, "vocab_size", (json_int_t)o->vocab, "rms_norm_eps", 1e-6,
-        "rope_parameters", "rope_theta", 1000000.0, "rope_type", "default",
-        "tie_word_embeddings", 0, "eos_token_id", (json_int_t)o->eos_id);
+        "architectures", o->architecture, "attention_bias", 0, "attention_dropout", 0.0, "head_dim",
+        (json_int_t)o->head_dim, "hidden_act", "silu", "hidden_size", (json_int_t)o->hidden,
+        "dtype", "bfloat16", "intermediate_size", (json_int_t)o->intermediate,
+        "max_position_embeddings", (json_int_t)o->max_positions, "num_attention_heads",
+        (json_int_t)o->heads, "model_type", moe ? "qwen3_moe" : "qwen3", "num_hidden_layers",
+        (json_int_t)o->layers, "num_key_value_heads", (json_int_t)o->kv_heads, "vocab_size",
+        (json_int_t)o->vocab, "rms_norm_eps", 1e-6, "rope_parameters", "rope_theta", 1000000.0,
+        "rope_type", "default", "tie_word_embeddings", 0, "eos_token_id", (json_int_t)o->eos_id);
     if (moe) {
         json_object_set_new(c, "num_experts", json_integer(o->experts));
         json_object_set_new(c, "num_experts_per_tok", json_integer(o->top_k));
@@ -273,8 +274,11 @@ wna16_status wna16_synth_write(wna16_diag *d, const wna16_synth_options *o, cons
                 fprintf(stderr, "\rsynth: layer %lld/%lld", (long long)L + 1, (long long)o->layers);
         }
         char file[96];
-        if (n_shards == 1) snprintf(file, sizeof file, "model.safetensors");
-        else snprintf(file, sizeof file, "model-%05lld-of-%05lld.safetensors", (long long)sh + 1, (long long)n_shards);
+        if (n_shards == 1)
+            snprintf(file, sizeof file, "model.safetensors");
+        else
+            snprintf(file, sizeof file, "model-%05lld-of-%05lld.safetensors", (long long)sh + 1,
+                     (long long)n_shards);
         if (st == WNA16_OK) st = write_shard(d, &s, dir, file);
         if (st == WNA16_OK && n_shards > 1) {
             /* every tensor of this shard goes in the index */
@@ -283,7 +287,8 @@ wna16_status wna16_synth_write(wna16_diag *d, const wna16_synth_options *o, cons
             wna16_ctx cc = {{{0}}};
             if (path && wna16_safetensors_open(&cc, path, &check) == WNA16_OK) {
                 for (size_t i = 0; i < wna16_safetensors_count(check); i++)
-                    json_object_set_new(map, wna16_safetensors_at(check, i)->name, json_string(file));
+                    json_object_set_new(map, wna16_safetensors_at(check, i)->name,
+                                        json_string(file));
                 wna16_safetensors_close(check);
             }
             wna16_free(path);
