@@ -56,6 +56,20 @@ void wna16_huge_free(void *p, size_t bytes) {
     if (p) munmap(p, huge_round(bytes));
 }
 
+void wna16_prefault(const void *p, size_t bytes) {
+    if (!p || !bytes) return;
+    const size_t page = 4096;
+    uintptr_t b = (uintptr_t)p & ~(uintptr_t)(page - 1), e = (uintptr_t)p + bytes;
+#ifdef MADV_POPULATE_READ
+    if (madvise((void *)b, e - b, MADV_POPULATE_READ) == 0) return;
+#endif
+    /* older kernels: one read per page */
+    unsigned sum = 0;
+    for (uintptr_t a = (uintptr_t)p; a < e; a = (a & ~(uintptr_t)(page - 1)) + page)
+        sum += *(const volatile unsigned char *)a;
+    (void)sum;
+}
+
 char *wna16_strdup(const char *s) {
     size_t n = strlen(s) + 1;
     char *r = wna16_malloc(n);

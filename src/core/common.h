@@ -73,6 +73,11 @@ char *wna16_strdup(const char *s);
  * with the same byte count. NULL on failure or over the cap. */
 void *wna16_huge_alloc(size_t bytes);
 void wna16_huge_free(void *p, size_t bytes);
+/* Brings the pages of a read-only file mapping [p, p + bytes) in now (and
+ * maps them): for views read a little at a time later (embedding rows),
+ * which would otherwise wait on the disk for pages evicted while the load
+ * streamed the rest of the checkpoint. */
+void wna16_prefault(const void *p, size_t bytes);
 /* printf into a fresh malloc'd string. */
 char *wna16_asprintf(const char *fmt, ...) WNA16_PRINTF(1, 2);
 
@@ -88,11 +93,17 @@ void wna16_buf_free(wna16_buf *b);
 
 /* bf16/fp16 <-> fp32 (round to nearest even; NaN stays NaN). */
 static inline float wna16_bf16_to_f32(uint16_t h) {
-    union { uint32_t u; float f; } v = {.u = (uint32_t)h << 16};
+    union {
+        uint32_t u;
+        float f;
+    } v = {.u = (uint32_t)h << 16};
     return v.f;
 }
 static inline uint16_t wna16_f32_to_bf16(float f) {
-    union { float f; uint32_t u; } v = {.f = f};
+    union {
+        float f;
+        uint32_t u;
+    } v = {.f = f};
     if ((v.u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((v.u >> 16) | 0x40); /* quiet NaN */
     uint32_t rounding = 0x7fffu + ((v.u >> 16) & 1u);
     return (uint16_t)((v.u + rounding) >> 16);
