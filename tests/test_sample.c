@@ -105,7 +105,11 @@ static void test_generate(void) {
     /* context overflow during decode is reported, not silently truncated */
     go.max_tokens = 100;
     wna16_generate_result r4;
-    CHECK_STATUS(ctx, wna16_generate(ctx, m, NULL, prompt, 4, &(wna16_generate_options){.max_tokens = 100, .sampler = {.repetition_penalty = 1.3f}}, &r4),
+    CHECK_STATUS(ctx,
+                 wna16_generate(ctx, m, NULL, prompt, 4,
+                                &(wna16_generate_options){.max_tokens = 100,
+                                                          .sampler = {.repetition_penalty = 1.3f}},
+                                &r4),
                  WNA16_ERR_CONTEXT_OVERFLOW, "plus 100 new tokens exceed the context of 64");
     wna16_generate_result_free(&r1);
     wna16_generate_result_free(&r2);
@@ -113,6 +117,44 @@ static void test_generate(void) {
     wna16_model_free(m);
     wna16_ctx_free(ctx);
     char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    CHECK(system(cmd) == 0);
+}
+
+/* A model vocabulary padded far past the tokenizer's: near-uniform sampling
+ * (temperature 1e4) would pick a padding id within a few steps (24 % of the
+ * ids here), which no text stream can decode; generate never samples one. */
+static void test_padded_vocab(void) {
+    char dir[] = "/tmp/wna16_pad_XXXXXX", cmd[400];
+    CHECK(mkdtemp(dir) != NULL);
+    wna16_synth_options o;
+    wna16_synth_preset("demo", &o);
+    o.vocab = 200000; /* the Qwen3 tokenizer has 151669 tokens */
+    o.layers = 1;
+    wna16_diag d = {{0}};
+    CHECK(wna16_synth_write(&d, &o, dir) == WNA16_OK);
+    wna16_ctx *ctx;
+    CHECK(wna16_ctx_create(&ctx) == WNA16_OK);
+    wna16_tokenizer *tok = NULL;
+    wna16_model *m = NULL;
+    wna16_model_options mo = {.context = 64};
+    CHECK(wna16_tokenizer_load(ctx, "tests/data/tokenizer/qwen3", &tok) == WNA16_OK);
+    CHECK(wna16_model_load(ctx, dir, &mo, &m) == WNA16_OK);
+    if (m && tok) {
+        int32_t prompt[] = {9707, 1879};
+        wna16_generate_options go = {.max_tokens = 40, .sampler = {.temperature = 1e4f, .seed = 5}};
+        wna16_generate_result r = {0};
+        CHECK(wna16_generate(ctx, m, tok, prompt, 2, &go, &r) == WNA16_OK);
+        CHECK(r.generated == 40 || !strcmp(r.stop_reason, "eos"));
+        bool all_tokens = true;
+        for (int64_t i = 0; i < r.generated; i++)
+            all_tokens &= wna16_tokenizer_token_str(tok, r.ids[i]) != NULL;
+        CHECK(all_tokens);
+        wna16_generate_result_free(&r);
+    }
+    wna16_model_free(m);
+    wna16_tokenizer_free(tok);
+    wna16_ctx_free(ctx);
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     CHECK(system(cmd) == 0);
 }
@@ -167,5 +209,6 @@ int main(void) {
     test_sampler();
     test_generate();
     test_stop_strings();
+    test_padded_vocab();
     TEST_MAIN_END();
 }

@@ -4,6 +4,7 @@
 #include "kernels/machine_limits.h"
 #include "model/model.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -36,6 +37,20 @@ static bool emit(gen_state *g, const wna16_generate_options *o, bool final) {
     return go;
 }
 
+/* The model's vocabulary is often padded past the tokenizer's (Qwen3:
+ * 151936 logits, 151669 tokens). A trained model never picks the padding,
+ * but a random or damaged one can, and the text stream could not go on:
+ * ids the tokenizer has no token for are never sampled. Their list is made
+ * once per call (NULL with *n = 0 when there are none). */
+static int32_t *untokenizable(const wna16_tokenizer *tok, int64_t V, size_t *n) {
+    *n = 0;
+    for (int64_t id = 0; tok && id < V; id++) *n += !wna16_tokenizer_token_str(tok, (int32_t)id);
+    int32_t *ids = *n ? wna16_malloc(*n * sizeof *ids) : NULL;
+    for (int64_t id = 0, k = 0; ids && id < V; id++)
+        if (!wna16_tokenizer_token_str(tok, (int32_t)id)) ids[k++] = (int32_t)id;
+    return ids;
+}
+
 wna16_status wna16_generate(wna16_ctx *ctx, wna16_model *m, const wna16_tokenizer *tok,
                             const int32_t *prompt, size_t n_prompt, const wna16_generate_options *o,
                             wna16_generate_result *res) {
@@ -56,8 +71,11 @@ wna16_status wna16_generate(wna16_ctx *ctx, wna16_model *m, const wna16_tokenize
     for (size_t i = 0; i < o->n_stop; i++)
         if (strlen(o->stop[i]) > g.hold + 1) g.hold = strlen(o->stop[i]) - 1;
     wna16_detok_stream *ds = NULL;
-    wna16_status s =
-        (!logits || !hist) ? wna16_fail(d, WNA16_ERR_OUT_OF_MEMORY, "generate") : WNA16_OK;
+    size_t n_masked = 0;
+    int32_t *masked = untokenizable(tok, V, &n_masked);
+    wna16_status s = (!logits || !hist || (n_masked && !masked))
+                         ? wna16_fail(d, WNA16_ERR_OUT_OF_MEMORY, "generate")
+                         : WNA16_OK;
     if (s == WNA16_OK && tok) s = wna16_detok_stream_create(ctx, tok, true, &ds);
     if (s == WNA16_OK) {
         memcpy(hist, prompt, n_prompt * sizeof *hist);
@@ -72,6 +90,7 @@ wna16_status wna16_generate(wna16_ctx *ctx, wna16_model *m, const wna16_tokenize
     res->stop_reason = "length";
     double t1 = wna16_now();
     for (int64_t step = 0; s == WNA16_OK && step < o->max_tokens; step++) {
+        for (size_t i = 0; i < n_masked; i++) logits[masked[i]] = -INFINITY;
         int32_t id = wna16_sample(&o->sampler, logits, V, hist, n_hist, &rng);
         hist[n_hist++] = id;
         res->generated++;
@@ -109,6 +128,7 @@ wna16_status wna16_generate(wna16_ctx *ctx, wna16_model *m, const wna16_tokenize
         emit(&g, o, true);
     }
     wna16_detok_stream_free(ds);
+    wna16_free(masked);
     wna16_free(logits);
     if (s != WNA16_OK) {
         wna16_free(hist);
