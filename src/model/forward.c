@@ -111,8 +111,8 @@ typedef struct rank_job {
 } rank_job;
 
 /* One KV head's cache, bf16 (rounded to nearest even, as the model's dtype):
- * K transposed in blocks of 16 positions (see kernels/attn.h), then V,
- * [context][head_dim]; wna16_kv_context() positions each. */
+ * K transposed in blocks of 16 positions, then V in position pairs (see
+ * kernels/attn.h); wna16_kv_context() positions each. */
 static uint16_t *k_cache(const wna16_model *m, const wna16_rank_model *r, int64_t L, int64_t head) {
     return r->kv + ((L * 2 + 0) * r->kv_heads + head) * wna16_kv_context(m) * m->cfg.head_dim;
 }
@@ -124,10 +124,10 @@ static uint16_t *v_cache(const wna16_model *m, const wna16_rank_model *r, int64_
 static void cache_store(const wna16_model *m, const wna16_rank_model *r, int64_t L, int64_t head,
                         int64_t pos, const float *k, const float *v) {
     int64_t hd = m->cfg.head_dim;
-    uint16_t *kb = k_cache(m, r, L, head), *vr = v_cache(m, r, L, head) + pos * hd;
+    uint16_t *kb = k_cache(m, r, L, head), *vb = v_cache(m, r, L, head);
     for (int64_t i = 0; i < hd; i++) {
         kb[wna16_attn_k_index(pos, i, hd)] = wna16_f32_to_bf16(k[i]);
-        vr[i] = wna16_f32_to_bf16(v[i]);
+        vb[wna16_attn_v_index(pos, i, hd)] = wna16_f32_to_bf16(v[i]);
     }
 }
 

@@ -24,7 +24,8 @@ void wna16_attn_group__ref(const float *q, int64_t g, const uint16_t *kb, const 
         memset(oh, 0, (size_t)hd * sizeof *oh);
         for (int64_t p = 0; p < n; p++) {
             float w = sh[p] / sum;
-            for (int64_t i = 0; i < hd; i++) oh[i] += w * wna16_bf16_to_f32(v[p * hd + i]);
+            for (int64_t i = 0; i < hd; i++)
+                oh[i] += w * wna16_bf16_to_f32(v[wna16_attn_v_index(p, i, hd)]);
         }
     }
 }
