@@ -121,26 +121,37 @@ static void test_generate(void) {
     CHECK(system(cmd) == 0);
 }
 
+/* A synthetic demo-shaped model (vocab, layers as given) in a fresh
+ * directory, loaded with the real Qwen3 tokenizer. */
+static bool demo_with_tokenizer(char *dir, int64_t vocab, int64_t layers, int64_t context,
+                                wna16_ctx **ctx, wna16_tokenizer **tok, wna16_model **m) {
+    CHECK(mkdtemp(dir) != NULL);
+    wna16_synth_options o;
+    wna16_synth_preset("demo", &o);
+    if (vocab) o.vocab = vocab;
+    if (layers) o.layers = layers;
+    wna16_diag d = {{0}};
+    CHECK(wna16_synth_write(&d, &o, dir) == WNA16_OK);
+    *tok = NULL;
+    *m = NULL;
+    CHECK(wna16_ctx_create(ctx) == WNA16_OK);
+    wna16_model_options mo = {.context = context};
+    CHECK(wna16_tokenizer_load(*ctx, "tests/data/tokenizer/qwen3", tok) == WNA16_OK);
+    CHECK(wna16_model_load(*ctx, dir, &mo, m) == WNA16_OK);
+    return *m && *tok;
+}
+
 /* A model vocabulary padded far past the tokenizer's: near-uniform sampling
  * (temperature 1e4) would pick a padding id within a few steps (24 % of the
  * ids here), which no text stream can decode; generate never samples one. */
 static void test_padded_vocab(void) {
     char dir[] = "/tmp/wna16_pad_XXXXXX", cmd[400];
-    CHECK(mkdtemp(dir) != NULL);
-    wna16_synth_options o;
-    wna16_synth_preset("demo", &o);
-    o.vocab = 200000; /* the Qwen3 tokenizer has 151669 tokens */
-    o.layers = 1;
-    wna16_diag d = {{0}};
-    CHECK(wna16_synth_write(&d, &o, dir) == WNA16_OK);
     wna16_ctx *ctx;
-    CHECK(wna16_ctx_create(&ctx) == WNA16_OK);
-    wna16_tokenizer *tok = NULL;
-    wna16_model *m = NULL;
-    wna16_model_options mo = {.context = 64};
-    CHECK(wna16_tokenizer_load(ctx, "tests/data/tokenizer/qwen3", &tok) == WNA16_OK);
-    CHECK(wna16_model_load(ctx, dir, &mo, &m) == WNA16_OK);
-    if (m && tok) {
+    wna16_tokenizer *tok;
+    wna16_model *m;
+    /* the Qwen3 tokenizer has 151669 tokens */
+    bool ok = demo_with_tokenizer(dir, 200000, 1, 64, &ctx, &tok, &m);
+    if (ok) {
         int32_t prompt[] = {9707, 1879};
         wna16_generate_options go = {.max_tokens = 40, .sampler = {.temperature = 1e4f, .seed = 5}};
         wna16_generate_result r = {0};
@@ -162,19 +173,10 @@ static void test_padded_vocab(void) {
 /* Stop strings and streaming with the real tokenizer on the demo model. */
 static void test_stop_strings(void) {
     char dir[] = "/tmp/wna16_stop_XXXXXX", cmd[400];
-    CHECK(mkdtemp(dir) != NULL);
-    wna16_synth_options o;
-    wna16_synth_preset("demo", &o);
-    wna16_diag d = {{0}};
-    CHECK(wna16_synth_write(&d, &o, dir) == WNA16_OK);
     wna16_ctx *ctx;
-    CHECK(wna16_ctx_create(&ctx) == WNA16_OK);
-    wna16_tokenizer *tok = NULL;
-    wna16_model *m = NULL;
-    wna16_model_options mo = {.context = 128};
-    CHECK(wna16_tokenizer_load(ctx, "tests/data/tokenizer/qwen3", &tok) == WNA16_OK);
-    CHECK(wna16_model_load(ctx, dir, &mo, &m) == WNA16_OK);
-    if (!m || !tok) return;
+    wna16_tokenizer *tok;
+    wna16_model *m;
+    if (!demo_with_tokenizer(dir, 0, 0, 128, &ctx, &tok, &m)) return;
     int32_t *ids;
     size_t n;
     CHECK(wna16_tokenizer_encode(ctx, tok, "Hello there", 11, 0, &ids, &n) == WNA16_OK);

@@ -71,4 +71,39 @@ WNA16_ATTN_INLINE void wna16_attn_prefetch(const uint16_t *kblk, const uint16_t 
     if (p0 + 16 <= n) _mm_prefetch((const char *)(v + p0 * hd) + line * 64, _MM_HINT_T1);
 }
 
+/* A leaf's entry: the g query heads in groups of up to 8, each group to
+ * GROUP(q, HB, kb, v, n, hd, scale, scores, lds, out) with HB a constant
+ * (the register blocking of the group functions depends on it). */
+#define WNA16_ATTN_GROUPS(GROUP, q, g, kb, v, n, hd, scale, scores, lds, out)                      \
+    for (int64_t h0_ = 0; h0_ < (g); h0_ += 8) {                                                   \
+        const float *qb_ = (q) + h0_ * (hd);                                                       \
+        float *sb_ = (scores) + h0_ * (lds), *ob_ = (out) + h0_ * (hd);                            \
+        switch ((g)-h0_ < 8 ? (g)-h0_ : 8) {                                                       \
+        case 1:                                                                                    \
+            GROUP(qb_, 1, kb, v, n, hd, scale, sb_, lds, ob_);                                     \
+            break;                                                                                 \
+        case 2:                                                                                    \
+            GROUP(qb_, 2, kb, v, n, hd, scale, sb_, lds, ob_);                                     \
+            break;                                                                                 \
+        case 3:                                                                                    \
+            GROUP(qb_, 3, kb, v, n, hd, scale, sb_, lds, ob_);                                     \
+            break;                                                                                 \
+        case 4:                                                                                    \
+            GROUP(qb_, 4, kb, v, n, hd, scale, sb_, lds, ob_);                                     \
+            break;                                                                                 \
+        case 5:                                                                                    \
+            GROUP(qb_, 5, kb, v, n, hd, scale, sb_, lds, ob_);                                     \
+            break;                                                                                 \
+        case 6:                                                                                    \
+            GROUP(qb_, 6, kb, v, n, hd, scale, sb_, lds, ob_);                                     \
+            break;                                                                                 \
+        case 7:                                                                                    \
+            GROUP(qb_, 7, kb, v, n, hd, scale, sb_, lds, ob_);                                     \
+            break;                                                                                 \
+        default:                                                                                   \
+            GROUP(qb_, 8, kb, v, n, hd, scale, sb_, lds, ob_);                                     \
+            break;                                                                                 \
+        }                                                                                          \
+    }
+
 #endif

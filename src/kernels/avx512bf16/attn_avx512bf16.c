@@ -111,25 +111,5 @@ _Static_assert(WNA16_ATTN_KB == 16, "one K block is one vector of positions");
 void wna16_attn_group__avx512bf16(const float *q, int64_t g, const uint16_t *kb, const uint16_t *v,
                                   int64_t n, int64_t hd, float scale, float *scores, int64_t lds,
                                   float *out) {
-    for (int64_t h0 = 0; h0 < g; h0 += 8) {
-        const float *qb = q + h0 * hd;
-        float *sb = scores + h0 * lds, *ob = out + h0 * hd;
-        switch (g - h0 < 8 ? g - h0 : 8) {
-#define CASE(HB)                                                                                   \
-    case HB:                                                                                       \
-        group_bf16(qb, HB, kb, v, n, hd, scale, sb, lds, ob);                                      \
-        break;
-            CASE(1)
-            CASE(2)
-            CASE(3)
-            CASE(4)
-            CASE(5)
-            CASE(6)
-            CASE(7)
-#undef CASE
-        default:
-            group_bf16(qb, 8, kb, v, n, hd, scale, sb, lds, ob);
-            break;
-        }
-    }
+    WNA16_ATTN_GROUPS(group_bf16, q, g, kb, v, n, hd, scale, scores, lds, out);
 }
