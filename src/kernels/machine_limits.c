@@ -66,7 +66,7 @@ static double peak(int n_threads, float (*loop)(int64_t), double flops_per_iter)
     if (n_threads <= 0) n_threads = omp_get_max_threads();
     const int64_t iters = 4 << 20;
     double best = 1e30;
-    for (int rep = 0; rep < 3; rep++) {
+    for (int rep = 0; rep < 5; rep++) {
         double t0 = 0, dt = 0;
 #pragma omp parallel num_threads(n_threads)
         {
