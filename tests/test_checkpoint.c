@@ -247,6 +247,11 @@ static void test_config_errors(void) {
     EXPECT(d, WNA16_ERR_CONFIG_INVALID, "num_key_value_heads");
     d = fresh("w4a16_sym_g32");
     c = load_config(d);
+    SET(c, c, "head_dim", json_integer(33));
+    save_config(d, c);
+    EXPECT(d, WNA16_ERR_CONFIG_INVALID, "head_dim 33 is odd");
+    d = fresh("w4a16_sym_g32");
+    c = load_config(d);
     SET(c, c, "hidden_size", json_integer(128));
     save_config(d, c);
     EXPECT(d, WNA16_ERR_SHAPE_MISMATCH, "config.json implies");

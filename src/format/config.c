@@ -86,6 +86,10 @@ wna16_status wna16_model_config_parse(wna16_diag *d, const char *label, const js
                           label, (long long)c->num_heads, (long long)c->num_kv_heads);
     WNA16_TRY(get_int(d, label, root, "head_dim", c->hidden_size / c->num_heads, &c->head_dim));
     WNA16_TRY(need_positive(d, label, "head_dim", c->head_dim, 1 << 16));
+    if (c->head_dim % 2) /* RoPE rotates halves; the KV cache stores dimension pairs */
+        return wna16_fail(d, WNA16_ERR_CONFIG_INVALID,
+                          "%s: head_dim %lld is odd; rotary attention needs an even head size",
+                          label, (long long)c->head_dim);
     WNA16_TRY(get_int(d, label, root, "intermediate_size", 0, &c->intermediate_size));
     WNA16_TRY(get_int(d, label, root, "vocab_size", 0, &c->vocab_size));
     WNA16_TRY(need_positive(d, label, "vocab_size", c->vocab_size, 1 << 24));

@@ -68,7 +68,9 @@ typedef struct wna16_rank_model {
     int rank, tp;
     int64_t heads, kv_heads; /* this rank's */
     wna16_layer *layers;
-    uint16_t *kv; /* bf16 [layer][K, V][kv_heads][wna16_kv_context()][head_dim] (K blocked) */
+    /* bf16 [layer][K, V][kv_heads][wna16_kv_context() x head_dim], laid out as
+     * kernels/attn.h says */
+    uint16_t *kv;
     wna16_moe_workspace *moe_ws; /* MoE scratch kept across calls (this rank's thread) */
 } wna16_rank_model;
 
@@ -86,7 +88,7 @@ typedef void (*wna16_capture_fn)(void *user, int64_t layer, const char *what, in
 typedef enum wna16_phase {
     WNA16_PHASE_ATTN_NORM, /* RMSNorm, bf16 rounding */
     WNA16_PHASE_QKV,       /* q|k|v projection */
-    WNA16_PHASE_ROPE,      /* q/k norm, RoPE, KV cache store */
+    WNA16_PHASE_ROPE,      /* q/k norm, RoPE, KV cache store (decode: inside attention) */
     WNA16_PHASE_ATTENTION, /* scores, softmax, weighted V */
     WNA16_PHASE_O,         /* o_proj and its all-reduce */
     WNA16_PHASE_MLP_NORM,  /* residual add, RMSNorm, bf16 rounding */
