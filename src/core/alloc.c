@@ -37,7 +37,9 @@ void wna16_free(void *p) { free(p); }
 
 static size_t huge_round(size_t bytes) { return (bytes + HUGE_PAGE - 1) & ~(HUGE_PAGE - 1); }
 
-void *wna16_huge_alloc(size_t bytes) {
+/* A 2 MiB-aligned anonymous mapping of huge_round(bytes), its first
+ * `advise` bytes asked for as transparent huge pages. */
+static void *map_aligned(size_t bytes, size_t advise) {
     if (bytes == 0 || bytes > SIZE_MAX - 2 * HUGE_PAGE || over_cap(bytes)) return NULL;
     size_t size = huge_round(bytes), span = size + HUGE_PAGE;
     uint8_t *raw = mmap(NULL, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -47,10 +49,16 @@ void *wna16_huge_alloc(size_t bytes) {
     if (p > raw) munmap(raw, (size_t)(p - raw));
     if (raw + span > p + size) munmap(p + size, (size_t)(raw + span - (p + size)));
 #ifdef MADV_HUGEPAGE
-    (void)madvise(p, size, MADV_HUGEPAGE); /* advisory */
+    if (advise) (void)madvise(p, advise, MADV_HUGEPAGE); /* advisory */
+#else
+    (void)advise;
 #endif
     return p;
 }
+
+void *wna16_huge_alloc(size_t bytes) { return map_aligned(bytes, huge_round(bytes)); }
+
+void *wna16_huge_alloc_fit(size_t bytes) { return map_aligned(bytes, bytes & ~(HUGE_PAGE - 1)); }
 
 void wna16_huge_free(void *p, size_t bytes) {
     if (p) munmap(p, huge_round(bytes));

@@ -72,6 +72,9 @@ char *wna16_strdup(const char *s);
  * every page, which costs decode ~10 % of its bandwidth. Zero-filled. Free
  * with the same byte count. NULL on failure or over the cap. */
 void *wna16_huge_alloc(size_t bytes);
+/* The same, but only the whole 2 MiB pages inside `bytes` are huge: the
+ * tail stays in 4 KiB pages, so a 2.1 MiB buffer does not hold 4 MiB. */
+void *wna16_huge_alloc_fit(size_t bytes);
 void wna16_huge_free(void *p, size_t bytes);
 /* Brings the pages of a read-only file mapping [p, p + bytes) in now (and
  * maps them): for views read a little at a time later (embedding rows),
