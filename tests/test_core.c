@@ -1,6 +1,9 @@
 #include "core/common.h"
+#include "core/split.h"
 #include "format/qweight.h"
+
 #include "testing.h"
+#include <omp.h>
 
 static void test_status_names(void) {
     CHECK(!strcmp(wna16_status_str(WNA16_OK), "OK"));
@@ -93,6 +96,44 @@ static void test_dequant_example(void) {
     for (int i = 0; i < 8; i++) CHECK(out[i] == want[i]);
 }
 
+/* Every unit is taken exactly once, however many of the shares' threads
+ * run (the runtime may start fewer than asked: their shares are stolen),
+ * and a share's owner takes its units front to back. */
+static void test_split(void) {
+    enum { MAXU = 1000 };
+    static int taken[MAXU];
+    const int64_t sizes[] = {0, 1, 7, 64, 999};
+    for (int si = 0; si < 5; si++)
+        for (int n = 1; n <= 5; n++)
+            for (int64_t chunk = 1; chunk <= 7; chunk += 3)
+                for (int run = 1; run <= n; run++) {
+                    int64_t units = sizes[si];
+                    wna16_split_share sh[5];
+                    wna16_split_init(sh, n, units);
+                    memset(taken, 0, sizeof taken);
+                    int out_of_order = 0;
+#pragma omp parallel num_threads(run)
+                    {
+                        int t = omp_get_thread_num();
+                        int64_t u0, u1, own_next = units * t / n;
+                        while (wna16_split_next(sh, n, t, chunk, &u0, &u1)) {
+                            bool own = u0 >= units * t / n && u1 <= units * (t + 1) / n;
+                            if (own && u0 != own_next)
+                                __atomic_fetch_add(&out_of_order, 1, __ATOMIC_RELAXED);
+                            if (own) own_next = u1;
+                            for (int64_t u = u0; u < u1; u++)
+                                __atomic_fetch_add(&taken[u], 1, __ATOMIC_RELAXED);
+                        }
+                    }
+                    int wrong = 0;
+                    for (int64_t u = 0; u < units; u++) wrong += taken[u] != 1;
+                    CHECK_MSG(wrong == 0 && out_of_order == 0,
+                              "%lld units, %d shares, %d threads, chunk %lld: %d taken other "
+                              "than once, %d out of order",
+                              (long long)units, n, run, (long long)chunk, wrong, out_of_order);
+                }
+}
+
 static void test_huge_alloc(void) {
     size_t bytes = (3u << 20) + 5;
     uint8_t *p = wna16_huge_alloc(bytes);
@@ -105,6 +146,15 @@ static void test_huge_alloc(void) {
     CHECK(wna16_huge_alloc(0) == NULL);
     CHECK(wna16_huge_alloc(SIZE_MAX) == NULL);
     wna16_huge_free(NULL, 1);
+    /* the fitted variant: aligned, zeroed, all of it writable */
+    p = wna16_huge_alloc_fit(bytes);
+    CHECK(p && ((uintptr_t)p & ((2u << 20) - 1)) == 0);
+    nonzero = 0;
+    for (size_t i = 0; p && i < bytes; i += 4096) nonzero += p[i] != 0;
+    CHECK(nonzero == 0);
+    if (p) memset(p, 7, bytes);
+    wna16_huge_free(p, bytes);
+    CHECK(wna16_huge_alloc_fit(0) == NULL);
 }
 
 int main(void) {
@@ -113,5 +163,6 @@ int main(void) {
     test_pack_vectors();
     test_dequant_example();
     test_huge_alloc();
+    test_split();
     TEST_MAIN_END();
 }

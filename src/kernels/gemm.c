@@ -2,6 +2,8 @@
  * epilogue. Portable: the arithmetic lives in the leaves (ukernel.h). */
 #include "kernels/gemm.h"
 
+#include "core/split.h"
+
 #include <omp.h>
 #include <string.h>
 
@@ -663,6 +665,13 @@ wna16_status wna16_linear_gemm_range(wna16_diag *d, const wna16_packed_linear *p
     return WNA16_OK;
 }
 
+/* The next chunk of units from one shared counter, in address order. */
+static bool next_in_order(int64_t *next, int64_t units, int64_t chunk, int64_t *u0, int64_t *u1) {
+    *u0 = __atomic_fetch_add(next, chunk, __ATOMIC_RELAXED);
+    *u1 = *u0 + chunk < units ? *u0 + chunk : units;
+    return *u0 < units;
+}
+
 wna16_status wna16_linear_gemm(wna16_diag *d, const wna16_packed_linear *pl, int64_t m,
                                const void *x, wna16_dtype xt, int64_t ldx, void *y, wna16_dtype yt,
                                int64_t ldy, const void *bias, wna16_dtype bt, int n_threads) {
@@ -674,7 +683,8 @@ wna16_status wna16_linear_gemm(wna16_diag *d, const wna16_packed_linear *pl, int
     int64_t unit = p.path == PATH_BF16_PREFILL || p.path == PATH_BF16_SMALL ? 2 : 1;
     int64_t units = (pl->n_blocks + unit - 1) / unit;
     if (n_threads > units) n_threads = (int)units;
-    size_t need = p.a_bytes + p.thread_bytes * (size_t)n_threads;
+    size_t shares_off = p.a_bytes + p.thread_bytes * (size_t)n_threads;
+    size_t need = shares_off + sizeof(wna16_split_share) * (size_t)n_threads;
     void *own = wna16_malloc(need + 64);
     if (!own)
         return wna16_fail(d, WNA16_ERR_OUT_OF_MEMORY, "linear gemm: %zu bytes of scratch", need);
@@ -685,12 +695,16 @@ wna16_status wna16_linear_gemm(wna16_diag *d, const wna16_packed_linear *pl, int
         pack_acts(pl, &p, 0, m, x, xt, ldx, scratch);
         run_blocks(pl, &p, &e, 0, pl->n_blocks, pl->n, scratch, scratch + p.a_bytes);
     } else {
-        /* compute-bound calls: about 8 chunks per thread (at least 4 blocks
-         * each); bandwidth-bound decode (m <= 4): one contiguous share per
-         * thread, which streams ~10 % faster than interleaved chunks */
-        int64_t next_unit = 0, chunk = units / ((int64_t)n_threads * 8);
-        if (m <= 4) chunk = (units + n_threads - 1) / n_threads;
-        if (chunk * unit < 4) chunk = (4 + unit - 1) / unit;
+        /* prefill (compute-bound): about 8 chunks per thread (at least 4
+         * blocks) handed out in order from one counter, which measured 2-4 %
+         * faster at M=512 than shares; streaming paths: contiguous shares
+         * taken ~64 KiB of weights at a time (core/split.h) */
+        bool ordered = p.path == PATH_BF16_PREFILL;
+        int64_t next_unit = 0, chunk = ordered ? units / ((int64_t)n_threads * 8)
+                                               : 65536 / (pl->block_bytes * unit) + 1;
+        if (ordered && chunk * unit < 4) chunk = (4 + unit - 1) / unit;
+        wna16_split_share *shares = (wna16_split_share *)(scratch + shares_off);
+        wna16_split_init(shares, n_threads, units);
 #pragma omp parallel num_threads(n_threads)
         {
             int t = omp_get_thread_num(), nt = omp_get_num_threads();
@@ -700,13 +714,9 @@ wna16_status wna16_linear_gemm(wna16_diag *d, const wna16_packed_linear *pl, int
             if (r1 > m) r1 = m;
             if (r0 < r1) pack_acts(pl, &p, r0, r1, x, xt, ldx, scratch);
 #pragma omp barrier
-            /* contiguous chunks of units handed out in order: each thread
-             * streams runs of adjacent blocks, and a thread that loses its
-             * core to another process does not hold the others up */
-            for (;;) {
-                int64_t u0 = __atomic_fetch_add(&next_unit, chunk, __ATOMIC_RELAXED);
-                if (u0 >= units) break;
-                int64_t u1 = u0 + chunk < units ? u0 + chunk : units;
+            int64_t u0, u1;
+            while (ordered ? next_in_order(&next_unit, units, chunk, &u0, &u1)
+                           : wna16_split_next(shares, n_threads, t, chunk, &u0, &u1)) {
                 int64_t b0 = u0 * unit, b1 = u1 * unit < pl->n_blocks ? u1 * unit : pl->n_blocks;
                 run_blocks(pl, &p, &e, b0, b1, pl->n, scratch,
                            scratch + p.a_bytes + p.thread_bytes * (size_t)t);
