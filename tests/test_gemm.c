@@ -10,6 +10,7 @@
 #include "core/common.h"
 #include "format/qweight.h"
 #include "kernels/gemm.h"
+#include "kernels/ukernel.h"
 #include "testing.h"
 
 static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
@@ -556,6 +557,31 @@ static void test_matrix(bool quick) {
     run_case(40, 64, 1030, 4, 0, false, true, WNA16_DTYPE_BF16, WNA16_DTYPE_BF16, 1, false);
 }
 
+/* The epilogue's vector bf16 rounding gives the scalar's bits: ties both
+ * ways, carries into the exponent, infinities, NaNs of both signs (quieted,
+ * payload kept), denormals (not flushed), and every length's tail. */
+static void test_to_bf16(void) {
+    enum { N = 200 };
+    static const uint32_t special[] = {0x00000000u, 0x80000000u, 0x3f808000u, 0x3f818000u,
+                                       0x3f80ffffu, 0x7f7fffffu, 0x7f800000u, 0xff800000u,
+                                       0x7f800001u, 0xffc00001u, 0x7fbfffffu, 0x00000001u,
+                                       0x807fffffu, 0x00400000u, 0x3f7fff80u, 0xc0000000u};
+    float src[N];
+    uint32_t r = 12345;
+    for (int i = 0; i < N; i++) {
+        uint32_t u = i < 16 ? special[i] : (r = r * 1664525u + 1013904223u);
+        memcpy(&src[i], &u, 4);
+    }
+    if (wna16_isa_detected() < WNA16_ISA_AVX512) return;
+    for (size_t n = 0; n <= N; n += n < 40 ? 1 : 37) {
+        uint16_t got[N + 1], want[N + 1];
+        got[n] = want[n] = 0xabcd; /* nothing past n is written */
+        for (size_t i = 0; i < n; i++) want[i] = wna16_f32_to_bf16(src[i]);
+        wna16_to_bf16__avx512(src, got, n);
+        CHECK_MSG(!memcmp(got, want, (n + 1) * 2), "%zu values", n);
+    }
+}
+
 int main(int argc, char **argv) {
     (void)argc;
     /* Thousands of tiny 2-thread regions: with OpenMP's default spin-wait,
@@ -571,6 +597,7 @@ int main(int argc, char **argv) {
     isa_max = wna16_isa_active();
     printf("ISA levels tested: ref..%s (detected %s)\n", wna16_isa_name(isa_max),
            wna16_isa_name(wna16_isa_detected()));
+    test_to_bf16();
     test_roundtrip();
     test_isa_and_clone();
     test_concat();

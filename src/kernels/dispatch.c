@@ -75,6 +75,7 @@ static pthread_once_t once = PTHREAD_ONCE_INIT;
 static void fill_tables(void) {
     wna16_kernel_table t = {
         .isa = WNA16_ISA_REF,
+        .to_bf16 = wna16_to_bf16__ref,
         .gemv_q4_f32 = wna16_gemv_q4_f32_4x16__ref,
         .gemv_q8_f32 = wna16_gemv_q8_f32_4x16__ref,
         .gemv_f32_mr = 4,
@@ -86,6 +87,7 @@ static void fill_tables(void) {
     t.gemv_f32_mr = 2;
     tables[WNA16_ISA_AVX2] = t;
     t.isa = WNA16_ISA_AVX512;
+    t.to_bf16 = wna16_to_bf16__avx512;
     t.gemv_q4_f32 = wna16_gemv_q4_f32_4x16__avx512;
     t.gemv_q8_f32 = wna16_gemv_q8_f32_4x16__avx512;
     t.gemv_f32_mr = 4;

@@ -464,6 +464,7 @@ typedef struct io {
     int64_t ldy;
     const void *bias;
     wna16_dtype bt;
+    wna16_to_bf16_fn to_bf16;
 } io;
 
 /* Writes columns [o0, o1) of rows [r0, r0+rows) from c (row stride ldc).
@@ -484,8 +485,7 @@ static void epilogue(const io *e, int64_t r0, int64_t rows, int64_t o0, int64_t 
         if (e->yt == WNA16_DTYPE_F32) {
             memcpy(yr, ci, n * 4);
         } else if (e->yt == WNA16_DTYPE_BF16) {
-            uint16_t *y16 = (uint16_t *)yr;
-            for (size_t j = 0; j < n; j++) y16[j] = wna16_f32_to_bf16(ci[j]);
+            e->to_bf16(ci, (uint16_t *)yr, n);
         } else {
             uint16_t *y16 = (uint16_t *)yr;
             for (size_t j = 0; j < n; j++) y16[j] = wna16_f32_to_f16(ci[j]);
@@ -657,7 +657,7 @@ wna16_status wna16_linear_gemm_range(wna16_diag *d, const wna16_packed_linear *p
     }
     if (p.path == PATH_BF16_PREFILL) memset(scratch, 0, p.a_bytes);
     pack_acts(pl, &p, 0, m, x, xt, ldx, scratch);
-    io e = {m, y, yt, ldy, bias, bt};
+    io e = {m, y, yt, ldy, bias, bt, p.t->to_bf16};
     int64_t b1 = (n_end + WNA16_LINEAR_NR - 1) / WNA16_LINEAR_NR;
     run_blocks(pl, &p, &e, n_begin / WNA16_LINEAR_NR, b1, n_end, scratch,
                (uint8_t *)scratch + p.a_bytes);
@@ -690,7 +690,7 @@ wna16_status wna16_linear_gemm(wna16_diag *d, const wna16_packed_linear *pl, int
         return wna16_fail(d, WNA16_ERR_OUT_OF_MEMORY, "linear gemm: %zu bytes of scratch", need);
     uint8_t *scratch = align64(own);
     if (p.path == PATH_BF16_PREFILL) memset(scratch, 0, p.a_bytes);
-    io e = {m, y, yt, ldy, bias, bt};
+    io e = {m, y, yt, ldy, bias, bt, p.t->to_bf16};
     if (n_threads == 1) {
         pack_acts(pl, &p, 0, m, x, xt, ldx, scratch);
         run_blocks(pl, &p, &e, 0, pl->n_blocks, pl->n, scratch, scratch + p.a_bytes);

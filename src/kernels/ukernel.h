@@ -116,8 +116,13 @@ typedef void (*wna16_gemm_bf16_fn)(size_t mr, int64_t n_groups, int64_t group_kp
                                    const uint32_t *ap, const uint16_t *panel, const float *sc,
                                    float *c);
 
+/* dst[i] = wna16_f32_to_bf16(src[i]) for i < n, the same bits (round to
+ * nearest even, NaN quieted): the GEMM epilogue's bf16 output. */
+typedef void (*wna16_to_bf16_fn)(const float *src, uint16_t *dst, size_t n);
+
 typedef struct wna16_kernel_table {
     wna16_isa isa;
+    wna16_to_bf16_fn to_bf16;
     /* fp32 activations (every ISA). */
     wna16_gemv_fn gemv_q4_f32, gemv_q8_f32;
     size_t gemv_f32_mr;
@@ -161,6 +166,9 @@ void wna16_dequant_q8_bf16_16__avx512bf16(const wna16_block_layout *, const uint
                                           int64_t, uint16_t *, size_t, float *, size_t);
 void wna16_gemm_bf16_12x32__avx512bf16(size_t, int64_t, int64_t, const uint32_t *, const uint16_t *,
                                        const float *, float *);
+
+void wna16_to_bf16__ref(const float *, uint16_t *, size_t);
+void wna16_to_bf16__avx512(const float *, uint16_t *, size_t);
 
 /* Machine-limit loops (machine_limits.c): n_iter iterations of a
  * register-resident loop; return a value that depends on the result. */

@@ -141,3 +141,28 @@ uint64_t wna16_read_sum__avx512(const void *p, size_t bytes, int prefetch) {
     s0 = _mm512_add_epi64(_mm512_add_epi64(s0, s1), _mm512_add_epi64(s2, s3));
     return (uint64_t)_mm512_reduce_add_epi64(s0);
 }
+
+/* wna16_f32_to_bf16 on 16 lanes with integer ops (not vcvtneps2bf16, which
+ * flushes denormals): the scalar's bits. */
+static inline __m256i to_bf16x16(__m512i u) {
+    __m512i hi = _mm512_srli_epi32(u, 16);
+    __m512i rounded = _mm512_srli_epi32(
+        _mm512_add_epi32(u, _mm512_add_epi32(_mm512_set1_epi32(0x7fff),
+                                             _mm512_and_si512(hi, _mm512_set1_epi32(1)))),
+        16);
+    __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff)),
+                                            _mm512_set1_epi32(0x7f800000));
+    __m512i r = _mm512_mask_or_epi32(rounded, nan, hi, _mm512_set1_epi32(0x40));
+    return _mm512_cvtepi32_epi16(r);
+}
+
+void wna16_to_bf16__avx512(const float *src, uint16_t *dst, size_t n) {
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16)
+        _mm256_storeu_si256((__m256i *)(dst + i),
+                            to_bf16x16(_mm512_loadu_si512((const void *)(src + i))));
+    if (i < n) {
+        __mmask16 m = (__mmask16)((1u << (n - i)) - 1u);
+        _mm256_mask_storeu_epi16(dst + i, m, to_bf16x16(_mm512_maskz_loadu_epi32(m, src + i)));
+    }
+}

@@ -48,3 +48,7 @@ void wna16_gemv_q8_f32_4x16__ref(const wna16_block_layout *L, const uint8_t *blo
                                  const void *a, size_t lda, float *c) {
     gemv_ref(L, block, mr, a, lda, c);
 }
+
+void wna16_to_bf16__ref(const float *src, uint16_t *dst, size_t n) {
+    for (size_t i = 0; i < n; i++) dst[i] = wna16_f32_to_bf16(src[i]);
+}
