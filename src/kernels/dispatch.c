@@ -143,3 +143,7 @@ const wna16_kernel_table *wna16_kernels(void) {
     pthread_once(&once, init);
     return &tables[active];
 }
+
+void wna16_f32_to_bf16_n(const float *src, uint16_t *dst, size_t n) {
+    wna16_kernels()->to_bf16(src, dst, n);
+}

@@ -48,6 +48,9 @@ wna16_isa wna16_isa_active(void);
 /* Caps the level in-process (tests loop over every level); returns the level
  * now active (min(detected, cap)). Not thread-safe against running gemms. */
 wna16_isa wna16_isa_set_cap(wna16_isa cap);
+/* dst[i] = wna16_f32_to_bf16(src[i]), i < n, on the active level's vectors
+ * (same bits): activations rounded for the kernels, GEMM outputs. */
+void wna16_f32_to_bf16_n(const float *src, uint16_t *dst, size_t n);
 
 typedef struct wna16_packed_linear wna16_packed_linear;
 

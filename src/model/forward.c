@@ -47,10 +47,8 @@ static void phase_end(wna16_model *m, const wna16_rank_model *r, int64_t n, scra
 }
 
 static void to_bf16(const float *src, int64_t n, uint16_t *hb, float *hf) {
-    for (int64_t i = 0; i < n; i++) {
-        hb[i] = wna16_f32_to_bf16(src[i]);
-        hf[i] = wna16_bf16_to_f32(hb[i]);
-    }
+    wna16_f32_to_bf16_n(src, hb, (size_t)n);
+    for (int64_t i = 0; i < n; i++) hf[i] = wna16_bf16_to_f32(hb[i]);
 }
 
 /* Σ x² in double over eight interleaved partial sums: independent chains
