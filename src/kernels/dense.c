@@ -27,7 +27,7 @@ void wna16_dense_gemm(const uint16_t *w, int64_t n, int64_t k, int64_t k_stride,
             n_threads = 16; /* no memory: fewer threads */
     }
     wna16_split_init(shares, n_threads, n);
-    int64_t chunk = 65536 / (k_stride * 2) + 1;
+    int64_t chunk = k_stride > 0 ? 65536 / (k_stride * 2) + 1 : n + 1;
 #pragma omp parallel num_threads(n_threads)
     {
         int t = omp_get_thread_num();
