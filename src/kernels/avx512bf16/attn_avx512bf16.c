@@ -84,7 +84,7 @@ INLINE void pv_bf16(const float *scores, int64_t lds, const int HB, const int CV
                              _mm512_mul_ps(acc[j][c], _mm512_set1_ps(inv[j])));
 }
 
-/* HB <= 4 heads: 4 vectors of V per pass (16 chains); more: 2 (16 chains). */
+/* Scores, softmax, then the PV passes (WNA16_ATTN_PV_PASSES: 16 chains). */
 INLINE void group_bf16(const float *q, const int HB, const uint16_t *kb, const uint16_t *v,
                        int64_t n, int64_t hd, float scale, float *scores, int64_t lds, float *out) {
     uint32_t qp[8 * 128];
@@ -99,11 +99,7 @@ INLINE void group_bf16(const float *q, const int HB, const uint16_t *kb, const u
         inv[j] = wna16_attn_softmax_row(scores + j * lds, n);
         weights_to_pairs(scores + j * lds, n);
     }
-    int64_t nv = hd / 16, c0 = 0;
-    if (HB <= 4)
-        for (; c0 + 4 <= nv; c0 += 4) pv_bf16(scores, lds, HB, 4, v, n, hd, c0, inv, out);
-    for (; c0 + 2 <= nv; c0 += 2) pv_bf16(scores, lds, HB, 2, v, n, hd, c0, inv, out);
-    for (; c0 < nv; c0++) pv_bf16(scores, lds, HB, 1, v, n, hd, c0, inv, out);
+    WNA16_ATTN_PV_PASSES(pv_bf16, scores, lds, HB, v, n, hd, inv, out);
 }
 
 _Static_assert(WNA16_ATTN_KB == 16, "one K block is one vector of positions");
