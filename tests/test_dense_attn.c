@@ -48,17 +48,18 @@ static void test_dense(void) {
 static double bf16_round(double x) { return wna16_bf16_to_f32(wna16_f32_to_bf16((float)x)); }
 
 /* Every leaf against a double reference: head groups (GQA) of 1 to 10,
- * positions across the 16-wide K blocks and odd counts (the last V pair half
- * past n), garbage past n in the cache. The fp32 leaves (ref, avx512) keep
+ * positions across the 16-wide K blocks, the BF16 leaf's 64-position chunks
+ * (one to four, the last one partial) and odd counts (the last V pair half
+ * past n), NaN past n in the cache. The fp32 leaves (ref, avx512) keep
  * q and the softmax weights in fp32: within 1e-5. The BF16 leaf rounds q
  * and the weights to bf16: against a reference that rounds them too,
  * within 1e-5 plus 2^-7 of the weighted magnitude (a weight can round the
  * other way than the double reference's). */
 static void test_attention(void) {
     static const int64_t hds[] = {16, 32, 48, 64, 128, 256};
-    static const int64_t ns[] = {1, 2, 15, 16, 17, 33, 100};
+    static const int64_t ns[] = {1, 2, 15, 16, 17, 33, 64, 65, 100, 127, 128, 129, 200};
     static const int64_t gs[] = {1, 3, 8, 10};
-    enum { NMAX = 100, HDMAX = 256, GMAX = 10, KMAX = (NMAX + 15) / 16 * 16, LDS = NMAX + 3 };
+    enum { NMAX = 200, HDMAX = 256, GMAX = 10, KMAX = (NMAX + 15) / 16 * 16, LDS = NMAX + 3 };
     static float q[GMAX * HDMAX];
     static uint16_t kb[HDMAX * KMAX], v[KMAX * HDMAX]; /* bf16 cache */
     static float s1[GMAX * LDS], s2[GMAX * LDS], s3[GMAX * LDS];
@@ -74,6 +75,10 @@ static void test_attention(void) {
                 /* the whole last block, past n too: those entries must not count */
                 for (int64_t i = 0; i < hd * KMAX; i++) kb[i] = wna16_f32_to_bf16(frand());
                 for (int64_t i = 0; i < hd * KMAX; i++) v[i] = wna16_f32_to_bf16(frand());
+                /* NaN past n: a leaf that reads it there, even times a zero weight, fails */
+                for (int64_t p = n; p < KMAX; p++)
+                    for (int64_t i = 0; i < hd; i++)
+                        kb[wna16_attn_k_index(p, i, hd)] = v[wna16_attn_v_index(p, i, hd)] = 0x7fc0;
                 float scale = 1.0f / sqrtf((float)hd);
                 wna16_attn_group__ref(q, g, kb, v, n, hd, scale, s1, LDS, o1);
                 wna16_attn_group__avx512(q, g, kb, v, n, hd, scale, s2, LDS, o2);

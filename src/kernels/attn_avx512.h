@@ -73,15 +73,15 @@ WNA16_ATTN_INLINE void wna16_attn_prefetch(const uint16_t *kblk, const uint16_t 
 
 /* The PV passes of one group over V's hd / 16 vectors: CV vectors per pass
  * (4 for HB <= 4 heads, else 2; then the rest), so HB x CV <= 16
- * accumulator chains; PV(scores, lds, HB, CV, v, n, hd, c0, inv, out) with
- * CV a constant. */
-#define WNA16_ATTN_PV_PASSES(PV, scores, lds, HB, v, n, hd, inv, out)                              \
+ * accumulator chains. PASS(CV, c0) is the caller's macro for one pass over
+ * vectors [c0, c0 + CV), CV a constant. */
+#define WNA16_ATTN_PV_PASSES(HB, hd, PASS)                                                         \
     do {                                                                                           \
         int64_t nv_ = (hd) / 16, c0_ = 0;                                                          \
         if ((HB) <= 4)                                                                             \
-            for (; c0_ + 4 <= nv_; c0_ += 4) PV(scores, lds, HB, 4, v, n, hd, c0_, inv, out);      \
-        for (; c0_ + 2 <= nv_; c0_ += 2) PV(scores, lds, HB, 2, v, n, hd, c0_, inv, out);          \
-        for (; c0_ < nv_; c0_++) PV(scores, lds, HB, 1, v, n, hd, c0_, inv, out);                  \
+            for (; c0_ + 4 <= nv_; c0_ += 4) PASS(4, c0_);                                         \
+        for (; c0_ + 2 <= nv_; c0_ += 2) PASS(2, c0_);                                             \
+        for (; c0_ < nv_; c0_++) PASS(1, c0_);                                                     \
     } while (0)
 
 /* A leaf's entry: the g query heads in groups of up to 8, each group to

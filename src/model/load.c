@@ -213,7 +213,8 @@ static wna16_status load_rank(wna16_diag *d, wna16_model *m, int rank, const wna
     r->layers = wna16_calloc((size_t)m->cfg.num_layers, sizeof *r->layers);
     size_t kv =
         (size_t)(m->cfg.num_layers * 2 * r->kv_heads * wna16_kv_context(m) * m->cfg.head_dim);
-    r->kv = wna16_calloc(kv, sizeof(uint16_t));
+    r->kv_bytes = kv * sizeof(uint16_t);
+    r->kv = wna16_huge_alloc_fit(r->kv_bytes); /* zero-filled */
     if (!r->layers || !r->kv)
         return wna16_fail(d, WNA16_ERR_OUT_OF_MEMORY,
                           "KV cache of %lld tokens (%zu MiB); ask for a shorter --ctx",
@@ -462,7 +463,7 @@ void wna16_model_free(wna16_model *m) {
         for (int64_t L = 0; m->ranks[r].layers && L < m->cfg.num_layers; L++)
             free_layer(&m->ranks[r].layers[L]);
         wna16_free(m->ranks[r].layers);
-        wna16_free(m->ranks[r].kv);
+        wna16_huge_free(m->ranks[r].kv, m->ranks[r].kv_bytes);
         wna16_moe_workspace_free(m->ranks[r].moe_ws);
     }
     for (int r = 0; m->comms && r < m->tp; r++) wna16_comm_free(m->comms[r]);

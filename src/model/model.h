@@ -69,8 +69,11 @@ typedef struct wna16_rank_model {
     int64_t heads, kv_heads; /* this rank's */
     wna16_layer *layers;
     /* bf16 [layer][K, V][kv_heads][wna16_kv_context() x head_dim], laid out as
-     * kernels/attn.h says */
+     * kernels/attn.h says; on 2 MiB pages (kv_bytes of them): decode reads
+     * each head's cache as one cold stream per layer, and on 4 KiB pages
+     * every K block is a new page for the prefetches to walk */
     uint16_t *kv;
+    size_t kv_bytes;
     wna16_moe_workspace *moe_ws; /* MoE scratch kept across calls (this rank's thread) */
 } wna16_rank_model;
 

@@ -79,7 +79,9 @@ INLINE void group_block(const float *q, const int HB, const uint16_t *kb, const 
     scores_block(q, HB, kb, v, n, hd, scale, scores, lds);
     float inv[8];
     for (int j = 0; j < HB; j++) inv[j] = wna16_attn_softmax_row(scores + j * lds, n);
-    WNA16_ATTN_PV_PASSES(pv_block, scores, lds, HB, v, n, hd, inv, out);
+#define PASS(CV, c0) pv_block(scores, lds, HB, CV, v, n, hd, c0, inv, out)
+    WNA16_ATTN_PV_PASSES(HB, hd, PASS);
+#undef PASS
 }
 
 _Static_assert(WNA16_ATTN_KB == 16, "one K block is one vector of positions");
