@@ -320,6 +320,11 @@ int64_t wna16_linear_group_size(const wna16_packed_linear *pl) { return pl->grou
 bool wna16_linear_symmetric(const wna16_packed_linear *pl) { return pl->symmetric; }
 bool wna16_linear_scales_bf16(const wna16_packed_linear *pl) { return pl->L.scale_bf16; }
 size_t wna16_linear_packed_bytes(const wna16_packed_linear *pl) { return pl->data_bytes; }
+
+void wna16_linear_prefetch(const wna16_packed_linear *pl) {
+    for (size_t off = 0; off < sizeof *pl; off += 64) __builtin_prefetch((const char *)pl + off);
+    for (int line = 0; line < 4; line++) __builtin_prefetch(pl->data + line * 64);
+}
 size_t wna16_linear_footprint(const wna16_packed_linear *pl) {
     return pl->data_bytes + 64 + sizeof *pl;
 }

@@ -92,6 +92,12 @@ bool wna16_linear_scales_bf16(const wna16_packed_linear *pl);
 /* Bytes of the packed weight (weights + scales + zero points, padding
  * included): what a decode step streams from memory. */
 size_t wna16_linear_packed_bytes(const wna16_packed_linear *pl);
+/* Starts bringing in pl's descriptor and the first lines of its packed data
+ * (prefetches only; no effect on results). For a caller that knows which of
+ * many cold weights it will use next (the MoE layer after routing): the
+ * descriptors' cache misses then overlap instead of coming one at a time
+ * when the work is planned. */
+void wna16_linear_prefetch(const wna16_packed_linear *pl);
 /* Bytes of the whole object (packed_bytes plus the header). */
 size_t wna16_linear_footprint(const wna16_packed_linear *pl);
 
