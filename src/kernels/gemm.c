@@ -713,9 +713,12 @@ wna16_status wna16_linear_gemm(wna16_diag *d, const wna16_packed_linear *pl, int
 #pragma omp parallel num_threads(n_threads)
         {
             int t = omp_get_thread_num(), nt = omp_get_num_threads();
-            /* activation rows packed in parallel, in whole prefill tiles */
-            int64_t tiles = (m + (int64_t)p.mr - 1) / (int64_t)p.mr;
-            int64_t r0 = tiles * t / nt * (int64_t)p.mr, r1 = tiles * (t + 1) / nt * (int64_t)p.mr;
+            /* activation rows packed in parallel: in whole tiles for prefill
+             * (interleaved rows), else any rows (the 8 rows of M = 8 were one
+             * thread's copy while the other waited) */
+            int64_t gran = p.path == PATH_BF16_PREFILL ? (int64_t)p.mr : 1;
+            int64_t tiles = (m + gran - 1) / gran;
+            int64_t r0 = tiles * t / nt * gran, r1 = tiles * (t + 1) / nt * gran;
             if (r1 > m) r1 = m;
             if (r0 < r1) pack_acts(pl, &p, r0, r1, x, xt, ldx, scratch);
 #pragma omp barrier
