@@ -96,9 +96,13 @@ typedef void (*wna16_gemv_fn)(const wna16_block_layout *L, const uint8_t *block,
  * gemv2_mr rows, weights unpacked in registers. c: [mr][32] fp32 (columns
  * 16..31 only when nb == 2), overwritten. Per (row, channel) the k-pairs are
  * summed in order in one accumulator, so nb = 1 and nb = 2 give the same
- * bits for a channel. */
+ * bits for a channel. Prefetch only (no effect on results): with pf_next
+ * NULL the kernel reads its own weights ahead (they are cold); else it reads
+ * the units of the two blocks at pf_next instead (a caller running a second
+ * row tile over weights now in L2 fetches its next block pair). */
 typedef void (*wna16_gemv2_fn)(const wna16_block_layout *L, const uint8_t *block, size_t nb,
-                               size_t mr, const void *a, size_t lda, float *c);
+                               size_t mr, const void *a, size_t lda, float *c,
+                               const uint8_t *pf_next);
 
 /* Prefill: dequantize groups [g0, g1) of one block to bf16 integers q into a
  * panel [kpair][ldp] (this block's 32 bf16 per k-pair at column offset 0 of
@@ -157,9 +161,9 @@ void wna16_gemv_q4_bf16_8x16__avx512bf16(const wna16_block_layout *, const uint8
 void wna16_gemv_q8_bf16_8x16__avx512bf16(const wna16_block_layout *, const uint8_t *, size_t,
                                          const void *, size_t, float *);
 void wna16_gemv_q4_bf16_8x32__avx512bf16(const wna16_block_layout *, const uint8_t *, size_t,
-                                         size_t, const void *, size_t, float *);
+                                         size_t, const void *, size_t, float *, const uint8_t *);
 void wna16_gemv_q8_bf16_8x32__avx512bf16(const wna16_block_layout *, const uint8_t *, size_t,
-                                         size_t, const void *, size_t, float *);
+                                         size_t, const void *, size_t, float *, const uint8_t *);
 void wna16_dequant_q4_bf16_16__avx512bf16(const wna16_block_layout *, const uint8_t *, int64_t,
                                           int64_t, uint16_t *, size_t, float *, size_t);
 void wna16_dequant_q8_bf16_16__avx512bf16(const wna16_block_layout *, const uint8_t *, int64_t,

@@ -229,8 +229,8 @@ void wna16_gemv_q8_bf16_8x16__avx512bf16(const wna16_block_layout *L, const uint
 /* nb blocks x mr rows; one accumulator per (row, block), k-pairs summed in
  * order; a broadcast activation pair feeds both blocks. */
 INLINE void gemv2_bf16(const wna16_block_layout *L, const uint8_t *block, const uint16_t *a,
-                       size_t lda, float *c, const size_t MR, const size_t NB, const int BITS,
-                       const int ASYM) {
+                       size_t lda, float *c, const uint8_t *pf_next, const size_t MR,
+                       const size_t NB, const int BITS, const int ASYM) {
     __m512 acc[8][2];
     const __m512i lut = ASYM ? lut_signed() : lut_sym();
     const int64_t gu = L->group_units, ku = BITS == 4 ? 8 : 4;
@@ -259,9 +259,12 @@ INLINE void gemv2_bf16(const wna16_block_layout *L, const uint8_t *block, const 
                 /* the streams run through blocks b, b + NB, b + 2 NB, ...: a
                  * prefetch past the end of this block goes to the same offset
                  * of the next unit's block, not into the other stream */
-                int64_t off =
-                    (wna16_group_w(L, block, g) - block) + t * 64 + WNA16_DECODE_PREFETCH2;
-                if (WNA16_DECODE_PREFETCH2)
+                int64_t unit = (wna16_group_w(L, block, g) - block) + t * 64;
+                int64_t off = unit + WNA16_DECODE_PREFETCH2;
+                if (pf_next)
+                    _mm_prefetch((const char *)(pf_next + (int64_t)b * L->block_bytes + unit),
+                                 _MM_HINT_T1);
+                else if (WNA16_DECODE_PREFETCH2)
                     _mm_prefetch(
                         (const char *)(block + (int64_t)b * L->block_bytes + off +
                                        (off >= L->block_bytes ? (int64_t)(NB - 1) * L->block_bytes
@@ -299,68 +302,68 @@ INLINE void gemv2_bf16(const wna16_block_layout *L, const uint8_t *block, const 
     if (nb == 2) {                                                                                 \
         switch (mr) {                                                                              \
         case 1:                                                                                    \
-            gemv2_bf16(L, block, a, lda, c, 1, 2, BITS, ASYM);                                     \
+            gemv2_bf16(L, block, a, lda, c, pf_next, 1, 2, BITS, ASYM);                            \
             break;                                                                                 \
         case 2:                                                                                    \
-            gemv2_bf16(L, block, a, lda, c, 2, 2, BITS, ASYM);                                     \
+            gemv2_bf16(L, block, a, lda, c, pf_next, 2, 2, BITS, ASYM);                            \
             break;                                                                                 \
         case 3:                                                                                    \
-            gemv2_bf16(L, block, a, lda, c, 3, 2, BITS, ASYM);                                     \
+            gemv2_bf16(L, block, a, lda, c, pf_next, 3, 2, BITS, ASYM);                            \
             break;                                                                                 \
         case 4:                                                                                    \
-            gemv2_bf16(L, block, a, lda, c, 4, 2, BITS, ASYM);                                     \
+            gemv2_bf16(L, block, a, lda, c, pf_next, 4, 2, BITS, ASYM);                            \
             break;                                                                                 \
         case 5:                                                                                    \
-            gemv2_bf16(L, block, a, lda, c, 5, 2, BITS, ASYM);                                     \
+            gemv2_bf16(L, block, a, lda, c, pf_next, 5, 2, BITS, ASYM);                            \
             break;                                                                                 \
         case 6:                                                                                    \
-            gemv2_bf16(L, block, a, lda, c, 6, 2, BITS, ASYM);                                     \
+            gemv2_bf16(L, block, a, lda, c, pf_next, 6, 2, BITS, ASYM);                            \
             break;                                                                                 \
         case 7:                                                                                    \
-            gemv2_bf16(L, block, a, lda, c, 7, 2, BITS, ASYM);                                     \
+            gemv2_bf16(L, block, a, lda, c, pf_next, 7, 2, BITS, ASYM);                            \
             break;                                                                                 \
         default:                                                                                   \
-            gemv2_bf16(L, block, a, lda, c, 8, 2, BITS, ASYM);                                     \
+            gemv2_bf16(L, block, a, lda, c, pf_next, 8, 2, BITS, ASYM);                            \
             break;                                                                                 \
         }                                                                                          \
     } else {                                                                                       \
         switch (mr) {                                                                              \
         case 1:                                                                                    \
-            gemv2_bf16(L, block, a, lda, c, 1, 1, BITS, ASYM);                                     \
+            gemv2_bf16(L, block, a, lda, c, pf_next, 1, 1, BITS, ASYM);                            \
             break;                                                                                 \
         case 2:                                                                                    \
-            gemv2_bf16(L, block, a, lda, c, 2, 1, BITS, ASYM);                                     \
+            gemv2_bf16(L, block, a, lda, c, pf_next, 2, 1, BITS, ASYM);                            \
             break;                                                                                 \
         case 3:                                                                                    \
-            gemv2_bf16(L, block, a, lda, c, 3, 1, BITS, ASYM);                                     \
+            gemv2_bf16(L, block, a, lda, c, pf_next, 3, 1, BITS, ASYM);                            \
             break;                                                                                 \
         case 4:                                                                                    \
-            gemv2_bf16(L, block, a, lda, c, 4, 1, BITS, ASYM);                                     \
+            gemv2_bf16(L, block, a, lda, c, pf_next, 4, 1, BITS, ASYM);                            \
             break;                                                                                 \
         case 5:                                                                                    \
-            gemv2_bf16(L, block, a, lda, c, 5, 1, BITS, ASYM);                                     \
+            gemv2_bf16(L, block, a, lda, c, pf_next, 5, 1, BITS, ASYM);                            \
             break;                                                                                 \
         case 6:                                                                                    \
-            gemv2_bf16(L, block, a, lda, c, 6, 1, BITS, ASYM);                                     \
+            gemv2_bf16(L, block, a, lda, c, pf_next, 6, 1, BITS, ASYM);                            \
             break;                                                                                 \
         case 7:                                                                                    \
-            gemv2_bf16(L, block, a, lda, c, 7, 1, BITS, ASYM);                                     \
+            gemv2_bf16(L, block, a, lda, c, pf_next, 7, 1, BITS, ASYM);                            \
             break;                                                                                 \
         default:                                                                                   \
-            gemv2_bf16(L, block, a, lda, c, 8, 1, BITS, ASYM);                                     \
+            gemv2_bf16(L, block, a, lda, c, pf_next, 8, 1, BITS, ASYM);                            \
             break;                                                                                 \
         }                                                                                          \
     }
 
 void wna16_gemv_q4_bf16_8x32__avx512bf16(const wna16_block_layout *L, const uint8_t *block,
-                                         size_t nb, size_t mr, const void *a, size_t lda,
-                                         float *c) {
+                                         size_t nb, size_t mr, const void *a, size_t lda, float *c,
+                                         const uint8_t *pf_next) {
     if (L->asym) GEMV2_CASES(4, 1) else GEMV2_CASES(4, 0)
 }
 
 void wna16_gemv_q8_bf16_8x32__avx512bf16(const wna16_block_layout *L, const uint8_t *block,
-                                         size_t nb, size_t mr, const void *a, size_t lda,
-                                         float *c) {
+                                         size_t nb, size_t mr, const void *a, size_t lda, float *c,
+                                         const uint8_t *pf_next) {
     GEMV2_CASES(8, 0)
 }
 
