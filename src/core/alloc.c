@@ -78,6 +78,17 @@ void wna16_prefault(const void *p, size_t bytes) {
     (void)sum;
 }
 
+void wna16_populate(void *p, size_t bytes) {
+    if (!p || !bytes) return;
+#ifdef MADV_POPULATE_WRITE
+    uintptr_t b = (uintptr_t)p & ~(uintptr_t)4095, e = (uintptr_t)p + bytes;
+    if (madvise((void *)b, e - b, MADV_POPULATE_WRITE) == 0) return;
+#endif
+    /* older kernels: write each page's first byte back */
+    volatile unsigned char *c = p;
+    for (size_t off = 0; off < bytes; off = (off & ~(size_t)4095) + 4096) c[off] = c[off];
+}
+
 char *wna16_strdup(const char *s) {
     size_t n = strlen(s) + 1;
     char *r = wna16_malloc(n);

@@ -219,6 +219,9 @@ static wna16_status load_rank(wna16_diag *d, wna16_model *m, int rank, const wna
         return wna16_fail(d, WNA16_ERR_OUT_OF_MEMORY,
                           "KV cache of %lld tokens (%zu MiB); ask for a shorter --ctx",
                           (long long)m->context, kv * 2 >> 20);
+    /* the first prefill writes into every head's pages: fault them in now
+     * (on 2 MiB pages that took the 48-layer prefill ~70 ms) */
+    wna16_populate(r->kv, r->kv_bytes);
     int64_t layers = m->cfg.num_layers;
     for (int64_t L = 0; L < layers && !m->defer_layers; L++) {
         WNA16_TRY(load_layer(d, m, r, L));
