@@ -38,7 +38,22 @@ static int64_t module_weight_bytes(const wna16_module *m) {
 typedef struct model_costs {
     double bytes_per_token;  /* decode: weights one token reads */
     double params_per_token; /* multiply-adds per token in linears (active experts only) */
+    double phase_bytes[WNA16_PHASES]; /* bytes_per_token by the phase that reads them */
 } model_costs;
+
+/* The forward phase whose time a linear's bytes count in (--breakdown). */
+static wna16_phase phase_of(const wna16_module *mod) {
+    static const struct {
+        const char *part;
+        wna16_phase phase;
+    } by_name[] = {{"lm_head", WNA16_PHASE_LM_HEAD}, {"o_proj", WNA16_PHASE_O},
+                   {"q_proj", WNA16_PHASE_QKV},      {"k_proj", WNA16_PHASE_QKV},
+                   {"v_proj", WNA16_PHASE_QKV},      {"qkv_proj", WNA16_PHASE_QKV}};
+    if (mod->expert >= 0) return WNA16_PHASE_MLP;
+    for (size_t i = 0; i < sizeof by_name / sizeof *by_name; i++)
+        if (strstr(mod->name, by_name[i].part)) return by_name[i].phase;
+    return WNA16_PHASE_MLP; /* routers, shared experts, dense MLPs */
+}
 
 static model_costs costs(const wna16_model *m) {
     model_costs c = {0};
@@ -55,6 +70,7 @@ static model_costs costs(const wna16_model *m) {
             continue;
         }
         c.bytes_per_token += bytes;
+        c.phase_bytes[phase_of(mod)] += bytes;
         /* lm_head runs once per sequence step, on the last position only */
         c.params_per_token += strcmp(mod->name, "lm_head") ? params : 0;
     }
@@ -62,6 +78,7 @@ static model_costs costs(const wna16_model *m) {
         double k = (double)m->cfg.num_experts_per_tok;
         /* k of the E experts of every MoE layer: the same share of all expert bytes */
         c.bytes_per_token += expert_bytes * k / (double)m->cfg.num_experts;
+        c.phase_bytes[WNA16_PHASE_MLP] += expert_bytes * k / (double)m->cfg.num_experts;
         c.params_per_token += expert_params * k / (double)m->cfg.num_experts;
     }
     return c;
@@ -92,20 +109,38 @@ static void limits(wna16_comm *comm, int threads, double *bw, double *peak) {
     free(all);
 }
 
-/* --breakdown: the forward's phases on rank 0 (wna16_model_profile). */
-static void print_breakdown(const wna16_model *m, long decode) {
+/* A decode phase's weight bytes per second over the bandwidth its windows
+ * were held to (0: no bytes, or TP > 1, where rank 0 reads its share). */
+static double phase_fraction(const wna16_model *m, const model_costs *c, wna16_phase i, long decode,
+                             double decode_bw) {
+    const wna16_model_profile *p = wna16_model_profile_get(m);
+    if (m->tp > 1 || c->phase_bytes[i] <= 0 || p->seconds[0][i] <= 0 || decode_bw <= 0) return 0;
+    return c->phase_bytes[i] * (double)decode / p->seconds[0][i] / 1e9 / decode_bw;
+}
+
+/* --breakdown: the forward's phases on rank 0 (wna16_model_profile); with
+ * TP = 1, each decode phase that reads weights also against the bandwidth
+ * (the int4 phases and lm_head apart show whether the run lost memory or
+ * CPU). */
+static void print_breakdown(const wna16_model *m, const model_costs *c, long decode,
+                            double decode_bw) {
     const wna16_model_profile *p = wna16_model_profile_get(m);
     double dec = 0, pre = 0;
     for (int i = 0; i < WNA16_PHASES; i++) dec += p->seconds[0][i], pre += p->seconds[1][i];
-    printf("breakdown (rank 0)   prefill ms        decode ms/token\n");
-    for (int i = 0; i < WNA16_PHASES; i++)
-        printf("  %-12s %12.2f %5.1f%% %12.3f %5.1f%%\n", wna16_phase_name((wna16_phase)i),
+    printf("breakdown (rank 0)   prefill ms        decode ms/token   of its bytes' floor\n");
+    for (int i = 0; i < WNA16_PHASES; i++) {
+        double f = phase_fraction(m, c, (wna16_phase)i, decode, decode_bw);
+        printf("  %-12s %12.2f %5.1f%% %12.3f %5.1f%%", wna16_phase_name((wna16_phase)i),
                1e3 * p->seconds[1][i], pre > 0 ? 100 * p->seconds[1][i] / pre : 0.0,
                1e3 * p->seconds[0][i] / (double)decode,
                dec > 0 ? 100 * p->seconds[0][i] / dec : 0.0);
+        if (f > 0) printf("   %5.1f%% (%.1f MB)", 100 * f, c->phase_bytes[i] / 1e6);
+        printf("\n");
+    }
 }
 
-static void print_breakdown_json(const wna16_model *m, long decode) {
+static void print_breakdown_json(const wna16_model *m, const model_costs *c, long decode,
+                                 double decode_bw) {
     const wna16_model_profile *p = wna16_model_profile_get(m);
     for (int d = 0; d < 2; d++) {
         printf(d ? ", \"decode_breakdown_ms_per_token\": {" : ", \"prefill_breakdown_ms\": {");
@@ -114,6 +149,14 @@ static void print_breakdown_json(const wna16_model *m, long decode) {
                    1e3 * p->seconds[d ? 0 : 1][i] / (d ? (double)decode : 1.0));
         printf("}");
     }
+    printf(", \"decode_phase_fraction_of_bw\": {");
+    for (int i = 0, first = 1; i < WNA16_PHASES; i++) {
+        double f = phase_fraction(m, c, (wna16_phase)i, decode, decode_bw);
+        if (f <= 0) continue;
+        printf("%s\"%s\": %.4f", first ? "" : ", ", wna16_phase_name((wna16_phase)i), f);
+        first = 0;
+    }
+    printf("}");
 }
 
 int wna16_bench_model(int argc, char **argv) {
@@ -285,7 +328,7 @@ int wna16_bench_model(int argc, char **argv) {
                    decode_gbs, decode_gbs / decode_bw, cli_peak_rss_mib(), backend, ar_tok_ms,
                    ar_dec_share, ar_calls_tok, ar_kb_tok, ar_pre.all_reduce_seconds, ar_pre_share,
                    decode_bw, bwr.lo, bwr.hi, best_window * c.bytes_per_token / 1e9);
-            if (breakdown) print_breakdown_json(m, decode);
+            if (breakdown) print_breakdown_json(m, &c, decode, decode_bw);
             if (have_ranks) {
                 printf(", \"rank_allreduce_seconds\": ");
                 cli_print_json_array(stdout, rank_ar, nr, 4);
@@ -314,7 +357,7 @@ int wna16_bench_model(int argc, char **argv) {
                    "%.1f KiB/token); prefill %.3fs = %.1f%% of prefill time\n",
                    backend, tp, ar_tok_ms, 100 * ar_dec_share, ar_calls_tok, ar_kb_tok,
                    ar_pre.all_reduce_seconds, 100 * ar_pre_share);
-            if (breakdown) print_breakdown(m, decode);
+            if (breakdown) print_breakdown(m, &c, decode, decode_bw);
             if (have_ranks) {
                 printf("ranks:  ");
                 for (int i = 0; i < nr; i++)
