@@ -1,5 +1,6 @@
 #include "core/common.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -82,9 +83,10 @@ void wna16_populate(void *p, size_t bytes) {
     if (!p || !bytes) return;
 #ifdef MADV_POPULATE_WRITE
     uintptr_t b = (uintptr_t)p & ~(uintptr_t)4095, e = (uintptr_t)p + bytes;
-    if (madvise((void *)b, e - b, MADV_POPULATE_WRITE) == 0) return;
+    /* short of memory (ENOMEM) it stays lazy: the pages fault in when used */
+    if (madvise((void *)b, e - b, MADV_POPULATE_WRITE) == 0 || errno != EINVAL) return;
 #endif
-    /* older kernels: write each page's first byte back */
+    /* kernels without it: write each page's first byte back */
     volatile unsigned char *c = p;
     for (size_t off = 0; off < bytes; off = (off & ~(size_t)4095) + 4096) c[off] = c[off];
 }

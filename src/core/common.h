@@ -81,10 +81,10 @@ void wna16_huge_free(void *p, size_t bytes);
  * which would otherwise wait on the disk for pages evicted while the load
  * streamed the rest of the checkpoint. */
 void wna16_prefault(const void *p, size_t bytes);
-/* Faults in writable anonymous memory [p, p + bytes) now (contents kept):
- * for a buffer that will be written all over soon, so that the page faults
- * (and the zeroing of 2 MiB pages) are paid at load time, not in the first
- * forward pass. */
+/* Faults in writable anonymous memory [p, p + bytes) now (contents kept;
+ * short of memory, the pages stay to fault in when used): for a buffer that
+ * will be written all over soon, so that the page faults (and the zeroing of
+ * 2 MiB pages) are paid at load time, not in the first forward pass. */
 void wna16_populate(void *p, size_t bytes);
 /* printf into a fresh malloc'd string. */
 char *wna16_asprintf(const char *fmt, ...) WNA16_PRINTF(1, 2);

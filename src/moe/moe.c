@@ -767,6 +767,7 @@ static void decode_routing(const wna16_moe_layer *L, const uint16_t *x, int nt,
 static void prefetch_experts(const wna16_moe_layer *L, const int32_t *ids, int64_t T) {
     if (T > 4) return;
     for (int64_t p = 0; p < T * L->cfg.top_k; p++) {
+        if (ids[p] < 0 || ids[p] >= L->cfg.num_experts) continue; /* check_ids reports it */
         const wna16_packed_linear *w13 = L->w13[ids[p]], *w2 = L->w2[ids[p]];
         if (w13) wna16_linear_prefetch(w13);
         if (w2) wna16_linear_prefetch(w2);
