@@ -5,6 +5,7 @@
 
 #include <immintrin.h>
 #include <math.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 #define WNA16_ATTN_INLINE static inline __attribute__((always_inline))
@@ -38,38 +39,134 @@ WNA16_ATTN_INLINE __mmask32 wna16_attn_tail32(int64_t left) {
                        : (__mmask32)((1u << (2 * left)) - 1u);
 }
 
-/* exp(s - max) in place over one row of n scores; returns 1 / sum. */
-WNA16_ATTN_INLINE float wna16_attn_softmax_row(float *s, int64_t n) {
-    __m512 vmx = _mm512_set1_ps(-INFINITY);
-    for (int64_t p = 0; p < n; p += 16) {
-        __mmask16 m = wna16_attn_tail16(n - p);
-        vmx = _mm512_mask_max_ps(vmx, m, vmx, _mm512_maskz_loadu_ps(m, s + p));
-    }
-    vmx = _mm512_set1_ps(_mm512_reduce_max_ps(vmx));
-    __m512 vsum = _mm512_setzero_ps();
-    for (int64_t p = 0; p < n; p += 16) {
-        __mmask16 m = wna16_attn_tail16(n - p);
-        __m512 e = wna16_attn_exp(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, s + p), vmx));
-        _mm512_mask_storeu_ps(s + p, m, e);
-        vsum = _mm512_add_ps(vsum, _mm512_maskz_mov_ps(m, e));
-    }
-    return 1.0f / _mm512_reduce_add_ps(vsum);
+/* Both leaves run the positions in chunks with an online softmax
+ * (flash-decoding's order): a chunk's scores, their exp against the running
+ * max, then its P·V pass, the output so far rescaled by exp(old max - new
+ * max). In decode the cache is cold, and the two-pass order (all scores,
+ * then all P·V) left the memory idle through the P·V pass. Positions per
+ * chunk (a multiple of 32): 64 measured faster than 32 or 128 cold (hd 128,
+ * 8 heads per group). */
+#ifndef WNA16_ATTN_CHUNK
+#define WNA16_ATTN_CHUNK 64
+#endif
+
+/* The prefetches follow the reads line for line: a chunk's K and V are the
+ * same number of lines (hd / 2 per 16 positions), so while the scores read
+ * K(c) line i they fetch V(c) line i (vline; < 0: past the chunk's V) to L2
+ * for the P·V pass, and while the P·V pass reads its i-th V line it fetches
+ * K(c + 1) line i. Chunk 0's K is fetched as it is read, two blocks ahead
+ * (k_ahead). */
+WNA16_ATTN_INLINE void wna16_attn_chunk_prefetch(const uint16_t *kblk, int64_t hd, const char *vc,
+                                                 bool k_ahead, int64_t line, int64_t vline) {
+    if (k_ahead) _mm_prefetch((const char *)(kblk + 2 * 16 * hd) + line * 64, _MM_HINT_T0);
+    if (vline >= 0) _mm_prefetch(vc + vline * 64, _MM_HINT_T1);
 }
 
-/* Prefetch of the cache stream for one K block (p0): its line i of the K
- * block two ahead (to L1) and line i of the block's V position pairs (to
- * L2, for the PV passes, which sweep each V line several times). A K block
- * and the V of its 16 positions are both hd / 2 lines. In decode the cache
- * is cold: every layer's weights pass through between two uses. */
-#ifndef WNA16_ATTN_K_AHEAD
-#define WNA16_ATTN_K_AHEAD 2 /* K blocks */
-#endif
-WNA16_ATTN_INLINE void wna16_attn_prefetch(const uint16_t *kblk, const uint16_t *v, int64_t p0,
-                                           int64_t n, int64_t hd, int64_t line) {
-    if (p0 + WNA16_ATTN_K_AHEAD * 16 < n)
-        _mm_prefetch((const char *)(kblk + WNA16_ATTN_K_AHEAD * 16 * hd) + line * 64, _MM_HINT_T0);
-    if (p0 + 16 <= n) _mm_prefetch((const char *)(v + p0 * hd) + line * 64, _MM_HINT_T1);
+/* K lines of the chunk after the one ending at p1 (0 past n). */
+WNA16_ATTN_INLINE int64_t wna16_attn_next_k_lines(int64_t p1, int64_t n, int64_t hd) {
+    int64_t q1 = p1 + WNA16_ATTN_CHUNK < n ? p1 + WNA16_ATTN_CHUNK : n;
+    return q1 > p1 ? (q1 - p1 + 15) / 16 * (hd / 2) : 0;
 }
+
+/* exp(s - mx) in place over len scores; returns their sum. */
+WNA16_ATTN_INLINE float wna16_attn_exp_row(float *s, int64_t len, float mx) {
+    __m512 vmx = _mm512_set1_ps(mx), vsum = _mm512_setzero_ps();
+    for (int64_t p = 0; p < len; p += 16) {
+        __mmask16 m = wna16_attn_tail16(len - p);
+        __m512 e = _mm512_maskz_mov_ps(
+            m, wna16_attn_exp(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, s + p), vmx)));
+        _mm512_mask_storeu_ps(s + p, m, e);
+        vsum = _mm512_add_ps(vsum, e);
+    }
+    return _mm512_reduce_add_ps(vsum);
+}
+
+/* The online softmax's running max and sum per head, and the factor that
+ * takes the output so far to the new max (0 for the first chunk, whose
+ * P·V pass starts from zero). */
+typedef struct wna16_attn_online {
+    float mx[8], sum[8], alpha[8];
+} wna16_attn_online;
+
+WNA16_ATTN_INLINE void wna16_attn_online_start(wna16_attn_online *o, int hb) {
+    for (int j = 0; j < hb; j++) o->mx[j] = -INFINITY, o->sum[j] = 0;
+}
+
+/* Head j's chunk at p0 with max cmx: sets alpha[j]; returns the new max. */
+WNA16_ATTN_INLINE float wna16_attn_online_max(wna16_attn_online *o, int j, int64_t p0, float cmx) {
+    float m_new = fmaxf(o->mx[j], cmx);
+    o->alpha[j] = p0 ? expf(o->mx[j] - m_new) : 0.0f;
+    o->mx[j] = m_new;
+    return m_new;
+}
+
+/* Head j's chunk exp sum (against the new max). */
+WNA16_ATTN_INLINE void wna16_attn_online_add(wna16_attn_online *o, int j, float esum) {
+    o->sum[j] = o->sum[j] * o->alpha[j] + esum;
+}
+
+/* out[j] /= sum[j]. */
+WNA16_ATTN_INLINE void wna16_attn_online_finish(const wna16_attn_online *o, int hb, int64_t hd,
+                                                float *out) {
+    for (int j = 0; j < hb; j++) {
+        __m512 inv = _mm512_set1_ps(1.0f / o->sum[j]);
+        for (int64_t i = 0; i < hd; i += 16)
+            _mm512_storeu_ps(out + j * hd + i,
+                             _mm512_mul_ps(_mm512_loadu_ps(out + j * hd + i), inv));
+    }
+}
+
+/* A P·V pass's accumulators for heads [0, hb) and vectors [c0, c0 + cv):
+ * the output so far times alpha[j], or zero for the first chunk. */
+WNA16_ATTN_INLINE void wna16_attn_pv_start(__m512 acc[][4], int hb, int cv, const float *out,
+                                           int64_t hd, int64_t c0, const float *alpha, int first) {
+    for (int j = 0; j < hb; j++)
+        for (int c = 0; c < cv; c++)
+            acc[j][c] = first ? _mm512_setzero_ps()
+                              : _mm512_mul_ps(_mm512_loadu_ps(out + j * hd + (c0 + c) * 16),
+                                              _mm512_set1_ps(alpha[j]));
+}
+
+WNA16_ATTN_INLINE void wna16_attn_pv_store(__m512 acc[][4], int hb, int cv, float *out, int64_t hd,
+                                           int64_t c0) {
+    for (int j = 0; j < hb; j++)
+        for (int c = 0; c < cv; c++) _mm512_storeu_ps(out + j * hd + (c0 + c) * 16, acc[j][c]);
+}
+
+/* The next chunk's K, one line per V line a P·V pass reads (*li counts
+ * them; the passes before this one read c0 lines per position pair). */
+WNA16_ATTN_INLINE void wna16_attn_pv_prefetch(int64_t *li, int cv, const char *knext,
+                                              int64_t kl_next) {
+    for (int c = 0; c < cv; c++, (*li)++)
+        if (*li < kl_next) _mm_prefetch(knext + *li * 64, _MM_HINT_T1);
+}
+
+/* A group's chunk loop, shared by the leaves: each defines
+ *   chunk_scores(qx, HB, kb, v, p0, p1, n, hd, scale, scores, lds, float *mx)
+ *   chunk_pv(scores, lds, HB, CV, v, p0, p1, hd, c0, alpha, first, out,
+ *            const char *knext, int64_t kl_next)
+ * and EXP(row, len, max) takes a chunk row of scores to its weights in place
+ * and returns their fp32 sum. qx is the leaf's form of q. */
+#define WNA16_ATTN_CHUNKED(HB, qx, kb, v, n, hd, scale, scores, lds, out, EXP)                     \
+    do {                                                                                           \
+        wna16_attn_online os_;                                                                     \
+        wna16_attn_online_start(&os_, HB);                                                         \
+        for (int64_t p0_ = 0; p0_ < (n); p0_ += WNA16_ATTN_CHUNK) {                                \
+            int64_t p1_ = p0_ + WNA16_ATTN_CHUNK < (n) ? p0_ + WNA16_ATTN_CHUNK : (n);             \
+            float cmx_[8];                                                                         \
+            chunk_scores(qx, HB, kb, v, p0_, p1_, n, hd, scale, scores, lds, cmx_);                \
+            for (int j_ = 0; j_ < (HB); j_++) {                                                    \
+                float m_ = wna16_attn_online_max(&os_, j_, p0_, cmx_[j_]);                         \
+                wna16_attn_online_add(&os_, j_, EXP((scores) + j_ * (lds), p1_ - p0_, m_));        \
+            }                                                                                      \
+            const char *knext_ = (const char *)((kb) + p1_ * (hd));                                \
+            int64_t kl_next_ = wna16_attn_next_k_lines(p1_, n, hd);                                \
+            WNA16_ATTN_PV_PASSES(HB, hd, WNA16_ATTN_CHUNK_PASS_);                                  \
+        }                                                                                          \
+        wna16_attn_online_finish(&os_, HB, hd, out);                                               \
+    } while (0)
+#define WNA16_ATTN_CHUNK_PASS_(CV, c0)                                                             \
+    chunk_pv(scores, lds, HB, CV, v, p0_, p1_, hd, c0, os_.alpha, p0_ == 0, out, knext_, kl_next_)
 
 /* The PV passes of one group over V's hd / 16 vectors: CV vectors per pass
  * (4 for HB <= 4 heads, else 2; then the rest), so HB x CV <= 16
