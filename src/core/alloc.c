@@ -65,6 +65,25 @@ void wna16_huge_free(void *p, size_t bytes) {
     if (p) munmap(p, huge_round(bytes));
 }
 
+/* Linux 6.1's value; glibc's headers before 2.37 lack the name (a kernel
+ * without it answers EINVAL) */
+#if defined(__linux__) && !defined(MADV_COLLAPSE)
+#define MADV_COLLAPSE 25
+#endif
+
+bool wna16_huge_collapse(void *p, size_t bytes) {
+#ifdef MADV_COLLAPSE
+    uintptr_t b = ((uintptr_t)p + HUGE_PAGE - 1) & ~(uintptr_t)(HUGE_PAGE - 1);
+    uintptr_t e = ((uintptr_t)p + bytes) & ~(uintptr_t)(HUGE_PAGE - 1);
+    if (!p || e <= b) return true;
+    /* EINVAL: a kernel without it */
+    return madvise((void *)b, e - b, MADV_COLLAPSE) == 0 || errno == EINVAL;
+#else
+    (void)p, (void)bytes;
+    return true;
+#endif
+}
+
 void wna16_prefault(const void *p, size_t bytes) {
     if (!p || !bytes) return;
     const size_t page = 4096;

@@ -76,6 +76,12 @@ void *wna16_huge_alloc(size_t bytes);
  * tail stays in 4 KiB pages, so a 2.1 MiB buffer does not hold 4 MiB. */
 void *wna16_huge_alloc_fit(size_t bytes);
 void wna16_huge_free(void *p, size_t bytes);
+/* Asks the kernel to move [p, p + bytes)'s whole 2 MiB pages that fell back
+ * to 4 KiB pages at fault time (memory fragmented by the page cache while a
+ * checkpoint streamed in) onto huge pages now (MADV_COLLAPSE). False when
+ * some could not move (no free huge pages, pages busy); true when done or
+ * where the kernel has no such call. */
+bool wna16_huge_collapse(void *p, size_t bytes);
 /* Brings the pages of a read-only file mapping [p, p + bytes) in now (and
  * maps them): for views read a little at a time later (embedding rows),
  * which would otherwise wait on the disk for pages evicted while the load

@@ -2,7 +2,10 @@
  * safetensors shards (with the index checked both ways). Module discovery
  * and validation are in modules.c; all of it runs before any compute. */
 #include "format/checkpoint.h"
+
 #include "io/safetensors.h"
+#include <fcntl.h>
+#include <unistd.h>
 
 #include <errno.h>
 #include <stdlib.h>
@@ -275,4 +278,14 @@ const wna16_module *wna16_ck_module(const wna16_checkpoint *ck, const char *name
 
 void wna16_ck_release_pages(const wna16_checkpoint *ck) {
     for (size_t i = 0; ck && i < ck->n_shards; i++) wna16_st_release_pages(ck->shards[i]);
+}
+
+void wna16_ck_drop_cache(const wna16_checkpoint *ck) {
+    wna16_ck_release_pages(ck);
+    for (size_t i = 0; ck && i < ck->n_shards; i++) {
+        int fd = open(wna16_st_path(ck->shards[i]), O_RDONLY | O_CLOEXEC);
+        if (fd < 0) continue;
+        (void)posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED); /* advisory */
+        close(fd);
+    }
 }

@@ -60,6 +60,10 @@ wna16_shard_request wna16_ck_shard_request(const wna16_checkpoint *ck, const wna
 /* Drops this process's resident pages of every shard mapping (views stay
  * valid): a distributed rank calls it after repacking its slices. */
 void wna16_ck_release_pages(const wna16_checkpoint *ck);
+/* Also asks the kernel to drop the shard files' clean page cache (after the
+ * weights were copied out: memory for huge pages; a later load reads the
+ * files again). */
+void wna16_ck_drop_cache(const wna16_checkpoint *ck);
 
 /* Element i of a 16/32-bit float tensor as fp32 (BF16, F16, F32). */
 float wna16_view_float(const wna16_tensor_view *v, int64_t i);

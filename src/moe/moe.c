@@ -309,6 +309,13 @@ void wna16_moe_layer_compact(wna16_moe_layer *L) {
     L->arena_bytes = bytes;
 }
 
+bool wna16_moe_layer_collapse(const wna16_moe_layer *L) {
+    size_t n = (size_t)(L->cfg.num_experts * L->cfg.hidden);
+    bool ok = wna16_huge_collapse(L->arena, L->arena_bytes);
+    ok &= wna16_huge_collapse(L->router, n * sizeof(float));
+    return ok & wna16_huge_collapse(L->router16, n * sizeof(uint16_t));
+}
+
 static float *dup_floats(const float *p, int64_t n) {
     if (!p) return NULL;
     float *q = wna16_malloc((size_t)n * sizeof(float));

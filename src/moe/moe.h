@@ -110,6 +110,9 @@ wna16_status wna16_moe_layer_set_packed(wna16_diag *d, wna16_moe_layer *layer, i
  * prefetcher at every page (n = 8..32 tokens ran 8-10 % further from the
  * bandwidth floor). Advisory: without the memory it leaves them as they are. */
 void wna16_moe_layer_compact(wna16_moe_layer *layer);
+/* wna16_huge_collapse over the layer's arena and router; false if a part
+ * could not be moved to huge pages for lack of memory. */
+bool wna16_moe_layer_collapse(const wna16_moe_layer *layer);
 /* A deep copy, compacted (benchmarks rotate copies to keep the weights cold). */
 wna16_status wna16_moe_layer_clone(wna16_diag *d, const wna16_moe_layer *layer,
                                    wna16_moe_layer **out);
