@@ -142,6 +142,13 @@ static void test_huge_alloc(void) {
     for (size_t i = 0; p && i < bytes; i += 4096) nonzero += p[i] != 0;
     CHECK(nonzero == 0);
     if (p) memset(p, 7, bytes); /* all of it is writable */
+    /* populating and collapsing onto huge pages keep the contents (whether
+     * the kernel could collapse is its business) */
+    wna16_populate(p + 1, bytes - 1);
+    (void)wna16_huge_collapse(p, bytes);
+    size_t kept = 0;
+    for (size_t i = 0; p && i < bytes; i += 4093) kept += p[i] == 7;
+    CHECK(kept == (bytes + 4092) / 4093);
     wna16_huge_free(p, bytes);
     CHECK(wna16_huge_alloc(0) == NULL);
     CHECK(wna16_huge_alloc(SIZE_MAX) == NULL);

@@ -4,13 +4,13 @@
 #include "format/checkpoint.h"
 
 #include "io/safetensors.h"
-#include <fcntl.h>
-#include <unistd.h>
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 wna16_status wna16_ck_discover_modules(wna16_diag *d, wna16_checkpoint *ck);
 
