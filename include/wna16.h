@@ -143,13 +143,15 @@ WNA16_API int wna16_dtype_bits(wna16_dtype d);
 
 #define WNA16_MAX_RANK 8
 
-/* A zero-copy view of one tensor inside a mapped file. */
+/* A view of one tensor: zero-copy inside the mapped file when the tensor is
+ * aligned to its element size there (every file the reference writer makes),
+ * else an aligned copy the reader owns. */
 typedef struct wna16_tensor_view {
     const char *name;
     wna16_dtype dtype;
     int rank;
     int64_t shape[WNA16_MAX_RANK];
-    const void *data; /* points into the mapping; little-endian, row-major */
+    const void *data; /* aligned to the element size; little-endian, row-major */
     size_t nbytes;
 } wna16_tensor_view;
 

@@ -214,6 +214,37 @@ static void test_positive_edges(void) {
     CHECK_STATUS(ctx, open_header("{\"t\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1],\"x\":1}}", 1), WNA16_OK, NULL);
 }
 
+/* Tensors the file does not align to their element size (another writer's
+ * layout, or a buffer at an odd address) read as aligned arrays with their
+ * values: the reader copies just those. */
+static void test_misaligned(void) {
+    /* U8[1] at 0, then I64 at 1 and F32 at 9: both misaligned in the data */
+    const char *hdr = "{\"a\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1]},"
+                      "\"b\":{\"dtype\":\"I64\",\"shape\":[1],\"data_offsets\":[1,9]},"
+                      "\"c\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[9,13]}}";
+    uint8_t data[13] = {7};
+    int64_t b = -1234567890123;
+    float c = 2.5f;
+    memcpy(data + 1, &b, 8);
+    memcpy(data + 9, &c, 4);
+    size_t size = make_file(hdr, data, sizeof data);
+    static uint8_t shifted[sizeof file_buf + 8];
+    for (size_t shift = 0; shift < 8; shift++) {
+        /* the whole file at every offset mod 8 */
+        memcpy(shifted + shift, file_buf, size);
+        wna16_safetensors *st = NULL;
+        CHECK(wna16_safetensors_open_memory(ctx, shifted + shift, size, "m", &st) == WNA16_OK);
+        const wna16_tensor_view *va = wna16_safetensors_find(st, "a"),
+                                *vb = wna16_safetensors_find(st, "b"),
+                                *vc = wna16_safetensors_find(st, "c");
+        CHECK(va && vb && vc);
+        CHECK(((uintptr_t)vb->data & 7) == 0 && ((uintptr_t)vc->data & 3) == 0);
+        CHECK(*(const uint8_t *)va->data == 7);
+        CHECK(*(const int64_t *)vb->data == b && *(const float *)vc->data == c);
+        wna16_safetensors_close(st);
+    }
+}
+
 static void test_file_io(void) {
     wna16_safetensors *st = NULL;
     CHECK_STATUS(ctx, wna16_safetensors_open(ctx, "/nonexistent/x.safetensors", &st), WNA16_ERR_IO, "cannot open");
@@ -245,6 +276,7 @@ int main(void) {
     test_spec_7_2();
     test_negative();
     test_positive_edges();
+    test_misaligned();
     test_file_io();
     wna16_ctx_free(ctx);
     TEST_MAIN_END();

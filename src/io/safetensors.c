@@ -21,6 +21,7 @@ struct wna16_safetensors {
     const wna16_tensor_view **by_name; /* sorted by name, for lookup */
     json_t *metadata;          /* __metadata__ object or NULL */
     json_t *root;              /* the header JSON; views' names point into it */
+    void **copies;             /* per view: its aligned copy, or NULL (zero-copy) */
 };
 
 static const char *const dtype_names[WNA16_DTYPE_COUNT] = {
@@ -206,6 +207,32 @@ static int cmp_names(const void *a, const void *b) {
                   (*(const wna16_tensor_view *const *)b)->name);
 }
 
+/* Views are read as arrays of their element type, which C requires to be
+ * aligned. The reference writer's files always are (format-spec §1.5), but
+ * other writers need not be, and a memory buffer may start anywhere: such a
+ * tensor gets an aligned copy, owned by st (the rest stay zero-copy). */
+static wna16_status align_view(wna16_diag *d, wna16_safetensors *st, size_t i) {
+    wna16_tensor_view *v = &st->views[i];
+    int bits = wna16_dtype_bits(v->dtype);
+    size_t esize = bits >= 8 ? (size_t)bits / 8 : 1;
+    if (v->nbytes == 0 || (uintptr_t)v->data % esize == 0) return WNA16_OK;
+    if (!st->copies) {
+        st->copies = wna16_calloc(st->count, sizeof *st->copies);
+        if (!st->copies) return wna16_fail(d, WNA16_ERR_OUT_OF_MEMORY, "%s: copy table", st->label);
+    }
+    void *copy = wna16_malloc(v->nbytes);
+    if (!copy)
+        return wna16_fail(d, WNA16_ERR_OUT_OF_MEMORY,
+                          "%s: tensor '%s' is not aligned to its %zu-byte elements in the "
+                          "file, and an aligned copy of its %zu bytes could not be allocated "
+                          "(re-saving with safetensors' save_file aligns every tensor)",
+                          st->label, v->name, esize, v->nbytes);
+    memcpy(copy, v->data, v->nbytes);
+    st->copies[i] = copy;
+    v->data = copy;
+    return WNA16_OK;
+}
+
 static wna16_status build_views(wna16_diag *d, wna16_safetensors *st, const entry *es, size_t n,
                                 const uint8_t *data) {
     st->views = wna16_calloc(n, sizeof *st->views);
@@ -221,6 +248,7 @@ static wna16_status build_views(wna16_diag *d, wna16_safetensors *st, const entr
         memcpy(v->shape, es[i].shape, sizeof v->shape);
         v->data = data + es[i].begin;
         v->nbytes = (size_t)(es[i].end - es[i].begin);
+        WNA16_TRY(align_view(d, st, i));
         st->by_name[i] = v;
     }
     qsort(st->by_name, n, sizeof *st->by_name, cmp_names);
@@ -372,6 +400,8 @@ wna16_status wna16_safetensors_open_memory(wna16_ctx *ctx, const void *data, siz
 void wna16_safetensors_close(wna16_safetensors *st) {
     if (!st) return;
     if (st->mapping) munmap(st->mapping, st->size);
+    for (size_t i = 0; st->copies && i < st->count; i++) wna16_free(st->copies[i]);
+    wna16_free(st->copies);
     json_decref(st->root);
     wna16_free(st->views);
     wna16_free(st->by_name);

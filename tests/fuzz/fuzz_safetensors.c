@@ -18,16 +18,25 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         FUZZ_CHECK(st != NULL);
         size_t n = wna16_safetensors_count(st);
         size_t covered = 0;
-        const uint8_t *prev_end = NULL;
+        uint64_t hlen = 0;
+        for (int b = 0; b < 8; b++) hlen |= (uint64_t)data[b] << (8 * b);
+        /* views in offset order with no gap from the data section's start:
+         * each is there (zero-copy) or, if that is not aligned to its
+         * element size, an aligned copy of those bytes */
+        const uint8_t *at = data + 8 + hlen;
         for (size_t i = 0; i < n; i++) {
             const wna16_tensor_view *v = wna16_safetensors_at(st, i);
             FUZZ_CHECK(v && v->name);
             FUZZ_CHECK(v->rank >= 0 && v->rank <= WNA16_MAX_RANK);
             const uint8_t *p = v->data;
-            FUZZ_CHECK(p >= data + 8 && p + v->nbytes <= data + size);
-            FUZZ_CHECK(!prev_end || p == prev_end); /* offset order, no gap */
-            prev_end = p + v->nbytes;
-            uint64_t bits = (uint64_t)wna16_view_numel(v) * (uint64_t)wna16_dtype_bits(v->dtype);
+            FUZZ_CHECK(at + v->nbytes <= data + size);
+            int bits_per = wna16_dtype_bits(v->dtype);
+            size_t esize = bits_per >= 8 ? (size_t)bits_per / 8 : 1;
+            FUZZ_CHECK(!v->nbytes || (uintptr_t)p % esize == 0);
+            FUZZ_CHECK(p == at ||
+                       (v->nbytes && (uintptr_t)at % esize && !memcmp(p, at, v->nbytes)));
+            at += v->nbytes;
+            uint64_t bits = (uint64_t)wna16_view_numel(v) * (uint64_t)bits_per;
             FUZZ_CHECK(bits % 8 == 0 && bits / 8 == v->nbytes);
             FUZZ_CHECK(wna16_safetensors_find(st, v->name) != NULL);
             FUZZ_CHECK(!strcmp(wna16_safetensors_find(st, v->name)->name, v->name));
