@@ -770,11 +770,10 @@ static void decode_routing(const wna16_moe_layer *L, const uint16_t *x, int nt,
 /* A few tokens touch a few experts: their descriptors (cold, one layer of
  * 128 among 48) are read while the work is planned, one cache miss after
  * another (~2 us per decode layer); asked for together right after the
- * routing, they arrive in the time of one. */
+ * routing (and the check of its ids), they arrive in the time of one. */
 static void prefetch_experts(const wna16_moe_layer *L, const int32_t *ids, int64_t T) {
     if (T > 4) return;
     for (int64_t p = 0; p < T * L->cfg.top_k; p++) {
-        if (ids[p] < 0 || ids[p] >= L->cfg.num_experts) continue; /* check_ids reports it */
         const wna16_packed_linear *w13 = L->w13[ids[p]], *w2 = L->w2[ids[p]];
         if (w13) wna16_linear_prefetch(w13);
         if (w2) wna16_linear_prefetch(w2);
@@ -806,7 +805,6 @@ static wna16_status compute_routing(wna16_diag *d, const wna16_moe_layer *L, int
     if (!route && !L->shared_gate) return WNA16_OK;
     if (T == 1 && nt > 1 && route) {
         decode_routing(L, x, nt, thread_base, per_thread, rs, r);
-        prefetch_experts(L, r->ids, T);
         return WNA16_OK;
     }
     int64_t pairs = (T + 1) / 2;
@@ -830,7 +828,6 @@ static wna16_status compute_routing(wna16_diag *d, const wna16_moe_layer *L, int
             }
         }
     }
-    if (route) prefetch_experts(L, r->ids, T);
     return WNA16_OK;
 }
 
@@ -859,6 +856,7 @@ wna16_status wna16_moe_layer_forward_ws(wna16_diag *d, const wna16_moe_layer *L,
     routing r;
     WNA16_TRY(compute_routing(d, L, T, x, ldx, true, nt, &r));
     wna16_status st = check_ids(d, L, T, r.ids);
+    if (st == WNA16_OK) prefetch_experts(L, r.ids, T); /* ids in range: checked */
     if (st == WNA16_OK) st = forward_core(d, L, ws, T, x, ldx, r.ids, r.wts, r.sg, y, nt);
     wna16_free(r.mem);
     return st;
