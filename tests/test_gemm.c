@@ -123,55 +123,60 @@ static int n_cases, n_runs;
 static wna16_isa isa_max;
 
 static void test_roundtrip(void) {
-    for (int bits = 4; bits <= 8; bits += 4)
-        for (int sym = 0; sym < 2; sym++) {
-            int64_t shapes[][3] = {
-                {1, 1, 0}, {17, 33, 0}, {33, 64, 32}, {16, 384, 128}, {50, 192, 64}};
-            for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
-                tweight t;
-                make_weight(&t, shapes[s][0], shapes[s][1], bits, shapes[s][2], sym, false);
-                wna16_packed_linear *pl = NULL;
-                CHECK(wna16_linear_pack(NULL, &t.w, &pl) == WNA16_OK);
-                if (!pl) continue;
-                int64_t n = t.w.n, k = t.w.k, ng = t.w.n_groups;
-                uint8_t *u = malloc((size_t)(n * k)), *z = malloc((size_t)(n * ng));
-                float *sc = malloc((size_t)(n * ng) * 4);
-                wna16_linear_unpack(pl, u, sc, z);
-                bool bf16_exact = true;
-                for (int64_t i = 0; i < n * ng; i++)
-                    bf16_exact &= wna16_bf16_to_f32(wna16_f32_to_bf16(t.scales[i])) == t.scales[i];
-                CHECK_MSG(wna16_linear_scales_bf16(pl) == bf16_exact,
-                          "scales bf16-exact %d, packed as bf16 %d", bf16_exact,
-                          wna16_linear_scales_bf16(pl));
-                CHECK(!memcmp(u, t.u, (size_t)(n * k)));
-                CHECK(!memcmp(sc, t.scales, (size_t)(n * ng) * 4));
-                bool zok = true;
-                for (int64_t i = 0; i < n * ng; i++)
-                    zok &= z[i] == (sym ? (1 << (bits - 1)) : t.zeros[i]);
-                CHECK(zok);
-                /* dequantize-from-packed equals the reference dequantizer bitwise */
-                float *ref = malloc((size_t)(n * k) * 4);
-                wna16_dequant_ref_f32(&t.w, ref);
-                bool dok = true;
-                for (int64_t o = 0; o < n; o++)
-                    for (int64_t c = 0; c < k; c++) {
-                        int64_t g = c / t.w.group_size;
-                        float v = (float)((int)u[o * k + c] - (int)z[o * ng + g]) * sc[o * ng + g];
-                        dok &= v == ref[o * k + c];
-                    }
-                CHECK(dok);
-                CHECK(wna16_linear_n(pl) == n && wna16_linear_k(pl) == k &&
-                      wna16_linear_bits(pl) == bits && wna16_linear_symmetric(pl) == (bool)sym);
-                CHECK(wna16_linear_packed_bytes(pl) >= (size_t)(n * k * bits / 8));
-                CHECK(wna16_linear_footprint(pl) > wna16_linear_packed_bytes(pl));
-                free(u);
-                free(z);
-                free(sc);
-                free(ref);
-                wna16_linear_free(pl);
-                tweight_free(&t);
+    for (int ilv = 1; ilv <= 2; ilv++)
+        for (int bits = 4; bits <= 8; bits += 4)
+            for (int sym = 0; sym < 2; sym++) {
+                wna16_linear_set_interleave(ilv);
+                int64_t shapes[][3] = {
+                    {1, 1, 0}, {17, 33, 0}, {33, 64, 32}, {16, 384, 128}, {50, 192, 64}};
+                for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+                    tweight t;
+                    make_weight(&t, shapes[s][0], shapes[s][1], bits, shapes[s][2], sym, false);
+                    wna16_packed_linear *pl = NULL;
+                    CHECK(wna16_linear_pack(NULL, &t.w, &pl) == WNA16_OK);
+                    if (!pl) continue;
+                    int64_t n = t.w.n, k = t.w.k, ng = t.w.n_groups;
+                    uint8_t *u = malloc((size_t)(n * k)), *z = malloc((size_t)(n * ng));
+                    float *sc = malloc((size_t)(n * ng) * 4);
+                    wna16_linear_unpack(pl, u, sc, z);
+                    bool bf16_exact = true;
+                    for (int64_t i = 0; i < n * ng; i++)
+                        bf16_exact &=
+                            wna16_bf16_to_f32(wna16_f32_to_bf16(t.scales[i])) == t.scales[i];
+                    CHECK_MSG(wna16_linear_scales_bf16(pl) == bf16_exact,
+                              "scales bf16-exact %d, packed as bf16 %d", bf16_exact,
+                              wna16_linear_scales_bf16(pl));
+                    CHECK(!memcmp(u, t.u, (size_t)(n * k)));
+                    CHECK(!memcmp(sc, t.scales, (size_t)(n * ng) * 4));
+                    bool zok = true;
+                    for (int64_t i = 0; i < n * ng; i++)
+                        zok &= z[i] == (sym ? (1 << (bits - 1)) : t.zeros[i]);
+                    CHECK(zok);
+                    /* dequantize-from-packed equals the reference dequantizer bitwise */
+                    float *ref = malloc((size_t)(n * k) * 4);
+                    wna16_dequant_ref_f32(&t.w, ref);
+                    bool dok = true;
+                    for (int64_t o = 0; o < n; o++)
+                        for (int64_t c = 0; c < k; c++) {
+                            int64_t g = c / t.w.group_size;
+                            float v =
+                                (float)((int)u[o * k + c] - (int)z[o * ng + g]) * sc[o * ng + g];
+                            dok &= v == ref[o * k + c];
+                        }
+                    CHECK(dok);
+                    CHECK(wna16_linear_n(pl) == n && wna16_linear_k(pl) == k &&
+                          wna16_linear_bits(pl) == bits && wna16_linear_symmetric(pl) == (bool)sym);
+                    CHECK(wna16_linear_packed_bytes(pl) >= (size_t)(n * k * bits / 8));
+                    CHECK(wna16_linear_footprint(pl) > wna16_linear_packed_bytes(pl));
+                    free(u);
+                    free(z);
+                    free(sc);
+                    free(ref);
+                    wna16_linear_free(pl);
+                    tweight_free(&t);
+                }
             }
-        }
+    wna16_linear_set_interleave(-1);
 }
 
 static void test_errors(void) {
@@ -332,9 +337,12 @@ static void test_isa_and_clone(void) {
     tweight_free(&t);
 }
 
-/* q|k|v-style fusion: the concatenation computes exactly each part's rows. */
-static void test_concat(void) {
+/* q|k|v-style fusion: the concatenation computes exactly each part's rows
+ * (3 blocks, 1, then a partial one: with interleaved pairs the second and
+ * third parts' blocks change sides of their pairs). */
+static void test_concat(int ilv) {
     static const int64_t rows[] = {48, 16, 21}; /* whole blocks, then a partial last part */
+    wna16_linear_set_interleave(ilv);
     tweight t[3];
     wna16_packed_linear *p[3] = {0}, *cat = NULL;
     for (int i = 0; i < 3; i++) {
@@ -380,6 +388,7 @@ static void test_concat(void) {
         wna16_linear_free(p[i]);
         tweight_free(&t[i]);
     }
+    wna16_linear_set_interleave(-1);
 }
 
 /* One case: all ISA levels, 1 and 2 threads, and the range API, against the
@@ -391,7 +400,13 @@ static void run_case(int64_t m, int64_t n, int64_t k, int bits, int64_t gs, bool
     tweight t;
     make_weight(&t, n, k, bits, gs, sym, exact);
     wna16_packed_linear *pl = NULL;
-    if (wna16_linear_pack(NULL, &t.w, &pl) != WNA16_OK) {
+    /* every third case packs blocks one after another, the others in
+     * interleaved pairs (the default with 32-wide kernels); every ISA level
+     * reads either */
+    wna16_linear_set_interleave(n_cases % 3 ? 2 : 1);
+    wna16_status pst = wna16_linear_pack(NULL, &t.w, &pl);
+    wna16_linear_set_interleave(-1);
+    if (pst != WNA16_OK) {
         CHECK_MSG(0, "pack failed n=%lld k=%lld", (long long)n, (long long)k);
         tweight_free(&t);
         return;
@@ -602,7 +617,8 @@ int main(int argc, char **argv) {
     test_to_bf16();
     test_roundtrip();
     test_isa_and_clone();
-    test_concat();
+    test_concat(1);
+    test_concat(2);
     test_errors();
     test_matrix(quick);
     printf("%d cases, %d gemm runs per thread count over %d ISA levels\n", n_cases, n_runs,

@@ -93,8 +93,8 @@ static void fill_tables(void) {
     t.gemv_f32_mr = 4;
     tables[WNA16_ISA_AVX512] = t;
     t.isa = WNA16_ISA_AVX512BF16;
-    t.gemv_q4_bf16 = wna16_gemv_q4_bf16_8x16__avx512bf16;
-    t.gemv_q8_bf16 = wna16_gemv_q8_bf16_8x16__avx512bf16;
+    t.gemv_q4_bf16 = wna16_gemv_q4_bf16_4x32__avx512bf16;
+    t.gemv_q8_bf16 = wna16_gemv_q8_bf16_4x32__avx512bf16;
     t.gemv_bf16_mr = 4;
     t.gemv2_q4_bf16 = wna16_gemv_q4_bf16_8x32__avx512bf16;
     t.gemv2_q8_bf16 = wna16_gemv_q8_bf16_8x32__avx512bf16;

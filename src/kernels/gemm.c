@@ -53,7 +53,7 @@ struct wna16_packed_linear {
     bool symmetric;
     wna16_block_layout L;
     int64_t block_bytes;
-    uint8_t *data; /* 64-byte aligned, n_blocks * block_bytes */
+    uint8_t *data; /* 64-byte aligned; blocks at wna16_block_at() */
     size_t data_bytes;
     void *alloc;   /* what data was allocated as (NULL: in someone's arena) */
     size_t mapped; /* alloc's byte count when it is a huge-page mapping, else 0 */
@@ -91,17 +91,37 @@ static void data_free(wna16_packed_linear *pl) {
     pl->mapped = 0;
 }
 
-/* Byte and shift of u(kk, c) inside a group record (kk: column within the
- * group); the layout is documented in ukernel.h. */
-static inline size_t packed_pos(int bits, int64_t kk, int c, int *shift) {
+/* Byte and shift of u(kk, c) inside a group's weights (kk: column within
+ * the group; ls: the layout's line stride); the layout is documented in
+ * ukernel.h. */
+static inline size_t packed_pos(int bits, int64_t ls, int64_t kk, int c, int *shift) {
     if (bits == 4) {
         int64_t t = kk >> 3, j = (kk >> 1) & 3, p = kk & 1;
         *shift = (int)((j & 1) * 4);
-        return (size_t)(t * 64 + 2 * (2 * c + p) + (j >> 1));
+        return (size_t)(t * ls + 2 * (2 * c + p) + (j >> 1));
     }
     int64_t t = kk >> 2, hi = (kk >> 1) & 1, p = kk & 1;
     *shift = 0;
-    return (size_t)(t * 64 + 32 * hi + 2 * c + p);
+    return (size_t)(t * ls + 32 * hi + 2 * c + p);
+}
+
+/* Pair interleave for new packed weights: -1 follows the kernel table (2
+ * when it has 32-wide kernels), else 1 or 2 (tests pack both). */
+static int pack_ilv = -1;
+
+int wna16_linear_set_interleave(int ilv) {
+    int old = pack_ilv;
+    pack_ilv = ilv == 1 || ilv == 2 ? ilv : -1;
+    return old;
+}
+
+static int interleave_for_pack(void) {
+    if (pack_ilv > 0) return pack_ilv;
+    return wna16_kernels()->gemv2_q4_bf16 ? 2 : 1;
+}
+
+static uint8_t *block_at(const wna16_packed_linear *pl, int64_t b) {
+    return (uint8_t *)wna16_block_at(&pl->L, pl->data, b);
 }
 
 /* Every scale bf16-exact (compressed-tensors: bf16 scales)? Then the packed
@@ -168,7 +188,9 @@ wna16_status wna16_linear_pack(wna16_diag *d, const wna16_qweight *w, wna16_pack
     int64_t gsp = pl->n_groups == 1 ? pl->kp : gs;
     pl->L.n_groups = pl->n_groups;
     pl->L.group_units = gsp / (w->bits == 4 ? 8 : 4);
-    pl->L.wbytes = pl->L.group_units * 64;
+    pl->L.ilv = interleave_for_pack();
+    pl->L.ls = 64 * pl->L.ilv;
+    pl->L.wbytes = pl->L.group_units * pl->L.ls;
     pl->L.bits = w->bits;
     pl->L.asym = asym;
     pl->L.scale_bf16 = scales_bf16_exact(w);
@@ -182,14 +204,17 @@ wna16_status wna16_linear_pack(wna16_diag *d, const wna16_qweight *w, wna16_pack
         return wna16_fail(d, WNA16_ERR_LIMIT, "linear pack: packed size overflows");
     }
     pl->L.rec_shift = pl->L.scale_bf16 && pl->n_groups % 2 == 0 ? 1 : 0;
-    int64_t rg = (int64_t)1 << pl->L.rec_shift;
+    int64_t rg = (int64_t)1 << pl->L.rec_shift, ls = pl->L.ls;
     pl->L.s_in_rec = rg * pl->L.wbytes;
-    pl->L.z_in_rec = pl->L.s_in_rec + (int64_t)al64((uint64_t)(rg * pl->L.scale_bytes));
-    pl->L.rec_bytes = pl->L.z_in_rec + (asym ? rg * 64 : 0);
+    pl->L.z_in_rec = pl->L.s_in_rec + (int64_t)al64((uint64_t)(rg * pl->L.scale_bytes)) / 64 * ls;
+    pl->L.rec_bytes = pl->L.z_in_rec + (asym ? rg * ls : 0);
+    /* a block holds its records' lines; with ilv = 2 the block count is
+     * rounded up to whole pairs (the last odd block's partner is zero) */
     uint64_t block_bytes = 0, total = 0;
-    if (!wna16_mul_u64((uint64_t)(pl->n_groups >> pl->L.rec_shift), (uint64_t)pl->L.rec_bytes,
-                       &block_bytes) ||
-        !wna16_mul_u64(block_bytes, (uint64_t)pl->n_blocks, &total) || total > SIZE_MAX - 64) {
+    int64_t alloc_blocks = (pl->n_blocks + pl->L.ilv - 1) / pl->L.ilv * pl->L.ilv;
+    if (!wna16_mul_u64((uint64_t)(pl->n_groups >> pl->L.rec_shift),
+                       (uint64_t)(pl->L.rec_bytes / pl->L.ilv), &block_bytes) ||
+        !wna16_mul_u64(block_bytes, (uint64_t)alloc_blocks, &total) || total > SIZE_MAX - 64) {
         wna16_free(pl);
         return wna16_fail(d, WNA16_ERR_LIMIT, "linear pack: packed size overflows");
     }
@@ -207,7 +232,7 @@ wna16_status wna16_linear_pack(wna16_diag *d, const wna16_qweight *w, wna16_pack
     uint32_t sym_zero = 1u << (w->bits - 1);
     for (int64_t b = 0; b < pl->n_blocks; b++)
         for (int64_t g = 0; g < pl->n_groups; g++) {
-            uint8_t *blk = pl->data + b * pl->block_bytes;
+            uint8_t *blk = block_at(pl, b);
             uint8_t *rec = (uint8_t *)wna16_group_w(&pl->L, blk, g);
             void *sc = (void *)wna16_group_s(&pl->L, blk, g);
             int16_t *zw = (int16_t *)wna16_group_z(&pl->L, blk, g);
@@ -225,7 +250,7 @@ wna16_status wna16_linear_pack(wna16_diag *d, const wna16_qweight *w, wna16_pack
                     int64_t col = g * gsp + kk;
                     uint32_t u = valid && col < w->k ? wna16_qweight_u(w, o, col) : z;
                     int shift;
-                    size_t pos = packed_pos(w->bits, kk, c, &shift);
+                    size_t pos = packed_pos(w->bits, ls, kk, c, &shift);
                     rec[pos] |= (uint8_t)(u << shift);
                 }
             }
@@ -268,7 +293,15 @@ wna16_status wna16_linear_clone(wna16_diag *d, const wna16_packed_linear *pl,
 static bool same_layout(const wna16_packed_linear *a, const wna16_packed_linear *b) {
     return a->k == b->k && a->bits == b->bits && a->group_size == b->group_size &&
            a->symmetric == b->symmetric && a->block_bytes == b->block_bytes &&
-           a->L.scale_bf16 == b->L.scale_bf16 && a->L.rec_shift == b->L.rec_shift;
+           a->L.scale_bf16 == b->L.scale_bf16 && a->L.rec_shift == b->L.rec_shift &&
+           a->L.ilv == b->L.ilv;
+}
+
+/* Copies one block's lines (the blocks may sit at different places in their
+ * pairs). */
+static void copy_block(const wna16_block_layout *L, uint8_t *dst, const uint8_t *src) {
+    for (int64_t line = 0; line < L->block_bytes / 64; line++)
+        memcpy(dst + line * L->ls, src + line * L->ls, 64);
 }
 
 wna16_status wna16_linear_concat(wna16_diag *d, const wna16_packed_linear *const *parts, size_t n,
@@ -287,14 +320,19 @@ wna16_status wna16_linear_concat(wna16_diag *d, const wna16_packed_linear *const
                               (long long)parts[i]->n, WNA16_LINEAR_NR);
         rows += parts[i]->n;
     }
-    size_t bytes = 0;
-    for (size_t i = 0; i < n; i++) bytes += parts[i]->data_bytes;
+    const wna16_block_layout *L = &parts[0]->L;
+    int64_t n_blocks = (rows + WNA16_LINEAR_NR - 1) / WNA16_LINEAR_NR;
+    size_t bytes = (size_t)((n_blocks + L->ilv - 1) / L->ilv * L->ilv * L->block_bytes);
     wna16_packed_linear *c = new_like(parts[0], bytes);
     if (!c) return wna16_fail(d, WNA16_ERR_OUT_OF_MEMORY, "linear concat: %zu bytes", bytes);
+    memset(c->data, 0, bytes);
     c->n = rows;
-    c->n_blocks = (rows + WNA16_LINEAR_NR - 1) / WNA16_LINEAR_NR;
-    for (size_t i = 0, off = 0; i < n; off += parts[i]->data_bytes, i++)
-        memcpy(c->data + off, parts[i]->data, parts[i]->data_bytes);
+    c->n_blocks = n_blocks;
+    /* block by block: a part with an odd block count shifts the next part's
+     * blocks to the other side of their pairs */
+    for (size_t i = 0, b0 = 0; i < n; b0 += (size_t)parts[i]->n_blocks, i++)
+        for (int64_t b = 0; b < parts[i]->n_blocks; b++)
+            copy_block(L, block_at(c, (int64_t)b0 + b), block_at(parts[i], b));
     *out = c;
     return WNA16_OK;
 }
@@ -341,7 +379,7 @@ void wna16_linear_unpack(const wna16_packed_linear *pl, uint8_t *u, float *scale
         int64_t b = o / WNA16_LINEAR_NR;
         int c = (int)(o % WNA16_LINEAR_NR);
         for (int64_t g = 0; g < pl->n_groups; g++) {
-            const uint8_t *blk = pl->data + b * pl->block_bytes;
+            const uint8_t *blk = block_at(pl, b);
             const uint8_t *rec = wna16_group_w(&pl->L, blk, g);
             const int16_t *zw = wna16_group_z(&pl->L, blk, g);
             if (scales) {
@@ -357,7 +395,7 @@ void wna16_linear_unpack(const wna16_packed_linear *pl, uint8_t *u, float *scale
                     int64_t col = g * gsp + kk;
                     if (col >= pl->k) break;
                     int shift;
-                    size_t pos = packed_pos(pl->bits, kk, c, &shift);
+                    size_t pos = packed_pos(pl->bits, pl->L.ls, kk, c, &shift);
                     u[o * pl->k + col] = (uint8_t)((rec[pos] >> shift) & ((1u << pl->bits) - 1u));
                 }
         }
@@ -367,7 +405,7 @@ void wna16_linear_unpack(const wna16_packed_linear *pl, uint8_t *u, float *scale
 /* ------------------------------------------------------------- driver */
 
 /* F32_GEMV: fp32 activations, 16-wide streaming kernel in row tiles.
- * BF16_GEMV: m <= 4, 16-wide streaming kernel (4 accumulators per row).
+ * BF16_GEMV: m <= 4, 32-wide decode kernel (several accumulators per row).
  * BF16_SMALL: 4 < m <= decode_max_m, 32-wide streaming kernel, tiles <= 8 rows.
  * BF16_PREFILL: dequantized panel + 12x32 micro-kernel. */
 typedef enum path { PATH_F32_GEMV, PATH_BF16_GEMV, PATH_BF16_SMALL, PATH_BF16_PREFILL } path;
@@ -403,21 +441,23 @@ static plan make_plan(const wna16_packed_linear *pl, int64_t m, wna16_dtype xt) 
         p.a_bytes = al64((size_t)(tiles * p.kpairs * (int64_t)p.mr) * 4);
         p.thread_bytes = al64((size_t)(p.chunk_groups * gkp) * 64 * 2) +
                          al64((size_t)p.chunk_groups * 32 * 4) + al64((size_t)m * 32 * 4);
-    } else if (bf16 && t->gemv2_q4_bf16 && m > (int64_t)t->gemv_bf16_mr) {
-        p.path = PATH_BF16_SMALL;
-        p.gemv2 = pl->bits == 4 ? t->gemv2_q4_bf16 : t->gemv2_q8_bf16;
-        p.mr = t->gemv2_bf16_mr;
-        p.lda = round_up(pl->kp, 32) + 32;
+    } else if (bf16) {
+        /* both 32-wide: the decode kernel up to gemv_bf16_mr rows, the
+         * small-batch one (tiles of <= 8 rows) above */
+        bool small = m > (int64_t)t->gemv_bf16_mr;
+        p.path = small ? PATH_BF16_SMALL : PATH_BF16_GEMV;
+        p.gemv2 = small ? (pl->bits == 4 ? t->gemv2_q4_bf16 : t->gemv2_q8_bf16)
+                        : (pl->bits == 4 ? t->gemv_q4_bf16 : t->gemv_q8_bf16);
+        p.mr = small ? t->gemv2_bf16_mr : t->gemv_bf16_mr;
+        p.lda = round_up(pl->kp, 32) + 32; /* off the 4 KiB alias between rows */
         p.a_bytes = al64((size_t)(m * p.lda) * 2);
         p.thread_bytes = al64(p.mr * 32 * 4);
     } else {
-        p.path = bf16 ? PATH_BF16_GEMV : PATH_F32_GEMV;
-        p.gemv = bf16 ? (pl->bits == 4 ? t->gemv_q4_bf16 : t->gemv_q8_bf16)
-                      : (pl->bits == 4 ? t->gemv_q4_f32 : t->gemv_q8_f32);
-        p.mr = bf16 ? t->gemv_bf16_mr : t->gemv_f32_mr;
-        size_t es = bf16 ? 2 : 4;
-        p.lda = round_up(pl->kp, 32) + 32; /* off the 4 KiB alias between rows */
-        p.a_bytes = al64((size_t)(m * p.lda) * es);
+        p.path = PATH_F32_GEMV;
+        p.gemv = pl->bits == 4 ? t->gemv_q4_f32 : t->gemv_q8_f32;
+        p.mr = t->gemv_f32_mr;
+        p.lda = round_up(pl->kp, 32) + 32;
+        p.a_bytes = al64((size_t)(m * p.lda) * 4);
         p.thread_bytes = al64(p.mr * WNA16_LINEAR_NR * 4);
     }
     return p;
@@ -509,7 +549,7 @@ static void run_blocks(const wna16_packed_linear *pl, const plan *p, const io *e
                        int64_t b1, int64_t n_end, const void *a, void *scratch) {
     const int64_t NR = WNA16_LINEAR_NR;
     if (b0 >= b1 || e->m == 0) return;
-    if (p->path == PATH_BF16_SMALL) {
+    if (p->path == PATH_BF16_SMALL || p->path == PATH_BF16_GEMV) {
         /* rows in chunks whose activations stay in L2 (weights re-streamed
          * per chunk), then block pairs, then balanced tiles of <= mr rows.
          * Tile 0 reads the pair's weights from memory, the other tiles from
@@ -523,16 +563,19 @@ static void run_blocks(const wna16_packed_linear *pl, const plan *p, const io *e
         for (int64_t m0 = 0; m0 < e->m; m0 += mc) {
             int64_t rows = e->m - m0 < mc ? e->m - m0 : mc;
             int64_t tiles = (rows + (int64_t)p->mr - 1) / (int64_t)p->mr;
-            for (int64_t b = b0; b < b1; b += 2) {
-                size_t nb = b + 1 < b1 ? 2 : 1;
-                const uint8_t *blk = pl->data + b * pl->block_bytes;
+            size_t nb;
+            for (int64_t b = b0; b < b1; b += (int64_t)nb) {
+                /* two blocks that share a pair (a range starting at an odd
+                 * block takes that one alone) */
+                nb = b + 1 < b1 && (pl->L.ilv == 1 || b % 2 == 0) ? 2 : 1;
+                const uint8_t *blk = block_at(pl, b);
                 int64_t o0 = b * NR,
                         o1 = o0 + (int64_t)nb * NR < n_end ? o0 + (int64_t)nb * NR : n_end;
                 for (int64_t ti = 0, r = 0; ti < tiles; ti++) {
                     int64_t r1 = rows * (ti + 1) / tiles;
                     size_t mr = (size_t)(r1 - r);
-                    const uint8_t *pf = ti == 1 && tiles <= 4 && b + 2 < pl->n_blocks
-                                            ? blk + 2 * pl->block_bytes
+                    const uint8_t *pf = ti == 1 && tiles <= 4 && b + (int64_t)nb < pl->n_blocks
+                                            ? block_at(pl, b + (int64_t)nb)
                                             : NULL;
                     p->gemv2(&pl->L, blk, nb, mr, (const uint16_t *)a + (m0 + r) * p->lda,
                              (size_t)p->lda, c, pf);
@@ -543,11 +586,11 @@ static void run_blocks(const wna16_packed_linear *pl, const plan *p, const io *e
         }
         return;
     }
-    if (p->path != PATH_BF16_PREFILL) {
+    if (p->path == PATH_F32_GEMV) {
         float *c = scratch;
-        size_t es = p->path == PATH_BF16_GEMV ? 2 : 4;
+        const size_t es = 4;
         for (int64_t b = b0; b < b1; b++) {
-            const uint8_t *blk = pl->data + b * pl->block_bytes;
+            const uint8_t *blk = block_at(pl, b);
             int64_t o0 = b * NR, o1 = o0 + NR < n_end ? o0 + NR : n_end;
             /* rows split into equal tiles of at most mr (8 rows -> 8, 12 -> 6 + 6) */
             int64_t tiles = (e->m + (int64_t)p->mr - 1) / (int64_t)p->mr;
@@ -572,10 +615,9 @@ static void run_blocks(const wna16_packed_linear *pl, const plan *p, const io *e
         memset(cbuf, 0, (size_t)e->m * 32 * 4);
         for (int64_t g0 = 0; g0 < pl->n_groups; g0 += p->chunk_groups) {
             int64_t g1 = g0 + p->chunk_groups < pl->n_groups ? g0 + p->chunk_groups : pl->n_groups;
-            p->dequant(&pl->L, pl->data + b * pl->block_bytes, g0, g1, panel, 64, sc, 32);
+            p->dequant(&pl->L, block_at(pl, b), g0, g1, panel, 64, sc, 32);
             if (pair)
-                p->dequant(&pl->L, pl->data + (b + 1) * pl->block_bytes, g0, g1, panel + 32, 64,
-                           sc + 16, 32);
+                p->dequant(&pl->L, block_at(pl, b + 1), g0, g1, panel + 32, 64, sc + 16, 32);
             else
                 for (int64_t kq = 0; kq < (g1 - g0) * gkp; kq++) {
                     memset(panel + kq * 64 + 32, 0, 64);
@@ -698,8 +740,8 @@ wna16_status wna16_linear_gemm(wna16_diag *d, const wna16_packed_linear *pl, int
     if (m == 0) return WNA16_OK;
     if (n_threads <= 0) n_threads = omp_get_max_threads();
     plan p = make_plan(pl, m, xt);
-    /* units: blocks for the gemv paths, block pairs for prefill */
-    int64_t unit = p.path == PATH_BF16_PREFILL || p.path == PATH_BF16_SMALL ? 2 : 1;
+    /* units: blocks for the fp32 path, block pairs for the bf16 ones */
+    int64_t unit = p.path == PATH_F32_GEMV ? 1 : 2;
     int64_t units = (pl->n_blocks + unit - 1) / unit;
     if (n_threads > units) n_threads = (int)units;
     /* streaming calls with activations that fit in L2: each thread packs

@@ -142,14 +142,21 @@ void wna16_linear_split(const wna16_packed_linear *pl, int part, int parts, int6
                         int64_t *n_end);
 
 /* Tuning and test knob: with bf16 activations on an ISA with a bf16 dot,
- * m <= this uses the streaming kernels (weights unpacked in registers; 16
- * channels for m <= 4, 32 channels x tiles of up to 8 rows above), larger m
+ * m <= this uses the streaming kernels (weights unpacked in registers, 32
+ * channels: a decode kernel for m <= 4, tiles of up to 8 rows above), larger m
  * the dequantized bf16 panel and the 12x32 micro-kernel. Default: no limit
  * (the streaming kernels measured faster at every m on Zen 5, see
  * docs/performance.md); 0 forces the panel path. Negative restores the
  * default. Returns the previous value. Process-wide; not thread-safe against
  * running gemms. */
 int64_t wna16_linear_set_decode_max_m(int64_t m);
+
+/* Test knob: block pairs of weights packed from now on are interleaved line
+ * by line (2) or not (1); any other value restores the default (2 when the
+ * active kernel table has 32-wide kernels, docs/kernels.md). Every kernel
+ * reads either layout. Returns the previous setting (-1: default).
+ * Process-wide; not thread-safe against running packs. */
+int wna16_linear_set_interleave(int ilv);
 
 /* Reference dot in double from the canonical weight (tests, bench checks):
  * ref[i][o] = Σ_c x[i][c]·w[o][c] (+ bias[o]), and sabs[i][o] = Σ|x·w|

@@ -3,13 +3,13 @@
  * Packed layout (built by wna16_linear_pack): output channels are cut into
  * blocks of 16 (WNA16_LINEAR_NR; channels past n are padding with zero
  * scale). K is padded to kp (a multiple of 8; equal to k unless channelwise).
- * A block is n_groups / R records, each a multiple of 64 bytes:
+ * A block is n_groups / R records, each a whole number of 64-byte lines:
  *
  *   record = weights [R groups][group_units 64-byte units]
  *          | scales  [R groups][16] bf16 (scale_bf16) or fp32, padded to 64
  *          | zeros   [R groups][32] int16                 (asym only)
  *
- * so a run of blocks is one stream in address order and each group's scales
+ * so a block's lines are one stream in address order and each group's scales
  * arrive right behind its weights. R = 2 (rec_shift 1) when the scales are
  * bf16 and n_groups is even: the pair's scales fill one line. Scales are
  * bf16 when every scale of the matrix is bf16-exact (compressed-tensors
@@ -17,6 +17,15 @@
  * as the checkpoint stores it, not 68; fp16 (GPTQ) scales stay fp32.
  * (Scales in a region of their own ahead of the weights read the same bytes
  * but ran M=1 7-13 % slower: a second stream per block.)
+ *
+ * Interleave (ilv): with ilv = 1 the blocks follow each other. With ilv = 2
+ * (packed for the 32-wide AVX-512 BF16 kernels) blocks 2p and 2p+1 are
+ * interleaved line by line: line i of the even block at pair + 128 i, of the
+ * odd one at pair + 128 i + 64, the block count rounded up to even. A kernel
+ * reading both blocks of a pair then reads one contiguous stream (two block
+ * streams per thread ran M=8 4-8 % slower cold). Every offset inside a block
+ * is in lines times ls = 64 ilv (plus the byte inside the line), so kernels
+ * written with the accessors below and ls read either layout.
  *
  * Element e = 2c + p (channel c, k parity p) is the bf16-pair order of
  * vdpbf16ps: one 32-element vector holds one k-pair for the 16 channels.
@@ -42,13 +51,15 @@
 typedef struct wna16_block_layout {
     int64_t n_groups;    /* groups per block */
     int64_t group_units; /* 64-byte weight units per group (8 k for int4, 4 k for int8) */
-    int64_t wbytes;      /* weight bytes per group (group_units * 64) */
+    int64_t wbytes;      /* stride of one group's weights (group_units * ls) */
     int64_t scale_bytes; /* bytes of one group's 16 scales: 32 (bf16) or 64 (fp32) */
     int rec_shift;       /* log2 of the groups per record (0 or 1) */
     int64_t s_in_rec;    /* scales offset in a record (after its groups' weights) */
     int64_t z_in_rec;    /* zeros offset in a record (asym) */
-    int64_t rec_bytes;   /* bytes per record (a multiple of 64) */
-    int64_t block_bytes; /* bytes per block (n_groups >> rec_shift records) */
+    int64_t rec_bytes;   /* stride of one record (its lines * ls) */
+    int64_t block_bytes; /* bytes of one block's own lines (n_groups >> rec_shift records) */
+    int64_t ls;          /* line stride: 64 * ilv */
+    int ilv;             /* blocks interleaved per pair: 1 or 2 */
     int bits;            /* 4 or 8 */
     int asym;            /* blocks carry zeros */
     int scale_bf16;      /* scales stored as bf16 */
@@ -74,7 +85,15 @@ static inline const void *wna16_group_s(const wna16_block_layout *L, const uint8
 static inline const int16_t *wna16_group_z(const wna16_block_layout *L, const uint8_t *block,
                                            int64_t g) {
     return (const int16_t *)(wna16_group_rec(L, block, g) + L->z_in_rec +
-                             wna16_group_slot(L, g) * 64);
+                             wna16_group_slot(L, g) * L->ls);
+}
+/* Block b of packed data, and the block after `block` in its pair. */
+static inline const uint8_t *wna16_block_at(const wna16_block_layout *L, const uint8_t *data,
+                                            int64_t b) {
+    return data + (b / L->ilv) * (L->ilv * L->block_bytes) + (b % L->ilv) * 64;
+}
+static inline const uint8_t *wna16_block_next(const wna16_block_layout *L, const uint8_t *block) {
+    return L->ilv == 2 ? block + 64 : block + L->block_bytes;
 }
 /* Group g's 16 scales as fp32 (the SIMD leaves widen bf16 in registers). */
 static inline void wna16_group_scales(const wna16_block_layout *L, const uint8_t *block, int64_t g,
@@ -85,21 +104,22 @@ static inline void wna16_group_scales(const wna16_block_layout *L, const uint8_t
             L->scale_bf16 ? wna16_bf16_to_f32(((const uint16_t *)s)[c]) : ((const float *)s)[c];
 }
 
-/* Decode ("gemv") kernel: one block of 16 channels over the whole K, for
- * mr <= gemv_mr rows. a: mr rows of kp activations (fp32, or bf16 bits for
+/* fp32 streaming kernel: one block of 16 channels over the whole K, for
+ * mr <= gemv_f32_mr rows. a: mr rows of kp activations (fp32, or bf16 bits for
  * the bf16 kind), row stride lda elements, zero past k. c: [mr][16] fp32,
  * overwritten with Σ_g fma(P_g, s_g, ·) in group order. */
 typedef void (*wna16_gemv_fn)(const wna16_block_layout *L, const uint8_t *block, size_t mr,
                               const void *a, size_t lda, float *c);
 
-/* Small-batch streaming kernel: nb (1 or 2) consecutive blocks, mr <=
- * gemv2_mr rows, weights unpacked in registers. c: [mr][32] fp32 (columns
- * 16..31 only when nb == 2), overwritten. Per (row, channel) the k-pairs are
- * summed in order in one accumulator, so nb = 1 and nb = 2 give the same
- * bits for a channel. Prefetch only (no effect on results): with pf_next
- * NULL the kernel reads its own weights ahead (they are cold); else it reads
- * the units of the two blocks at pf_next instead (a caller running a second
- * row tile over weights now in L2 fetches its next block pair). */
+/* 32-wide streaming kernels (decode: mr <= gemv_bf16_mr; small batch: mr <=
+ * gemv2_bf16_mr): block `block` and, when nb == 2, the next block of its
+ * pair (wna16_block_next: `block` is then the even one of a pair, or any
+ * block with ilv = 1), weights unpacked in registers. c: [mr][32] fp32
+ * (columns 16..31 only when nb == 2), overwritten. A channel's bits do not
+ * depend on nb. Prefetch only (no effect on results): with pf_next NULL the
+ * kernel reads its own weights ahead (they are cold); else the small-batch
+ * kernel reads the units of the blocks at pf_next instead (a caller running
+ * a second row tile over weights now in L2 fetches its next block pair). */
 typedef void (*wna16_gemv2_fn)(const wna16_block_layout *L, const uint8_t *block, size_t nb,
                                size_t mr, const void *a, size_t lda, float *c,
                                const uint8_t *pf_next);
@@ -130,8 +150,9 @@ typedef struct wna16_kernel_table {
     /* fp32 activations (every ISA). */
     wna16_gemv_fn gemv_q4_f32, gemv_q8_f32;
     size_t gemv_f32_mr;
-    /* bf16 activations (NULL when the ISA has no bf16 dot). */
-    wna16_gemv_fn gemv_q4_bf16, gemv_q8_bf16;
+    /* bf16 activations (NULL when the ISA has no bf16 dot): decode (few
+     * rows, several accumulators per row) and small-batch 32-wide kernels. */
+    wna16_gemv2_fn gemv_q4_bf16, gemv_q8_bf16;
     size_t gemv_bf16_mr;
     wna16_gemv2_fn gemv2_q4_bf16, gemv2_q8_bf16;
     size_t gemv2_bf16_mr;
@@ -156,10 +177,10 @@ void wna16_gemv_q4_f32_4x16__avx512(const wna16_block_layout *, const uint8_t *,
                                     const void *, size_t, float *);
 void wna16_gemv_q8_f32_4x16__avx512(const wna16_block_layout *, const uint8_t *, size_t,
                                     const void *, size_t, float *);
-void wna16_gemv_q4_bf16_8x16__avx512bf16(const wna16_block_layout *, const uint8_t *, size_t,
-                                         const void *, size_t, float *);
-void wna16_gemv_q8_bf16_8x16__avx512bf16(const wna16_block_layout *, const uint8_t *, size_t,
-                                         const void *, size_t, float *);
+void wna16_gemv_q4_bf16_4x32__avx512bf16(const wna16_block_layout *, const uint8_t *, size_t,
+                                         size_t, const void *, size_t, float *, const uint8_t *);
+void wna16_gemv_q8_bf16_4x32__avx512bf16(const wna16_block_layout *, const uint8_t *, size_t,
+                                         size_t, const void *, size_t, float *, const uint8_t *);
 void wna16_gemv_q4_bf16_8x32__avx512bf16(const wna16_block_layout *, const uint8_t *, size_t,
                                          size_t, const void *, size_t, float *, const uint8_t *);
 void wna16_gemv_q8_bf16_8x32__avx512bf16(const wna16_block_layout *, const uint8_t *, size_t,

@@ -43,7 +43,7 @@ INLINE void gemv_f32(const wna16_block_layout *L, const uint8_t *block, const fl
         for (size_t i = 0; i < MR; i++)
             A0[i] = A1[i] = B0[i] = B1[i] = _mm512_setzero_ps();
         for (int64_t t = 0; t < gu; t++) {
-            const uint8_t *q = rec + t * 64;
+            const uint8_t *q = rec + t * L->ls;
             _mm_prefetch((const char *)(q + 2048), _MM_HINT_T0);
             const float *ag = a + g * gu * ku + t * ku;
             if (BITS == 4) {

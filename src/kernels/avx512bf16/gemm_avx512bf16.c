@@ -69,18 +69,6 @@ INLINE __m512 dot(__m512 acc, uint32_t apair, __m512i w) {
     return _mm512_dpbf16_ps(acc, (__m512bh)_mm512_set1_epi32((int)apair), (__m512bh)w);
 }
 
-/* The same with the activation pair as an embedded-broadcast memory operand
- * ({1to16}): one load-op uop, no separate vpbroadcastd (GCC does not fold
- * set1 into the instruction by itself). */
-INLINE __m512 dot_m(__m512 acc, const uint32_t *apair, __m512i w) {
-#if defined(__GNUC__) && !defined(WNA16_NO_INLINE_ASM)
-    __asm__("vdpbf16ps %2%{1to16%}, %1, %0" : "+v"(acc) : "v"(w), "m"(*apair));
-    return acc;
-#else
-    return dot(acc, *apair, w);
-#endif
-}
-
 /* Prefetch distances in bytes ahead of the unit being unpacked: an L1 one
  * (0 = off) and an L2 one (0 = off). On the Zen 5 dev VM an L2 prefetch 8 KiB
  * ahead was the best of {L1 1-8 KiB, L2 4-32 KiB, both, none}. */
@@ -104,125 +92,145 @@ INLINE void prefetch_w(const uint8_t *p) {
 
 /* ------------------------------------------------------------ decode */
 
-/* Four k-pairs (one int4 unit, two int8 units) per step, each k-pair into
- * its own accumulator. The accumulators are the loop-carried chains, and
- * one vdpbf16ps latency per chain per step bounds the speed when there are
- * few rows: 1-2 rows alternate two sets of four (8 chains per row, steps
- * taken in pairs), 3-4 rows one set of four, 5-8 rows two (even and odd
- * k-pairs; the rows give the independent chains). P_g is the pairwise sum
- * of a row's accumulators; c stays in memory: c = fma(P_g, s_g, c) once per
- * group. */
-INLINE void gemv_step(const uint8_t *unit, const int ASYM, const int BITS, __m512i zv, __m512i z0,
-                      __m512i z1, __m512i lut, const uint32_t *const *a32, int64_t kp,
-                      const size_t MR, const int NACC, const int BASE, __m512 acc[8][8]) {
-    __m512i w[4];
-    prefetch_w(unit);
-    if (BITS == 4) {
-        q4_unpack(unit, ASYM, zv, lut, w);
-    } else {
-        prefetch_w(unit + 64);
-        w[0] = q8_unpack(unit, z0, z1);
-        w[1] = q8_unpack(unit + 32, z0, z1);
-        w[2] = q8_unpack(unit + 64, z0, z1);
-        w[3] = q8_unpack(unit + 96, z0, z1);
+/* The two blocks of a call: block 0 and, with nb = 2, the next one of its
+ * pair (64 bytes on with ilv = 2: one stream). */
+INLINE void pair_blocks(const wna16_block_layout *L, const uint8_t *block, const uint8_t *blk[2]) {
+    blk[0] = block;
+    blk[1] = wna16_block_next(L, block);
+}
+
+/* One step: four k-pairs (one int4 unit, two int8 units) of each block,
+ * each k-pair into its own accumulator (NACC = 4) or even/odd k-pairs into
+ * two (NACC = 2). The accumulators are the loop-carried chains, and one
+ * vdpbf16ps latency per chain per step bounds the speed when there are few
+ * rows: 1-2 rows take four per block (8 chains per row over a pair), 3-4
+ * rows two (the rows give the independent chains). One broadcast activation
+ * pair feeds both blocks. P_g is the pairwise sum of a row's accumulators of
+ * a block; c stays in memory: c = fma(P_g, s_g, c) once per group. A
+ * channel's bits do not depend on nb. */
+INLINE void gemv_step(const uint8_t *const unit[2], int64_t ls, const size_t NB, const int ASYM,
+                      const int BITS, const __m512i zv[2], const __m512i z0[2], const __m512i z1[2],
+                      __m512i lut, const uint32_t *const *a32, int64_t kp, const size_t MR,
+                      const int NACC, __m512 acc[2][4][4]) {
+    __m512i w[2][4];
+    for (size_t b = 0; b < NB; b++) {
+        const uint8_t *u = unit[b];
+        prefetch_w(u);
+        if (BITS == 4) {
+            q4_unpack(u, ASYM, zv[b], lut, w[b]);
+        } else {
+            prefetch_w(u + ls);
+            w[b][0] = q8_unpack(u, z0[b], z1[b]);
+            w[b][1] = q8_unpack(u + 32, z0[b], z1[b]);
+            w[b][2] = q8_unpack(u + ls, z0[b], z1[b]);
+            w[b][3] = q8_unpack(u + ls + 32, z0[b], z1[b]);
+        }
     }
     for (int j = 0; j < 4; j++)
         for (size_t i = 0; i < MR; i++) {
-            const int a = NACC == 2 ? j % 2 : BASE + j;
-            acc[i][a] = dot_m(acc[i][a], &a32[i][kp + j], w[j]);
+            const int a = NACC == 2 ? j % 2 : j;
+            const __m512i av = _mm512_set1_epi32((int)a32[i][kp + j]);
+            for (size_t b = 0; b < NB; b++)
+                acc[b][i][a] = _mm512_dpbf16_ps(acc[b][i][a], (__m512bh)av, (__m512bh)w[b][j]);
         }
 }
 
-INLINE __m512 sum_acc(__m512 acc[8], const int NACC) {
+INLINE __m512 sum_acc(__m512 acc[4], const int NACC) {
     if (NACC == 2) return _mm512_add_ps(acc[0], acc[1]);
-    __m512 p = _mm512_add_ps(_mm512_add_ps(acc[0], acc[1]), _mm512_add_ps(acc[2], acc[3]));
-    if (NACC == 8)
-        p = _mm512_add_ps(
-            p, _mm512_add_ps(_mm512_add_ps(acc[4], acc[5]), _mm512_add_ps(acc[6], acc[7])));
-    return p;
+    return _mm512_add_ps(_mm512_add_ps(acc[0], acc[1]), _mm512_add_ps(acc[2], acc[3]));
 }
 
-INLINE void gemv_bf16(const wna16_block_layout *L, const uint8_t *block, const uint16_t *a,
-                      size_t lda, float *c, const size_t MR, const int BITS, const int ASYM) {
-    const int NACC = MR <= 2 ? 8 : MR <= 4 ? 4 : 2;
-    __m512 acc[8][8];
+INLINE void gemv_bf16(const wna16_block_layout *L, const uint8_t *block, const size_t nb,
+                      const uint16_t *a, size_t lda, float *c, const size_t MR, const int BITS,
+                      const int ASYM) {
+    const int NACC = MR <= 2 ? 4 : 2;
+    __m512 acc[2][4][4];
     const __m512i lut = ASYM ? lut_signed() : lut_sym();
-    const int64_t gu = L->group_units, ku = BITS == 4 ? 8 : 4;
+    const int64_t gu = L->group_units, ku = BITS == 4 ? 8 : 4, ls = L->ls;
     const int64_t step = BITS == 4 ? 1 : 2; /* units per 4 k-pairs */
-    for (size_t i = 0; i < MR; i++) _mm512_storeu_ps(c + i * WNA16_LINEAR_NR, _mm512_setzero_ps());
+    const uint8_t *blk[2];
+    pair_blocks(L, block, blk);
+    for (size_t i = 0; i < MR; i++)
+        for (size_t b = 0; b < 2; b++) _mm512_storeu_ps(c + i * 32 + b * 16, _mm512_setzero_ps());
     for (int64_t g = 0; g < L->n_groups; g++) {
-        const uint8_t *rec = wna16_group_w(L, block, g);
-        __m512i zv = _mm512_setzero_si512(), z0 = zv, z1 = zv;
-        if (BITS == 4) {
-            if (ASYM) zv = _mm512_load_si512((const void *)wna16_group_z(L, block, g));
-        } else {
-            zeros_q8(L, block, g, &z0, &z1);
+        const uint8_t *rec[2];
+        __m512i zv[2], z0[2], z1[2];
+        for (size_t b = 0; b < nb; b++) {
+            rec[b] = wna16_group_w(L, blk[b], g);
+            zv[b] = z0[b] = z1[b] = _mm512_setzero_si512();
+            if (BITS == 4) {
+                if (ASYM) zv[b] = _mm512_load_si512((const void *)wna16_group_z(L, blk[b], g));
+            } else {
+                zeros_q8(L, blk[b], g, &z0[b], &z1[b]);
+            }
+            for (size_t i = 0; i < MR; i++)
+                for (int j = 0; j < NACC; j++) acc[b][i][j] = _mm512_setzero_ps();
         }
-        for (size_t i = 0; i < MR; i++)
-            for (int j = 0; j < NACC; j++) acc[i][j] = _mm512_setzero_ps();
-        const uint32_t *a32[8];
+        const uint32_t *a32[4];
         for (size_t i = 0; i < MR; i++) a32[i] = (const uint32_t *)(a + i * lda + g * gu * ku);
         int64_t t = 0;
-        if (NACC == 8)
-            for (; t + 2 * step <= gu; t += 2 * step) {
-                gemv_step(rec + t * 64, ASYM, BITS, zv, z0, z1, lut, a32, t * ku / 2, MR, NACC, 0,
-                          acc);
-                gemv_step(rec + (t + step) * 64, ASYM, BITS, zv, z0, z1, lut, a32,
-                          (t + step) * ku / 2, MR, NACC, 4, acc);
-            }
-        for (; t + step <= gu; t += step)
-            gemv_step(rec + t * 64, ASYM, BITS, zv, z0, z1, lut, a32, t * ku / 2, MR, NACC, 0, acc);
-        if (BITS == 8 && t < gu) { /* odd unit count (channelwise): two k-pairs */
-            __m512i w0 = q8_unpack(rec + t * 64, z0, z1), w1 = q8_unpack(rec + t * 64 + 32, z0, z1);
-            for (size_t i = 0; i < MR; i++) {
-                acc[i][0] = dot(acc[i][0], a32[i][2 * t], w0);
-                acc[i][1] = dot(acc[i][1], a32[i][2 * t + 1], w1);
-            }
+        for (; t + step <= gu; t += step) {
+            const uint8_t *unit[2] = {rec[0] + t * ls, nb == 2 ? rec[1] + t * ls : NULL};
+            gemv_step(unit, ls, nb, ASYM, BITS, zv, z0, z1, lut, a32, t * ku / 2, MR, NACC, acc);
         }
-        const __m512 s = wna16_scales512(L, block, g);
-        for (size_t i = 0; i < MR; i++) {
-            float *ci = c + i * WNA16_LINEAR_NR;
-            _mm512_storeu_ps(ci, _mm512_fmadd_ps(sum_acc(acc[i], NACC), s, _mm512_loadu_ps(ci)));
+        if (BITS == 8 && t < gu) /* odd unit count (channelwise): two k-pairs */
+            for (size_t b = 0; b < nb; b++) {
+                __m512i w0 = q8_unpack(rec[b] + t * ls, z0[b], z1[b]),
+                        w1 = q8_unpack(rec[b] + t * ls + 32, z0[b], z1[b]);
+                for (size_t i = 0; i < MR; i++) {
+                    acc[b][i][0] = dot(acc[b][i][0], a32[i][2 * t], w0);
+                    acc[b][i][1] = dot(acc[b][i][1], a32[i][2 * t + 1], w1);
+                }
+            }
+        for (size_t b = 0; b < nb; b++) {
+            const __m512 s = wna16_scales512(L, blk[b], g);
+            for (size_t i = 0; i < MR; i++) {
+                float *ci = c + i * 32 + b * 16;
+                _mm512_storeu_ps(ci,
+                                 _mm512_fmadd_ps(sum_acc(acc[b][i], NACC), s, _mm512_loadu_ps(ci)));
+            }
         }
     }
 }
 
-#define GEMV_CASES(BITS, ASYM)                                                                     \
+/* nb, mr and the format as constants: the accumulators stay in registers */
+#define GEMV_NB(NB, BITS, ASYM)                                                                    \
     switch (mr) {                                                                                  \
     case 1:                                                                                        \
-        gemv_bf16(L, block, a, lda, c, 1, BITS, ASYM);                                             \
+        gemv_bf16(L, block, NB, a, lda, c, 1, BITS, ASYM);                                         \
         break;                                                                                     \
     case 2:                                                                                        \
-        gemv_bf16(L, block, a, lda, c, 2, BITS, ASYM);                                             \
+        gemv_bf16(L, block, NB, a, lda, c, 2, BITS, ASYM);                                         \
         break;                                                                                     \
     case 3:                                                                                        \
-        gemv_bf16(L, block, a, lda, c, 3, BITS, ASYM);                                             \
-        break;                                                                                     \
-    case 4:                                                                                        \
-        gemv_bf16(L, block, a, lda, c, 4, BITS, ASYM);                                             \
-        break;                                                                                     \
-    case 5:                                                                                        \
-        gemv_bf16(L, block, a, lda, c, 5, BITS, ASYM);                                             \
-        break;                                                                                     \
-    case 6:                                                                                        \
-        gemv_bf16(L, block, a, lda, c, 6, BITS, ASYM);                                             \
-        break;                                                                                     \
-    case 7:                                                                                        \
-        gemv_bf16(L, block, a, lda, c, 7, BITS, ASYM);                                             \
+        gemv_bf16(L, block, NB, a, lda, c, 3, BITS, ASYM);                                         \
         break;                                                                                     \
     default:                                                                                       \
-        gemv_bf16(L, block, a, lda, c, 8, BITS, ASYM);                                             \
+        gemv_bf16(L, block, NB, a, lda, c, 4, BITS, ASYM);                                         \
         break;                                                                                     \
     }
+#define GEMV_CASES(BITS, ASYM)                                                                     \
+    if (nb == 2) {                                                                                 \
+        GEMV_NB(2, BITS, ASYM)                                                                     \
+    } else {                                                                                       \
+        GEMV_NB(1, BITS, ASYM)                                                                     \
+    }
 
-void wna16_gemv_q4_bf16_8x16__avx512bf16(const wna16_block_layout *L, const uint8_t *block,
-                                         size_t mr, const void *a, size_t lda, float *c) {
+/* pf_next is not used: a decode call is one row tile (nothing re-reads the
+ * pair). */
+void wna16_gemv_q4_bf16_4x32__avx512bf16(const wna16_block_layout *L, const uint8_t *block,
+                                         size_t nb, size_t mr, const void *a, size_t lda, float *c,
+                                         const uint8_t *pf_next) {
+    (void)pf_next;
     if (L->asym) GEMV_CASES(4, 1) else GEMV_CASES(4, 0)
 }
 
-void wna16_gemv_q8_bf16_8x16__avx512bf16(const wna16_block_layout *L, const uint8_t *block,
-                                         size_t mr, const void *a, size_t lda,
-                                         float *c){GEMV_CASES(8, 0)}
+void wna16_gemv_q8_bf16_4x32__avx512bf16(const wna16_block_layout *L, const uint8_t *block,
+                                         size_t nb, size_t mr, const void *a, size_t lda, float *c,
+                                         const uint8_t *pf_next) {
+    (void)pf_next;
+    GEMV_CASES(8, 0)
+}
 
 /* ------------------------------------------------------- small batch */
 
@@ -233,20 +241,22 @@ INLINE void gemv2_bf16(const wna16_block_layout *L, const uint8_t *block, const 
                        const size_t NB, const int BITS, const int ASYM) {
     __m512 acc[8][2];
     const __m512i lut = ASYM ? lut_signed() : lut_sym();
-    const int64_t gu = L->group_units, ku = BITS == 4 ? 8 : 4;
+    const int64_t gu = L->group_units, ku = BITS == 4 ? 8 : 4, ls = L->ls;
+    const uint8_t *blk[2], *pfb[2];
+    pair_blocks(L, block, blk);
+    if (pf_next) pair_blocks(L, pf_next, pfb);
     for (size_t i = 0; i < MR; i++)
         for (size_t b = 0; b < NB; b++) _mm512_storeu_ps(c + i * 32 + b * 16, _mm512_setzero_ps());
     for (int64_t g = 0; g < L->n_groups; g++) {
         const uint8_t *rec[2];
         __m512i zv[2], z0[2], z1[2];
         for (size_t b = 0; b < NB; b++) {
-            const uint8_t *blk = block + b * L->block_bytes;
-            rec[b] = wna16_group_w(L, blk, g);
+            rec[b] = wna16_group_w(L, blk[b], g);
             zv[b] = z0[b] = z1[b] = _mm512_setzero_si512();
             if (BITS == 4) {
-                if (ASYM) zv[b] = _mm512_load_si512((const void *)wna16_group_z(L, blk, g));
+                if (ASYM) zv[b] = _mm512_load_si512((const void *)wna16_group_z(L, blk[b], g));
             } else {
-                zeros_q8(L, blk, g, &z0[b], &z1[b]);
+                zeros_q8(L, blk[b], g, &z0[b], &z1[b]);
             }
         }
         for (size_t i = 0; i < MR; i++)
@@ -256,28 +266,33 @@ INLINE void gemv2_bf16(const wna16_block_layout *L, const uint8_t *block, const 
         for (int64_t t = 0; t < gu; t++) {
             __m512i w[2][4];
             for (size_t b = 0; b < NB; b++) {
-                /* the streams run through blocks b, b + NB, b + 2 NB, ...: a
-                 * prefetch past the end of this block goes to the same offset
-                 * of the next unit's block, not into the other stream */
-                int64_t unit = (wna16_group_w(L, block, g) - block) + t * 64;
-                int64_t off = unit + WNA16_DECODE_PREFETCH2;
-                if (pf_next)
-                    _mm_prefetch((const char *)(pf_next + (int64_t)b * L->block_bytes + unit),
-                                 _MM_HINT_T1);
-                else if (WNA16_DECODE_PREFETCH2)
+                const uint8_t *u = rec[b] + t * ls;
+                int64_t unit = u - blk[b]; /* offset in the block */
+                if (pf_next) {
+                    _mm_prefetch((const char *)(pfb[b] + unit), _MM_HINT_T1);
+                } else if (WNA16_DECODE_PREFETCH2 && ls == 128) {
+                    /* a pair is one stream: past its end is the next pair */
+                    _mm_prefetch((const char *)(u + WNA16_DECODE_PREFETCH2), _MM_HINT_T1);
+                } else if (WNA16_DECODE_PREFETCH2) {
+                    /* separate blocks: the streams run through blocks b, b +
+                     * NB, b + 2 NB, ...: a prefetch past the end of this
+                     * block goes to the same offset of the next unit's
+                     * block, not into the other stream */
+                    int64_t off = unit + WNA16_DECODE_PREFETCH2;
                     _mm_prefetch(
-                        (const char *)(block + (int64_t)b * L->block_bytes + off +
+                        (const char *)(blk[b] + off +
                                        (off >= L->block_bytes ? (int64_t)(NB - 1) * L->block_bytes
                                                               : 0)),
                         _MM_HINT_T1);
+                }
                 if (WNA16_DECODE_PREFETCH)
-                    _mm_prefetch((const char *)(rec[b] + t * 64 + WNA16_DECODE_PREFETCH),
+                    _mm_prefetch((const char *)(u + WNA16_DECODE_PREFETCH),
                                  WNA16_DECODE_PREFETCH_HINT);
                 if (BITS == 4) {
-                    q4_unpack(rec[b] + t * 64, ASYM, zv[b], lut, w[b]);
+                    q4_unpack(u, ASYM, zv[b], lut, w[b]);
                 } else {
-                    w[b][0] = q8_unpack(rec[b] + t * 64, z0[b], z1[b]);
-                    w[b][1] = q8_unpack(rec[b] + t * 64 + 32, z0[b], z1[b]);
+                    w[b][0] = q8_unpack(u, z0[b], z1[b]);
+                    w[b][1] = q8_unpack(u + 32, z0[b], z1[b]);
                 }
             }
             const int64_t kp = t * ku / 2;
@@ -289,7 +304,7 @@ INLINE void gemv2_bf16(const wna16_block_layout *L, const uint8_t *block, const 
                 }
         }
         for (size_t b = 0; b < NB; b++) {
-            const __m512 s = wna16_scales512(L, block + b * L->block_bytes, g);
+            const __m512 s = wna16_scales512(L, blk[b], g);
             for (size_t i = 0; i < MR; i++) {
                 float *ci = c + i * 32 + b * 16;
                 _mm512_storeu_ps(ci, _mm512_fmadd_ps(acc[i][b], s, _mm512_loadu_ps(ci)));
@@ -382,9 +397,9 @@ void wna16_dequant_q4_bf16_16__avx512bf16(const wna16_block_layout *L, const uin
         for (int64_t t = 0; t < gu; t++) {
             __m512i q[4];
             if (L->asym)
-                q4_unpack(rec + t * 64, 1, zv, lut, q);
+                q4_unpack(rec + t * L->ls, 1, zv, lut, q);
             else
-                q4_unpack(rec + t * 64, 0, zv, lut, q);
+                q4_unpack(rec + t * L->ls, 0, zv, lut, q);
             for (int j = 0; j < 4; j++)
                 _mm512_store_si512((void *)(pg + (size_t)(4 * t + j) * ldp), q[j]);
         }
@@ -402,7 +417,8 @@ void wna16_dequant_q8_bf16_16__avx512bf16(const wna16_block_layout *L, const uin
         zeros_q8(L, block, g, &z0, &z1);
         uint16_t *pg = panel + (size_t)((g - g0) * gu * 2) * ldp;
         for (int64_t kp = 0; kp < 2 * gu; kp++)
-            _mm512_store_si512((void *)(pg + (size_t)kp * ldp), q8_unpack(rec + kp * 32, z0, z1));
+            _mm512_store_si512((void *)(pg + (size_t)kp * ldp),
+                               q8_unpack(rec + (kp >> 1) * L->ls + (kp & 1) * 32, z0, z1));
         _mm512_storeu_ps(sc + (size_t)(g - g0) * lds, wna16_scales512(L, block, g));
     }
 }

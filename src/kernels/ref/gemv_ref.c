@@ -4,14 +4,15 @@
 
 #include "kernels/ukernel.h"
 
-static inline uint32_t u_at(const uint8_t *rec, int bits, int64_t kk, int c) {
+/* u(kk, c) of a group's weights (units ls bytes apart). */
+static inline uint32_t u_at(const uint8_t *rec, int64_t ls, int bits, int64_t kk, int c) {
     int64_t p = kk & 1;
     if (bits == 4) {
         int64_t t = kk >> 3, j = (kk >> 1) & 3;
-        return (rec[t * 64 + 2 * (2 * c + p) + (j >> 1)] >> ((j & 1) * 4)) & 15u;
+        return (rec[t * ls + 2 * (2 * c + p) + (j >> 1)] >> ((j & 1) * 4)) & 15u;
     }
     int64_t t = kk >> 2, hi = (kk >> 1) & 1;
-    return rec[t * 64 + 32 * hi + 2 * c + p];
+    return rec[t * ls + 32 * hi + 2 * c + p];
 }
 
 static void gemv_ref(const wna16_block_layout *L, const uint8_t *block, size_t mr, const float *a,
@@ -31,7 +32,7 @@ static void gemv_ref(const wna16_block_layout *L, const uint8_t *block, size_t m
                 const float *ar = a + i * lda + g * gsp;
                 float p = 0.0f;
                 for (int64_t kk = 0; kk < gsp; kk++)
-                    p += ar[kk] * (float)((int32_t)u_at(rec, L->bits, kk, ch) - z);
+                    p += ar[kk] * (float)((int32_t)u_at(rec, L->ls, L->bits, kk, ch) - z);
                 float *cc = &c[i * WNA16_LINEAR_NR + ch];
                 *cc = fmaf(p, sc[ch], *cc);
             }
