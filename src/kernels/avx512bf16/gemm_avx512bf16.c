@@ -135,6 +135,22 @@ INLINE void gemv_step(const uint8_t *const unit[2], int64_t ls, const size_t NB,
         }
 }
 
+/* Group g of the NB blocks: where its weights start and its zero points
+ * (int4: the pre-expanded words; int8: two int32 vectors). */
+INLINE void group_begin(const wna16_block_layout *L, const uint8_t *const blk[2], int64_t g,
+                        const size_t NB, const int BITS, const int ASYM, const uint8_t *rec[2],
+                        __m512i zv[2], __m512i z0[2], __m512i z1[2]) {
+    for (size_t b = 0; b < NB; b++) {
+        rec[b] = wna16_group_w(L, blk[b], g);
+        zv[b] = z0[b] = z1[b] = _mm512_setzero_si512();
+        if (BITS == 4) {
+            if (ASYM) zv[b] = _mm512_load_si512((const void *)wna16_group_z(L, blk[b], g));
+        } else {
+            zeros_q8(L, blk[b], g, &z0[b], &z1[b]);
+        }
+    }
+}
+
 INLINE __m512 sum_acc(__m512 acc[4], const int NACC) {
     if (NACC == 2) return _mm512_add_ps(acc[0], acc[1]);
     return _mm512_add_ps(_mm512_add_ps(acc[0], acc[1]), _mm512_add_ps(acc[2], acc[3]));
@@ -155,17 +171,10 @@ INLINE void gemv_bf16(const wna16_block_layout *L, const uint8_t *block, const s
     for (int64_t g = 0; g < L->n_groups; g++) {
         const uint8_t *rec[2];
         __m512i zv[2], z0[2], z1[2];
-        for (size_t b = 0; b < nb; b++) {
-            rec[b] = wna16_group_w(L, blk[b], g);
-            zv[b] = z0[b] = z1[b] = _mm512_setzero_si512();
-            if (BITS == 4) {
-                if (ASYM) zv[b] = _mm512_load_si512((const void *)wna16_group_z(L, blk[b], g));
-            } else {
-                zeros_q8(L, blk[b], g, &z0[b], &z1[b]);
-            }
+        group_begin(L, blk, g, nb, BITS, ASYM, rec, zv, z0, z1);
+        for (size_t b = 0; b < nb; b++)
             for (size_t i = 0; i < MR; i++)
                 for (int j = 0; j < NACC; j++) acc[b][i][j] = _mm512_setzero_ps();
-        }
         const uint32_t *a32[4];
         for (size_t i = 0; i < MR; i++) a32[i] = (const uint32_t *)(a + i * lda + g * gu * ku);
         int64_t t = 0;
@@ -250,15 +259,7 @@ INLINE void gemv2_bf16(const wna16_block_layout *L, const uint8_t *block, const 
     for (int64_t g = 0; g < L->n_groups; g++) {
         const uint8_t *rec[2];
         __m512i zv[2], z0[2], z1[2];
-        for (size_t b = 0; b < NB; b++) {
-            rec[b] = wna16_group_w(L, blk[b], g);
-            zv[b] = z0[b] = z1[b] = _mm512_setzero_si512();
-            if (BITS == 4) {
-                if (ASYM) zv[b] = _mm512_load_si512((const void *)wna16_group_z(L, blk[b], g));
-            } else {
-                zeros_q8(L, blk[b], g, &z0[b], &z1[b]);
-            }
-        }
+        group_begin(L, blk, g, NB, BITS, ASYM, rec, zv, z0, z1);
         for (size_t i = 0; i < MR; i++)
             for (size_t b = 0; b < NB; b++) acc[i][b] = _mm512_setzero_ps();
         const uint32_t *a32 = (const uint32_t *)(a + g * gu * ku);
