@@ -46,6 +46,14 @@ int64_t wna16_linear_set_decode_max_m(int64_t m) {
 #define WNA16_PRIVATE_ACTS_BYTES (512 * 1024)
 #endif
 #define PRIVATE_ACTS_BYTES ((size_t)WNA16_PRIVATE_ACTS_BYTES)
+/* Streaming calls: weight bytes a thread takes from its share at a time.
+ * Each take is a compare-and-swap; 256 KiB (8 pairs at K = 2048) ran M = 8
+ * 2-2.5 % faster than 64 KiB (in-process A/B, cold and hot), and a thread
+ * slowed by the host still costs the call at most one chunk. */
+#ifndef WNA16_STREAM_CHUNK_BYTES
+#define WNA16_STREAM_CHUNK_BYTES (256 * 1024)
+#endif
+#define STREAM_CHUNK_BYTES ((int64_t)WNA16_STREAM_CHUNK_BYTES)
 
 struct wna16_packed_linear {
     int64_t n, k, kp, group_size, n_groups, n_blocks;
@@ -765,10 +773,10 @@ wna16_status wna16_linear_gemm(wna16_diag *d, const wna16_packed_linear *pl, int
         /* prefill (compute-bound): about 8 chunks per thread (at least 4
          * blocks) handed out in order from one counter, which measured 2-4 %
          * faster at M=512 than shares; streaming paths: contiguous shares
-         * taken ~64 KiB of weights at a time (core/split.h) */
+         * taken STREAM_CHUNK_BYTES of weights at a time (core/split.h) */
         bool ordered = p.path == PATH_BF16_PREFILL;
         int64_t next_unit = 0, chunk = ordered ? units / ((int64_t)n_threads * 8)
-                                               : 65536 / (pl->block_bytes * unit) + 1;
+                                               : STREAM_CHUNK_BYTES / (pl->block_bytes * unit) + 1;
         if (ordered && chunk * unit < 4) chunk = (4 + unit - 1) / unit;
         wna16_split_share *shares = (wna16_split_share *)(scratch + shares_off);
         wna16_split_init(shares, n_threads, units);
