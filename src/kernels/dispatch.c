@@ -91,6 +91,9 @@ static void fill_tables(void) {
     t.gemv_q4_f32 = wna16_gemv_q4_f32_4x16__avx512;
     t.gemv_q8_f32 = wna16_gemv_q8_f32_4x16__avx512;
     t.gemv_f32_mr = 4;
+    t.gemv2_q4_f32 = wna16_gemv_q4_f32_2x32__avx512;
+    t.gemv2_q8_f32 = wna16_gemv_q8_f32_2x32__avx512;
+    t.gemv2_f32_mr = 2;
     tables[WNA16_ISA_AVX512] = t;
     t.isa = WNA16_ISA_AVX512BF16;
     t.gemv_q4_bf16 = wna16_gemv_q4_bf16_4x32__avx512bf16;

@@ -413,10 +413,18 @@ void wna16_linear_unpack(const wna16_packed_linear *pl, uint8_t *u, float *scale
 /* ------------------------------------------------------------- driver */
 
 /* F32_GEMV: fp32 activations, 16-wide streaming kernel in row tiles.
+ * F32_PAIR: fp32 activations, few rows, weights in interleaved pairs: the
+ * 32-wide form (one stream instead of two passes over each pair).
  * BF16_GEMV: m <= 4, 32-wide decode kernel (several accumulators per row).
  * BF16_SMALL: 4 < m <= decode_max_m, 32-wide streaming kernel, tiles <= 8 rows.
  * BF16_PREFILL: dequantized panel + 12x32 micro-kernel. */
-typedef enum path { PATH_F32_GEMV, PATH_BF16_GEMV, PATH_BF16_SMALL, PATH_BF16_PREFILL } path;
+typedef enum path {
+    PATH_F32_GEMV,
+    PATH_F32_PAIR,
+    PATH_BF16_GEMV,
+    PATH_BF16_SMALL,
+    PATH_BF16_PREFILL
+} path;
 
 typedef struct plan {
     const wna16_kernel_table *t;
@@ -460,6 +468,16 @@ static plan make_plan(const wna16_packed_linear *pl, int64_t m, wna16_dtype xt) 
         p.lda = round_up(pl->kp, 32) + 32; /* off the 4 KiB alias between rows */
         p.a_bytes = al64((size_t)(m * p.lda) * 2);
         p.thread_bytes = al64(p.mr * 32 * 4);
+    } else if (t->gemv2_q4_f32 && pl->L.ilv == 2 && m <= (int64_t)t->gemv2_f32_mr) {
+        /* one block at a time over interleaved pairs ran M=1 8-13 % slower:
+         * its pass over the even block pulls both blocks' lines from memory,
+         * the odd block's pass none */
+        p.path = PATH_F32_PAIR;
+        p.gemv2 = pl->bits == 4 ? t->gemv2_q4_f32 : t->gemv2_q8_f32;
+        p.mr = t->gemv2_f32_mr;
+        p.lda = round_up(pl->kp, 32) + 32;
+        p.a_bytes = al64((size_t)(m * p.lda) * 4);
+        p.thread_bytes = al64(p.mr * 32 * 4);
     } else {
         p.path = PATH_F32_GEMV;
         p.gemv = pl->bits == 4 ? t->gemv_q4_f32 : t->gemv_q8_f32;
@@ -488,7 +506,7 @@ static void pack_acts(const wna16_packed_linear *pl, const plan *p, int64_t r0, 
     size_t xs = xt == WNA16_DTYPE_F32 ? 4 : 2;
     for (int64_t i = r0; i < r1; i++) {
         const uint8_t *xr = (const uint8_t *)x + (size_t)(i * ldx) * xs;
-        if (p->path == PATH_F32_GEMV) {
+        if (p->path == PATH_F32_GEMV || p->path == PATH_F32_PAIR) {
             float *ar = (float *)a + i * p->lda;
             for (int64_t c = 0; c < pl->k; c++) ar[c] = load_act(xr, xt, c);
             memset(ar + pl->k, 0, (size_t)(p->lda - pl->k) * 4);
@@ -557,7 +575,7 @@ static void run_blocks(const wna16_packed_linear *pl, const plan *p, const io *e
                        int64_t b1, int64_t n_end, const void *a, void *scratch) {
     const int64_t NR = WNA16_LINEAR_NR;
     if (b0 >= b1 || e->m == 0) return;
-    if (p->path == PATH_BF16_SMALL || p->path == PATH_BF16_GEMV) {
+    if (p->path == PATH_BF16_SMALL || p->path == PATH_BF16_GEMV || p->path == PATH_F32_PAIR) {
         /* rows in chunks whose activations stay in L2 (weights re-streamed
          * per chunk), then block pairs, then balanced tiles of <= mr rows.
          * Tile 0 reads the pair's weights from memory, the other tiles from
@@ -566,7 +584,8 @@ static void run_blocks(const wna16_packed_linear *pl, const plan *p, const io *e
          * in L2 (M = 16, 32: 1-2 % faster; with more tiles the cold tile
          * matters less and the extra 33-66 KiB in L2 cost M = 128 ~1 %). */
         float *c = scratch;
-        int64_t mc = (int64_t)(SMALL_CHUNK_BYTES / ((size_t)p->lda * 2)) / 8 * 8;
+        const size_t es = p->path == PATH_F32_PAIR ? 4 : 2;
+        int64_t mc = (int64_t)(SMALL_CHUNK_BYTES / ((size_t)p->lda * es)) / 8 * 8;
         if (mc < 8) mc = 8;
         for (int64_t m0 = 0; m0 < e->m; m0 += mc) {
             int64_t rows = e->m - m0 < mc ? e->m - m0 : mc;
@@ -585,8 +604,9 @@ static void run_blocks(const wna16_packed_linear *pl, const plan *p, const io *e
                     const uint8_t *pf = ti == 1 && tiles <= 4 && b + (int64_t)nb < pl->n_blocks
                                             ? block_at(pl, b + (int64_t)nb)
                                             : NULL;
-                    p->gemv2(&pl->L, blk, nb, mr, (const uint16_t *)a + (m0 + r) * p->lda,
-                             (size_t)p->lda, c, pf);
+                    p->gemv2(&pl->L, blk, nb, mr,
+                             (const uint8_t *)a + (size_t)((m0 + r) * p->lda) * es, (size_t)p->lda,
+                             c, pf);
                     epilogue(e, m0 + r, (int64_t)mr, o0, o1, c, 32);
                     r = r1;
                 }

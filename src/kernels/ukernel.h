@@ -147,9 +147,12 @@ typedef void (*wna16_to_bf16_fn)(const float *src, uint16_t *dst, size_t n);
 typedef struct wna16_kernel_table {
     wna16_isa isa;
     wna16_to_bf16_fn to_bf16;
-    /* fp32 activations (every ISA). */
+    /* fp32 activations (every ISA), and where a level has it the pair form
+     * for few rows (weights packed with interleaved pairs: one stream). */
     wna16_gemv_fn gemv_q4_f32, gemv_q8_f32;
     size_t gemv_f32_mr;
+    wna16_gemv2_fn gemv2_q4_f32, gemv2_q8_f32;
+    size_t gemv2_f32_mr;
     /* bf16 activations (NULL when the ISA has no bf16 dot): decode (few
      * rows, several accumulators per row) and small-batch 32-wide kernels. */
     wna16_gemv2_fn gemv_q4_bf16, gemv_q8_bf16;
@@ -177,6 +180,10 @@ void wna16_gemv_q4_f32_4x16__avx512(const wna16_block_layout *, const uint8_t *,
                                     const void *, size_t, float *);
 void wna16_gemv_q8_f32_4x16__avx512(const wna16_block_layout *, const uint8_t *, size_t,
                                     const void *, size_t, float *);
+void wna16_gemv_q4_f32_2x32__avx512(const wna16_block_layout *, const uint8_t *, size_t, size_t,
+                                    const void *, size_t, float *, const uint8_t *);
+void wna16_gemv_q8_f32_2x32__avx512(const wna16_block_layout *, const uint8_t *, size_t, size_t,
+                                    const void *, size_t, float *, const uint8_t *);
 void wna16_gemv_q4_bf16_4x32__avx512bf16(const wna16_block_layout *, const uint8_t *, size_t,
                                          size_t, const void *, size_t, float *, const uint8_t *);
 void wna16_gemv_q8_bf16_4x32__avx512bf16(const wna16_block_layout *, const uint8_t *, size_t,

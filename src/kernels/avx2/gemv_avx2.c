@@ -40,7 +40,11 @@ INLINE void gemv_f32(const wna16_block_layout *L, const uint8_t *block, const fl
             for (int j = 0; j < 4; j++) acc[i][j] = _mm256_setzero_ps();
         for (int64_t t = 0; t < gu; t++) {
             const uint8_t *q = rec + t * L->ls;
-            _mm_prefetch((const char *)(q + 2048), _MM_HINT_T0);
+            /* 32 units ahead; with interleaved pairs the even block's pass
+             * fetches its partner's line too (the odd block's pass then
+             * reads it from L2) */
+            _mm_prefetch((const char *)(q + 32 * L->ls), _MM_HINT_T0);
+            if (L->ilv == 2) _mm_prefetch((const char *)(q + 32 * L->ls + 64), _MM_HINT_T0);
             const float *ag = a + g * gu * ku + t * ku;
             if (BITS == 4) {
                 for (int h = 0; h < 4; h++) {

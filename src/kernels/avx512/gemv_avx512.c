@@ -22,94 +22,159 @@ INLINE __m512 pair_reduce(__m512 s0, __m512 s1) {
     return _mm512_permutexvar_ps(idx, _mm512_add_ps(e, o));
 }
 
+/* NB blocks (1, or the 2 of a pair: one weight stream), MR rows; c: MR rows
+ * of 16 NB channels, row stride ldc. Each block's sums are the same whatever
+ * NB is (its own accumulators, the same order). */
 INLINE void gemv_f32(const wna16_block_layout *L, const uint8_t *block, const float *a, size_t lda,
-                     float *c, const size_t MR, const int BITS) {
-    __m512 cc[4];
+                     float *c, size_t ldc, const size_t NB, const size_t MR, const int BITS) {
+    __m512 cc[2][4];
     const int64_t gu = L->group_units, ku = BITS == 4 ? 8 : 4;
     const __m512i m15 = _mm512_set1_epi32(15);
-    for (size_t i = 0; i < MR; i++) cc[i] = _mm512_setzero_ps();
+    const uint8_t *blk[2] = {block, wna16_block_next(L, block)};
+    for (size_t b = 0; b < NB; b++)
+        for (size_t i = 0; i < MR; i++) cc[b][i] = _mm512_setzero_ps();
     for (int64_t g = 0; g < L->n_groups; g++) {
-        const uint8_t *rec = wna16_group_w(L, block, g);
-        __m512i z0, z1;
-        if (L->asym) {
-            const __m256i *zw = (const __m256i *)wna16_group_z(L, block, g);
-            z0 = _mm512_cvtepu16_epi32(_mm256_load_si256(zw));
-            z1 = _mm512_cvtepu16_epi32(_mm256_load_si256(zw + 1));
-        } else {
-            z0 = z1 = _mm512_set1_epi32(BITS == 4 ? 8 : 128);
-        }
+        const uint8_t *rec[2];
+        __m512i z0[2], z1[2];
         /* A: even k-pairs of the unit, B: odd; 0: channels 0-7, 1: 8-15 */
-        __m512 A0[4], A1[4], B0[4], B1[4];
-        for (size_t i = 0; i < MR; i++)
-            A0[i] = A1[i] = B0[i] = B1[i] = _mm512_setzero_ps();
+        __m512 A0[2][4], A1[2][4], B0[2][4], B1[2][4];
+        for (size_t b = 0; b < NB; b++) {
+            rec[b] = wna16_group_w(L, blk[b], g);
+            if (L->asym) {
+                const __m256i *zw = (const __m256i *)wna16_group_z(L, blk[b], g);
+                z0[b] = _mm512_cvtepu16_epi32(_mm256_load_si256(zw));
+                z1[b] = _mm512_cvtepu16_epi32(_mm256_load_si256(zw + 1));
+            } else {
+                z0[b] = z1[b] = _mm512_set1_epi32(BITS == 4 ? 8 : 128);
+            }
+            for (size_t i = 0; i < MR; i++)
+                A0[b][i] = A1[b][i] = B0[b][i] = B1[b][i] = _mm512_setzero_ps();
+        }
         for (int64_t t = 0; t < gu; t++) {
-            const uint8_t *q = rec + t * L->ls;
-            _mm_prefetch((const char *)(q + 2048), _MM_HINT_T0);
             const float *ag = a + g * gu * ku + t * ku;
-            if (BITS == 4) {
-                __m512i x0 = _mm512_cvtepu16_epi32(_mm256_load_si256((const __m256i *)q));
-                __m512i x1 = _mm512_cvtepu16_epi32(_mm256_load_si256((const __m256i *)(q + 32)));
-                for (int j = 0; j < 4; j++) {
-                    __m512i s0 = _mm512_and_si512(_mm512_srli_epi32(x0, 4 * j), m15);
-                    __m512i s1 = _mm512_and_si512(_mm512_srli_epi32(x1, 4 * j), m15);
-                    __m512 w0 = _mm512_cvtepi32_ps(_mm512_sub_epi32(s0, z0));
-                    __m512 w1 = _mm512_cvtepi32_ps(_mm512_sub_epi32(s1, z1));
-                    for (size_t i = 0; i < MR; i++) {
-                        __m512 av = pair_bcast(ag + i * lda + 2 * j);
-                        if (j & 1) {
-                            B0[i] = _mm512_fmadd_ps(w0, av, B0[i]);
-                            B1[i] = _mm512_fmadd_ps(w1, av, B1[i]);
-                        } else {
-                            A0[i] = _mm512_fmadd_ps(w0, av, A0[i]);
-                            A1[i] = _mm512_fmadd_ps(w1, av, A1[i]);
+            for (size_t b = 0; b < NB; b++) {
+                const uint8_t *q = rec[b] + t * L->ls;
+                /* 32 units ahead; a one-block pass over an interleaved pair
+                 * also fetches its partner's line (its pass then reads it
+                 * from L2) */
+                _mm_prefetch((const char *)(q + 32 * L->ls), _MM_HINT_T0);
+                if (NB == 1 && L->ilv == 2)
+                    _mm_prefetch((const char *)(q + 32 * L->ls + 64), _MM_HINT_T0);
+                if (BITS == 4) {
+                    __m512i x0 = _mm512_cvtepu16_epi32(_mm256_load_si256((const __m256i *)q));
+                    __m512i x1 =
+                        _mm512_cvtepu16_epi32(_mm256_load_si256((const __m256i *)(q + 32)));
+                    for (int j = 0; j < 4; j++) {
+                        __m512i s0 = _mm512_and_si512(_mm512_srli_epi32(x0, 4 * j), m15);
+                        __m512i s1 = _mm512_and_si512(_mm512_srli_epi32(x1, 4 * j), m15);
+                        __m512 w0 = _mm512_cvtepi32_ps(_mm512_sub_epi32(s0, z0[b]));
+                        __m512 w1 = _mm512_cvtepi32_ps(_mm512_sub_epi32(s1, z1[b]));
+                        for (size_t i = 0; i < MR; i++) {
+                            __m512 av = pair_bcast(ag + i * lda + 2 * j);
+                            if (j & 1) {
+                                B0[b][i] = _mm512_fmadd_ps(w0, av, B0[b][i]);
+                                B1[b][i] = _mm512_fmadd_ps(w1, av, B1[b][i]);
+                            } else {
+                                A0[b][i] = _mm512_fmadd_ps(w0, av, A0[b][i]);
+                                A1[b][i] = _mm512_fmadd_ps(w1, av, A1[b][i]);
+                            }
                         }
                     }
-                }
-            } else {
-                __m512i x0 = _mm512_cvtepu8_epi32(_mm_load_si128((const __m128i *)q));
-                __m512i x1 = _mm512_cvtepu8_epi32(_mm_load_si128((const __m128i *)(q + 16)));
-                __m512i x2 = _mm512_cvtepu8_epi32(_mm_load_si128((const __m128i *)(q + 32)));
-                __m512i x3 = _mm512_cvtepu8_epi32(_mm_load_si128((const __m128i *)(q + 48)));
-                __m512 w0 = _mm512_cvtepi32_ps(_mm512_sub_epi32(x0, z0));
-                __m512 w1 = _mm512_cvtepi32_ps(_mm512_sub_epi32(x1, z1));
-                __m512 w2 = _mm512_cvtepi32_ps(_mm512_sub_epi32(x2, z0));
-                __m512 w3 = _mm512_cvtepi32_ps(_mm512_sub_epi32(x3, z1));
-                for (size_t i = 0; i < MR; i++) {
-                    __m512 lo = pair_bcast(ag + i * lda), hi = pair_bcast(ag + i * lda + 2);
-                    A0[i] = _mm512_fmadd_ps(w0, lo, A0[i]);
-                    A1[i] = _mm512_fmadd_ps(w1, lo, A1[i]);
-                    B0[i] = _mm512_fmadd_ps(w2, hi, B0[i]);
-                    B1[i] = _mm512_fmadd_ps(w3, hi, B1[i]);
+                } else {
+                    __m512i x0 = _mm512_cvtepu8_epi32(_mm_load_si128((const __m128i *)q));
+                    __m512i x1 = _mm512_cvtepu8_epi32(_mm_load_si128((const __m128i *)(q + 16)));
+                    __m512i x2 = _mm512_cvtepu8_epi32(_mm_load_si128((const __m128i *)(q + 32)));
+                    __m512i x3 = _mm512_cvtepu8_epi32(_mm_load_si128((const __m128i *)(q + 48)));
+                    __m512 w0 = _mm512_cvtepi32_ps(_mm512_sub_epi32(x0, z0[b]));
+                    __m512 w1 = _mm512_cvtepi32_ps(_mm512_sub_epi32(x1, z1[b]));
+                    __m512 w2 = _mm512_cvtepi32_ps(_mm512_sub_epi32(x2, z0[b]));
+                    __m512 w3 = _mm512_cvtepi32_ps(_mm512_sub_epi32(x3, z1[b]));
+                    for (size_t i = 0; i < MR; i++) {
+                        __m512 lo = pair_bcast(ag + i * lda), hi = pair_bcast(ag + i * lda + 2);
+                        A0[b][i] = _mm512_fmadd_ps(w0, lo, A0[b][i]);
+                        A1[b][i] = _mm512_fmadd_ps(w1, lo, A1[b][i]);
+                        B0[b][i] = _mm512_fmadd_ps(w2, hi, B0[b][i]);
+                        B1[b][i] = _mm512_fmadd_ps(w3, hi, B1[b][i]);
+                    }
                 }
             }
         }
-        const __m512 s = wna16_scales512(L, block, g);
-        for (size_t i = 0; i < MR; i++) {
-            __m512 p = pair_reduce(_mm512_add_ps(A0[i], B0[i]), _mm512_add_ps(A1[i], B1[i]));
-            cc[i] = _mm512_fmadd_ps(p, s, cc[i]);
+        for (size_t b = 0; b < NB; b++) {
+            const __m512 s = wna16_scales512(L, blk[b], g);
+            for (size_t i = 0; i < MR; i++) {
+                __m512 p = pair_reduce(_mm512_add_ps(A0[b][i], B0[b][i]),
+                                       _mm512_add_ps(A1[b][i], B1[b][i]));
+                cc[b][i] = _mm512_fmadd_ps(p, s, cc[b][i]);
+            }
         }
     }
-    for (size_t i = 0; i < MR; i++) _mm512_storeu_ps(c + i * WNA16_LINEAR_NR, cc[i]);
+    for (size_t b = 0; b < NB; b++)
+        for (size_t i = 0; i < MR; i++) _mm512_storeu_ps(c + i * ldc + b * 16, cc[b][i]);
 }
 
 void wna16_gemv_q4_f32_4x16__avx512(const wna16_block_layout *L, const uint8_t *block, size_t mr,
                                     const void *a, size_t lda, float *c) {
     switch (mr) {
-    case 1: gemv_f32(L, block, a, lda, c, 1, 4); break;
-    case 2: gemv_f32(L, block, a, lda, c, 2, 4); break;
-    case 3: gemv_f32(L, block, a, lda, c, 3, 4); break;
-    default: gemv_f32(L, block, a, lda, c, 4, 4); break;
+    case 1:
+        gemv_f32(L, block, a, lda, c, 16, 1, 1, 4);
+        break;
+    case 2:
+        gemv_f32(L, block, a, lda, c, 16, 1, 2, 4);
+        break;
+    case 3:
+        gemv_f32(L, block, a, lda, c, 16, 1, 3, 4);
+        break;
+    default:
+        gemv_f32(L, block, a, lda, c, 16, 1, 4, 4);
+        break;
     }
 }
 
 void wna16_gemv_q8_f32_4x16__avx512(const wna16_block_layout *L, const uint8_t *block, size_t mr,
                                     const void *a, size_t lda, float *c) {
     switch (mr) {
-    case 1: gemv_f32(L, block, a, lda, c, 1, 8); break;
-    case 2: gemv_f32(L, block, a, lda, c, 2, 8); break;
-    case 3: gemv_f32(L, block, a, lda, c, 3, 8); break;
-    default: gemv_f32(L, block, a, lda, c, 4, 8); break;
+    case 1:
+        gemv_f32(L, block, a, lda, c, 16, 1, 1, 8);
+        break;
+    case 2:
+        gemv_f32(L, block, a, lda, c, 16, 1, 2, 8);
+        break;
+    case 3:
+        gemv_f32(L, block, a, lda, c, 16, 1, 3, 8);
+        break;
+    default:
+        gemv_f32(L, block, a, lda, c, 16, 1, 4, 8);
+        break;
     }
+}
+
+/* The pair form (rows <= 2: 16 accumulators): one stream over an
+ * interleaved pair instead of two passes. */
+#define GEMV2_F32(BITS)                                                                            \
+    if (nb == 2) {                                                                                 \
+        if (mr == 1)                                                                               \
+            gemv_f32(L, block, a, lda, c, 32, 2, 1, BITS);                                         \
+        else                                                                                       \
+            gemv_f32(L, block, a, lda, c, 32, 2, 2, BITS);                                         \
+    } else {                                                                                       \
+        if (mr == 1)                                                                               \
+            gemv_f32(L, block, a, lda, c, 32, 1, 1, BITS);                                         \
+        else                                                                                       \
+            gemv_f32(L, block, a, lda, c, 32, 1, 2, BITS);                                         \
+    }
+
+void wna16_gemv_q4_f32_2x32__avx512(const wna16_block_layout *L, const uint8_t *block, size_t nb,
+                                    size_t mr, const void *a, size_t lda, float *c,
+                                    const uint8_t *pf_next) {
+    (void)pf_next;
+    GEMV2_F32(4)
+}
+
+void wna16_gemv_q8_f32_2x32__avx512(const wna16_block_layout *L, const uint8_t *block, size_t nb,
+                                    size_t mr, const void *a, size_t lda, float *c,
+                                    const uint8_t *pf_next) {
+    (void)pf_next;
+    GEMV2_F32(8)
 }
 
 float wna16_peak_fma_loop__avx512(int64_t n_iter) {
