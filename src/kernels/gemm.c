@@ -125,7 +125,8 @@ int wna16_linear_set_interleave(int ilv) {
 
 static int interleave_for_pack(void) {
     if (pack_ilv > 0) return pack_ilv;
-    return wna16_kernels()->gemv2_q4_bf16 ? 2 : 1;
+    const wna16_kernel_table *t = wna16_kernels();
+    return t->gemv2_q4_bf16 || t->gemv2_q4_f32 ? 2 : 1;
 }
 
 static uint8_t *block_at(const wna16_packed_linear *pl, int64_t b) {

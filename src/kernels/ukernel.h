@@ -19,7 +19,7 @@
  * but ran M=1 7-13 % slower: a second stream per block.)
  *
  * Interleave (ilv): with ilv = 1 the blocks follow each other. With ilv = 2
- * (packed for the 32-wide AVX-512 BF16 kernels) blocks 2p and 2p+1 are
+ * (packed for the AVX-512 levels' 32-wide kernels) blocks 2p and 2p+1 are
  * interleaved line by line: line i of the even block at pair + 128 i, of the
  * odd one at pair + 128 i + 64, the block count rounded up to even. A kernel
  * reading both blocks of a pair then reads one contiguous stream (two block
