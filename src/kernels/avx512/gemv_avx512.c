@@ -112,40 +112,31 @@ INLINE void gemv_f32(const wna16_block_layout *L, const uint8_t *block, const fl
         for (size_t i = 0; i < MR; i++) _mm512_storeu_ps(c + i * ldc + b * 16, cc[b][i]);
 }
 
+/* The one-block form, rows and format as constants. */
+#define GEMV_F32(BITS)                                                                             \
+    switch (mr) {                                                                                  \
+    case 1:                                                                                        \
+        gemv_f32(L, block, a, lda, c, 16, 1, 1, BITS);                                             \
+        break;                                                                                     \
+    case 2:                                                                                        \
+        gemv_f32(L, block, a, lda, c, 16, 1, 2, BITS);                                             \
+        break;                                                                                     \
+    case 3:                                                                                        \
+        gemv_f32(L, block, a, lda, c, 16, 1, 3, BITS);                                             \
+        break;                                                                                     \
+    default:                                                                                       \
+        gemv_f32(L, block, a, lda, c, 16, 1, 4, BITS);                                             \
+        break;                                                                                     \
+    }
+
 void wna16_gemv_q4_f32_4x16__avx512(const wna16_block_layout *L, const uint8_t *block, size_t mr,
                                     const void *a, size_t lda, float *c) {
-    switch (mr) {
-    case 1:
-        gemv_f32(L, block, a, lda, c, 16, 1, 1, 4);
-        break;
-    case 2:
-        gemv_f32(L, block, a, lda, c, 16, 1, 2, 4);
-        break;
-    case 3:
-        gemv_f32(L, block, a, lda, c, 16, 1, 3, 4);
-        break;
-    default:
-        gemv_f32(L, block, a, lda, c, 16, 1, 4, 4);
-        break;
-    }
+    GEMV_F32(4)
 }
 
 void wna16_gemv_q8_f32_4x16__avx512(const wna16_block_layout *L, const uint8_t *block, size_t mr,
                                     const void *a, size_t lda, float *c) {
-    switch (mr) {
-    case 1:
-        gemv_f32(L, block, a, lda, c, 16, 1, 1, 8);
-        break;
-    case 2:
-        gemv_f32(L, block, a, lda, c, 16, 1, 2, 8);
-        break;
-    case 3:
-        gemv_f32(L, block, a, lda, c, 16, 1, 3, 8);
-        break;
-    default:
-        gemv_f32(L, block, a, lda, c, 16, 1, 4, 8);
-        break;
-    }
+    GEMV_F32(8)
 }
 
 /* The pair form (rows <= 2: 16 accumulators): one stream over an
