@@ -466,8 +466,6 @@ static plan make_plan(const wna16_packed_linear *pl, int64_t m, wna16_dtype xt) 
         p.gemv2 = small ? (pl->bits == 4 ? t->gemv2_q4_bf16 : t->gemv2_q8_bf16)
                         : (pl->bits == 4 ? t->gemv_q4_bf16 : t->gemv_q8_bf16);
         p.mr = small ? t->gemv2_bf16_mr : t->gemv_bf16_mr;
-        p.lda = round_up(pl->kp, 32) + 32; /* off the 4 KiB alias between rows */
-        p.a_bytes = al64((size_t)(m * p.lda) * 2);
         p.thread_bytes = al64(p.mr * 32 * 4);
     } else if (t->gemv2_q4_f32 && pl->L.ilv == 2 && m <= (int64_t)t->gemv2_f32_mr) {
         /* one block at a time over interleaved pairs ran M=1 8-13 % slower:
@@ -476,16 +474,18 @@ static plan make_plan(const wna16_packed_linear *pl, int64_t m, wna16_dtype xt) 
         p.path = PATH_F32_PAIR;
         p.gemv2 = pl->bits == 4 ? t->gemv2_q4_f32 : t->gemv2_q8_f32;
         p.mr = t->gemv2_f32_mr;
-        p.lda = round_up(pl->kp, 32) + 32;
-        p.a_bytes = al64((size_t)(m * p.lda) * 4);
         p.thread_bytes = al64(p.mr * 32 * 4);
     } else {
         p.path = PATH_F32_GEMV;
         p.gemv = pl->bits == 4 ? t->gemv_q4_f32 : t->gemv_q8_f32;
         p.mr = t->gemv_f32_mr;
-        p.lda = round_up(pl->kp, 32) + 32;
-        p.a_bytes = al64((size_t)(m * p.lda) * 4);
         p.thread_bytes = al64(p.mr * WNA16_LINEAR_NR * 4);
+    }
+    if (p.path != PATH_BF16_PREFILL) {
+        /* streaming paths: rows of kp activations (bf16 or fp32), padded off
+         * the 4 KiB alias between rows */
+        p.lda = round_up(pl->kp, 32) + 32;
+        p.a_bytes = al64((size_t)(m * p.lda) * (bf16 ? 2 : 4));
     }
     return p;
 }
@@ -617,7 +617,6 @@ static void run_blocks(const wna16_packed_linear *pl, const plan *p, const io *e
     }
     if (p->path == PATH_F32_GEMV) {
         float *c = scratch;
-        const size_t es = 4;
         for (int64_t b = b0; b < b1; b++) {
             const uint8_t *blk = block_at(pl, b);
             int64_t o0 = b * NR, o1 = o0 + NR < n_end ? o0 + NR : n_end;
@@ -626,8 +625,7 @@ static void run_blocks(const wna16_packed_linear *pl, const plan *p, const io *e
             for (int64_t ti = 0, r = 0; ti < tiles; ti++) {
                 int64_t r1 = e->m * (ti + 1) / tiles;
                 size_t mr = (size_t)(r1 - r);
-                p->gemv(&pl->L, blk, mr, (const uint8_t *)a + (size_t)(r * p->lda) * es,
-                        (size_t)p->lda, c);
+                p->gemv(&pl->L, blk, mr, (const float *)a + r * p->lda, (size_t)p->lda, c);
                 epilogue(e, r, (int64_t)mr, o0, o1, c, NR);
                 r = r1;
             }

@@ -271,7 +271,7 @@ INLINE void gemv2_bf16(const wna16_block_layout *L, const uint8_t *block, const 
                 int64_t unit = u - blk[b]; /* offset in the block */
                 if (pf_next) {
                     _mm_prefetch((const char *)(pfb[b] + unit), _MM_HINT_T1);
-                } else if (WNA16_DECODE_PREFETCH2 && ls == 128) {
+                } else if (WNA16_DECODE_PREFETCH2 && L->ilv == 2) {
                     /* a pair is one stream: past its end is the next pair */
                     _mm_prefetch((const char *)(u + WNA16_DECODE_PREFETCH2), _MM_HINT_T1);
                 } else if (WNA16_DECODE_PREFETCH2) {
