@@ -70,8 +70,14 @@ INLINE __m512 dot(__m512 acc, uint32_t apair, __m512i w) {
 }
 
 /* Prefetch distances in bytes ahead of the unit being unpacked: an L1 one
- * (0 = off) and an L2 one (0 = off). On the Zen 5 dev VM an L2 prefetch 8 KiB
- * ahead was the best of {L1 1-8 KiB, L2 4-32 KiB, both, none}. */
+ * (0 = off) and an L2 one (0 = off) for the decode kernel, and the L2 one of
+ * the small-batch kernel. On the Zen 5 dev VM an L2 prefetch was the best of
+ * {L1 1-8 KiB, L2 4-32 KiB, both, none}. With the variants interleaved call
+ * by call in one process (cold weights), the decode kernel's best distance
+ * moves with the bandwidth the host gives: at ~45 GB/s 4 KiB ran 1-7 %
+ * faster than 8 KiB (12 of 12 runs), at ~82 GB/s 8 KiB ~7 % faster than 4;
+ * 6 KiB was as fast as 8 KiB at ~82 GB/s and between the two at ~45. The
+ * small-batch kernel (compute-bound) keeps 8 KiB. */
 #ifndef WNA16_DECODE_PREFETCH
 #define WNA16_DECODE_PREFETCH 0
 #endif
@@ -79,7 +85,10 @@ INLINE __m512 dot(__m512 acc, uint32_t apair, __m512i w) {
 #define WNA16_DECODE_PREFETCH_HINT _MM_HINT_T0
 #endif
 #ifndef WNA16_DECODE_PREFETCH2
-#define WNA16_DECODE_PREFETCH2 8192
+#define WNA16_DECODE_PREFETCH2 6144
+#endif
+#ifndef WNA16_SMALL_PREFETCH2
+#define WNA16_SMALL_PREFETCH2 8192
 #endif
 
 /* Software prefetch of the weight stream (64 bytes per call). */
@@ -271,15 +280,15 @@ INLINE void gemv2_bf16(const wna16_block_layout *L, const uint8_t *block, const 
                 int64_t unit = u - blk[b]; /* offset in the block */
                 if (pf_next) {
                     _mm_prefetch((const char *)(pfb[b] + unit), _MM_HINT_T1);
-                } else if (WNA16_DECODE_PREFETCH2 && L->ilv == 2) {
+                } else if (WNA16_SMALL_PREFETCH2 && L->ilv == 2) {
                     /* a pair is one stream: past its end is the next pair */
-                    _mm_prefetch((const char *)(u + WNA16_DECODE_PREFETCH2), _MM_HINT_T1);
-                } else if (WNA16_DECODE_PREFETCH2) {
+                    _mm_prefetch((const char *)(u + WNA16_SMALL_PREFETCH2), _MM_HINT_T1);
+                } else if (WNA16_SMALL_PREFETCH2) {
                     /* separate blocks: the streams run through blocks b, b +
                      * NB, b + 2 NB, ...: a prefetch past the end of this
                      * block goes to the same offset of the next unit's
                      * block, not into the other stream */
-                    int64_t off = unit + WNA16_DECODE_PREFETCH2;
+                    int64_t off = unit + WNA16_SMALL_PREFETCH2;
                     _mm_prefetch(
                         (const char *)(blk[b] + off +
                                        (off >= L->block_bytes ? (int64_t)(NB - 1) * L->block_bytes
