@@ -33,8 +33,8 @@ static float dot_row(const uint16_t *w, int64_t k, const float *x) {
          * once (lm_head at decode), at times from 4 KiB page-cache pages
          * the hardware prefetcher does not cross; measured +8-10 % (8 KiB
          * ahead, from the page cache). From lm_head's huge-page copy, calls
-         * interleaved: 2-6 KiB ran 1.3-4.3 % faster than 8 KiB at ~47 GB/s,
-         * 6 KiB 2-10 % faster than 4 and 8 at ~80 GB/s */
+         * interleaved: 2-4 KiB ran 1.3-4.3 % faster than 8 KiB at ~47 GB/s,
+         * 6 KiB 2-5 % faster than 4 and 7-13 % than 8 at ~80 GB/s */
         _mm_prefetch((const char *)(w + c) + DENSE_PREFETCH, _MM_HINT_T1);
         _mm_prefetch((const char *)(w + c) + DENSE_PREFETCH + 64, _MM_HINT_T1);
         a0 = _mm512_fmadd_ps(_mm512_loadu_ps(x + c), load_bf16(w + c), a0);
