@@ -561,6 +561,11 @@ static void test_explicit_routing(void) {
     CHECK(wna16_moe_layer_create(D, &c, 1, 0, &L) == WNA16_OK);
     CHECK_STATUS(ctx, wna16_moe_layer_forward_routed(D, L, NULL, 1, x, H, ids1, w1, y, 1),
                  WNA16_ERR_TENSOR_MISSING, "expert 7 has no weights");
+    /* through the router (all logits 0: experts 0..top_k-1), on one thread and on the
+     * decode step's two-thread routing (one token) */
+    for (int nt = 1; nt <= 2; nt++)
+        CHECK_STATUS(ctx, wna16_moe_layer_forward(D, L, 1, x, H, y, nt), WNA16_ERR_TENSOR_MISSING,
+                     "expert 0 has no weights");
     CHECK_STATUS(ctx, wna16_moe_layer_set_expert(D, L, 8, &p.gate[0].w, &p.up[0].w, &p.down[0].w),
                  WNA16_ERR_EXPERT_ID, "outside");
     CHECK_STATUS(ctx, wna16_moe_layer_set_expert(D, L, 0, &p.gate[0].w, &p.up[0].w, &p.gate[1].w),
@@ -660,6 +665,40 @@ static void test_route(void) {
         ok &= distinct_in_range(id, 5, 16);
     }
     CHECK(ok);
+    /* many exact ties (logits from {0, 1, 2, NaN, +-Inf}): the chosen ids are the
+     * top 5 by score, lowest index first among equal scores */
+    int order_ok = 1;
+    for (int t = 0; t < 2000; t++) {
+        static const float vals[6] = {0, 1, 2, NAN, INFINITY, -INFINITY};
+        float lg[16], sc[16];
+        int32_t id[5], want[5];
+        float ww[5];
+        bool any_nan = false, any_inf = false, all_ninf = true;
+        for (int e = 0; e < 16; e++) {
+            lg[e] = vals[rng_next(&rng) % (t % 3 ? 3 : 6)];
+            any_nan |= isnan(lg[e]);
+            any_inf |= lg[e] == INFINITY;
+            all_ninf &= lg[e] == -INFINITY;
+        }
+        c.scoring = t & 1 ? WNA16_MOE_SIGMOID : WNA16_MOE_SOFTMAX;
+        for (int e = 0; e < 16; e++) /* the score's order, as the router computes it */
+            sc[e] = c.scoring == WNA16_MOE_SIGMOID ? (isnan(lg[e]) ? -INFINITY : lg[e])
+                    : any_nan || all_ninf          ? 0.0f
+                    : any_inf                      ? (lg[e] == INFINITY ? 1.0f : 0.0f)
+                                                   : lg[e];
+        for (int j = 0; j < 5; j++) { /* repeated argmax, strictly greater wins */
+            int best = -1;
+            for (int e = 0; e < 16; e++) {
+                bool taken = false;
+                for (int q = 0; q < j; q++) taken |= want[q] == e;
+                if (!taken && (best < 0 || sc[e] > sc[best])) best = e;
+            }
+            want[j] = best;
+        }
+        wna16_moe_route(D, &c, 1, lg, NULL, id, ww);
+        order_ok &= !memcmp(id, want, sizeof want);
+    }
+    CHECK(order_ok);
 }
 
 /* A NaN in one token's activations poisons only that token. */

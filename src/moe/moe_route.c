@@ -50,6 +50,22 @@ static int64_t argmax(const float *v, int64_t n, const unsigned char *skip) {
     return best;
 }
 
+/* The k largest keys among allowed entries into out, largest first and the
+ * lowest index first among equal keys: the order k argmax passes give, in
+ * one pass (the k passes were half of a decode step's routing on one
+ * thread). The config checks guarantee k allowed entries. */
+static void top_k(const float *v, int64_t n, const unsigned char *skip, int64_t k, int32_t *out) {
+    int64_t have = 0;
+    for (int64_t i = 0; i < n; i++) {
+        if (skip[i]) continue;
+        float x = key(v[i]);
+        if (have == k && !(x > key(v[out[k - 1]]))) continue;
+        int64_t j = have < k ? have++ : k - 1;
+        for (; j > 0 && x > key(v[out[j - 1]]); j--) out[j] = out[j - 1];
+        out[j] = (int32_t)i;
+    }
+}
+
 static wna16_status check_cfg(wna16_diag *d, const wna16_moe_config *c) {
     if (!c) return wna16_fail(d, WNA16_ERR_INVALID_ARGUMENT, "moe: config is NULL");
     if (c->num_experts < 1 || c->num_experts > (1 << 20) || c->top_k < 1 ||
@@ -97,6 +113,7 @@ static void route_one(const wna16_moe_config *c, const float *l, const float *bi
                       float *sel, unsigned char *skip, float *gscore, unsigned char *gskip,
                       int32_t *ids, float *w) {
     int64_t E = c->num_experts, K = c->top_k;
+    if (E < 1 || K < 1 || K > E) return; /* check_cfg refuses these */
     if (c->scoring == WNA16_MOE_SOFTMAX)
         scores_softmax(l, E, p);
     else
@@ -131,13 +148,11 @@ static void route_one(const wna16_moe_config *c, const float *l, const float *bi
         }
         for (int64_t e = 0; e < E; e++) skip[e] = !keep[e / per];
     }
+    top_k(sel, E, skip, K, ids);
     float sum = 0;
     for (int64_t j = 0; j < K; j++) {
-        int64_t e = argmax(sel, E, skip);
-        skip[e] = 1;
-        ids[j] = (int32_t)e;
-        w[j] = p[e];
-        sum += p[e];
+        w[j] = p[ids[j]];
+        sum += p[ids[j]];
     }
     if (c->renormalize) {
         float div = sum <= 0.0f ? 1.0f : sum;
