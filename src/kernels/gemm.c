@@ -60,7 +60,6 @@ struct wna16_packed_linear {
     int bits;
     bool symmetric;
     wna16_block_layout L;
-    int64_t block_bytes;
     uint8_t *data; /* 64-byte aligned; blocks at wna16_block_at() */
     size_t data_bytes;
     void *alloc;   /* what data was allocated as (NULL: in someone's arena) */
@@ -227,8 +226,7 @@ wna16_status wna16_linear_pack(wna16_diag *d, const wna16_qweight *w, wna16_pack
         wna16_free(pl);
         return wna16_fail(d, WNA16_ERR_LIMIT, "linear pack: packed size overflows");
     }
-    pl->block_bytes = (int64_t)block_bytes;
-    pl->L.block_bytes = pl->block_bytes;
+    pl->L.block_bytes = (int64_t)block_bytes;
     pl->data_bytes = (size_t)total;
     pl->data = data_alloc(pl, pl->data_bytes);
     if (!pl->data) {
@@ -301,7 +299,7 @@ wna16_status wna16_linear_clone(wna16_diag *d, const wna16_packed_linear *pl,
 
 static bool same_layout(const wna16_packed_linear *a, const wna16_packed_linear *b) {
     return a->k == b->k && a->bits == b->bits && a->group_size == b->group_size &&
-           a->symmetric == b->symmetric && a->block_bytes == b->block_bytes &&
+           a->symmetric == b->symmetric && a->L.block_bytes == b->L.block_bytes &&
            a->L.scale_bf16 == b->L.scale_bf16 && a->L.rec_shift == b->L.rec_shift &&
            a->L.ilv == b->L.ilv;
 }
@@ -794,8 +792,9 @@ wna16_status wna16_linear_gemm(wna16_diag *d, const wna16_packed_linear *pl, int
          * faster at M=512 than shares; streaming paths: contiguous shares
          * taken STREAM_CHUNK_BYTES of weights at a time (core/split.h) */
         bool ordered = p.path == PATH_BF16_PREFILL;
-        int64_t next_unit = 0, chunk = ordered ? units / ((int64_t)n_threads * 8)
-                                               : STREAM_CHUNK_BYTES / (pl->block_bytes * unit) + 1;
+        int64_t next_unit = 0, chunk = ordered
+                                           ? units / ((int64_t)n_threads * 8)
+                                           : STREAM_CHUNK_BYTES / (pl->L.block_bytes * unit) + 1;
         if (ordered && chunk * unit < 4) chunk = (4 + unit - 1) / unit;
         wna16_split_share *shares = (wna16_split_share *)(scratch + shares_off);
         wna16_split_init(shares, n_threads, units);

@@ -105,9 +105,9 @@ static inline void wna16_group_scales(const wna16_block_layout *L, const uint8_t
 }
 
 /* fp32 streaming kernel: one block of 16 channels over the whole K, for
- * mr <= gemv_f32_mr rows. a: mr rows of kp activations (fp32, or bf16 bits for
- * the bf16 kind), row stride lda elements, zero past k. c: [mr][16] fp32,
- * overwritten with Σ_g fma(P_g, s_g, ·) in group order. */
+ * mr <= gemv_f32_mr rows. a: mr rows of kp fp32 activations, row stride lda
+ * elements, zero past k. c: [mr][16] fp32, overwritten with
+ * Σ_g fma(P_g, s_g, ·) in group order. */
 typedef void (*wna16_gemv_fn)(const wna16_block_layout *L, const uint8_t *block, size_t mr,
                               const void *a, size_t lda, float *c);
 
