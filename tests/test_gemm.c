@@ -179,6 +179,68 @@ static void test_roundtrip(void) {
     wna16_linear_set_interleave(-1);
 }
 
+/* The word-at-a-time repack writes the bytes the per-value one does: every
+ * bit width, symmetry, interleave and group size, ragged n and k, and
+ * column offsets (a TP slice of a row) on and off word boundaries. */
+static void test_pack_paths(void) {
+    static const int64_t shapes[][3] = {{16, 64, 32}, {37, 256, 64}, {5, 384, 128},
+                                        {33, 40, 0},  {16, 33, 0},   {64, 512, 128}};
+    int compared = 0, word_path = 0;
+    for (int ilv = 1; ilv <= 2; ilv++)
+        for (int bits = 4; bits <= 8; bits += 4)
+            for (int sym = 0; sym < 2; sym++)
+                for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+                    for (int64_t off = 0; off < 3; off++) {
+                        wna16_linear_set_interleave(ilv);
+                        tweight t;
+                        make_weight(&t, shapes[s][0], shapes[s][1], bits, shapes[s][2], sym, false);
+                        /* off 1: skip one word of columns, off 2: half a word (value path) */
+                        int64_t skip = off == 0 ? 0 : off == 1 ? 32 / bits : 16 / bits;
+                        wna16_qweight w = t.w;
+                        if (skip) { /* channelwise over the remaining columns */
+                            w.col_offset = skip;
+                            w.k -= skip;
+                            w.group_size = w.k;
+                            w.n_groups = 1;
+                        }
+                        wna16_packed_linear *a = NULL, *b = NULL;
+                        wna16_linear_set_value_pack(true);
+                        CHECK(wna16_linear_pack(NULL, &w, &a) == WNA16_OK);
+                        wna16_linear_set_value_pack(false);
+                        CHECK(wna16_linear_pack(NULL, &w, &b) == WNA16_OK);
+                        if (a && b) {
+                            size_t na = wna16_linear_packed_bytes(a);
+                            CHECK_MSG(na == wna16_linear_packed_bytes(b) &&
+                                          !memcmp(wna16_linear_data(a), wna16_linear_data(b), na),
+                                      "int%d %s ilv %d [%lld, %lld] g%lld col_offset %lld: the "
+                                      "word and value repacks differ",
+                                      bits, sym ? "sym" : "asym", ilv, (long long)w.n,
+                                      (long long)w.k, (long long)w.group_size,
+                                      (long long)w.col_offset);
+                            /* and the values are the canonical ones */
+                            uint8_t *u = malloc((size_t)(w.n * w.k)),
+                                    *z = malloc((size_t)(w.n * w.n_groups));
+                            float *sc = malloc((size_t)(w.n * w.n_groups) * 4);
+                            wna16_linear_unpack(b, u, sc, z);
+                            bool same = true;
+                            for (int64_t o = 0; o < w.n; o++)
+                                for (int64_t c = 0; c < w.k; c++)
+                                    same &= u[o * w.k + c] == t.u[o * t.w.k + c + skip];
+                            CHECK(same);
+                            free(u);
+                            free(z);
+                            free(sc);
+                            compared++;
+                            word_path += skip * bits % 32 == 0 && w.k % (32 / bits) == 0;
+                        }
+                        wna16_linear_free(a);
+                        wna16_linear_free(b);
+                        tweight_free(&t);
+                    }
+    wna16_linear_set_interleave(-1);
+    CHECK(compared == 2 * 2 * 2 * 6 * 3 && word_path > compared / 3);
+}
+
 static void test_errors(void) {
     wna16_ctx *ctx;
     wna16_ctx_create(&ctx);
@@ -616,6 +678,7 @@ int main(int argc, char **argv) {
            wna16_isa_name(wna16_isa_detected()));
     test_to_bf16();
     test_roundtrip();
+    test_pack_paths();
     test_isa_and_clone();
     test_concat(1);
     test_concat(2);

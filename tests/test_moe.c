@@ -858,7 +858,7 @@ static void *tp_rank(void *arg) {
     tp_job *j = arg;
     int tp = wna16_comm_size(j->comm), rank = wna16_comm_rank(j->comm);
     wna16_moe_layer *L = NULL;
-    j->load_st = wna16_moe_layer_load(&j->diag, j->ck, j->prefix, j->cfg, tp, rank, &L);
+    j->load_st = wna16_moe_layer_load(&j->diag, j->ck, j->prefix, j->cfg, tp, rank, 1, &L);
     j->agree_st = wna16_comm_agree(&j->diag, j->comm, j->load_st);
     if (j->agree_st != WNA16_OK) return NULL;
     j->bytes = wna16_moe_layer_bytes(L);
@@ -1030,9 +1030,23 @@ static void test_fixture(void) {
         char prefix[64];
         snprintf(prefix, sizeof prefix, "model.layers.%d.mlp", layer);
         wna16_moe_layer *L = NULL;
-        wna16_status st = wna16_moe_layer_load(D, ck, prefix, &cfg, 1, 0, &L);
+        wna16_status st = wna16_moe_layer_load(D, ck, prefix, &cfg, 1, 0, 2, &L);
         CHECK_MSG(st == WNA16_OK, "fixture load: %s", wna16_ctx_error(ctx));
         if (!L) break;
+        /* the experts repacked on two threads are the bytes one thread packs */
+        wna16_moe_layer *L1 = NULL;
+        CHECK(wna16_moe_layer_load(D, ck, prefix, &cfg, 1, 0, 1, &L1) == WNA16_OK);
+        for (int64_t e = 0; L1 && e < cfg.num_experts; e++) {
+            const wna16_packed_linear *a[2] = {L->w13[e], L->w2[e]},
+                                      *b[2] = {L1->w13[e], L1->w2[e]};
+            for (int i = 0; i < 2; i++)
+                CHECK_MSG(wna16_linear_packed_bytes(a[i]) == wna16_linear_packed_bytes(b[i]) &&
+                              !memcmp(wna16_linear_data(a[i]), wna16_linear_data(b[i]),
+                                      wna16_linear_packed_bytes(a[i])),
+                          "%s expert %lld %s: 1 and 2 load threads differ", prefix, (long long)e,
+                          i ? "w2" : "w13");
+        }
+        wna16_moe_layer_free(L1);
         /* the reference problem from the checkpoint's dequantization */
         problem p;
         memset(&p, 0, sizeof p);
@@ -1078,19 +1092,19 @@ static void test_fixture(void) {
     }
     /* TP=2: I_p = 16 < g32, refused by the plan with the layer's name */
     wna16_moe_layer *L = NULL;
-    CHECK_STATUS(ctx, wna16_moe_layer_load(D, ck, "model.layers.0.mlp", &cfg, 2, 1, &L),
+    CHECK_STATUS(ctx, wna16_moe_layer_load(D, ck, "model.layers.0.mlp", &cfg, 2, 1, 2, &L),
                  WNA16_ERR_TP_INDIVISIBLE, "model.layers.0.mlp.experts.0.down_proj");
     CHECK(L == NULL);
     /* a missing layer / expert */
-    CHECK_STATUS(ctx, wna16_moe_layer_load(D, ck, "model.layers.7.mlp", &cfg, 1, 0, &L),
+    CHECK_STATUS(ctx, wna16_moe_layer_load(D, ck, "model.layers.7.mlp", &cfg, 1, 0, 2, &L),
                  WNA16_ERR_TENSOR_MISSING, "model.layers.7.mlp.experts.0.gate_proj");
     wna16_moe_config more = cfg;
     more.num_experts = 9;
-    CHECK_STATUS(ctx, wna16_moe_layer_load(D, ck, "model.layers.0.mlp", &more, 1, 0, &L),
+    CHECK_STATUS(ctx, wna16_moe_layer_load(D, ck, "model.layers.0.mlp", &more, 1, 0, 2, &L),
                  WNA16_ERR_TENSOR_MISSING, "experts.8");
     wna16_moe_config wrong = cfg;
     wrong.intermediate = 64;
-    CHECK_STATUS(ctx, wna16_moe_layer_load(D, ck, "model.layers.0.mlp", &wrong, 1, 0, &L),
+    CHECK_STATUS(ctx, wna16_moe_layer_load(D, ck, "model.layers.0.mlp", &wrong, 1, 0, 2, &L),
                  WNA16_ERR_SHAPE_MISMATCH, "needs [64, 64]");
     wna16_checkpoint_close(ck);
 }

@@ -9,12 +9,14 @@
 /* The cap is read once; 0 means no cap. It exists so that fuzzers and tests
  * can prove a huge declared size is refused before it is allocated. */
 static size_t alloc_cap(void) {
-    static size_t cap = (size_t)-1;
-    if (cap == (size_t)-1) {
+    static size_t cap = (size_t)-1; /* atomic: threads allocate while loading */
+    size_t c = __atomic_load_n(&cap, __ATOMIC_RELAXED);
+    if (c == (size_t)-1) {
         const char *e = getenv("WNA16_MAX_ALLOC");
-        cap = e ? (size_t)strtoull(e, NULL, 10) : 0;
+        c = e ? (size_t)strtoull(e, NULL, 10) : 0;
+        __atomic_store_n(&cap, c, __ATOMIC_RELAXED);
     }
-    return cap;
+    return c;
 }
 
 static bool over_cap(size_t n) {

@@ -98,6 +98,11 @@ static void data_free(wna16_packed_linear *pl) {
     pl->mapped = 0;
 }
 
+/* Tests pack with the word path off to compare it with the value path. */
+static bool pack_words_off = false;
+
+void wna16_linear_set_value_pack(bool on) { pack_words_off = on; }
+
 /* Byte and shift of u(kk, c) inside a group's weights (kk: column within
  * the group; ls: the layout's line stride); the layout is documented in
  * ukernel.h. */
@@ -110,6 +115,58 @@ static inline size_t packed_pos(int bits, int64_t ls, int64_t kk, int c, int *sh
     int64_t t = kk >> 2, hi = (kk >> 1) & 1, p = kk & 1;
     *shift = 0;
     return (size_t)(t * ls + 32 * hi + 2 * c + p);
+}
+
+static inline void store_le16(uint8_t *p, uint16_t v) {
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    memcpy(p, &v, 2);
+#else
+    p[0] = (uint8_t)v, p[1] = (uint8_t)(v >> 8);
+#endif
+}
+
+static inline void store_le32(uint8_t *p, uint32_t v) {
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    memcpy(p, &v, 4);
+#else
+    p[0] = (uint8_t)v, p[1] = (uint8_t)(v >> 8), p[2] = (uint8_t)(v >> 16),
+    p[3] = (uint8_t)(v >> 24);
+#endif
+}
+
+/* Columns [col0, col0 + len) of row o (len a multiple of the values per
+ * word) as channel c of a group's lines, a whole source word at a time: the
+ * load path's repack of a full group of a word-aligned row (every group of
+ * a compressed-tensors or GPTQ weight that is not sliced mid-word). Returns
+ * false, writing nothing, where the columns do not line up with words; the
+ * caller then places value by value (packed_pos). The same bytes either way
+ * (tests compare the two). */
+static bool pack_words(const wna16_qweight *w, int64_t o, int64_t col0, int64_t len, int64_t ls,
+                       int c, uint8_t *rec) {
+    int64_t per_word = w->bits == 4 ? 8 : 4, first = w->col_offset + col0;
+    if (first % per_word != 0 || col0 + len > w->k || len % per_word != 0 || pack_words_off)
+        return false;
+    const uint32_t *src = w->packed + o * w->row_words + first / per_word;
+    for (int64_t t = 0; t < len / per_word; t++) {
+        uint32_t v = src[t];
+        uint8_t *line = rec + t * ls;
+        if (w->bits == 4) {
+            /* nibble i = column 8t + i; the line's bytes of channel c hold
+             * columns (0, 2), (4, 6), (1, 3), (5, 7), low nibble first:
+             * the even nibbles to the low half, the odd ones to the high
+             * half (two delta swaps) */
+            uint32_t x = (v ^ (v >> 4)) & 0x00F000F0u;
+            v ^= x ^ (x << 4);
+            x = (v ^ (v >> 8)) & 0x0000FF00u;
+            v ^= x ^ (x << 8);
+            store_le32(line + 4 * c, v);
+        } else {
+            /* byte i = column 4t + i: columns (0, 1) and (2, 3), 32 bytes apart */
+            store_le16(line + 2 * c, (uint16_t)v);
+            store_le16(line + 32 + 2 * c, (uint16_t)(v >> 16));
+        }
+    }
+    return true;
 }
 
 /* Pair interleave for new packed weights: -1 follows the kernel table (2
@@ -139,6 +196,43 @@ static bool scales_bf16_exact(const wna16_qweight *w) {
         for (int64_t g = 0; g < w->n_groups; g++)
             if (!wna16_bf16_exact(w->scales[o * w->scale_stride + g])) return false;
     return true;
+}
+
+/* Block b of pl from w: channel by channel, each row's groups in column
+ * order (the source is read sequentially, one row after another; group by
+ * group over the block's 16 rows it was 16 interleaved streams, and the
+ * repack waited on them). Rows past n are padding: zero scales, and the
+ * zero point as every weight. */
+static void pack_block(wna16_packed_linear *pl, const wna16_qweight *w, int64_t b) {
+    const bool asym = !pl->symmetric;
+    const int64_t gsp = pl->L.group_units * (pl->bits == 4 ? 8 : 4), ls = pl->L.ls;
+    uint8_t *blk = block_at(pl, b);
+    for (int c = 0; c < WNA16_LINEAR_NR; c++) {
+        int64_t o = b * WNA16_LINEAR_NR + c;
+        bool valid = o < w->n;
+        for (int64_t g = 0; g < pl->n_groups; g++) {
+            uint8_t *rec = (uint8_t *)wna16_group_w(&pl->L, blk, g);
+            void *sc = (void *)wna16_group_s(&pl->L, blk, g);
+            uint32_t z = valid ? wna16_qweight_zero(w, o, g) : (asym ? 0 : 1u << (w->bits - 1));
+            float s = valid ? w->scales[o * w->scale_stride + g] : 0.0f;
+            if (pl->L.scale_bf16)
+                ((uint16_t *)sc)[c] = wna16_f32_to_bf16(s);
+            else
+                ((float *)sc)[c] = s;
+            if (asym) {
+                int16_t *zw = (int16_t *)wna16_group_z(&pl->L, blk, g);
+                zw[2 * c] = zw[2 * c + 1] = (int16_t)z;
+            }
+            if (valid && pack_words(w, o, g * gsp, gsp, ls, c, rec)) continue;
+            for (int64_t kk = 0; kk < gsp; kk++) {
+                int64_t col = g * gsp + kk;
+                uint32_t u = valid && col < w->k ? wna16_qweight_u(w, o, col) : z;
+                int shift;
+                size_t pos = packed_pos(w->bits, ls, kk, c, &shift);
+                rec[pos] |= (uint8_t)(u << shift);
+            }
+        }
+    }
 }
 
 wna16_status wna16_linear_pack(wna16_diag *d, const wna16_qweight *w, wna16_packed_linear **out) {
@@ -236,32 +330,7 @@ wna16_status wna16_linear_pack(wna16_diag *d, const wna16_qweight *w, wna16_pack
     }
     memset(pl->data, 0, pl->data_bytes);
 
-    uint32_t sym_zero = 1u << (w->bits - 1);
-    for (int64_t b = 0; b < pl->n_blocks; b++)
-        for (int64_t g = 0; g < pl->n_groups; g++) {
-            uint8_t *blk = block_at(pl, b);
-            uint8_t *rec = (uint8_t *)wna16_group_w(&pl->L, blk, g);
-            void *sc = (void *)wna16_group_s(&pl->L, blk, g);
-            int16_t *zw = (int16_t *)wna16_group_z(&pl->L, blk, g);
-            for (int c = 0; c < WNA16_LINEAR_NR; c++) {
-                int64_t o = b * WNA16_LINEAR_NR + c;
-                bool valid = o < w->n;
-                uint32_t z = valid ? wna16_qweight_zero(w, o, g) : (asym ? 0 : sym_zero);
-                float s = valid ? w->scales[o * w->scale_stride + g] : 0.0f;
-                if (pl->L.scale_bf16)
-                    ((uint16_t *)sc)[c] = wna16_f32_to_bf16(s);
-                else
-                    ((float *)sc)[c] = s;
-                if (asym) zw[2 * c] = zw[2 * c + 1] = (int16_t)z;
-                for (int64_t kk = 0; kk < gsp; kk++) {
-                    int64_t col = g * gsp + kk;
-                    uint32_t u = valid && col < w->k ? wna16_qweight_u(w, o, col) : z;
-                    int shift;
-                    size_t pos = packed_pos(w->bits, ls, kk, c, &shift);
-                    rec[pos] |= (uint8_t)(u << shift);
-                }
-            }
-        }
+    for (int64_t b = 0; b < pl->n_blocks; b++) pack_block(pl, w, b);
     *out = pl;
     return WNA16_OK;
 }
@@ -371,6 +440,7 @@ int64_t wna16_linear_group_size(const wna16_packed_linear *pl) { return pl->grou
 bool wna16_linear_symmetric(const wna16_packed_linear *pl) { return pl->symmetric; }
 bool wna16_linear_scales_bf16(const wna16_packed_linear *pl) { return pl->L.scale_bf16; }
 size_t wna16_linear_packed_bytes(const wna16_packed_linear *pl) { return pl->data_bytes; }
+const uint8_t *wna16_linear_data(const wna16_packed_linear *pl) { return pl->data; }
 
 void wna16_linear_prefetch(const wna16_packed_linear *pl) {
     for (size_t off = 0; off < sizeof *pl; off += 64) __builtin_prefetch((const char *)pl + off);

@@ -158,6 +158,15 @@ int64_t wna16_linear_set_decode_max_m(int64_t m);
  * Process-wide; not thread-safe against running packs. */
 int wna16_linear_set_interleave(int ilv);
 
+/* Test knob: true packs every value through the per-value placement, false
+ * (the default) moves whole source words where a group's columns line up
+ * with them. Both write the same bytes (test_gemm compares them).
+ * Process-wide; not thread-safe against running packs. */
+void wna16_linear_set_value_pack(bool on);
+
+/* The packed bytes (wna16_linear_packed_bytes of them), for tests. */
+const uint8_t *wna16_linear_data(const wna16_packed_linear *pl);
+
 /* Reference dot in double from the canonical weight (tests, bench checks):
  * ref[i][o] = Σ_c x[i][c]·w[o][c] (+ bias[o]), and sabs[i][o] = Σ|x·w|
  * (sabs may be NULL). x is fp32 here. */

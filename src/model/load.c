@@ -133,7 +133,7 @@ static wna16_status load_mlp(wna16_diag *d, wna16_model *m, wna16_rank_model *r,
         wna16_moe_config mc = moe_config(m);
         if (wna16_dense_moe_applies(m->ck, name))
             return wna16_dense_moe_load(d, m->ck, name, &mc, r->tp, r->rank, &ly->dense_moe);
-        return wna16_moe_layer_load(d, m->ck, name, &mc, r->tp, r->rank, &ly->moe);
+        return wna16_moe_layer_load(d, m->ck, name, &mc, r->tp, r->rank, m->threads, &ly->moe);
     }
     static const char *const mlp[] = {"gate_proj", "up_proj", "down_proj"};
     wna16_lin *ml[] = {&ly->gate, &ly->up, &ly->down};

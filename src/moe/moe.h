@@ -41,10 +41,12 @@ typedef struct wna16_moe_layer wna16_moe_layer;
 /* Loads TP rank `rank` of `tp`: w13 column-parallel (gate rows then up rows
  * of this rank's slice), w2 row-parallel with group scales/zero points
  * sliced along and channelwise scales replicated. The sharding plan refuses
- * what cannot split (WNA16_ERR_TP_INDIVISIBLE) before anything is allocated. */
+ * what cannot split (WNA16_ERR_TP_INDIVISIBLE) before anything is allocated.
+ * The experts are repacked on n_threads threads (<= 0: OpenMP's default);
+ * the result, and the error when one fails, do not depend on it. */
 wna16_status wna16_moe_layer_load(wna16_diag *d, const struct wna16_checkpoint *ck,
-                                  const char *prefix, const wna16_moe_config *cfg, int tp,
-                                  int rank, wna16_moe_layer **out);
+                                  const char *prefix, const wna16_moe_config *cfg, int tp, int rank,
+                                  int n_threads, wna16_moe_layer **out);
 void wna16_moe_layer_free(wna16_moe_layer *layer);
 /* Bytes of this rank's packed expert weights. */
 size_t wna16_moe_layer_bytes(const wna16_moe_layer *layer);

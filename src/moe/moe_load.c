@@ -2,6 +2,7 @@
  * compressed-tensors (or GPTQ) modules -> this rank's slices (the sharding
  * plan) -> fused, repacked w13 and w2. Every expert is planned before
  * anything is allocated, so an indivisible split is refused up front. */
+#include <omp.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -96,6 +97,32 @@ static wna16_status load_mlp(wna16_diag *d, const wna16_checkpoint *ck, wna16_mo
     return st;
 }
 
+/* Experts [0, n) on nt threads: they are independent (each repack owns its
+ * temporaries and its slot of L), so the threads take them in index order.
+ * The failure reported is the one of the lowest expert, whatever the
+ * thread count: an expert is handed out only after every lower one, and
+ * none after a failure below it. */
+static wna16_status load_experts(wna16_diag *d, const wna16_checkpoint *ck, wna16_moe_layer *L,
+                                 const mlp_mods *mods, int64_t n, int nt) {
+    int64_t first_bad = n;
+    wna16_status first_st = WNA16_OK;
+#pragma omp parallel for schedule(dynamic) num_threads(nt) if (nt > 1)
+    for (int64_t e = 0; e < n; e++) {
+        if (__atomic_load_n(&first_bad, __ATOMIC_RELAXED) < e) continue;
+        wna16_diag local = {{0}};
+        wna16_status st = load_mlp(&local, ck, L, e, &mods[e], NULL);
+        if (st != WNA16_OK) {
+#pragma omp critical(wna16_moe_load)
+            if (e < first_bad) {
+                __atomic_store_n(&first_bad, e, __ATOMIC_RELAXED);
+                first_st = st;
+                if (d) *d = local;
+            }
+        }
+    }
+    return first_st;
+}
+
 /* A float tensor [rows, cols] (BF16/F16/F32) as fp32. */
 static wna16_status read_floats(wna16_diag *d, const wna16_checkpoint *ck, const char *name,
                                 int64_t rows, int64_t cols, bool required, float **out) {
@@ -124,7 +151,7 @@ static wna16_status read_floats(wna16_diag *d, const wna16_checkpoint *ck, const
 }
 
 wna16_status wna16_moe_layer_load(wna16_diag *d, const wna16_checkpoint *ck, const char *prefix,
-                                  const wna16_moe_config *cfg, int tp, int rank,
+                                  const wna16_moe_config *cfg, int tp, int rank, int n_threads,
                                   wna16_moe_layer **out) {
     if (!out) return wna16_fail(d, WNA16_ERR_INVALID_ARGUMENT, "moe load: out is NULL");
     *out = NULL;
@@ -170,7 +197,8 @@ wna16_status wna16_moe_layer_load(wna16_diag *d, const wna16_checkpoint *ck, con
     wna16_moe_layer *L = NULL;
     if (st == WNA16_OK) st = wna16_moe_layer_create(d, cfg, tp, rank, &L);
     if (st == WNA16_OK) st = wna16_moe_layer_set_router(d, L, router, bias);
-    for (int64_t e = 0; e < E && st == WNA16_OK; e++) st = load_mlp(d, ck, L, e, &mods[e], NULL);
+    if (st == WNA16_OK)
+        st = load_experts(d, ck, L, mods, E, n_threads > 0 ? n_threads : omp_get_max_threads());
     if (st == WNA16_OK && cfg->shared_intermediate) st = load_mlp(d, ck, L, E, &mods[E], sgate);
     wna16_free(mods);
     wna16_free(router);
