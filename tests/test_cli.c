@@ -43,9 +43,17 @@ int main(void) {
     CHECK(run("generate --model x") == 2);
     snprintf(cmd, sizeof cmd, "generate --model %s/model --prompt hi --tp 3", dir);
     CHECK(run(cmd) == 1 && strstr(out, "ERR_TP_INDIVISIBLE"));
+    /* synth with a tokenizer: generate runs on it; a missing tokenizer is an error */
+    snprintf(cmd, sizeof cmd, "synth --out %s/synth --tokenizer tests/data/tokenizer/qwen3", dir);
+    CHECK(run(cmd) == 0 && strstr(out, "with the tokenizer"));
+    snprintf(cmd, sizeof cmd, "generate --model %s/synth --prompt hi -n 3 --json", dir);
+    CHECK(run(cmd) == 0 && strstr(out, "\"generated_tokens\": 3"));
+    snprintf(cmd, sizeof cmd, "synth --out %s/synth2 --tokenizer %s/none", dir, dir);
+    CHECK(run(cmd) == 1 && strstr(out, "cannot copy") && strstr(out, "none/tokenizer.json"));
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     CHECK(system(cmd) == 0);
-    CHECK(run("synth --help") == 0 && run("demo --help") == 0 && run("logits --help") == 0);
+    CHECK(run("synth --help") == 0 && strstr(out, "--tokenizer") && run("demo --help") == 0 &&
+          run("logits --help") == 0);
     CHECK(run("logits --model tests/data/models/qwen3_w4a16 --ids 1,2,3 --top 1") == 0);
     TEST_MAIN_END();
 }

@@ -28,6 +28,9 @@ bool cli_is_help(const char *arg);
 bool cli_parse_int(const char *flag, const char *text, long min, long max, long *out);
 /* Monotonic seconds; peak resident memory of this process in MiB. */
 double cli_now(void);
+/* Copies tokenizer.json and tokenizer_config.json from from_dir into to_dir;
+ * false (with a message naming cmd and the file) when either fails. */
+bool cli_copy_tokenizer(const char *cmd, const char *from_dir, const char *to_dir);
 double cli_peak_rss_mib(void);
 /* A "VmXXX:" line of /proc/self/status in MiB (0 when absent). */
 double cli_status_mib(const char *field);

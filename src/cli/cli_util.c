@@ -27,6 +27,26 @@ int cli_fail(const char *cmd, wna16_ctx *ctx, wna16_status s) {
     return 1;
 }
 
+static bool copy_file(const char *cmd, const char *from_dir, const char *to_dir, const char *name) {
+    char a[1024], b[1024];
+    snprintf(a, sizeof a, "%s/%s", from_dir, name);
+    snprintf(b, sizeof b, "%s/%s", to_dir, name);
+    FILE *in = fopen(a, "rb"), *out = in ? fopen(b, "wb") : NULL;
+    char buf[1 << 16];
+    size_t n;
+    bool ok = in && out;
+    while (ok && (n = fread(buf, 1, sizeof buf, in)) > 0) ok = fwrite(buf, 1, n, out) == n;
+    if (in) fclose(in);
+    if (out && fclose(out)) ok = false;
+    if (!ok) fprintf(stderr, "wna16 %s: cannot copy %s to %s\n", cmd, a, to_dir);
+    return ok;
+}
+
+bool cli_copy_tokenizer(const char *cmd, const char *from_dir, const char *to_dir) {
+    return copy_file(cmd, from_dir, to_dir, "tokenizer.json") &&
+           copy_file(cmd, from_dir, to_dir, "tokenizer_config.json");
+}
+
 double cli_now(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);

@@ -17,21 +17,6 @@ static void demo_help(FILE *f) {
                "The weights are random, so the text is too: the demo shows the machinery.\n");
 }
 
-static int copy_file(const char *from_dir, const char *to_dir, const char *name) {
-    char a[1024], b[1024];
-    snprintf(a, sizeof a, "%s/%s", from_dir, name);
-    snprintf(b, sizeof b, "%s/%s", to_dir, name);
-    FILE *in = fopen(a, "rb"), *out = in ? fopen(b, "wb") : NULL;
-    char buf[1 << 16];
-    size_t n;
-    int ok = in && out;
-    while (ok && (n = fread(buf, 1, sizeof buf, in)) > 0) ok = fwrite(buf, 1, n, out) == n;
-    if (in) fclose(in);
-    if (out && fclose(out)) ok = 0;
-    if (!ok) fprintf(stderr, "wna16 demo: cannot copy %s to %s\n", a, to_dir);
-    return ok;
-}
-
 static bool quiet(void *user, const char *text, size_t len) {
     (void)user, (void)text, (void)len;
     return true;
@@ -83,7 +68,7 @@ int wna16_cmd_demo(int argc, char **argv) {
            (long long)o.experts, (long long)o.top_k, dir);
     wna16_status s = wna16_synth_write(&ctx->diag, &o, dir);
     if (s != WNA16_OK) return cli_fail("demo", ctx, s);
-    if (!copy_file(tokdir, dir, "tokenizer.json") || !copy_file(tokdir, dir, "tokenizer_config.json")) {
+    if (!cli_copy_tokenizer("demo", tokdir, dir)) {
         fprintf(stderr, "wna16 demo: run it from the repository root, or pass --tokenizer DIR\n");
         return 1;
     }

@@ -6,16 +6,21 @@
 #include <string.h>
 
 static void synth_help(FILE *f) {
-    fprintf(f, "usage: wna16 synth --out DIR [--preset demo|qwen3-30b-a3b] [--layers N] [--bits 4|8|16]\n"
-               "                   [--group N] [--asym] [--dense] [--seed S]\n\n"
-               "Writes a random-weight checkpoint with real shapes as compressed-tensors\n"
-               "pack-quantized (or bf16 with --bits 16): the embedded demo model, or the exact\n"
-               "Qwen3-30B-A3B shapes (W4A16 g128; --layers cuts it) for speed measurements\n"
-               "without downloading anything. --dense writes a Qwen3ForCausalLM instead.\n");
+    fprintf(
+        f,
+        "usage: wna16 synth --out DIR [--preset demo|qwen3-30b-a3b] [--layers N] [--bits 4|8|16]\n"
+        "                   [--group N] [--asym] [--dense] [--seed S] [--tokenizer DIR]\n\n"
+        "Writes a random-weight checkpoint with real shapes as compressed-tensors\n"
+        "pack-quantized (or bf16 with --bits 16): the embedded demo model, or the exact\n"
+        "Qwen3-30B-A3B shapes (W4A16 g128; --layers cuts it) for speed measurements\n"
+        "without downloading anything. --dense writes a Qwen3ForCausalLM instead.\n"
+        "--tokenizer DIR copies DIR's tokenizer.json and tokenizer_config.json beside it,\n"
+        "so that `wna16 generate` runs on it (both presets have Qwen3's vocabulary: from\n"
+        "the repository root, --tokenizer tests/data/tokenizer/qwen3).\n");
 }
 
 int wna16_cmd_synth(int argc, char **argv) {
-    const char *out = NULL, *preset = "demo";
+    const char *out = NULL, *preset = "demo", *tokdir = NULL;
     long layers = 0, bits = 0, group = 0, seed = -1;
     bool asym = false, dense = false;
     for (int i = 1; i < argc; i++) {
@@ -23,6 +28,8 @@ int wna16_cmd_synth(int argc, char **argv) {
         if (cli_is_help(argv[i])) return synth_help(stdout), 0;
         else if (!strcmp(argv[i], "--out") && v) out = argv[++i];
         else if (!strcmp(argv[i], "--preset") && v) preset = argv[++i];
+        else if (!strcmp(argv[i], "--tokenizer") && v)
+            tokdir = argv[++i];
         else if (!strcmp(argv[i], "--layers")) { if (!cli_parse_int("--layers", v, 1, 4096, &layers)) return 2; i++; }
         else if (!strcmp(argv[i], "--bits")) { if (!cli_parse_int("--bits", v, 4, 16, &bits)) return 2; i++; }
         else if (!strcmp(argv[i], "--group")) { if (!cli_parse_int("--group", v, -1, 1 << 20, &group)) return 2; i++; }
@@ -54,7 +61,8 @@ int wna16_cmd_synth(int argc, char **argv) {
     if (wna16_ctx_create(&ctx) != WNA16_OK) return 1;
     wna16_status s = wna16_synth_write(&ctx->diag, &o, out);
     int rc = s == WNA16_OK ? 0 : cli_fail("synth", ctx, s);
-    if (!rc) fprintf(stderr, "wrote %s\n", out);
+    if (!rc && tokdir && !cli_copy_tokenizer("synth", tokdir, out)) rc = 1;
+    if (!rc) fprintf(stderr, "wrote %s%s\n", out, tokdir ? " (with the tokenizer)" : "");
     wna16_ctx_free(ctx);
     return rc;
 }
