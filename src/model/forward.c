@@ -46,9 +46,18 @@ static void phase_end(wna16_model *m, const wna16_rank_model *r, int64_t n, scra
     s->stamp = now;
 }
 
-static void to_bf16(const float *src, int64_t n, uint16_t *hb, float *hf) {
+static void to_bf16_run(const float *src, int64_t n, uint16_t *hb, float *hf) {
     wna16_f32_to_bf16_n(src, hb, (size_t)n);
     for (int64_t i = 0; i < n; i++) hf[i] = wna16_bf16_to_f32(hb[i]);
+}
+
+/* rows x cols of src to bf16 (hb) and its fp32 value (hf); a prompt's rows
+ * on the threads (one token's row is too short to split). */
+static void to_bf16(const float *src, int64_t rows, int64_t cols, uint16_t *hb, float *hf,
+                    int threads) {
+#pragma omp parallel for num_threads(threads) if (rows > 1 && threads > 1) schedule(static)
+    for (int64_t t = 0; t < rows; t++)
+        to_bf16_run(src + t * cols, cols, hb + t * cols, hf + t * cols);
 }
 
 /* Σ x² in double over eight interleaved partial sums: independent chains
@@ -68,6 +77,17 @@ static void rmsnorm_row(const float *x, int64_t n, const float *w, double eps, f
     double ss = sum_sq(x, n);
     float r = (float)(1.0 / sqrt(ss / (double)n + eps));
     for (int64_t i = 0; i < n; i++) out[i] = x[i] * r * w[i];
+}
+
+/* rmsnorm of rows x H rows of x into out, then out to bf16 (hb, hf): a
+ * prompt's rows on the threads; each row's bits do not depend on them. */
+static void norm_to_bf16(const float *x, int64_t rows, int64_t H, const float *w, double eps,
+                         float *out, uint16_t *hb, float *hf, int threads) {
+#pragma omp parallel for num_threads(threads) if (rows > 1 && threads > 1) schedule(static)
+    for (int64_t t = 0; t < rows; t++) {
+        rmsnorm_row(x + t * H, H, w, eps, out + t * H);
+        to_bf16_run(out + t * H, H, hb + t * H, hf + t * H);
+    }
 }
 
 static void head_norm(float *v, int64_t hd, const float *w, double eps) {
@@ -192,14 +212,13 @@ static wna16_status attn_block(wna16_diag *d, wna16_model *m, wna16_rank_model *
     const wna16_layer *ly = &r->layers[L];
     int64_t H = m->cfg.hidden_size, hd = m->cfg.head_dim;
     int64_t qn = r->heads * hd, kvn = r->kv_heads * hd;
-    for (int64_t t = 0; t < n; t++)
-        rmsnorm_row(s->x + t * H, H, ly->attn_norm, m->cfg.rms_norm_eps, s->tmp + t * H);
-    to_bf16(s->tmp, n * H, s->hb, s->hf);
+    norm_to_bf16(s->x, n, H, ly->attn_norm, m->cfg.rms_norm_eps, s->tmp, s->hb, s->hf, threads);
     capture(m, r, L, "attn_in", n, H, s->hf);
     phase_end(m, r, n, s, WNA16_PHASE_ATTN_NORM);
     if (ly->qkv.n) {
         int64_t w = qn + 2 * kvn;
         WNA16_TRY(wna16_lin_forward(d, &ly->qkv, n, s->hb, s->hf, H, s->qkv, w, threads));
+#pragma omp parallel for num_threads(threads) if (n > 1 && threads > 1) schedule(static)
         for (int64_t t = 0; t < n; t++) {
             const float *row = s->qkv + t * w;
             memcpy(s->q + t * qn, row, (size_t)qn * sizeof(float));
@@ -214,7 +233,7 @@ static wna16_status attn_block(wna16_diag *d, wna16_model *m, wna16_rank_model *
     phase_end(m, r, n, s, WNA16_PHASE_QKV);
     attention(m, r, L, n, s, threads);
     phase_end(m, r, n, s, WNA16_PHASE_ATTENTION);
-    to_bf16(s->att, n * qn, s->hb, s->hf);
+    to_bf16(s->att, n, qn, s->hb, s->hf, threads);
     capture(m, r, L, "o_in", n, qn, s->hf);
     WNA16_TRY(wna16_lin_forward(d, &ly->o, n, s->hb, s->hf, qn, s->tmp, H, threads));
     wna16_status st = wna16_comm_all_reduce_sum(d, m->comms[r->rank], s->tmp, (size_t)(n * H));
@@ -226,9 +245,7 @@ static wna16_status mlp_block(wna16_diag *d, wna16_model *m, wna16_rank_model *r
                               int64_t n, scratch *s, int threads) {
     const wna16_layer *ly = &r->layers[L];
     int64_t H = m->cfg.hidden_size;
-    for (int64_t t = 0; t < n; t++)
-        rmsnorm_row(s->x + t * H, H, ly->mlp_norm, m->cfg.rms_norm_eps, s->tmp + t * H);
-    to_bf16(s->tmp, n * H, s->hb, s->hf);
+    norm_to_bf16(s->x, n, H, ly->mlp_norm, m->cfg.rms_norm_eps, s->tmp, s->hb, s->hf, threads);
     capture(m, r, L, "mlp_in", n, H, s->hf);
     phase_end(m, r, n, s, WNA16_PHASE_MLP_NORM);
     if (ly->sparse && !ly->moe && m->mlp_override) {
@@ -245,7 +262,7 @@ static wna16_status mlp_block(wna16_diag *d, wna16_model *m, wna16_rank_model *r
             float g = s->gate[i];
             s->gate[i] = g / (1.0f + expf(-g)) * s->up[i];
         }
-        to_bf16(s->gate, n * I, s->hb, s->hf);
+        to_bf16(s->gate, n, I, s->hb, s->hf, threads);
         capture(m, r, L, "down_in", n, I, s->hf);
         WNA16_TRY(wna16_lin_forward(d, &ly->down, n, s->hb, s->hf, I, s->tmp, H, threads));
     }
@@ -308,7 +325,7 @@ static wna16_status logits_out(const wna16_model *m, scratch *s, int64_t n, floa
                                int threads) {
     int64_t H = m->cfg.hidden_size;
     rmsnorm_row(s->x + (n - 1) * H, H, m->final_norm, m->cfg.rms_norm_eps, s->tmp);
-    to_bf16(s->tmp, H, s->hb, s->hf);
+    to_bf16_run(s->tmp, H, s->hb, s->hf);
     wna16_dense_gemm(m->lm_head, m->cfg.vocab_size, H, H, NULL, 1, s->hf, H, logits,
                      m->cfg.vocab_size, threads);
     return WNA16_OK;
