@@ -76,8 +76,11 @@ INLINE __m512 dot(__m512 acc, uint32_t apair, __m512i w) {
  * by call in one process (cold weights), the decode kernel's best distance
  * moves with the bandwidth the host gives: at ~45 GB/s 4 KiB ran 1-7 %
  * faster than 8 KiB (12 of 12 runs), at ~82 GB/s 8 KiB ~7 % faster than 4;
- * 6 KiB was as fast as 8 KiB at ~82 GB/s and between the two at ~45. The
- * small-batch kernel (compute-bound) keeps 8 KiB. */
+ * 6 KiB was as fast as 8 KiB at ~82 GB/s and between the two at ~45. In the
+ * whole model (48 layers, variants alternated every 8 decode tokens in one
+ * process, 288-576 tokens each) 8 KiB was never slower than 6 KiB: +6.8,
+ * +2.3 and +0.2 % at 74-76 GB/s, +0.2 % at ~50 GB/s, where 4 KiB was 1 %
+ * slower than both. The small-batch kernel (compute-bound) keeps 8 KiB. */
 #ifndef WNA16_DECODE_PREFETCH
 #define WNA16_DECODE_PREFETCH 0
 #endif
@@ -85,7 +88,7 @@ INLINE __m512 dot(__m512 acc, uint32_t apair, __m512i w) {
 #define WNA16_DECODE_PREFETCH_HINT _MM_HINT_T0
 #endif
 #ifndef WNA16_DECODE_PREFETCH2
-#define WNA16_DECODE_PREFETCH2 6144
+#define WNA16_DECODE_PREFETCH2 8192
 #endif
 #ifndef WNA16_SMALL_PREFETCH2
 #define WNA16_SMALL_PREFETCH2 8192
