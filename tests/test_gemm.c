@@ -569,7 +569,9 @@ static void run_case(int64_t m, int64_t n, int64_t k, int bits, int64_t gs, bool
 }
 
 static void test_matrix(bool quick) {
-    static const int64_t Ms[] = {1, 2, 3, 4, 5, 6, 7, 8, 17, 64, 255};
+    /* 9, 10, 17, 18: small-batch tiles of 9-10 rows (a remainder spread) */
+    static const int64_t Ms[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 17, 18, 64, 255};
+    const size_t n_ms = sizeof Ms / sizeof Ms[0];
     static const int64_t Ns[] = {1, 15, 16, 17, 31, 32, 33, 48, 50};
     static const int64_t Ks_cw[] = {1, 3, 4, 5, 7, 8, 9, 16, 17, 31, 33, 64, 65, 100};
     static const int64_t gss[] = {32, 64, 128, 0};
@@ -592,13 +594,13 @@ static void test_matrix(bool quick) {
                     for (size_t ki = 0; ki < nk; ki++) {
                         if (quick && (ni + ki) % 3) continue;
                         int c = combo++;
-                        int64_t m = Ms[c % 11];
+                        int64_t m = Ms[(size_t)c % n_ms];
                         if (m == 255 && quick) m = 17;
                         run_case(m, Ns[ni], Ks[ki], bits, gs, sym, c % 2 == 0, dts[c % 3],
                                  dts[(c / 3) % 3], c % 4 == 3 ? 0 : (c % 4), c % 5 == 0);
                     }
                 /* every M with both regimes on a ragged shape */
-                for (size_t mi = 0; mi < 11; mi++) {
+                for (size_t mi = 0; mi < n_ms; mi++) {
                     if (quick && mi % 3) continue;
                     int c = combo++;
                     int64_t k = gs ? 2 * gs : 65;

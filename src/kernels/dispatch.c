@@ -102,6 +102,7 @@ static void fill_tables(void) {
     t.gemv2_q4_bf16 = wna16_gemv_q4_bf16_8x32__avx512bf16;
     t.gemv2_q8_bf16 = wna16_gemv_q8_bf16_8x32__avx512bf16;
     t.gemv2_bf16_mr = 8;
+    t.gemv2_bf16_mr_max = 10;
     t.dequant_q4_bf16 = wna16_dequant_q4_bf16_16__avx512bf16;
     t.dequant_q8_bf16 = wna16_dequant_q8_bf16_16__avx512bf16;
     t.gemm_bf16 = wna16_gemm_bf16_12x32__avx512bf16;

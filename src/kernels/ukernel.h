@@ -158,7 +158,10 @@ typedef struct wna16_kernel_table {
     wna16_gemv2_fn gemv_q4_bf16, gemv_q8_bf16;
     size_t gemv_bf16_mr;
     wna16_gemv2_fn gemv2_q4_bf16, gemv2_q8_bf16;
-    size_t gemv2_bf16_mr;
+    /* small batch: tiles of gemv2_bf16_mr rows, or up to gemv2_bf16_mr_max
+     * where that saves a tile (a remainder of 1-2 rows spread over the
+     * others; 0: gemv2_bf16_mr) */
+    size_t gemv2_bf16_mr, gemv2_bf16_mr_max;
     wna16_dequant_bf16_fn dequant_q4_bf16, dequant_q8_bf16;
     wna16_gemm_bf16_fn gemm_bf16;
     size_t gemm_mr;

@@ -255,12 +255,15 @@ void wna16_gemv_q8_bf16_4x32__avx512bf16(const wna16_block_layout *L, const uint
 
 /* ------------------------------------------------------- small batch */
 
-/* nb blocks x mr rows; one accumulator per (row, block), k-pairs summed in
- * order; a broadcast activation pair feeds both blocks. */
+/* nb blocks x mr rows (mr <= 10); one accumulator per (row, block), k-pairs
+ * summed in order; a broadcast activation pair feeds both blocks. 10 rows x
+ * 2 blocks hold 20 accumulators beside the 8 unpacked weight vectors: the
+ * widest tile that stays in registers, a little slower per row than 8 rows,
+ * so the driver uses 9-10 only to save a tile. */
 INLINE void gemv2_bf16(const wna16_block_layout *L, const uint8_t *block, const uint16_t *a,
                        size_t lda, float *c, const uint8_t *pf_next, const size_t MR,
                        const size_t NB, const int BITS, const int ASYM) {
-    __m512 acc[8][2];
+    __m512 acc[10][2];
     const __m512i lut = ASYM ? lut_signed() : lut_sym();
     const int64_t gu = L->group_units, ku = BITS == 4 ? 8 : 4, ls = L->ls;
     const uint8_t *blk[2], *pfb[2];
@@ -350,8 +353,14 @@ INLINE void gemv2_bf16(const wna16_block_layout *L, const uint8_t *block, const 
         case 7:                                                                                    \
             gemv2_bf16(L, block, a, lda, c, pf_next, 7, 2, BITS, ASYM);                            \
             break;                                                                                 \
-        default:                                                                                   \
+        case 8:                                                                                    \
             gemv2_bf16(L, block, a, lda, c, pf_next, 8, 2, BITS, ASYM);                            \
+            break;                                                                                 \
+        case 9:                                                                                    \
+            gemv2_bf16(L, block, a, lda, c, pf_next, 9, 2, BITS, ASYM);                            \
+            break;                                                                                 \
+        default:                                                                                   \
+            gemv2_bf16(L, block, a, lda, c, pf_next, 10, 2, BITS, ASYM);                           \
             break;                                                                                 \
         }                                                                                          \
     } else {                                                                                       \
@@ -377,8 +386,14 @@ INLINE void gemv2_bf16(const wna16_block_layout *L, const uint8_t *block, const 
         case 7:                                                                                    \
             gemv2_bf16(L, block, a, lda, c, pf_next, 7, 1, BITS, ASYM);                            \
             break;                                                                                 \
-        default:                                                                                   \
+        case 8:                                                                                    \
             gemv2_bf16(L, block, a, lda, c, pf_next, 8, 1, BITS, ASYM);                            \
+            break;                                                                                 \
+        case 9:                                                                                    \
+            gemv2_bf16(L, block, a, lda, c, pf_next, 9, 1, BITS, ASYM);                            \
+            break;                                                                                 \
+        default:                                                                                   \
+            gemv2_bf16(L, block, a, lda, c, pf_next, 10, 1, BITS, ASYM);                           \
             break;                                                                                 \
         }                                                                                          \
     }
