@@ -1137,6 +1137,32 @@ static void test_router16(void) {
                 if (cl) CHECK(wna16_moe_layer_forward(D, cl, 1, x, 128, y2, 2) == WNA16_OK);
                 CHECK(!memcmp(y1, y2, sizeof y1));
                 wna16_moe_layer_free(cl);
+                /* the prefetch parts tile the router the routing reads, in order */
+                for (int parts = 1; parts <= 7; parts += 3) {
+                    const uint8_t *base =
+                        L->router16 ? (const void *)L->router16 : (const void *)L->router;
+                    size_t total = (size_t)(E * 128) * (L->router16 ? 2 : 4), next = 0;
+                    for (int part = 0; part < parts; part++) {
+                        const void *pp;
+                        size_t bytes;
+                        wna16_moe_layer_router_part(L, part, parts, &pp, &bytes);
+                        CHECK_MSG(bytes == 0 || (const uint8_t *)pp == base + next,
+                                  "E=%lld part %d of %d starts at %td, not %zu", (long long)E, part,
+                                  parts, (const uint8_t *)pp - base, next);
+                        CHECK(next % 64 == 0);
+                        next += bytes;
+                        wna16_moe_layer_prefetch_router(L, part, parts);
+                    }
+                    CHECK_MSG(next == total, "E=%lld %d parts cover %zu of %zu bytes", (long long)E,
+                              parts, next, total);
+                }
+                const void *pp;
+                size_t bytes;
+                wna16_moe_layer_router_part(L, 4, 4, &pp, &bytes);
+                CHECK(bytes == 0 && pp == NULL);
+                wna16_moe_layer_router_part(NULL, 0, 1, &pp, &bytes);
+                CHECK(bytes == 0);
+                wna16_moe_layer_prefetch_router(NULL, 0, 1); /* a dense layer: nothing */
                 free(x);
                 wna16_moe_layer_free(L);
             }

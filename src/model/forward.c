@@ -183,7 +183,8 @@ static void attend_head(const wna16_model *m, const wna16_rank_model *r, int64_t
  * other items), in a region of its own (the profiler's rope_cache phase).
  * Decode has one position: each item prepares its own head and attends
  * in one region, so the per-head RoPE and cache store run on both threads
- * and cost no second fork and join (rope_cache then reads ~0). */
+ * and cost no second fork and join (rope_cache then reads ~0); each item
+ * also asks for its part of the layer's MoE router, read after o_proj. */
 static void attention(wna16_model *m, const wna16_rank_model *r, int64_t L, int64_t n, scratch *s,
                       int threads) {
     wna16_attn_fn attend = wna16_attn_group(m->cfg.head_dim);
@@ -197,7 +198,10 @@ static void attention(wna16_model *m, const wna16_rank_model *r, int64_t L, int6
 #pragma omp parallel for collapse(2) num_threads(threads) schedule(dynamic)
     for (int64_t t = 0; t < n; t++)
         for (int64_t kvh = 0; kvh < kvh_n; kvh++) {
-            if (n == 1) prepare_head(m, r, L, t, kvh, s);
+            if (n == 1) {
+                wna16_moe_layer_prefetch_router(r->layers[L].moe, (int)kvh, (int)kvh_n);
+                prepare_head(m, r, L, t, kvh, s);
+            }
             attend_head(m, r, L, t, kvh, s, attend);
         }
 }

@@ -738,6 +738,29 @@ static float shared_gate(const wna16_moe_layer *L, const float *xf) {
     return 1.0f / (1.0f + expf(-g));
 }
 
+void wna16_moe_layer_router_part(const wna16_moe_layer *L, int part, int parts, const void **p,
+                                 size_t *bytes) {
+    *p = NULL;
+    *bytes = 0;
+    if (!L || parts < 1 || part < 0 || part >= parts || (!L->router16 && !L->router)) return;
+    size_t n = (size_t)(L->cfg.num_experts * L->cfg.hidden);
+    size_t total = L->router16 ? n * sizeof(uint16_t) : n * sizeof(float);
+    const uint8_t *base = L->router16 ? (const void *)L->router16 : (const void *)L->router;
+    size_t lines = (total + 63) / 64;
+    size_t l0 = lines * (size_t)part / (size_t)parts,
+           l1 = lines * (size_t)(part + 1) / (size_t)parts;
+    size_t b0 = l0 * 64, b1 = l1 * 64 < total ? l1 * 64 : total;
+    *p = base + b0;
+    *bytes = b1 > b0 ? b1 - b0 : 0;
+}
+
+void wna16_moe_layer_prefetch_router(const wna16_moe_layer *L, int part, int parts) {
+    const void *p;
+    size_t bytes;
+    wna16_moe_layer_router_part(L, part, parts, &p, &bytes);
+    for (size_t o = 0; o < bytes; o += 64) __builtin_prefetch((const char *)p + o, 0, 2);
+}
+
 /* One token (decode): the router is a 1 MiB fp32 read per layer (512 KiB
  * from router16), so the threads split the experts (in fours, so every logit has the bits of the
  * single-thread dot), then one thread picks the top-k. */
