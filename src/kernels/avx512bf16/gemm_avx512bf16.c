@@ -329,73 +329,45 @@ INLINE void gemv2_bf16(const wna16_block_layout *L, const uint8_t *block, const 
     }
 }
 
+/* mr (<= 10) and nb as constants: the accumulators stay in registers */
+#define GEMV2_NB(NB, BITS, ASYM)                                                                   \
+    switch (mr) {                                                                                  \
+    case 1:                                                                                        \
+        gemv2_bf16(L, block, a, lda, c, pf_next, 1, NB, BITS, ASYM);                               \
+        break;                                                                                     \
+    case 2:                                                                                        \
+        gemv2_bf16(L, block, a, lda, c, pf_next, 2, NB, BITS, ASYM);                               \
+        break;                                                                                     \
+    case 3:                                                                                        \
+        gemv2_bf16(L, block, a, lda, c, pf_next, 3, NB, BITS, ASYM);                               \
+        break;                                                                                     \
+    case 4:                                                                                        \
+        gemv2_bf16(L, block, a, lda, c, pf_next, 4, NB, BITS, ASYM);                               \
+        break;                                                                                     \
+    case 5:                                                                                        \
+        gemv2_bf16(L, block, a, lda, c, pf_next, 5, NB, BITS, ASYM);                               \
+        break;                                                                                     \
+    case 6:                                                                                        \
+        gemv2_bf16(L, block, a, lda, c, pf_next, 6, NB, BITS, ASYM);                               \
+        break;                                                                                     \
+    case 7:                                                                                        \
+        gemv2_bf16(L, block, a, lda, c, pf_next, 7, NB, BITS, ASYM);                               \
+        break;                                                                                     \
+    case 8:                                                                                        \
+        gemv2_bf16(L, block, a, lda, c, pf_next, 8, NB, BITS, ASYM);                               \
+        break;                                                                                     \
+    case 9:                                                                                        \
+        gemv2_bf16(L, block, a, lda, c, pf_next, 9, NB, BITS, ASYM);                               \
+        break;                                                                                     \
+    default:                                                                                       \
+        gemv2_bf16(L, block, a, lda, c, pf_next, 10, NB, BITS, ASYM);                              \
+        break;                                                                                     \
+    }
 #define GEMV2_CASES(BITS, ASYM)                                                                    \
     if (nb == 2) {                                                                                 \
-        switch (mr) {                                                                              \
-        case 1:                                                                                    \
-            gemv2_bf16(L, block, a, lda, c, pf_next, 1, 2, BITS, ASYM);                            \
-            break;                                                                                 \
-        case 2:                                                                                    \
-            gemv2_bf16(L, block, a, lda, c, pf_next, 2, 2, BITS, ASYM);                            \
-            break;                                                                                 \
-        case 3:                                                                                    \
-            gemv2_bf16(L, block, a, lda, c, pf_next, 3, 2, BITS, ASYM);                            \
-            break;                                                                                 \
-        case 4:                                                                                    \
-            gemv2_bf16(L, block, a, lda, c, pf_next, 4, 2, BITS, ASYM);                            \
-            break;                                                                                 \
-        case 5:                                                                                    \
-            gemv2_bf16(L, block, a, lda, c, pf_next, 5, 2, BITS, ASYM);                            \
-            break;                                                                                 \
-        case 6:                                                                                    \
-            gemv2_bf16(L, block, a, lda, c, pf_next, 6, 2, BITS, ASYM);                            \
-            break;                                                                                 \
-        case 7:                                                                                    \
-            gemv2_bf16(L, block, a, lda, c, pf_next, 7, 2, BITS, ASYM);                            \
-            break;                                                                                 \
-        case 8:                                                                                    \
-            gemv2_bf16(L, block, a, lda, c, pf_next, 8, 2, BITS, ASYM);                            \
-            break;                                                                                 \
-        case 9:                                                                                    \
-            gemv2_bf16(L, block, a, lda, c, pf_next, 9, 2, BITS, ASYM);                            \
-            break;                                                                                 \
-        default:                                                                                   \
-            gemv2_bf16(L, block, a, lda, c, pf_next, 10, 2, BITS, ASYM);                           \
-            break;                                                                                 \
-        }                                                                                          \
+        GEMV2_NB(2, BITS, ASYM)                                                                    \
     } else {                                                                                       \
-        switch (mr) {                                                                              \
-        case 1:                                                                                    \
-            gemv2_bf16(L, block, a, lda, c, pf_next, 1, 1, BITS, ASYM);                            \
-            break;                                                                                 \
-        case 2:                                                                                    \
-            gemv2_bf16(L, block, a, lda, c, pf_next, 2, 1, BITS, ASYM);                            \
-            break;                                                                                 \
-        case 3:                                                                                    \
-            gemv2_bf16(L, block, a, lda, c, pf_next, 3, 1, BITS, ASYM);                            \
-            break;                                                                                 \
-        case 4:                                                                                    \
-            gemv2_bf16(L, block, a, lda, c, pf_next, 4, 1, BITS, ASYM);                            \
-            break;                                                                                 \
-        case 5:                                                                                    \
-            gemv2_bf16(L, block, a, lda, c, pf_next, 5, 1, BITS, ASYM);                            \
-            break;                                                                                 \
-        case 6:                                                                                    \
-            gemv2_bf16(L, block, a, lda, c, pf_next, 6, 1, BITS, ASYM);                            \
-            break;                                                                                 \
-        case 7:                                                                                    \
-            gemv2_bf16(L, block, a, lda, c, pf_next, 7, 1, BITS, ASYM);                            \
-            break;                                                                                 \
-        case 8:                                                                                    \
-            gemv2_bf16(L, block, a, lda, c, pf_next, 8, 1, BITS, ASYM);                            \
-            break;                                                                                 \
-        case 9:                                                                                    \
-            gemv2_bf16(L, block, a, lda, c, pf_next, 9, 1, BITS, ASYM);                            \
-            break;                                                                                 \
-        default:                                                                                   \
-            gemv2_bf16(L, block, a, lda, c, pf_next, 10, 1, BITS, ASYM);                           \
-            break;                                                                                 \
-        }                                                                                          \
+        GEMV2_NB(1, BITS, ASYM)                                                                    \
     }
 
 void wna16_gemv_q4_bf16_8x32__avx512bf16(const wna16_block_layout *L, const uint8_t *block,
@@ -487,7 +459,8 @@ void wna16_gemm_bf16_12x32__avx512bf16(size_t mr, int64_t n_groups, int64_t grou
         break;
         CASE(1)
         CASE(2)
-        CASE(3) CASE(4) CASE(5) CASE(6) CASE(7) CASE(8) CASE(9) CASE(10) CASE(11)
+        CASE(3)
+        CASE(4) CASE(5) CASE(6) CASE(7) CASE(8) CASE(9) CASE(10) CASE(11)
 #undef CASE
             default : gemm_bf16(n_groups, group_kpairs, ap, panel, sc, c, GEMM_MR);
         break;
