@@ -342,15 +342,24 @@ WNA16_API void wna16_model_comm_stats(const wna16_model *m, wna16_comm_stats *ou
 WNA16_API void wna16_model_reset_comm_stats(wna16_model *m);
 
 /* Sampling (applied in this order: repetition penalty, temperature, top-k,
- * top-p, min-p). temperature 0 means greedy. */
+ * top-p, min-p). A zeroed struct is greedy with every filter off:
+ * temperature 0 (or below 1e-5) is greedy; top_p 0 or 1, min_p 0, top_k 0 or
+ * -1 and repetition_penalty 0 or 1 are off. */
 typedef struct wna16_sampler_options {
     float temperature, top_p, min_p, repetition_penalty;
     int top_k;
     uint64_t seed;
 } wna16_sampler_options;
 
+/* WNA16_ERR_INVALID_ARGUMENT, naming the field, when an option is NaN,
+ * infinite, negative or out of its range (top_p and min_p in [0, 1],
+ * top_k >= -1). wna16_generate checks its options with it. */
+WNA16_API wna16_status wna16_sampler_check(wna16_ctx *ctx, const wna16_sampler_options *o);
+
 /* Picks the next token from logits (modified in place). history holds the
- * ids seen so far, for the repetition penalty. */
+ * ids seen so far, for the repetition penalty. NaN logits never win.
+ * Returns -1 (never a made-up id) when the options fail wna16_sampler_check,
+ * memory runs out, or no logit is a number above -inf. */
 WNA16_API int32_t wna16_sample(const wna16_sampler_options *o, float *logits, int64_t vocab,
                                const int32_t *history, size_t n_history, uint64_t *rng_state);
 /* -------------------------------------------------------------- tokenizer */

@@ -207,8 +207,109 @@ static void test_stop_strings(void) {
     CHECK(system(cmd) == 0);
 }
 
+/* Every sampling option outside its range is refused by name, never
+ * sampled with: NaN compares false everywhere and once picked token 0
+ * forever (`--temp nan`). */
+static void test_sampler_refuses(void) {
+    wna16_ctx *ctx;
+    CHECK(wna16_ctx_create(&ctx) == WNA16_OK);
+    float nan = 0.0f / 0.0f, inf = 1.0f / 0.0f;
+    struct {
+        wna16_sampler_options o;
+        const char *field;
+    } bad[] = {
+        {{.temperature = nan}, "temperature nan"}, {{.temperature = -1}, "temperature -1"},
+        {{.temperature = inf}, "temperature inf"}, {{.top_p = nan}, "top_p"},
+        {{.top_p = 1.5f}, "top_p 1.5"},            {{.top_p = -0.1f}, "top_p"},
+        {{.min_p = nan}, "min_p"},                 {{.min_p = 2}, "min_p 2"},
+        {{.repetition_penalty = nan}, "repetition_penalty"},
+        {{.repetition_penalty = -2}, "repetition_penalty -2"},
+        {{.top_k = -5}, "top_k -5"},
+    };
+    float l[4] = {0.1f, 0.9f, 0.3f, 0.2f};
+    uint64_t rng = 1;
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        CHECK_STATUS(ctx, wna16_sampler_check(ctx, &bad[i].o), WNA16_ERR_INVALID_ARGUMENT, bad[i].field);
+        CHECK_MSG(wna16_sample(&bad[i].o, l, 4, NULL, 0, &rng) == -1, "case %zu", i);
+    }
+    wna16_sampler_options ok[] = {{0}, {.temperature = 0.7f, .top_p = 1, .top_k = -1},
+                                  {.temperature = 1, .top_p = 0.5f, .min_p = 1, .repetition_penalty = 1.1f}};
+    for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
+        CHECK(wna16_sampler_check(ctx, &ok[i]) == WNA16_OK);
+        CHECK(wna16_sample(&ok[i], l, 4, NULL, 0, &rng) >= 0);
+    }
+    /* NaN logits never win; with nothing above -inf there is no token */
+    float with_nan[4] = {nan, 0.5f, nan, 0.25f};
+    CHECK(wna16_sample(&ok[0], with_nan, 4, NULL, 0, &rng) == 1);
+    float hot_nan[4] = {nan, 0.5f, nan, 0.25f};
+    for (int i = 0; i < 20; i++) {
+        memcpy(hot_nan, with_nan, sizeof hot_nan);
+        int32_t id = wna16_sample(&ok[1], hot_nan, 4, NULL, 0, &rng);
+        CHECK(id == 1 || id == 3);
+    }
+    float none[3] = {nan, -inf, nan};
+    CHECK(wna16_sample(&ok[0], none, 3, NULL, 0, &rng) == -1);
+    CHECK(wna16_sample(&ok[1], none, 3, NULL, 0, &rng) == -1);
+    wna16_ctx_free(ctx);
+}
+
+/* generate refuses bad options before any compute; a release of a model
+ * that is not distributed hands the verdict back (it once returned OK and the
+ * CLI printed "generated 0 tokens ((null))" with exit 0). */
+static void test_generate_refuses(void) {
+    char dir[] = "/tmp/wna16_genbad_XXXXXX";
+    CHECK(mkdtemp(dir) != NULL);
+    wna16_synth_options so;
+    wna16_synth_preset("demo", &so);
+    so.vocab = 512;
+    so.layers = 1;
+    wna16_diag d = {{0}};
+    CHECK(wna16_synth_write(&d, &so, dir) == WNA16_OK);
+    wna16_ctx *ctx;
+    CHECK(wna16_ctx_create(&ctx) == WNA16_OK);
+    wna16_model *m = NULL;
+    wna16_model_options mo = {.context = 32};
+    CHECK(wna16_model_load(ctx, dir, &mo, &m) == WNA16_OK);
+    if (m) {
+        int32_t prompt[] = {1, 2, 3};
+        wna16_generate_result r;
+        wna16_generate_options nan_temp = {.max_tokens = 4, .sampler = {.temperature = 0.0f / 0.0f}};
+        CHECK_STATUS(ctx, wna16_generate(ctx, m, NULL, prompt, 3, &nan_temp, &r),
+                     WNA16_ERR_INVALID_ARGUMENT, "sampling: temperature nan");
+        wna16_generate_options negative = {.max_tokens = -1};
+        CHECK_STATUS(ctx, wna16_generate(ctx, m, NULL, prompt, 3, &negative, &r),
+                     WNA16_ERR_INVALID_ARGUMENT, "max_tokens -1 is negative");
+        const char *stops[1] = {NULL};
+        wna16_generate_options null_stop = {.max_tokens = 2, .stop = stops, .n_stop = 1};
+        CHECK_STATUS(ctx, wna16_generate(ctx, m, NULL, prompt, 3, &null_stop, &r),
+                     WNA16_ERR_INVALID_ARGUMENT, "stop string 0 is NULL");
+        int32_t outside[] = {1, 512};
+        wna16_generate_options two = {.max_tokens = 2};
+        CHECK_STATUS(ctx, wna16_generate(ctx, m, NULL, outside, 2, &two, &r), WNA16_ERR_TOKEN_ID,
+                     "token id 512 at position 1 is outside the vocabulary [0, 512)");
+        int32_t negative_id[] = {-1};
+        CHECK_STATUS(ctx, wna16_generate(ctx, m, NULL, negative_id, 1, &two, &r), WNA16_ERR_TOKEN_ID,
+                     "token id -1");
+        float logits[512];
+        CHECK_STATUS(ctx, wna16_model_eval(ctx, m, outside, 2, logits), WNA16_ERR_TOKEN_ID, "512");
+        wna16_generate_options too_many = {.max_tokens = 30};
+        wna16_status s = wna16_generate(ctx, m, NULL, prompt, 3, &too_many, &r);
+        CHECK(s == WNA16_ERR_CONTEXT_OVERFLOW);
+        CHECK_STATUS(ctx, wna16_model_release(ctx, m, s), WNA16_ERR_CONTEXT_OVERFLOW, "exceed the context of 32");
+        CHECK(wna16_model_release(ctx, m, WNA16_OK) == WNA16_OK);
+        CHECK(wna16_model_follow(ctx, m) == WNA16_OK);
+    }
+    wna16_model_free(m);
+    wna16_ctx_free(ctx);
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    CHECK(system(cmd) == 0);
+}
+
 int main(void) {
     test_sampler();
+    test_sampler_refuses();
+    test_generate_refuses();
     test_generate();
     test_stop_strings();
     test_padded_vocab();

@@ -6,6 +6,7 @@
 #include "wna16.h"
 
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 
 int wna16_cmd_inspect(int argc, char **argv);
@@ -26,6 +27,16 @@ int wna16_cmd_quantize(int argc, char **argv);
 bool cli_is_help(const char *arg);
 /* Parses a positive int flag value; prints an error and returns false if bad. */
 bool cli_parse_int(const char *flag, const char *text, long min, long max, long *out);
+/* A finite number in [min, max] (NaN and inf refused); prints an error and
+ * returns false if bad. */
+bool cli_parse_double(const char *flag, const char *text, double min, double max, double *out);
+/* A non-negative integer (no sign, no trailing text). */
+bool cli_parse_u64(const char *flag, const char *text, unsigned long long *out);
+/* Appends the token ids of one argument: integers separated by commas or
+ * spaces, optionally in [brackets]; an empty item ("1,,2", "1,"), a number out
+ * of int32 range or other text is refused with a message naming cmd. Range
+ * against a vocabulary is the library's check. */
+bool cli_parse_ids(const char *cmd, const char *text, int32_t **ids, size_t *n, size_t *cap);
 /* Monotonic seconds; peak resident memory of this process in MiB. */
 double cli_now(void);
 /* Copies tokenizer.json and tokenizer_config.json from from_dir into to_dir;

@@ -2,6 +2,8 @@
 #include "kernels/machine_limits.h"
 
 #include <errno.h>
+#include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -97,4 +99,88 @@ double cli_bw_rounds_next(cli_bw_rounds *r) {
     r->hi = next > r->hi ? next : r->hi;
     r->prev = next;
     return held;
+}
+
+bool cli_parse_double(const char *flag, const char *text, double min, double max, double *out) {
+    char *end = NULL;
+    errno = 0;
+    double v = text ? strtod(text, &end) : 0;
+    /* !(v >= min) also refuses NaN, which every comparison would let through */
+    if (!text || errno || end == text || *end || !isfinite(v) || !(v >= min) || !(v <= max)) {
+        fprintf(stderr, "wna16: %s expects a number in [%g, %g], got '%s'\n", flag, min, max,
+                text ? text : "(nothing)");
+        return false;
+    }
+    *out = v;
+    return true;
+}
+
+bool cli_parse_u64(const char *flag, const char *text, unsigned long long *out) {
+    char *end = NULL;
+    errno = 0;
+    unsigned long long v = text && *text != '-' ? strtoull(text, &end, 10) : 0;
+    if (!text || *text == '-' || errno || end == text || *end) {
+        fprintf(stderr, "wna16: %s expects a non-negative integer, got '%s'\n", flag,
+                text ? text : "(nothing)");
+        return false;
+    }
+    *out = v;
+    return true;
+}
+
+static const char *skip_spaces(const char *p) {
+    while (*p == ' ' || *p == '\t' || *p == '\n') p++;
+    return p;
+}
+
+/* One id at p; NULL when there is none or it is out of int32 range. */
+static const char *parse_one_id(const char *p, int32_t *id) {
+    char *end;
+    errno = 0;
+    long long v = strtoll(p, &end, 10);
+    if (end == p || errno || v < INT32_MIN || v > INT32_MAX) return NULL;
+    *id = (int32_t)v;
+    return end;
+}
+
+static bool push_id(int32_t **ids, size_t *n, size_t *cap, int32_t id) {
+    if (*n == *cap) {
+        size_t grown_cap = *cap ? *cap * 2 : 64;
+        int32_t *grown = realloc(*ids, grown_cap * sizeof **ids);
+        if (!grown) return false;
+        *ids = grown;
+        *cap = grown_cap;
+    }
+    (*ids)[(*n)++] = id;
+    return true;
+}
+
+bool cli_parse_ids(const char *cmd, const char *text, int32_t **ids, size_t *n, size_t *cap) {
+    const char *p = skip_spaces(text);
+    bool bracket = *p == '[';
+    if (bracket) p = skip_spaces(p + 1);
+    bool need_id = true; /* at the start and after a comma an id must follow */
+    while (*p && !(bracket && *p == ']')) {
+        int32_t id;
+        const char *end = parse_one_id(p, &id);
+        if (!end || (*end && !strchr(" \t\n,]", *end))) {
+            fprintf(stderr, "wna16 %s: '%s' is not a list of token ids (at '%.16s')\n", cmd, text, p);
+            return false;
+        }
+        if (!push_id(ids, n, cap, id)) {
+            fprintf(stderr, "wna16 %s: out of memory\n", cmd);
+            return false;
+        }
+        p = skip_spaces(end);
+        need_id = *p == ',';
+        if (need_id) p = skip_spaces(p + 1);
+    }
+    bool closed = bracket && *p == ']';
+    if (closed) p = skip_spaces(p + 1);
+    if (need_id || *p || bracket != closed) {
+        fprintf(stderr, "wna16 %s: '%s' is not a list of token ids (%s)\n", cmd, text,
+                need_id ? "an id is missing" : "text after the list");
+        return false;
+    }
+    return true;
 }

@@ -44,16 +44,6 @@ typedef struct gen_args {
     bool json, think, mpi, tp_given;
 } gen_args;
 
-static bool parse_double(const char *flag, const char *text, double *out) {
-    char *end = NULL;
-    *out = text ? strtod(text, &end) : 0;
-    if (!text || end == text || *end) {
-        fprintf(stderr, "wna16: %s expects a number, got '%s'\n", flag, text ? text : "(nothing)");
-        return false;
-    }
-    return true;
-}
-
 static int parse(int argc, char **argv, gen_args *a) {
     *a = (gen_args){.n = 64, .tp = 1, .penalty = 1.0, .top_p = 1.0};
     for (int i = 1; i < argc; i++) {
@@ -62,14 +52,18 @@ static int parse(int argc, char **argv, gen_args *a) {
         if (cli_is_help(f)) return generate_help(stdout), 0;
 #define STR(name, field) else if (!strcmp(f, name) && v) a->field = argv[++i];
 #define INT(name, field, lo, hi) else if (!strcmp(f, name)) { if (!cli_parse_int(name, v, lo, hi, &a->field)) return 2; i++; }
-#define DBL(name, field) else if (!strcmp(f, name)) { if (!parse_double(name, v, &a->field)) return 2; i++; }
+#define DBL(name, field, lo, hi) else if (!strcmp(f, name)) { if (!cli_parse_double(name, v, lo, hi, &a->field)) return 2; i++; }
         STR("--model", dir) STR("--prompt", prompt) STR("--chat", chat) STR("--system", system)
         STR("--tokenizer", tokenizer)
         INT("-n", n, 0, 1 << 24) INT("--tp", tp, 1, 64) INT("--threads", threads, 1, 1024)
         INT("--ctx", ctx, 1, 1L << 24) INT("--top-k", top_k, 0, 1 << 24)
-        DBL("--temp", temp) DBL("--top-p", top_p) DBL("--min-p", min_p) DBL("--repeat-penalty", penalty)
-        else if (!strcmp(f, "--seed") && v) a->seed = strtoull(argv[++i], NULL, 10);
-        else if (!strcmp(f, "--stop") && v && a->n_stop < 16) a->stop[a->n_stop++] = argv[++i];
+        DBL("--temp", temp, 0, 1e6) DBL("--top-p", top_p, 1e-9, 1) DBL("--min-p", min_p, 0, 1)
+        DBL("--repeat-penalty", penalty, 1e-9, 1e6)
+        else if (!strcmp(f, "--seed")) { if (!cli_parse_u64("--seed", v, &a->seed)) return 2; i++; }
+        else if (!strcmp(f, "--stop") && v) {
+            if (a->n_stop == 16) return fprintf(stderr, "wna16 generate: at most 16 --stop strings\n"), 2;
+            a->stop[a->n_stop++] = argv[++i];
+        }
         else if (!strcmp(f, "--json")) a->json = true;
         else if (!strcmp(f, "--think")) a->think = true;
         else if (!strcmp(f, "--mpi")) a->mpi = true;

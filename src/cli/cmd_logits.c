@@ -12,28 +12,6 @@ static void logits_help(FILE *f) {
                "Under mpirun -np N (or --mpi) each process runs one TP rank; rank 0 prints.\n");
 }
 
-static int parse_ids(const char *text, int32_t **ids, int64_t *n) {
-    size_t cap = 16;
-    *ids = malloc(cap * sizeof **ids);
-    *n = 0;
-    const char *p = text;
-    while (*ids && *p) {
-        char *end;
-        long v = strtol(p, &end, 10);
-        if (end == p) return 0;
-        if ((size_t)*n == cap) {
-            cap *= 2;
-            int32_t *grown = realloc(*ids, cap * sizeof **ids);
-            if (!grown) return 0;
-            *ids = grown;
-        }
-        (*ids)[(*n)++] = (int32_t)v;
-        p = end;
-        while (*p == ',' || *p == ' ') p++;
-    }
-    return *ids && *n > 0;
-}
-
 int wna16_cmd_logits(int argc, char **argv) {
     const char *dir = NULL, *ids_text = NULL;
     long tp = 1, threads = 0, top = 0;
@@ -64,10 +42,14 @@ int wna16_cmd_logits(int argc, char **argv) {
         }
     }
     int32_t *ids = NULL;
-    int64_t n = 0;
-    if (!dir || !ids_text || !parse_ids(ids_text, &ids, &n)) {
-        free(ids);
+    size_t n = 0, cap = 0;
+    if (!dir || !ids_text) {
         logits_help(stderr);
+        return 2;
+    }
+    if (!cli_parse_ids("logits", ids_text, &ids, &n, &cap) || n == 0) {
+        if (n == 0 && ids_text) fprintf(stderr, "wna16 logits: --ids needs at least one id\n");
+        free(ids);
         return 2;
     }
     wna16_comm *comm = NULL;
@@ -86,7 +68,7 @@ int wna16_cmd_logits(int argc, char **argv) {
     float *logits = NULL;
     if (s == WNA16_OK && lead) {
         logits = malloc((size_t)wna16_model_vocab_size(m) * sizeof *logits);
-        s = logits ? wna16_model_eval(ctx, m, ids, n, logits)
+        s = logits ? wna16_model_eval(ctx, m, ids, (int64_t)n, logits)
                    : wna16_fail(wna16_ctx_diag(ctx), WNA16_ERR_OUT_OF_MEMORY, "logits");
         s = wna16_model_release(ctx, m, s); /* the other ranks return with this verdict */
     } else if (s == WNA16_OK) {

@@ -105,32 +105,6 @@ int wna16_cmd_tokenize(int argc, char **argv) {
     return rc;
 }
 
-/* Appends the ids in one argument ("1 2,3"); false on a malformed number. */
-static bool parse_ids(const char *arg, int32_t **ids, size_t *n, size_t *cap) {
-    const char *p = arg;
-    while (*p) {
-        if (*p == ' ' || *p == ',' || *p == '[' || *p == ']') {
-            p++;
-            continue;
-        }
-        char *end;
-        errno = 0;
-        long v = strtol(p, &end, 10);
-        if (end == p || errno || v < INT32_MIN || v > INT32_MAX) {
-            fprintf(stderr, "wna16 detokenize: '%s' is not a list of token ids\n", arg);
-            return false;
-        }
-        if (*n == *cap) {
-            int32_t *q = realloc(*ids, (*cap = *cap ? *cap * 2 : 64) * sizeof **ids);
-            if (!q) return false;
-            *ids = q;
-        }
-        (*ids)[(*n)++] = (int32_t)v;
-        p = end;
-    }
-    return true;
-}
-
 int wna16_cmd_detokenize(int argc, char **argv) {
     const char *path = NULL;
     bool skip = false;
@@ -145,7 +119,7 @@ int wna16_cmd_detokenize(int argc, char **argv) {
             skip = true;
         else if (i + 1 < argc && !strcmp(argv[i], "--tokenizer"))
             path = argv[++i];
-        else if (!parse_ids(argv[i], &ids, &n, &cap)) {
+        else if (!cli_parse_ids("detokenize", argv[i], &ids, &n, &cap)) {
             free(ids);
             detokenize_help(stderr);
             return 2;

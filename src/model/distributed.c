@@ -81,7 +81,9 @@ wna16_status wna16_model_follow(wna16_ctx *ctx, wna16_model *m) {
 
 wna16_status wna16_model_release(wna16_ctx *ctx, wna16_model *m, wna16_status why) {
     wna16_diag *d = wna16_ctx_diag(ctx);
-    if (!m || !m->dist || m->my_rank != 0 || m->released) return WNA16_OK;
+    /* A release never turns a failure into success: without followers to
+     * tell, the verdict is returned as given. */
+    if (!m || !m->dist || m->my_rank != 0 || m->released) return why;
     m->released = true;
     wna16_comm *c = m->comms[0];
     request rq = {.op = REQ_STOP, .status = (int32_t)why};

@@ -51,6 +51,19 @@ static int32_t *untokenizable(const wna16_tokenizer *tok, int64_t V, size_t *n) 
     return ids;
 }
 
+static wna16_status check_options(wna16_diag *d, wna16_ctx *ctx, const wna16_generate_options *o) {
+    if (o->max_tokens < 0)
+        return wna16_fail(d, WNA16_ERR_INVALID_ARGUMENT, "generate: max_tokens %lld is negative",
+                          (long long)o->max_tokens);
+    if (o->n_stop && !o->stop)
+        return wna16_fail(d, WNA16_ERR_INVALID_ARGUMENT, "generate: %zu stop strings but stop is NULL",
+                          o->n_stop);
+    for (size_t i = 0; i < o->n_stop; i++)
+        if (!o->stop[i])
+            return wna16_fail(d, WNA16_ERR_INVALID_ARGUMENT, "generate: stop string %zu is NULL", i);
+    return wna16_sampler_check(ctx, &o->sampler);
+}
+
 wna16_status wna16_generate(wna16_ctx *ctx, wna16_model *m, const wna16_tokenizer *tok,
                             const int32_t *prompt, size_t n_prompt, const wna16_generate_options *o,
                             wna16_generate_result *res) {
@@ -58,6 +71,7 @@ wna16_status wna16_generate(wna16_ctx *ctx, wna16_model *m, const wna16_tokenize
     if (!m || !prompt || !n_prompt || !o || !res)
         return wna16_fail(d, WNA16_ERR_INVALID_ARGUMENT, "generate: empty prompt or NULL argument");
     memset(res, 0, sizeof *res);
+    WNA16_TRY(check_options(d, ctx, o));
     if ((int64_t)n_prompt + (o->max_tokens > 0 ? o->max_tokens : 0) > m->context)
         return wna16_fail(d, WNA16_ERR_CONTEXT_OVERFLOW,
                           "the prompt (%zu tokens) plus %lld new tokens exceed the context of "
@@ -92,6 +106,13 @@ wna16_status wna16_generate(wna16_ctx *ctx, wna16_model *m, const wna16_tokenize
     for (int64_t step = 0; s == WNA16_OK && step < o->max_tokens; step++) {
         for (size_t i = 0; i < n_masked; i++) logits[masked[i]] = -INFINITY;
         int32_t id = wna16_sample(&o->sampler, logits, V, hist, n_hist, &rng);
+        if (id < 0) {
+            s = wna16_fail(d, WNA16_ERR_INTERNAL,
+                           "generate: no token to sample at step %lld (every logit is NaN or -inf, "
+                           "or memory ran out); the model's weights may be damaged",
+                           (long long)step);
+            break;
+        }
         hist[n_hist++] = id;
         res->generated++;
         if (is_eos(m, id)) {

@@ -2,6 +2,7 @@
 #include "core/common.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 /* splitmix64: small, fast, and the same sequence on every platform. */
@@ -25,10 +26,11 @@ static int by_logit_desc(const void *a, const void *b) {
     return x->id - y->id; /* ties: lowest id first, deterministic */
 }
 
+/* The largest logit (lowest id on ties); -1 when no logit is a number above -inf. */
 static int32_t argmax(const float *logits, int64_t vocab) {
-    int64_t best = 0;
-    for (int64_t i = 1; i < vocab; i++)
-        if (logits[i] > logits[best]) best = i;
+    int64_t best = -1;
+    for (int64_t i = 0; i < vocab; i++)
+        if (logits[i] > -INFINITY && (best < 0 || logits[i] > logits[best])) best = i;
     return (int32_t)best;
 }
 
@@ -44,12 +46,49 @@ static void penalize(float *logits, int64_t vocab, const int32_t *hist, size_t n
     }
 }
 
+/* The first thing wrong with the options, or NULL: every field is checked
+ * so that NaN, negative or out-of-range values never reach the sampler
+ * (NaN compares false everywhere and would silently pick token 0). */
+/* A value as the message shows it: "nan" whatever the NaN's sign bit. */
+static double shown(float v) { return isnan(v) ? (double)NAN : (double)v; }
+
+static const char *sampler_problem(const wna16_sampler_options *o, char *why, size_t cap) {
+    if (!o) return "NULL options";
+    if (!isfinite(o->temperature) || o->temperature < 0)
+        return snprintf(why, cap, "temperature %g: expected a finite number >= 0 (0 = greedy)",
+                        shown(o->temperature)), why;
+    if (!(o->top_p >= 0 && o->top_p <= 1))
+        return snprintf(why, cap, "top_p %g: expected a number in (0, 1] (0 or 1 = off)",
+                        shown(o->top_p)), why;
+    if (!(o->min_p >= 0 && o->min_p <= 1))
+        return snprintf(why, cap, "min_p %g: expected a number in [0, 1]", shown(o->min_p)), why;
+    if (!isfinite(o->repetition_penalty) || o->repetition_penalty < 0)
+        return snprintf(why, cap, "repetition_penalty %g: expected a finite number > 0 (1 = off)",
+                        shown(o->repetition_penalty)), why;
+    if (o->top_k < -1)
+        return snprintf(why, cap, "top_k %d: expected >= 1, or 0 or -1 for all tokens", o->top_k), why;
+    return NULL;
+}
+
+wna16_status wna16_sampler_check(wna16_ctx *ctx, const wna16_sampler_options *o) {
+    char why[160];
+    const char *problem = sampler_problem(o, why, sizeof why);
+    if (!problem) return WNA16_OK;
+    return wna16_fail(wna16_ctx_diag(ctx), WNA16_ERR_INVALID_ARGUMENT, "sampling: %s", problem);
+}
+
+/* NaN logits (a damaged model) never win: they rank as -inf. */
+static float rank_value(float logit) { return isnan(logit) ? -INFINITY : logit; }
+
 int32_t wna16_sample(const wna16_sampler_options *o, float *logits, int64_t vocab,
                      const int32_t *history, size_t n_history, uint64_t *rng) {
+    char why[160];
+    if (!logits || vocab <= 0 || !rng || sampler_problem(o, why, sizeof why)) return -1;
     if (o->repetition_penalty != 1.0f && o->repetition_penalty > 0.0f) {
         /* each distinct id once */
         uint8_t *seen = calloc((size_t)vocab, 1);
-        for (size_t i = 0; seen && i < n_history; i++) {
+        if (!seen) return -1;
+        for (size_t i = 0; history && i < n_history; i++) {
             int32_t id = history[i];
             if (id < 0 || id >= vocab || seen[id]) continue;
             seen[id] = 1;
@@ -57,19 +96,26 @@ int32_t wna16_sample(const wna16_sampler_options *o, float *logits, int64_t voca
         }
         free(seen);
     }
-    if (o->temperature <= 0.0f) return argmax(logits, vocab);
+    /* as vLLM: below 1e-5 the scaled logits would overflow, so it is greedy */
+    if (o->temperature < 1e-5f) return argmax(logits, vocab);
     int64_t k = o->top_k > 0 && o->top_k < vocab ? o->top_k : vocab;
     cand *c = malloc((size_t)vocab * sizeof *c);
-    if (!c) return argmax(logits, vocab);
-    for (int64_t i = 0; i < vocab; i++) c[i] = (cand){logits[i] / o->temperature, (int32_t)i};
-    qsort(c, (size_t)vocab, sizeof *c, by_logit_desc);
-    double sum = 0;
     double *p = malloc((size_t)k * sizeof *p);
-    if (!p) {
-        int32_t id = c[0].id;
+    if (!c || !p) {
+        free(c);
+        free(p);
+        return -1;
+    }
+    for (int64_t i = 0; i < vocab; i++)
+        c[i] = (cand){rank_value(logits[i]) / o->temperature, (int32_t)i};
+    qsort(c, (size_t)vocab, sizeof *c, by_logit_desc);
+    if (c[0].logit == -INFINITY || c[0].logit == INFINITY) { /* nothing to weigh */
+        int32_t id = c[0].logit == INFINITY ? c[0].id : -1;
+        free(p);
         free(c);
         return id;
     }
+    double sum = 0;
     for (int64_t i = 0; i < k; i++) sum += p[i] = exp((double)(c[i].logit - c[0].logit));
     int64_t keep = k;
     if (o->top_p > 0.0f && o->top_p < 1.0f) {

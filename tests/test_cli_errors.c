@@ -1,0 +1,142 @@
+/* Every failure is an error: each command fed each class of bad argument
+ * (unknown flag, missing value, not a number, NaN/inf, out of range, a path
+ * that is not there, a malformed id list, ids outside the vocabulary, invalid
+ * UTF-8, more tokens than the context) exits non-zero with a message on
+ * stderr, and prints nothing that could pass for a result on stdout. */
+#include "testing.h"
+
+#include <stdlib.h>
+#include <unistd.h>
+
+static char out[1 << 16], err[1 << 16];
+
+/* Runs the tool; stdout into out, stderr into err. Returns the exit status. */
+static int run2(const char *args) {
+    const char *cli = getenv("WNA16_CLI");
+    char errpath[] = "/tmp/wna16_cli_err_XXXXXX";
+    int fd = mkstemp(errpath);
+    if (fd < 0) return -1;
+    close(fd);
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd, "%s %s 2>%s", cli ? cli : "build/wna16", args, errpath);
+    FILE *p = popen(cmd, "r");
+    size_t n = p ? fread(out, 1, sizeof out - 1, p) : 0;
+    out[n] = '\0';
+    int st = p ? pclose(p) : -1;
+    FILE *e = fopen(errpath, "rb");
+    n = e ? fread(err, 1, sizeof err - 1, e) : 0;
+    err[n] = '\0';
+    if (e) fclose(e);
+    unlink(errpath);
+    return st != -1 && WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+typedef struct bad_case {
+    const char *args;  /* %1$s = a model dir with a tokenizer, %2$s = a scratch dir */
+    int want_rc;       /* the exit status (1 = runtime error, 2 = usage) */
+    const char *want;  /* a substring of stderr */
+} bad_case;
+
+#define QW "tests/data/models/qwen3_w4a16"
+
+static const bad_case cases[] = {
+    /* the bugs of the issue, each once printed success (exit 0) */
+    {"generate --model %1$s --prompt hello -n 5000", 1, "ERR_CONTEXT_OVERFLOW"},
+    {"generate --model %1$s --prompt \"$(printf '\\377\\376')\" -n 5", 1, "ERR_INVALID_UTF8"},
+    {"logits --model " QW " --ids 5000", 1, "token id 5000 at position 0 is outside the vocabulary"},
+    {"logits --model " QW " --ids -1", 1, "token id -1"},
+    {"logits --model " QW " --ids -1 --top 3", 1, "ERR_TOKEN_ID"},
+    {"generate --model %1$s --prompt hello -n 5 --temp nan", 2, "--temp expects a number"},
+    {"detokenize --tokenizer %1$s 1,,2", 2, "is not a list of token ids"},
+    /* generate: every class */
+    {"generate --model %1$s --prompt hi --bogus", 2, "unexpected argument '--bogus'"},
+    {"generate --model %1$s --prompt", 2, "unexpected argument '--prompt'"},
+    {"generate --model %1$s --prompt hi -n x", 2, "-n expects an integer"},
+    {"generate --model %1$s --prompt hi -n -3", 2, "-n expects an integer"},
+    {"generate --model %1$s --prompt hi --temp inf", 2, "--temp expects"},
+    {"generate --model %1$s --prompt hi --temp -1", 2, "--temp expects"},
+    {"generate --model %1$s --prompt hi --top-p 0", 2, "--top-p expects"},
+    {"generate --model %1$s --prompt hi --top-p 1.5", 2, "--top-p expects"},
+    {"generate --model %1$s --prompt hi --min-p nan", 2, "--min-p expects"},
+    {"generate --model %1$s --prompt hi --repeat-penalty 0", 2, "--repeat-penalty expects"},
+    {"generate --model %1$s --prompt hi --top-k -1", 2, "--top-k expects"},
+    {"generate --model %1$s --prompt hi --seed -4", 2, "--seed expects"},
+    {"generate --model %1$s --prompt hi --seed 12x", 2, "--seed expects"},
+    {"generate --model %1$s --prompt hi --ctx 0", 2, "--ctx expects"},
+    {"generate --model %1$s --prompt hi --threads 0", 2, "--threads expects"},
+    {"generate --model %2$s/none --prompt hi", 1, "ERR_IO"},
+    {"generate --model %1$s --prompt hi --tokenizer %2$s/none", 1, "ERR_IO"},
+    {"generate --model %1$s --prompt hi --ctx 1", 1, "ERR_CONTEXT_OVERFLOW"},
+    {"generate --model %1$s --prompt hi --chat hi", 2, "exactly one of --prompt or --chat"},
+    /* logits */
+    {"logits --model " QW " --ids 1,,2", 2, "is not a list of token ids"},
+    {"logits --model " QW " --ids 1,2,", 2, "an id is missing"},
+    {"logits --model " QW " --ids abc", 2, "is not a list of token ids"},
+    {"logits --model " QW " --ids 99999999999", 2, "is not a list of token ids"},
+    {"logits --model " QW " --ids ''", 2, "is not a list of token ids"},
+    {"logits --model " QW " --ids 1 --top 0", 2, "--top expects"},
+    {"logits --model " QW " --ids 1 --bogus", 2, "unexpected argument"},
+    {"logits --model %2$s/none --ids 1", 1, "ERR_IO"},
+    /* tokenize / detokenize */
+    {"tokenize --tokenizer %1$s --text \"$(printf '\\303')\"", 1, "ERR_INVALID_UTF8"},
+    {"tokenize --tokenizer %2$s/none --text hi", 1, "ERR_IO"},
+    {"tokenize --tokenizer %1$s --file %2$s/none", 1, "cannot open"},
+    {"tokenize --tokenizer %1$s --text hi --bogus", 2, "unexpected argument"},
+    {"detokenize --tokenizer %1$s 1 99999999", 1, "ERR_TOKEN_ID"},
+    {"detokenize --tokenizer %1$s -- -5", 2, "is not a list of token ids"},
+    {"detokenize --tokenizer %1$s -5", 1, "ERR_TOKEN_ID"},
+    {"detokenize --tokenizer %1$s 1x", 2, "is not a list of token ids"},
+    {"detokenize --tokenizer %1$s '[1, 2'", 2, "is not a list of token ids"},
+    /* inspect */
+    {"inspect %2$s/none", 1, "ERR_IO"},
+    {"inspect " QW " --tp 0", 2, "--tp expects"},
+    {"inspect " QW " --bogus", 2, "unexpected"},
+    /* synth / demo */
+    {"synth --out %2$s/s1 --layers 0", 2, "--layers expects"},
+    {"synth --out %2$s/s2 --bits 5", 2, "--bits must be 4, 8 or 16"},
+    {"synth --out %2$s/s3 --preset nope", 2, "preset"},
+    {"synth --out %2$s/s4 --bogus", 2, "unexpected"},
+    {"demo -n -1", 2, "-n expects"},
+    {"demo --bogus", 2, "unexpected"},
+    /* quantize */
+    {"quantize --model %2$s/none --out %2$s/q", 1, "ERR_IO"},
+    {"quantize --model " QW " --out %2$s/q --group-size 48", 2, "--group-size 48"},
+    {"quantize --model " QW " --out %2$s/q --dampening nan", 2, "--dampening nan"},
+    {"quantize --model " QW " --out %2$s/q --samples 0", 2, "--samples expects"},
+    {"quantize --model " QW " --out %2$s/q --scheme W3A16", 2, "--scheme W3A16"},
+    {"quantize --model " QW " --out %2$s/q --actorder group", 2, "actorder"},
+    /* bench */
+    {"bench gemm --m 0", 2, "--m"},
+    {"bench gemm --bits 5", 2, "--bits"},
+    {"bench gemm --isa sse9", 2, "--isa takes ref"},
+    {"bench gemm --bogus", 2, "unexpected"},
+    {"bench moe --tokens x", 2, "--tokens"},
+    {"bench moe --bogus", 2, "unexpected"},
+    {"bench model --model %2$s/none", 1, "ERR_IO"},
+    {"bench model --model " QW " --prompt 0", 2, "--prompt"},
+    {"bench model --model " QW " --prompt 5000", 1, "ERR_CONTEXT_OVERFLOW"},
+    {"bench comm --tp 0", 2, "--tp"},
+    {"bench nothing", 2, "nothing"},
+};
+
+int main(void) {
+    char dir[] = "/tmp/wna16_clierr_XXXXXX", args[2048], model[1100];
+    CHECK(mkdtemp(dir) != NULL);
+    snprintf(model, sizeof model, "%s/model", dir);
+    snprintf(args, sizeof args, "synth --out %s --tokenizer tests/data/tokenizer/qwen3", model);
+    CHECK(run2(args) == 0);
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char inner[1800];
+        snprintf(inner, sizeof inner, cases[i].args, model, dir);
+        int rc = run2(inner);
+        CHECK_MSG(rc == cases[i].want_rc && strstr(err, cases[i].want),
+                  "'%s': exit %d (want %d), stderr \"%.300s\" (want \"%s\")", inner, rc,
+                  cases[i].want_rc, err, cases[i].want);
+        /* a refusal prints no result: nothing on stdout but a usage text */
+        CHECK_MSG(out[0] == '\0' || strstr(out, "usage:"), "'%s' printed to stdout: \"%.200s\"",
+                  inner, out);
+    }
+    snprintf(args, sizeof args, "rm -rf %s", dir);
+    CHECK(system(args) == 0);
+    TEST_MAIN_END();
+}
