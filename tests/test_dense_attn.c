@@ -1,143 +1,295 @@
-/* The dense bf16 GEMV/GEMM and attention leaves against their scalar
- * references: the dense leaves are bitwise equal by construction (same
- * summation order); attention agrees with a double-precision reference. */
+/* The dense bf16 dot, attention and fp32 -> bf16 leaves of every ISA level
+ * this machine has, against their scalar references: the dense leaves and
+ * the conversions are bitwise equal by construction (same summation order,
+ * same rounding); attention agrees with a double-precision reference. Also
+ * the dispatch: each level's table names its leaves, WNA16_ISA caps them
+ * all (ctest runs this once more with WNA16_ISA=avx2). */
 #include "core/common.h"
 #include "kernels/attn.h"
 #include "kernels/dense.h"
 #include "kernels/gemm.h"
+#include "kernels/ukernel.h"
 #include "testing.h"
 
 #include <math.h>
+#include <omp.h>
 
 static uint64_t rng = 88172645463325252ull;
-static float frand(void) {
+static uint64_t next_u64(void) {
     rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
-    return (float)((rng >> 40) * 0x1.0p-24) * 2.0f - 1.0f;
+    return rng;
 }
+static float frand(void) { return (float)((next_u64() >> 40) * 0x1.0p-24) * 2.0f - 1.0f; }
 
-static void test_dense(void) {
-    static const int64_t ks[] = {1, 15, 16, 17, 64, 100, 2048};
-    static uint16_t w[4 * 2048];
-    static float x[8 * 2048], a[8], b[8];
+typedef struct leaf {
+    const char *name;
+    wna16_isa isa; /* the level the leaf needs */
+} leaf;
+
+static const leaf levels[] = {{"ref", WNA16_ISA_REF},
+                              {"avx2", WNA16_ISA_AVX2},
+                              {"avx512", WNA16_ISA_AVX512},
+                              {"avx512bf16", WNA16_ISA_AVX512BF16}};
+#define N_LEVELS (int)(sizeof levels / sizeof *levels)
+
+static bool have(wna16_isa isa) { return wna16_isa_detected() >= isa; }
+
+static const wna16_dense_dot_fn dense_leaves[] = {wna16_dense_dot__ref, wna16_dense_dot__avx2,
+                                                  wna16_dense_dot__avx512};
+
+/* Every dense leaf, every m = 1..8, k around the 8- and 64-element steps,
+ * x rows with an odd stride and unaligned: the reference's bits, and within
+ * k·2^-23·Σ|x·w| of a double reference. */
+static void test_dense_leaves(void) {
+    static const int64_t ks[] = {1,  2,  7,  8,   9,   15,  16,   17,   31,
+                                 63, 64, 65, 100, 127, 129, 2048, 2049, 2111};
+    enum { KMAX = 2111, LDX = KMAX + 3 };
+    static uint16_t w[KMAX];
+    static float xbuf[8 * LDX + 1], a[8], b[8];
+    float *x = xbuf + 1; /* not 32-byte aligned */
     for (size_t t = 0; t < sizeof ks / sizeof *ks; t++) {
         int64_t k = ks[t];
-        for (int64_t i = 0; i < 4 * k; i++) w[i] = wna16_f32_to_bf16(frand());
-        for (int64_t i = 0; i < 8 * k; i++) x[i] = frand();
+        for (int64_t i = 0; i < k; i++) w[i] = wna16_f32_to_bf16(frand());
+        for (int64_t i = 0; i < 8 * LDX; i++) x[i] = frand();
         for (int64_t m = 1; m <= 8; m++) {
-            wna16_dense_dot__ref(w, k, x, k, m, a);
-            wna16_dense_dot__avx512(w, k, x, k, m, b);
-            CHECK_MSG(!memcmp(a, b, (size_t)m * sizeof *a), "dense k=%lld m=%lld", (long long)k,
-                      (long long)m);
+            wna16_dense_dot__ref(w, k, x, LDX, m, a);
             for (int64_t i = 0; i < m; i++) {
                 double ref = 0, mag = 0;
                 for (int64_t c = 0; c < k; c++) {
-                    double p = (double)x[i * k + c] * wna16_bf16_to_f32(w[c]);
+                    double p = (double)x[i * LDX + c] * wna16_bf16_to_f32(w[c]);
                     ref += p, mag += fabs(p);
                 }
                 CHECK(fabs(a[i] - ref) <= (double)k * 0x1p-23 * mag + 1e-30);
             }
+            for (int l = 1; l < 3; l++) {
+                if (!have(levels[l].isa)) continue;
+                memset(b, 0xff, sizeof b);
+                dense_leaves[l](w, k, x, LDX, m, b);
+                CHECK_MSG(!memcmp(a, b, (size_t)m * sizeof *a), "dense %s k=%lld m=%lld: %g vs %g",
+                          levels[l].name, (long long)k, (long long)m, a[0], b[0]);
+            }
         }
     }
-    /* the threaded GEMM gives the same bits for 1 and 2 threads, with bias */
-    float y1[8 * 4] = {0}, y2[8 * 4] = {0}, bias[4] = {1, -2, 0.5f, 0};
-    wna16_dense_gemm(w, 4, 100, 100, bias, 7, x, 100, y1, 4, 1);
-    wna16_dense_gemm(w, 4, 100, 100, bias, 7, x, 100, y2, 4, 2);
-    CHECK(!memcmp(y1, y2, sizeof y1));
+}
+
+/* The threaded GEMM at every level: the reference level's bits for 1 and 2
+ * threads, with bias, m past one 8-row call (17), n past one 64 KiB share
+ * chunk (328 rows at k = 100). */
+static void test_dense_gemm(void) {
+    enum { N = 700, K = 100, M = 17 };
+    static uint16_t w[N * K];
+    static float x[M * K], y0[M * N], y1[M * N], bias[N];
+    for (int i = 0; i < N * K; i++) w[i] = wna16_f32_to_bf16(frand());
+    for (int i = 0; i < M * K; i++) x[i] = frand();
+    for (int i = 0; i < N; i++) bias[i] = frand();
+    wna16_isa_set_cap(WNA16_ISA_REF);
+    wna16_dense_gemm(w, N, K, K, bias, M, x, K, y0, N, 1);
+    for (int l = 0; l < N_LEVELS; l++) {
+        if (!have(levels[l].isa)) continue;
+        wna16_isa_set_cap(levels[l].isa);
+        for (int threads = 1; threads <= 2; threads++) {
+            memset(y1, 0, sizeof y1);
+            wna16_dense_gemm(w, N, K, K, bias, M, x, K, y1, N, threads);
+            CHECK_MSG(!memcmp(y0, y1, sizeof y1), "dense gemm %s, %d threads", levels[l].name,
+                      threads);
+        }
+    }
+    wna16_isa_set_cap(WNA16_ISA_COUNT);
+}
+
+/* fp32 -> bf16 at every level: the scalar's bits for NaNs (quiet and
+ * signalling, either sign, payloads in the dropped bits only), infinities,
+ * zeros, denormals, ties both ways, the overflow to inf, random bits; every
+ * tail length around the vector widths. */
+static void test_to_bf16(void) {
+    static const uint32_t special[] = {
+        0x7fc00000u, 0xffc00000u, 0x7f800001u, 0xff800001u, 0x7fa00000u, 0x7f80ffffu,
+        0x7fffffffu, 0xffffffffu, 0x7f800000u, 0xff800000u, 0x00000000u, 0x80000000u,
+        0x00000001u, 0x807fffffu, 0x00008000u, 0x00018000u, 0x3f808000u, 0x3f818000u,
+        0x3f807fffu, 0x3f808001u, 0x7f7fffffu, 0xff7fffffu, 0x7f7f8000u, 0x477fe000u};
+    enum { NS = sizeof special / sizeof *special, NMAX = 1000 };
+    static float src[NMAX];
+    static uint16_t want[NMAX], got[NMAX + 1];
+    for (int i = 0; i < NMAX; i++) {
+        uint32_t u = i < 4 * NS ? special[i % NS] : (uint32_t)next_u64();
+        memcpy(&src[i], &u, sizeof u);
+        want[i] = wna16_f32_to_bf16(src[i]);
+    }
+    for (int l = 0; l < N_LEVELS; l++) {
+        if (!have(levels[l].isa)) continue;
+        wna16_to_bf16_fn f = wna16_kernels_at(levels[l].isa)->to_bf16;
+        for (int n = 0; n <= 40; n++)
+            for (int off = 0; off < 3; off++) {
+                memset(got, 0xa5, sizeof got);
+                f(src + off, got, (size_t)n);
+                CHECK_MSG(!memcmp(got, want + off, (size_t)n * sizeof *got) && got[n] == 0xa5a5,
+                          "to_bf16 %s n=%d off=%d", levels[l].name, n, off);
+            }
+        memset(got, 0, sizeof got);
+        f(src, got, NMAX);
+        CHECK_MSG(!memcmp(got, want, sizeof want), "to_bf16 %s n=%d", levels[l].name, NMAX);
+    }
 }
 
 static double bf16_round(double x) { return wna16_bf16_to_f32(wna16_f32_to_bf16((float)x)); }
 
-/* Every leaf against a double reference: head groups (GQA) of 1 to 10,
- * positions across the 16-wide K blocks, the BF16 leaf's 64-position chunks
- * (one to four, the last one partial) and odd counts (the last V pair half
- * past n), NaN past n in the cache. The fp32 leaves (ref, avx512) keep
- * q and the softmax weights in fp32: within 1e-5. The BF16 leaf rounds q
- * and the weights to bf16: against a reference that rounds them too,
- * within 1e-5 plus 2^-7 of the weighted magnitude (a weight can round the
- * other way than the double reference's). */
+static const wna16_attn_fn attn_leaves[] = {wna16_attn_group__ref, wna16_attn_group__avx2,
+                                            wna16_attn_group__avx512, wna16_attn_group__avx512bf16};
+static const int attn_hd_mult[] = {2, 8, 16, 32};
+
+enum { NMAX = 2050, HDMAX = 256, GMAX = 10, KMAX = (NMAX + 15) / 16 * 16, LDS = NMAX + 3 };
+
+typedef struct attn_case {
+    int64_t hd, n, g;
+    float scale;
+    float q[GMAX * HDMAX];
+    uint16_t kb[HDMAX * KMAX], v[KMAX * HDMAX]; /* bf16 cache */
+} attn_case;
+
+/* Random q and cache; NaN past n (a leaf that reads it there, even times a
+ * zero weight, fails). */
+static void attn_fill(attn_case *c) {
+    int64_t hd = c->hd;
+    for (int64_t i = 0; i < c->g * hd; i++) c->q[i] = 3 * frand();
+    int64_t kend = (c->n + 15) / 16 * 16; /* the whole last block */
+    for (int64_t i = 0; i < hd * kend; i++) c->kb[i] = wna16_f32_to_bf16(frand());
+    for (int64_t i = 0; i < hd * kend; i++) c->v[i] = wna16_f32_to_bf16(frand());
+    for (int64_t p = c->n; p < kend; p++)
+        for (int64_t i = 0; i < hd; i++)
+            c->kb[wna16_attn_k_index(p, i, hd)] = c->v[wna16_attn_v_index(p, i, hd)] = 0x7fc0;
+    c->scale = 1.0f / sqrtf((float)hd);
+}
+
+/* Head h's exact weights (double), with q and the weights taken to bf16 first
+ * when bf16 (the BF16 leaf's inputs); wt: [n]. */
+static void attn_weights(const attn_case *c, int64_t h, bool bf16, double *wt) {
+    double mx = -1e300, sum = 0;
+    for (int64_t p = 0; p < c->n; p++) {
+        double d = 0;
+        for (int64_t i = 0; i < c->hd; i++) {
+            double qi = c->q[h * c->hd + i];
+            d += (bf16 ? bf16_round(qi) : qi) *
+                 wna16_bf16_to_f32(c->kb[wna16_attn_k_index(p, i, c->hd)]);
+        }
+        wt[p] = d * c->scale;
+        mx = fmax(mx, wt[p]);
+    }
+    for (int64_t p = 0; p < c->n; p++) sum += wt[p] = exp(wt[p] - mx);
+    for (int64_t p = 0; p < c->n; p++) wt[p] = (bf16 ? bf16_round(wt[p]) : wt[p]) / sum;
+}
+
+/* Leaf l's output against the double reference: the fp32 leaves (ref,
+ * avx2, avx512) keep q and the softmax weights in fp32: within 1e-5. The
+ * BF16 leaf rounds q and the weights to bf16: against a reference that
+ * rounds them too, within 1e-5 plus 2^-7 of the weighted magnitude (a weight
+ * can round the other way than the double reference's). */
+static int attn_check(const attn_case *c, int l, const float *o, int worst) {
+    static double wt[NMAX];
+    bool bf16 = levels[l].isa == WNA16_ISA_AVX512BF16;
+    for (int64_t h = 0; h < c->g; h++) {
+        attn_weights(c, h, bf16, wt);
+        for (int64_t i = 0; i < c->hd; i++) {
+            double ref = 0, mag = 0;
+            for (int64_t p = 0; p < c->n; p++) {
+                double vv = wna16_bf16_to_f32(c->v[wna16_attn_v_index(p, i, c->hd)]);
+                ref += wt[p] * vv, mag += wt[p] * fabs(vv);
+            }
+            double got = o[h * c->hd + i];
+            bool ok = fabs(got - ref) < 1e-5 + (bf16 ? 0x1p-7 * mag : 0);
+            if (!ok && worst++ < 5)
+                CHECK_MSG(ok, "attention %s hd=%lld n=%lld g=%lld h=%lld i=%lld: %g, ref %g",
+                          levels[l].name, (long long)c->hd, (long long)c->n, (long long)c->g,
+                          (long long)h, (long long)i, got, ref);
+        }
+    }
+    return worst;
+}
+
+/* Every leaf on every head size it takes: positions across the 16-wide K
+ * blocks and the 64-position chunks (one to many, the last partial), odd
+ * counts (the last V pair half past n), long contexts; groups of 1 to 8
+ * heads and past one 8-head block (10). */
 static void test_attention(void) {
-    static const int64_t hds[] = {16, 32, 48, 64, 128, 256};
-    static const int64_t ns[] = {1, 2, 15, 16, 17, 33, 64, 65, 100, 127, 128, 129, 200};
-    static const int64_t gs[] = {1, 3, 8, 10};
-    enum { NMAX = 200, HDMAX = 256, GMAX = 10, KMAX = (NMAX + 15) / 16 * 16, LDS = NMAX + 3 };
-    static float q[GMAX * HDMAX];
-    static uint16_t kb[HDMAX * KMAX], v[KMAX * HDMAX]; /* bf16 cache */
-    static float s1[GMAX * LDS], s2[GMAX * LDS], s3[GMAX * LDS];
-    static float o1[GMAX * HDMAX], o2[GMAX * HDMAX], o3[GMAX * HDMAX];
-    bool bf16 = wna16_isa_detected() >= WNA16_ISA_AVX512BF16;
+    static const int64_t hds[] = {8, 16, 24, 32, 48, 64, 128, 256};
+    static const int64_t ns[] = {1,  2,   15,  16,  17,  33,  63,   64,
+                                 65, 100, 127, 128, 129, 200, 1000, 2050};
+    static const int64_t gs[] = {1, 2, 3, 4, 5, 6, 7, 8, 10};
+    static attn_case c;
+    static float s[GMAX * LDS], o[GMAX * HDMAX];
     int worst = 0;
     for (size_t hi = 0; hi < sizeof hds / sizeof *hds; hi++)
         for (size_t ti = 0; ti < sizeof ns / sizeof *ns; ti++)
             for (size_t gi = 0; gi < sizeof gs / sizeof *gs; gi++) {
-                int64_t hd = hds[hi], n = ns[ti], g = gs[gi];
-                bool leaf3 = bf16 && hd % 32 == 0;
-                for (int64_t i = 0; i < g * hd; i++) q[i] = 3 * frand();
-                /* the whole last block, past n too: those entries must not count */
-                for (int64_t i = 0; i < hd * KMAX; i++) kb[i] = wna16_f32_to_bf16(frand());
-                for (int64_t i = 0; i < hd * KMAX; i++) v[i] = wna16_f32_to_bf16(frand());
-                /* NaN past n: a leaf that reads it there, even times a zero weight, fails */
-                for (int64_t p = n; p < KMAX; p++)
-                    for (int64_t i = 0; i < hd; i++)
-                        kb[wna16_attn_k_index(p, i, hd)] = v[wna16_attn_v_index(p, i, hd)] = 0x7fc0;
-                float scale = 1.0f / sqrtf((float)hd);
-                wna16_attn_group__ref(q, g, kb, v, n, hd, scale, s1, LDS, o1);
-                wna16_attn_group__avx512(q, g, kb, v, n, hd, scale, s2, LDS, o2);
-                if (leaf3) wna16_attn_group__avx512bf16(q, g, kb, v, n, hd, scale, s3, LDS, o3);
-                for (int64_t h = 0; h < g; h++) {
-                    double sc[NMAX], sc3[NMAX], mx = -1e300, mx3 = -1e300, sum = 0, sum3 = 0;
-                    for (int64_t p = 0; p < n; p++) {
-                        double d = 0, d3 = 0;
-                        for (int64_t i = 0; i < hd; i++) {
-                            double k = wna16_bf16_to_f32(kb[wna16_attn_k_index(p, i, hd)]);
-                            d += (double)q[h * hd + i] * k;
-                            d3 += bf16_round(q[h * hd + i]) * k;
-                        }
-                        sc[p] = d * scale;
-                        sc3[p] = d3 * scale;
-                        mx = fmax(mx, sc[p]);
-                        mx3 = fmax(mx3, sc3[p]);
-                    }
-                    for (int64_t p = 0; p < n; p++) {
-                        sum += sc[p] = exp(sc[p] - mx);
-                        sum3 += sc3[p] = exp(sc3[p] - mx3);
-                    }
-                    for (int64_t i = 0; i < hd; i++) {
-                        double ref = 0, ref3 = 0, mag3 = 0;
-                        for (int64_t p = 0; p < n; p++) {
-                            double vv = wna16_bf16_to_f32(v[wna16_attn_v_index(p, i, hd)]);
-                            ref += sc[p] / sum * vv;
-                            ref3 += bf16_round(sc3[p]) / sum3 * vv;
-                            mag3 += sc3[p] / sum3 * fabs(vv);
-                        }
-                        float a = o1[h * hd + i], b = o2[h * hd + i], c = o3[h * hd + i];
-                        bool ok = fabs(a - ref) < 1e-5 && fabs(b - ref) < 1e-5 &&
-                                  (!leaf3 || fabs(c - ref3) < 1e-5 + 0x1p-7 * mag3);
-                        worst += !ok;
-                        if (!ok && worst < 5)
-                            CHECK_MSG(ok,
-                                      "attention hd=%lld n=%lld g=%lld h=%lld i=%lld: ref %g, "
-                                      "scalar %g, avx512 %g; bf16 ref %g, avx512bf16 %g",
-                                      (long long)hd, (long long)n, (long long)g, (long long)h,
-                                      (long long)i, ref, a, b, ref3, leaf3 ? c : 0.0f);
-                    }
+                c.hd = hds[hi], c.n = ns[ti], c.g = gs[gi];
+                /* the long contexts with a few group sizes: the double
+                 * reference is the slow part */
+                if (c.n >= 1000 && c.g != 1 && c.g != 4 && c.g != 8) continue;
+                attn_fill(&c);
+                for (int l = 0; l < N_LEVELS; l++) {
+                    if (!have(levels[l].isa) || c.hd % attn_hd_mult[l] || c.hd > 256) continue;
+                    memset(o, 0xff, sizeof o);
+                    attn_leaves[l](c.q, c.g, c.kb, c.v, c.n, c.hd, c.scale, s, LDS, o);
+                    worst = attn_check(&c, l, o, worst);
                 }
             }
     CHECK(worst == 0);
-    /* dispatch follows the active level (WNA16_ISA may cap it) */
-    wna16_isa act = wna16_isa_active();
-    wna16_attn_fn a512 = act >= WNA16_ISA_AVX512 ? wna16_attn_group__avx512 : wna16_attn_group__ref;
-    CHECK(wna16_attn_group(24) == wna16_attn_group__ref);
-    CHECK(wna16_attn_group(48) == a512);
-    CHECK(wna16_attn_group(128) ==
-          (act >= WNA16_ISA_AVX512BF16 ? wna16_attn_group__avx512bf16 : a512));
+}
+
+/* Two KV groups on two threads give the bits one thread gives them (a
+ * leaf keeps no state between calls). */
+static void test_attention_threads(void) {
+    static attn_case c[2];
+    static float s[2][GMAX * LDS], o1[2][GMAX * HDMAX], o2[2][GMAX * HDMAX];
+    for (int l = 0; l < N_LEVELS; l++) {
+        if (!have(levels[l].isa)) continue;
+        for (int t = 0; t < 2; t++) {
+            c[t].hd = 128, c[t].n = 300 + 77 * t, c[t].g = 8;
+            attn_fill(&c[t]);
+            attn_leaves[l](c[t].q, 8, c[t].kb, c[t].v, c[t].n, 128, c[t].scale, s[t], LDS, o1[t]);
+        }
+#pragma omp parallel for num_threads(2)
+        for (int t = 0; t < 2; t++)
+            attn_leaves[l](c[t].q, 8, c[t].kb, c[t].v, c[t].n, 128, c[t].scale, s[t], LDS, o2[t]);
+        CHECK_MSG(!memcmp(o1, o2, sizeof o1), "attention %s on 2 threads", levels[l].name);
+    }
+}
+
+/* Dispatch follows each cap: a level's dense, conversion and attention
+ * leaves, and for a head size it does not take, the next level down's. */
+static void test_dispatch(void) {
+    wna16_isa det = wna16_isa_detected();
+    const char *env = getenv("WNA16_ISA");
+    wna16_isa cap;
+    if (env && wna16_isa_parse(env, &cap)) CHECK(wna16_isa_active() <= cap);
+    for (int l = 0; l < N_LEVELS; l++) {
+        if (!have(levels[l].isa)) continue;
+        wna16_isa a = wna16_isa_set_cap(levels[l].isa);
+        CHECK(a == levels[l].isa);
+        int d = l < 3 ? l : 2; /* the BF16 level keeps the AVX-512 dense dot */
+        CHECK(wna16_dense_dot() == dense_leaves[d]);
+        CHECK(wna16_kernels()->dense_dot == dense_leaves[d]);
+        /* attention: the highest level <= l whose leaf takes hd */
+        static const int64_t hds[] = {2, 6, 8, 24, 48, 96, 128, 256, 264, 512};
+        for (size_t i = 0; i < sizeof hds / sizeof *hds; i++) {
+            int want = l;
+            while (want > 0 && (hds[i] % attn_hd_mult[want] || hds[i] > 256)) want--;
+            CHECK_MSG(wna16_attn_group(hds[i]) == attn_leaves[want], "attn dispatch %s hd=%lld",
+                      levels[l].name, (long long)hds[i]);
+        }
+        CHECK(wna16_kernels_at(WNA16_ISA_COUNT - 1) == wna16_kernels());
+    }
+    wna16_isa_set_cap(WNA16_ISA_COUNT);
+    CHECK(wna16_isa_active() == det);
 }
 
 int main(void) {
-    if (wna16_isa_detected() < WNA16_ISA_AVX512) {
-        printf("no AVX-512 on this CPU: only the references run\n");
-        TEST_MAIN_END();
-    }
-    test_dense();
+    printf("detected %s, active %s\n", wna16_isa_name(wna16_isa_detected()),
+           wna16_isa_name(wna16_isa_active()));
+    test_dispatch();
+    test_dense_leaves();
+    test_dense_gemm();
+    test_to_bf16();
     test_attention();
+    test_attention_threads();
     TEST_MAIN_END();
 }

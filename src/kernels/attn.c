@@ -1,10 +1,13 @@
 #include "kernels/attn.h"
-#include "kernels/gemm.h"
+#include "kernels/ukernel.h"
 
+/* The best leaf of the active level that takes hd: each level's table names
+ * its own leaf and the head sizes it takes; a size it does not take goes to
+ * the level below (the reference takes every even hd). */
 wna16_attn_fn wna16_attn_group(int64_t hd) {
-    if (wna16_isa_active() >= WNA16_ISA_AVX512BF16 && hd % 32 == 0 && hd <= 256)
-        return wna16_attn_group__avx512bf16;
-    if (wna16_isa_active() >= WNA16_ISA_AVX512 && hd % 16 == 0 && hd <= 256)
-        return wna16_attn_group__avx512;
-    return wna16_attn_group__ref;
+    for (int isa = (int)wna16_isa_active(); isa > WNA16_ISA_REF; isa--) {
+        const wna16_kernel_table *t = wna16_kernels_at((wna16_isa)isa);
+        if (hd % t->attn_hd_mult == 0 && hd <= t->attn_hd_max) return t->attn_group;
+    }
+    return wna16_kernels_at(WNA16_ISA_REF)->attn_group;
 }

@@ -17,9 +17,10 @@
  * mask. hd must be even (RoPE's rotate-half needs it too). Entries of the
  * last block at or past n are not read.
  * q and out are [g][hd] fp32; scores is scratch of g rows of lds >= n floats.
- * Leaves: ref (any even hd), avx512 (hd % 16 == 0, hd <= 256), avx512bf16
- * (hd % 32 == 0, hd <= 256). A group's result does not depend on threads or
- * on other groups. */
+ * Leaves: ref (any even hd), avx2 (hd % 8 == 0, hd <= 256), avx512
+ * (hd % 16 == 0, hd <= 256), avx512bf16 (hd % 32 == 0, hd <= 256); the
+ * dispatch table holds each level's leaf and the sizes it takes. A group's
+ * result does not depend on threads or on other groups. */
 #ifndef WNA16_KERNELS_ATTN_H
 #define WNA16_KERNELS_ATTN_H
 
@@ -45,6 +46,9 @@ typedef void (*wna16_attn_fn)(const float *q, int64_t g, const uint16_t *kb, con
 void wna16_attn_group__ref(const float *q, int64_t g, const uint16_t *kb, const uint16_t *v,
                            int64_t n, int64_t hd, float scale, float *scores, int64_t lds,
                            float *out);
+void wna16_attn_group__avx2(const float *q, int64_t g, const uint16_t *kb, const uint16_t *v,
+                            int64_t n, int64_t hd, float scale, float *scores, int64_t lds,
+                            float *out);
 void wna16_attn_group__avx512(const float *q, int64_t g, const uint16_t *kb, const uint16_t *v,
                               int64_t n, int64_t hd, float scale, float *scores, int64_t lds,
                               float *out);
@@ -52,7 +56,8 @@ void wna16_attn_group__avx512bf16(const float *q, int64_t g, const uint16_t *kb,
                                   int64_t n, int64_t hd, float scale, float *scores, int64_t lds,
                                   float *out);
 
-/* The leaf for the active ISA level and this head size. */
+/* The leaf for the active ISA level and this head size: the active level's
+ * if it takes hd, else the highest lower level's that does. */
 wna16_attn_fn wna16_attn_group(int64_t hd);
 
 #endif

@@ -1,13 +1,11 @@
 #include "kernels/dense.h"
-#include "kernels/gemm.h"
+#include "kernels/ukernel.h"
 
 #include "core/split.h"
 
 #include <omp.h>
 
-wna16_dense_dot_fn wna16_dense_dot(void) {
-    return wna16_isa_active() >= WNA16_ISA_AVX512 ? wna16_dense_dot__avx512 : wna16_dense_dot__ref;
-}
+wna16_dense_dot_fn wna16_dense_dot(void) { return wna16_kernels()->dense_dot; }
 
 void wna16_dense_gemm(const uint16_t *w, int64_t n, int64_t k, int64_t k_stride, const float *bias,
                       int64_t m, const float *x, int64_t ldx, float *y, int64_t ldy,

@@ -15,10 +15,12 @@ typedef void (*wna16_dense_dot_fn)(const uint16_t *w, int64_t k, const float *x,
 
 void wna16_dense_dot__ref(const uint16_t *w, int64_t k, const float *x, int64_t ldx, int64_t m,
                           float *out);
+void wna16_dense_dot__avx2(const uint16_t *w, int64_t k, const float *x, int64_t ldx, int64_t m,
+                           float *out);
 void wna16_dense_dot__avx512(const uint16_t *w, int64_t k, const float *x, int64_t ldx, int64_t m,
                              float *out);
 
-/* The leaf for the active ISA level. */
+/* The leaf for the active ISA level (the dispatch table's dense_dot). */
 wna16_dense_dot_fn wna16_dense_dot(void);
 
 /* y[i*ldy + o] = Σ_k x[i*ldx+k]·w[o*k_stride + k] (+ bias[o]) for i < m, o < n. */

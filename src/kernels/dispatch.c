@@ -79,9 +79,18 @@ static void fill_tables(void) {
         .gemv_q4_f32 = wna16_gemv_q4_f32_4x16__ref,
         .gemv_q8_f32 = wna16_gemv_q8_f32_4x16__ref,
         .gemv_f32_mr = 4,
+        .dense_dot = wna16_dense_dot__ref,
+        .attn_group = wna16_attn_group__ref,
+        .attn_hd_mult = 2,
+        .attn_hd_max = INT64_MAX,
     };
     tables[WNA16_ISA_REF] = t;
     t.isa = WNA16_ISA_AVX2;
+    t.to_bf16 = wna16_to_bf16__avx2;
+    t.dense_dot = wna16_dense_dot__avx2;
+    t.attn_group = wna16_attn_group__avx2;
+    t.attn_hd_mult = 8;
+    t.attn_hd_max = 256;
     t.gemv_q4_f32 = wna16_gemv_q4_f32_2x16__avx2;
     t.gemv_q8_f32 = wna16_gemv_q8_f32_2x16__avx2;
     t.gemv_f32_mr = 2;
@@ -94,6 +103,9 @@ static void fill_tables(void) {
     t.gemv2_q4_f32 = wna16_gemv_q4_f32_2x32__avx512;
     t.gemv2_q8_f32 = wna16_gemv_q8_f32_2x32__avx512;
     t.gemv2_f32_mr = 2;
+    t.dense_dot = wna16_dense_dot__avx512;
+    t.attn_group = wna16_attn_group__avx512;
+    t.attn_hd_mult = 16;
     tables[WNA16_ISA_AVX512] = t;
     t.isa = WNA16_ISA_AVX512BF16;
     t.gemv_q4_bf16 = wna16_gemv_q4_bf16_4x32__avx512bf16;
@@ -107,6 +119,8 @@ static void fill_tables(void) {
     t.dequant_q8_bf16 = wna16_dequant_q8_bf16_16__avx512bf16;
     t.gemm_bf16 = wna16_gemm_bf16_12x32__avx512bf16;
     t.gemm_mr = 12;
+    t.attn_group = wna16_attn_group__avx512bf16;
+    t.attn_hd_mult = 32;
     tables[WNA16_ISA_AVX512BF16] = t;
 }
 
@@ -146,6 +160,11 @@ wna16_isa wna16_isa_set_cap(wna16_isa cap) {
 const wna16_kernel_table *wna16_kernels(void) {
     pthread_once(&once, init);
     return &tables[active];
+}
+
+const wna16_kernel_table *wna16_kernels_at(wna16_isa isa) {
+    pthread_once(&once, init);
+    return &tables[(unsigned)isa < (unsigned)active ? isa : active];
 }
 
 void wna16_f32_to_bf16_n(const float *src, uint16_t *dst, size_t n) {

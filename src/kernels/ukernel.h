@@ -46,6 +46,8 @@
 #include <stdint.h>
 
 #include "core/common.h"
+#include "kernels/attn.h"
+#include "kernels/dense.h"
 #include "kernels/gemm.h"
 
 typedef struct wna16_block_layout {
@@ -165,10 +167,20 @@ typedef struct wna16_kernel_table {
     wna16_dequant_bf16_fn dequant_q4_bf16, dequant_q8_bf16;
     wna16_gemm_bf16_fn gemm_bf16;
     size_t gemm_mr;
+    /* dense bf16-weight dot (kernels/dense.h): every level has one */
+    wna16_dense_dot_fn dense_dot;
+    /* attention (kernels/attn.h) for head sizes with hd % attn_hd_mult == 0
+     * and hd <= attn_hd_max; other sizes take the next lower level's leaf
+     * (wna16_attn_group walks down; the reference takes every even hd) */
+    wna16_attn_fn attn_group;
+    int64_t attn_hd_mult, attn_hd_max;
 } wna16_kernel_table;
 
 /* The table of the active ISA level (filled once, see dispatch.c). */
 const wna16_kernel_table *wna16_kernels(void);
+/* The table of level isa, capped to the active level (a lower level's
+ * leaves serve the shapes the active level's leaves do not take). */
+const wna16_kernel_table *wna16_kernels_at(wna16_isa isa);
 
 /* Leaves, named <op>_<weights>_<acts>_<MR>x<NR>__<isa>. */
 void wna16_gemv_q4_f32_4x16__ref(const wna16_block_layout *, const uint8_t *, size_t, const void *,
@@ -203,6 +215,7 @@ void wna16_gemm_bf16_12x32__avx512bf16(size_t, int64_t, int64_t, const uint32_t 
                                        const float *, float *);
 
 void wna16_to_bf16__ref(const float *, uint16_t *, size_t);
+void wna16_to_bf16__avx2(const float *, uint16_t *, size_t);
 void wna16_to_bf16__avx512(const float *, uint16_t *, size_t);
 
 /* Machine-limit loops (machine_limits.c): n_iter iterations of a

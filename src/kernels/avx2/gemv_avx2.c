@@ -91,6 +91,32 @@ void wna16_gemv_q8_f32_2x16__avx2(const wna16_block_layout *L, const uint8_t *bl
     else gemv_f32(L, block, a, lda, c, 2, 8);
 }
 
+/* wna16_f32_to_bf16 on 8 lanes with integer ops: round to nearest even
+ * (add 0x7fff plus the kept low bit), a NaN keeps its top bits and is
+ * quieted (| 0x40), as the scalar does. Each lane ends <= 0xffff, so the
+ * unsigned-saturating pack is exact. */
+INLINE __m256i to_bf16x8(__m256i u) {
+    __m256i hi = _mm256_srli_epi32(u, 16);
+    __m256i bias =
+        _mm256_add_epi32(_mm256_set1_epi32(0x7fff), _mm256_and_si256(hi, _mm256_set1_epi32(1)));
+    __m256i rounded = _mm256_srli_epi32(_mm256_add_epi32(u, bias), 16);
+    __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(u, _mm256_set1_epi32(0x7fffffff)),
+                                     _mm256_set1_epi32(0x7f800000));
+    return _mm256_blendv_epi8(rounded, _mm256_or_si256(hi, _mm256_set1_epi32(0x40)), nan);
+}
+
+void wna16_to_bf16__avx2(const float *src, uint16_t *dst, size_t n) {
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        __m256i a = to_bf16x8(_mm256_loadu_si256((const __m256i *)(src + i)));
+        __m256i b = to_bf16x8(_mm256_loadu_si256((const __m256i *)(src + i + 8)));
+        /* packus interleaves the 128-bit halves: a0-3 b0-3 a4-7 b4-7 */
+        __m256i p = _mm256_permute4x64_epi64(_mm256_packus_epi32(a, b), 0xD8);
+        _mm256_storeu_si256((__m256i *)(dst + i), p);
+    }
+    for (; i < n; i++) dst[i] = wna16_f32_to_bf16(src[i]); /* the scalar itself: same bits */
+}
+
 float wna16_peak_fma_loop__avx2(int64_t n_iter) {
     __m256 acc[12];
     for (int i = 0; i < 12; i++) acc[i] = _mm256_set1_ps((float)i);
