@@ -1,11 +1,11 @@
 /* AVX2 + FMA attention leaf (kernels/attn.h): the AVX-512 leaf's design
  * (kernels/attn_chunk.h: 64-position chunks, online softmax, the same
  * prefetches) on 8-wide fp32 vectors, for hd % 8 == 0, hd <= 256. With 16
- * registers instead of 32 the register blocking is narrower: a K line (16
- * positions x one dimension pair) is two vectors, taken both at once for up
- * to 4 heads and one at a time for more, and the P·V passes cover fewer
- * vectors of V per head (v_per_pass), so every pass keeps about 8 FMA chains
- * and no spills. */
+ * registers instead of 32 the register blocking is narrower: heads go in
+ * blocks of at most 4 (group_chunked), a K line (16 positions x one
+ * dimension pair) is two vectors, and the P·V passes cover fewer vectors of
+ * V per head (V_PER_PASS), so every pass keeps 6-8 FMA chains and no
+ * spills. */
 #include "kernels/attn.h"
 
 #include <immintrin.h>
@@ -76,22 +76,20 @@ INLINE float exp_row(float *s, int64_t len, float mx) {
     return hsum(vsum);
 }
 
-/* Scores of one K block for HB heads, NH of its two 8-position halves from
- * half h0 (m: their lanes below p1): one load of a half line (dimensions
- * i, i+1 of 8 positions) feeds HB chains twice. Only the pass over half 0
- * prefetches (kernels/attn_chunk.h: V(c) line l0 + ip while K line ip is
- * read; chunk 0's K two blocks ahead). */
-INLINE void block_scores(const float *q, const int HB, const int NH, const uint16_t *kblk,
-                         int64_t hd, int h0, const __m256i *m, bool full, const char *vc,
-                         bool k_ahead, int64_t l0, int64_t vl, __m256 acc[8][2]) {
-    for (int j = 0; j < HB; j++)
-        for (int h = 0; h < NH; h++) acc[j][h] = _mm256_setzero_ps();
+/* Scores of one K block for HB <= 4 heads (m: the lanes of its two
+ * 8-position halves below p1): one load of a half line (dimensions i, i+1
+ * of 8 positions) feeds HB chains twice, 2 HB chains in all. The prefetches
+ * (kernels/attn_chunk.h: V(c) line l0 + ip while K line ip is read; chunk
+ * 0's K two blocks ahead) come from the first head block only (pf). */
+INLINE void block_scores(const float *q, const int HB, const uint16_t *kblk, int64_t hd,
+                         const __m256i *m, bool full, bool pf, const char *vc, bool k_ahead,
+                         int64_t l0, int64_t vl, __m256 acc[4][2]) {
+    for (int j = 0; j < HB; j++) acc[j][0] = acc[j][1] = _mm256_setzero_ps();
     for (int64_t ip = 0; ip < hd / 2; ip++) {
-        if (h0 == 0)
-            wna16_attn_chunk_prefetch(kblk, hd, vc, k_ahead, ip, l0 + ip < vl ? l0 + ip : -1);
+        if (pf) wna16_attn_chunk_prefetch(kblk, hd, vc, k_ahead, ip, l0 + ip < vl ? l0 + ip : -1);
         __m256 k0[2], k1[2];
-        for (int h = 0; h < NH; h++) {
-            const uint16_t *p = kblk + ip * 32 + (h0 + h) * 16;
+        for (int h = 0; h < 2; h++) {
+            const uint16_t *p = kblk + ip * 32 + h * 16;
             /* positions at or past n are not read (maskload skips their memory) */
             __m256i x = full ? _mm256_loadu_si256((const __m256i *)p)
                              : _mm256_maskload_epi32((const int *)p, m[h]);
@@ -101,7 +99,7 @@ INLINE void block_scores(const float *q, const int HB, const int NH, const uint1
         for (int j = 0; j < HB; j++) {
             __m256 q0 = _mm256_broadcast_ss(q + j * hd + 2 * ip);
             __m256 q1 = _mm256_broadcast_ss(q + j * hd + 2 * ip + 1);
-            for (int h = 0; h < NH; h++) {
+            for (int h = 0; h < 2; h++) {
                 acc[j][h] = _mm256_fmadd_ps(q0, k0[h], acc[j][h]);
                 acc[j][h] = _mm256_fmadd_ps(q1, k1[h], acc[j][h]);
             }
@@ -110,38 +108,35 @@ INLINE void block_scores(const float *q, const int HB, const int NH, const uint1
 }
 
 /* Scores of positions [p0, p1) (p0 a multiple of 16) into scores[j][p - p0]
- * for HB heads, each head's max into mx[j]. */
+ * for HB <= 4 heads, each head's max into mx[j]. */
 INLINE void chunk_scores(const float *q, const int HB, const uint16_t *kb, const uint16_t *v,
                          int64_t p0, int64_t p1, int64_t n, int64_t hd, float scale, float *scores,
-                         int64_t lds, float *mx) {
-    const int NH = HB <= 4 ? 2 : 1; /* halves per pass: 2 x HB or HB chains */
+                         int64_t lds, float *mx, bool pf) {
     const int64_t vl = (p1 - p0 + 1) / 2 * (hd / 16);
     const char *vc = (const char *)(v + p0 * hd);
-    __m256 vmx[8];
+    __m256 vmx[4];
     for (int j = 0; j < HB; j++) vmx[j] = _mm256_set1_ps(-INFINITY);
     for (int64_t b = p0; b < p1; b += 16) {
         const uint16_t *kblk = kb + b * hd; /* block b / 16: hd / 2 lines */
         const int64_t l0 = (b - p0) / 16 * (hd / 2);
         const bool k_ahead = p0 == 0 && b + 2 * 16 < n, full = p1 - b >= 16;
         const __m256i m[2] = {lanes_below(p1 - b), lanes_below(p1 - b - 8)};
-        for (int h0 = 0; h0 < 2 && b + 8 * h0 < p1; h0 += NH) {
-            __m256 acc[8][2];
-            block_scores(q, HB, NH, kblk, hd, h0, m + h0, full, vc, k_ahead, l0, vl, acc);
-            for (int j = 0; j < HB; j++)
-                for (int h = 0; h < NH; h++) {
-                    __m256 sv = _mm256_mul_ps(acc[j][h], _mm256_set1_ps(scale));
-                    _mm256_maskstore_ps(scores + j * lds + (b - p0) + 8 * (h0 + h), m[h0 + h], sv);
-                    sv = _mm256_blendv_ps(_mm256_set1_ps(-INFINITY), sv,
-                                          _mm256_castsi256_ps(m[h0 + h]));
-                    vmx[j] = _mm256_max_ps(vmx[j], sv);
-                }
-        }
+        __m256 acc[4][2];
+        block_scores(q, HB, kblk, hd, m, full, pf, vc, k_ahead, l0, vl, acc);
+        for (int j = 0; j < HB; j++)
+            for (int h = 0; h < 2; h++) {
+                __m256 sv = _mm256_mul_ps(acc[j][h], _mm256_set1_ps(scale));
+                _mm256_maskstore_ps(scores + j * lds + (b - p0) + 8 * h, m[h], sv);
+                sv = _mm256_blendv_ps(_mm256_set1_ps(-INFINITY), sv, _mm256_castsi256_ps(m[h]));
+                vmx[j] = _mm256_max_ps(vmx[j], sv);
+            }
     }
     for (int j = 0; j < HB; j++) mx[j] = hmax(vmx[j]);
 }
 
-/* Vectors of V per P·V pass for HB heads: HB x CV accumulators, up to 8. */
-#define V_PER_PASS(HB) ((HB) == 1 ? 8 : (HB) == 2 ? 4 : (HB) <= 4 ? 2 : 1)
+/* Vectors of V per P·V pass for HB <= 4 heads: HB x CV accumulators, up
+ * to 8. */
+#define V_PER_PASS(HB) ((HB) == 1 ? 8 : (HB) == 2 ? 4 : 2)
 
 /* V vector c (8 dimensions of the position pair at p) split into the two
  * positions. An odd end (one position left) reads the even halves one by
@@ -159,12 +154,12 @@ INLINE void v_pair(const uint16_t *vp, bool odd_end, __m256 *v0, __m256 *v1) {
     *v1 = pair_hi(x);
 }
 
-/* One position pair of a P·V pass, HB heads x CV vectors. Up to 3 heads the
- * 2 HB weights stay in registers while the V vectors go by one at a time;
- * from 4 heads on, the 2 CV V vectors stay while the weights go by (either
+/* One position pair of a P·V pass, HB <= 4 heads x CV vectors. Up to 3
+ * heads the 2 HB weights stay in registers while the V vectors go by one
+ * at a time; at 4, the 2 CV V vectors stay while the weights go by (either
  * way <= 14 live registers). */
 INLINE void pv_pair(const float *w, int64_t lds, const int HB, const int CV, const uint16_t *vp,
-                    bool odd_end, __m256 acc[8][8]) {
+                    bool odd_end, __m256 acc[4][8]) {
     if (HB <= 3) {
         __m256 w0[3], w1[3];
         for (int j = 0; j < HB; j++) {
@@ -196,7 +191,7 @@ INLINE void pv_pair(const float *w, int64_t lds, const int HB, const int CV, con
 INLINE void chunk_pv(const float *w, int64_t lds, const int HB, const int CV, const uint16_t *v,
                      int64_t p0, int64_t p1, int64_t hd, int64_t c0, const float *alpha, bool first,
                      float *out, const char *knext, int64_t kl_next) {
-    __m256 acc[8][8];
+    __m256 acc[4][8];
     for (int j = 0; j < HB; j++)
         for (int c = 0; c < CV; c++)
             acc[j][c] = first ? _mm256_setzero_ps()
@@ -214,28 +209,47 @@ INLINE void chunk_pv(const float *w, int64_t lds, const int HB, const int CV, co
         for (int c = 0; c < CV; c++) _mm256_storeu_ps(out + j * hd + (c0 + c) * 8, acc[j][c]);
 }
 
-/* The chunk loop of kernels/attn_chunk.h for HB heads. */
+/* A chunk's P·V passes over V's hd / 8 vectors for HB <= 4 heads (pf:
+ * these passes fetch the next chunk's K). */
+INLINE void chunk_pv_all(const float *scores, int64_t lds, const int HB, const uint16_t *v,
+                         int64_t p0, int64_t p1, int64_t n, int64_t hd, const float *alpha,
+                         float *out, const uint16_t *kb, bool pf) {
+    const int CV = V_PER_PASS(HB);
+    const char *knext = (const char *)(kb + p1 * hd);
+    int64_t kl_next = pf ? wna16_attn_next_k_lines(p1, n, hd) : 0, nv = hd / 8, c0 = 0;
+    for (; c0 + CV <= nv; c0 += CV)
+        chunk_pv(scores, lds, HB, CV, v, p0, p1, hd, c0, alpha, p0 == 0, out, knext, kl_next);
+    for (; c0 < nv; c0++)
+        chunk_pv(scores, lds, HB, 1, v, p0, p1, hd, c0, alpha, p0 == 0, out, knext, kl_next);
+}
+
+/* The chunk loop of kernels/attn_chunk.h for HB <= 8 heads, in blocks of
+ * at most 4 (H0 and H1 = HB - H0): 16 registers hold 8 chains, and for
+ * more heads one K or V vector would feed one FMA per broadcast of q or of
+ * a weight (a load each). The second block re-reads the chunk's K and V
+ * (16 KiB each at hd 128) from L1/L2: the cache still streams from memory
+ * once, and only the first block prefetches. */
 INLINE void group_chunked(const float *q, const int HB, const uint16_t *kb, const uint16_t *v,
                           int64_t n, int64_t hd, float scale, float *scores, int64_t lds,
                           float *out) {
-    const int CV = V_PER_PASS(HB);
+    const int H0 = HB < 4 ? HB : 4, H1 = HB - H0;
     wna16_attn_online os;
     wna16_attn_online_start(&os, HB);
     for (int64_t p0 = 0; p0 < n; p0 += WNA16_ATTN_CHUNK) {
         int64_t p1 = p0 + WNA16_ATTN_CHUNK < n ? p0 + WNA16_ATTN_CHUNK : n;
         float cmx[8];
-        chunk_scores(q, HB, kb, v, p0, p1, n, hd, scale, scores, lds, cmx);
+        chunk_scores(q, H0, kb, v, p0, p1, n, hd, scale, scores, lds, cmx, true);
+        if (H1)
+            chunk_scores(q + 4 * hd, H1, kb, v, p0, p1, n, hd, scale, scores + 4 * lds, lds,
+                         cmx + 4, false);
         for (int j = 0; j < HB; j++) {
             float m = wna16_attn_online_max(&os, j, p0, cmx[j]);
             wna16_attn_online_add(&os, j, exp_row(scores + j * lds, p1 - p0, m));
         }
-        const char *knext = (const char *)(kb + p1 * hd);
-        int64_t kl_next = wna16_attn_next_k_lines(p1, n, hd), nv = hd / 8, c0 = 0;
-        for (; c0 + CV <= nv; c0 += CV)
-            chunk_pv(scores, lds, HB, CV, v, p0, p1, hd, c0, os.alpha, p0 == 0, out, knext,
-                     kl_next);
-        for (; c0 < nv; c0++)
-            chunk_pv(scores, lds, HB, 1, v, p0, p1, hd, c0, os.alpha, p0 == 0, out, knext, kl_next);
+        chunk_pv_all(scores, lds, H0, v, p0, p1, n, hd, os.alpha, out, kb, true);
+        if (H1)
+            chunk_pv_all(scores + 4 * lds, lds, H1, v, p0, p1, n, hd, os.alpha + 4, out + 4 * hd,
+                         kb, false);
     }
     for (int j = 0; j < HB; j++) {
         __m256 inv = _mm256_set1_ps(1.0f / os.sum[j]);

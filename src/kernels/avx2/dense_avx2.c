@@ -109,17 +109,19 @@ void wna16_dense_dot__avx2(const uint16_t *w, int64_t k, const float *x, int64_t
     case 4:
         dot_rows(w, k, x, ldx, 4, out);
         break;
+    /* more rows: two groups (below), each weight vector read twice, the
+     * second time from L1 */
     case 5:
-        dot_rows(w, k, x, ldx, 5, out);
+        dot_rows(w, k, x, ldx, 3, out), dot_rows(w, k, x + 3 * ldx, ldx, 2, out + 3);
         break;
     case 6:
-        dot_rows(w, k, x, ldx, 6, out);
+        dot_rows(w, k, x, ldx, 3, out), dot_rows(w, k, x + 3 * ldx, ldx, 3, out + 3);
         break;
     case 7:
-        dot_rows(w, k, x, ldx, 7, out);
+        dot_rows(w, k, x, ldx, 4, out), dot_rows(w, k, x + 4 * ldx, ldx, 3, out + 4);
         break;
     case 8:
-        dot_rows(w, k, x, ldx, 8, out);
+        dot_rows(w, k, x, ldx, 4, out), dot_rows(w, k, x + 4 * ldx, ldx, 4, out + 4);
         break;
     default:
         break; /* m <= 8 by the contract; m <= 0 computes nothing */
