@@ -2,14 +2,15 @@
  * reference: element c accumulates into partial c % 64, here lane c % 8 of
  * accumulator vector (c / 8) % 8, and the fold is the reference's.
  *
- * Several rows share each weight vector (one load and widening, then one
- * FMA per row) without breaking that order: 8 rows x 8 vectors of partials
+ * Up to 4 rows share each weight vector (one load and widening, then one
+ * FMA per row) without breaking that order: rows x 8 vectors of partials
  * do not fit in 16 registers, so the rows run in passes, each over a subset
  * of the 8 accumulator vectors (all 8 for one row, 4 for two, 2 for three or
- * four, 1 for more), which keeps 5-8 independent FMA chains in registers.
- * Pass j reads only the weight and x vectors of its partials, so every
- * weight vector is still read and widened once for all rows; the passes
- * after the first find the weight row (k bf16, 4 KiB at k = 2048) in L1. */
+ * four: 6-8 independent FMA chains in registers, and the two vectors that
+ * share an x line in the same pass). A pass reads only the weight and x
+ * vectors of its partials, so every weight vector is still read and widened
+ * once for all its rows; the passes after the first find the weight row
+ * (k bf16, 4 KiB at k = 2048) in L1. More rows go in two groups. */
 #include "kernels/dense.h"
 
 #include <immintrin.h>
@@ -57,7 +58,7 @@ INLINE float fold(const __m256 a[8]) {
  * and the others follow it over lines now in L1 or L2. */
 INLINE void dot_pass(const uint16_t *w, int64_t k, const float *x, int64_t ldx, const int MR,
                      const int P, int j0, __m256 part[][8]) {
-    __m256 acc[8][8];
+    __m256 acc[4][8];
     for (int i = 0; i < MR; i++)
         for (int p = 0; p < P; p++) acc[i][p] = _mm256_setzero_ps();
     int64_t c = 0;
@@ -88,14 +89,25 @@ INLINE void dot_pass(const uint16_t *w, int64_t k, const float *x, int64_t ldx, 
 
 INLINE void dot_rows(const uint16_t *w, int64_t k, const float *x, int64_t ldx, const int MR,
                      float *out) {
-    const int P = MR == 1 ? 8 : MR == 2 ? 4 : MR <= 4 ? 2 : 1; /* MR x P <= 8 chains */
-    __m256 part[8][8];
+    const int P = MR == 1 ? 8 : MR == 2 ? 4 : 2; /* MR <= 4; MR x P <= 8 chains */
+    __m256 part[4][8];
     for (int j0 = 0; j0 < 8; j0 += P) dot_pass(w, k, x, ldx, MR, P, j0, part);
     for (int i = 0; i < MR; i++) out[i] = fold(part[i]);
 }
 
 void wna16_dense_dot__avx2(const uint16_t *w, int64_t k, const float *x, int64_t ldx, int64_t m,
                            float *out) {
+    /* 5-8 rows: two groups of at most 4, each weight vector widened twice
+     * (the second time from L1). One group would take one partial vector
+     * per pass, and the two passes that share each x line were 16 lines of
+     * x per L1 set apart (rows 8 KiB apart alias): it ran 34 GFLOP/s at
+     * m = 8, the two groups 74 (lm_head shape, 2 threads). */
+    if (m > 4) {
+        int64_t h = (m + 1) / 2;
+        wna16_dense_dot__avx2(w, k, x, ldx, h, out);
+        wna16_dense_dot__avx2(w, k, x + h * ldx, ldx, m - h, out + h);
+        return;
+    }
     switch (m) {
     case 1:
         dot_rows(w, k, x, ldx, 1, out);
@@ -109,21 +121,7 @@ void wna16_dense_dot__avx2(const uint16_t *w, int64_t k, const float *x, int64_t
     case 4:
         dot_rows(w, k, x, ldx, 4, out);
         break;
-    /* more rows: two groups (below), each weight vector read twice, the
-     * second time from L1 */
-    case 5:
-        dot_rows(w, k, x, ldx, 3, out), dot_rows(w, k, x + 3 * ldx, ldx, 2, out + 3);
-        break;
-    case 6:
-        dot_rows(w, k, x, ldx, 3, out), dot_rows(w, k, x + 3 * ldx, ldx, 3, out + 3);
-        break;
-    case 7:
-        dot_rows(w, k, x, ldx, 4, out), dot_rows(w, k, x + 4 * ldx, ldx, 3, out + 4);
-        break;
-    case 8:
-        dot_rows(w, k, x, ldx, 4, out), dot_rows(w, k, x + 4 * ldx, ldx, 4, out + 4);
-        break;
     default:
-        break; /* m <= 8 by the contract; m <= 0 computes nothing */
+        break; /* m <= 0 computes nothing */
     }
 }
