@@ -46,6 +46,7 @@ typedef enum wna16_status {
     WNA16_ERR_UNSUPPORTED = 4,
     WNA16_ERR_INTERNAL = 5,
     WNA16_ERR_LIMIT = 6, /* an allocation or size cap was hit */
+    WNA16_ERR_ABORTED = 7, /* the context's abort callback asked to stop */
     /* safetensors container (format-spec §1.4, same names as the reference crate) */
     WNA16_ERR_HEADER_TOO_SMALL = 10,
     WNA16_ERR_HEADER_TOO_LARGE = 11,
@@ -105,6 +106,34 @@ WNA16_API wna16_status wna16_ctx_create(wna16_ctx **out);
 WNA16_API void wna16_ctx_free(wna16_ctx *ctx);
 /* Detail of the last failure ("" after success). Valid until the next call. */
 WNA16_API const char *wna16_ctx_error(const wna16_ctx *ctx);
+
+/* The library never prints and never exits: what it has to say goes to the
+ * callbacks its caller installs (none by default, so nothing is said).
+ * Callbacks run on the calling thread, never from the library's workers. */
+typedef enum wna16_log_level {
+    WNA16_LOG_ERROR = 0,
+    WNA16_LOG_WARN = 1,
+    WNA16_LOG_INFO = 2,
+    WNA16_LOG_DEBUG = 3,
+} wna16_log_level;
+/* message: one line, no trailing newline. */
+typedef void (*wna16_log_fn)(void *user, wna16_log_level level, const char *message);
+/* Long work reports done of total layers: what is "load", "quantize" or
+ * "synth". done grows from 0 and equals total once, at the end; quantize
+ * reports fractions of a layer while a MoE layer's experts run. */
+typedef void (*wna16_progress_fn)(void *user, const char *what, double done, double total);
+/* Asked between steps of long work (load: per layer, quantize: per layer,
+ * generate: per token); returning true stops it with WNA16_ERR_ABORTED. */
+typedef bool (*wna16_abort_fn)(void *user);
+
+/* Messages at max_level and more severe go to fn (NULL: none). */
+WNA16_API void wna16_ctx_set_log(wna16_ctx *ctx, wna16_log_fn fn, void *user,
+                                 wna16_log_level max_level);
+WNA16_API void wna16_ctx_set_progress(wna16_ctx *ctx, wna16_progress_fn fn, void *user);
+WNA16_API void wna16_ctx_set_abort(wna16_ctx *ctx, wna16_abort_fn fn, void *user);
+/* Process-wide log callback for what is said outside any context (an
+ * unrecognised WNA16_ISA value, read at the first kernel call). */
+WNA16_API void wna16_set_log(wna16_log_fn fn, void *user, wna16_log_level max_level);
 
 /* ----------------------------------------------------------------- dtypes */
 
@@ -282,7 +311,7 @@ typedef struct wna16_model_options {
     int tp;           /* tensor-parallel degree (1 when 0) */
     int threads;      /* compute threads in all (all cores when 0) */
     int64_t context;  /* KV cache length in tokens (min(4096, max_position_embeddings) when 0) */
-    bool progress;    /* draw a progress bar on stderr while loading */
+    bool progress;    /* unused: progress goes to the context's callback (wna16_ctx_set_progress) */
     /* Distributed (one TP rank per process): when non-NULL, this process is
      * rank wna16_comm_rank(comm) of comm's size ranks; tp must be 0 or equal
      * that size, and threads counts this process's threads (default: the

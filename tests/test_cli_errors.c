@@ -117,6 +117,9 @@ static const bad_case cases[] = {
     {"bench model --model " QW " --prompt 5000", 1, "ERR_CONTEXT_OVERFLOW"},
     {"bench comm --tp 0", 2, "--tp"},
     {"bench nothing", 2, "nothing"},
+    /* options of every command */
+    {"--log-level loud inspect " QW, 2, "--log-level expects error, warning, info or debug"},
+    {"inspect " QW " --log-level", 2, "--log-level expects"},
 };
 
 int main(void) {
@@ -136,6 +139,19 @@ int main(void) {
         CHECK_MSG(out[0] == '\0' || strstr(out, "usage:"), "'%s' printed to stdout: \"%.200s\"",
                   inner, out);
     }
+    /* the library says nothing itself: its warning comes through the tool's
+     * log callback, --quiet silences it, and with stderr not a terminal no
+     * progress bar is drawn */
+    snprintf(args, sizeof args, "logits --model " QW " --ids 1 --top 1");
+    setenv("WNA16_ISA", "bogus", 1);
+    CHECK(run2(args) == 0 && strstr(err, "wna16: warning: WNA16_ISA='bogus' is not one of"));
+    snprintf(args, sizeof args, "logits --model " QW " --ids 1 --top 1 --quiet");
+    CHECK(run2(args) == 0 && err[0] == '\0');
+    unsetenv("WNA16_ISA");
+    snprintf(args, sizeof args, "generate --model %s --prompt hi -n 2", model);
+    CHECK(run2(args) == 0 && !strstr(err, "[#") && strstr(err, "loaded"));
+    snprintf(args, sizeof args, "generate --model %s --prompt hi -n 2 -q", model);
+    CHECK(run2(args) == 0 && err[0] == '\0' && out[0]);
     snprintf(args, sizeof args, "rm -rf %s", dir);
     CHECK(system(args) == 0);
     TEST_MAIN_END();

@@ -37,7 +37,7 @@ static int counter;
 
 static void *rank_main(void *arg) {
     job *j = arg;
-    wna16_diag d = {{0}};
+    wna16_diag d = {0};
     int r = wna16_comm_rank(j->c), T = wna16_comm_size(j->c);
     for (size_t i = 0; i < j->n; i++) j->buf[i] = value(r, i);
     if (wna16_comm_all_reduce_sum(&d, j->c, j->buf, j->n) != WNA16_OK) j->buf[0] = NAN;
@@ -55,7 +55,7 @@ static void *rank_main(void *arg) {
     wna16_comm_barrier(&d, j->c);
     /* agree: rank fail_rank (and the one after it) fail; the first wins */
     wna16_status mine = WNA16_OK;
-    wna16_diag mine_d = {{0}};
+    wna16_diag mine_d = {0};
     if (r == j->fail_rank)
         mine = wna16_fail(&mine_d, WNA16_ERR_TP_INDIVISIBLE, "rank-%d-detail", r);
     if (r == j->fail_rank + 1) mine = wna16_fail(&mine_d, WNA16_ERR_IO, "later-%d", r);
@@ -70,7 +70,7 @@ static void *rank_main(void *arg) {
 }
 
 static void test_threads(int T, size_t n) {
-    wna16_diag d = {{0}};
+    wna16_diag d = {0};
     wna16_comm *c[MAX_RANKS];
     counter = 0;
     CHECK(wna16_comm_threads(&d, T, c) == WNA16_OK);
@@ -118,7 +118,7 @@ static void test_threads(int T, size_t n) {
 }
 
 static void test_single(void) {
-    wna16_diag d = {{0}};
+    wna16_diag d = {0};
     wna16_comm *c;
     CHECK(wna16_comm_single(&d, &c) == WNA16_OK);
     CHECK(wna16_comm_size(c) == 1 && wna16_comm_rank(c) == 0);

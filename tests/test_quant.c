@@ -72,7 +72,7 @@ static void test_rtn_fixtures(void) {
         wna16_quantize_opts o = {.src = "tests/data/rtn/base_bf16", .dst = out, .bits = cases[i].bits,
                                  .symmetric = cases[i].sym, .group_size = cases[i].gs};
         wna16_quantize_report rep;
-        wna16_diag d = {{0}};
+        wna16_diag d = {0};
         wna16_status s = wna16_quantize(&d, &o, &rep);
         CHECK_MSG(s == WNA16_OK, "%s: %s", cases[i].dir, d.detail);
         CHECK(rep.modules_quantized == 7 && rep.n_ignored == 1 && !strcmp(rep.ignored[0], "lm_head"));
@@ -123,7 +123,7 @@ static void test_channel_config(void) {
     wna16_quantize_opts o = {.src = "tests/data/rtn/base_bf16", .dst = out, .bits = 4, .symmetric = false,
                              .group_size = -1};
     wna16_quantize_report rep;
-    wna16_diag d = {{0}};
+    wna16_diag d = {0};
     CHECK_MSG(wna16_quantize(&d, &o, &rep) == WNA16_OK, "%s", d.detail);
     wna16_quantize_report_free(&rep);
     snprintf(a, sizeof a, "%s/config.json", out);
@@ -171,7 +171,7 @@ static void test_tied(void) {
     json_decref(cfg);
     wna16_quantize_opts o = {.src = dir, .dst = out, .bits = 4, .symmetric = true, .group_size = 128};
     wna16_quantize_report rep;
-    wna16_diag d = {{0}};
+    wna16_diag d = {0};
     CHECK_MSG(wna16_quantize(&d, &o, &rep) == WNA16_OK, "%s", d.detail);
     CHECK(rep.n_ignored == 1 && !strcmp(rep.ignored[0], "lm_head"));
     wna16_quantize_report_free(&rep);
@@ -238,7 +238,7 @@ static void test_gptq_fixture(void) {
         memset(h, 0, (size_t)(k * k) * 4);
         wna16_hessian_add(h, k, x, t, k, 2.0f, 0);
         wna16_gptq_factor f;
-        wna16_diag d = {{0}};
+        wna16_diag d = {0};
         CHECK(wna16_gptq_factor_build(&d, h, k, &go, &f) == WNA16_OK);
         CHECK(!f.fallback);
         CHECK(f.dead[7]); /* column 7 of X is all zero */
@@ -283,7 +283,7 @@ static void test_gptq_fixture(void) {
         for (int64_t i = 0; i < kk; i++) hh[i * kk + i] = -1.0f;
         wna16_gptq_opts go = {.dampening = 0.01, .blocksize = 128, .actorder = true};
         wna16_gptq_factor f;
-        wna16_diag d = {{0}};
+        wna16_diag d = {0};
         CHECK(wna16_gptq_factor_build(&d, hh, kk, &go, &f) == WNA16_OK);
         CHECK(f.fallback && f.u[0] == 1.0f && f.u[1] == 0.0f);
         wna16_gptq_factor_free(&f);
@@ -329,7 +329,7 @@ static void test_gptq_end_to_end(void) {
                              .calib_random = true, .seed = 7, .samples = 4, .seq_len = 32,
                              .ignore = ign, .n_ignore = 1, .threads = 2};
     wna16_quantize_report rep;
-    wna16_diag d = {{0}};
+    wna16_diag d = {0};
     CHECK_MSG(wna16_quantize(&d, &o, &rep) == WNA16_OK, "%s", d.detail);
     CHECK(rep.modules_quantized == 6 && rep.n_ignored == 2);
     CHECK(rep.n_ignored == 2 && !strcmp(rep.ignored[0], "model.layers.0.self_attn.v_proj") &&
@@ -374,7 +374,7 @@ static void test_gptq_end_to_end(void) {
     wna16_model_free(mb);
     wna16_ctx_free(ctx);
     /* an existing output is refused; nothing is left behind on failure */
-    wna16_diag d2 = {{0}};
+    wna16_diag d2 = {0};
     CHECK(wna16_quantize(&d2, &o, &rep) == WNA16_ERR_INVALID_ARGUMENT && strstr(d2.detail, "already exists"));
     wna16_quantize_report_free(&rep);
     rm_dir(out);
@@ -429,7 +429,7 @@ static void test_architectures(void) {
         snprintf(out, sizeof out, "%s/%s", tmp_root, archs[i]);
         wna16_quantize_opts o = {.src = src, .dst = out, .bits = 4, .symmetric = true, .group_size = 32};
         wna16_quantize_report rep;
-        wna16_diag d = {{0}};
+        wna16_diag d = {0};
         CHECK_MSG(wna16_quantize(&d, &o, &rep) == WNA16_OK, "%s: %s", archs[i], d.detail);
         wna16_quantize_report_free(&rep);
         static const char *const files[] = {"model.safetensors", "config.json"};
@@ -475,7 +475,7 @@ static void test_gptq_moe(void) {
                              .group_size = 32, .gptq = true, .actorder = true, .dampening = 0.01,
                              .calib_random = true, .samples = 4, .seq_len = 32, .threads = 2};
     wna16_quantize_report rep;
-    wna16_diag d = {{0}};
+    wna16_diag d = {0};
     CHECK_MSG(wna16_quantize(&d, &o, &rep) == WNA16_OK, "%s", d.detail);
     CHECK(rep.modules_quantized == 4 + 8 * 3);
     CHECK(rep.n_ignored == 2 && !strcmp(rep.ignored[0], "model.layers.0.mlp.gate") &&
@@ -569,7 +569,7 @@ static void test_moe_propagation(void) {
                                      .gptq = true, .actorder = true, .dampening = 0.01, .calib_random = true,
                                      .samples = 4, .seq_len = 32, .threads = 2, .moe_reference = ref == 1};
             wna16_quantize_report rep;
-            wna16_diag d = {{0}};
+            wna16_diag d = {0};
             CHECK_MSG(wna16_quantize(&d, &g, &rep) == WNA16_OK, "%s: %s", archs[i], d.detail);
             wna16_quantize_report_free(&rep);
             snprintf(p, sizeof p, "%s/model.safetensors", out[ref]);

@@ -71,7 +71,7 @@ static void test_generate(void) {
     wna16_synth_preset("demo", &o);
     o.vocab = 512;
     o.eos_id = 7;
-    wna16_diag d = {{0}};
+    wna16_diag d = {0};
     CHECK(wna16_synth_write(&d, &o, dir) == WNA16_OK);
     wna16_ctx *ctx;
     CHECK(wna16_ctx_create(&ctx) == WNA16_OK);
@@ -130,7 +130,7 @@ static bool demo_with_tokenizer(char *dir, int64_t vocab, int64_t layers, int64_
     wna16_synth_preset("demo", &o);
     if (vocab) o.vocab = vocab;
     if (layers) o.layers = layers;
-    wna16_diag d = {{0}};
+    wna16_diag d = {0};
     CHECK(wna16_synth_write(&d, &o, dir) == WNA16_OK);
     *tok = NULL;
     *m = NULL;
@@ -263,7 +263,7 @@ static void test_generate_refuses(void) {
     wna16_synth_preset("demo", &so);
     so.vocab = 512;
     so.layers = 1;
-    wna16_diag d = {{0}};
+    wna16_diag d = {0};
     CHECK(wna16_synth_write(&d, &so, dir) == WNA16_OK);
     wna16_ctx *ctx;
     CHECK(wna16_ctx_create(&ctx) == WNA16_OK);
@@ -306,8 +306,66 @@ static void test_generate_refuses(void) {
     CHECK(system(cmd) == 0);
 }
 
+typedef struct hook_log {
+    int progress_calls, aborts_after, abort_calls;
+    double last_done, last_total;
+    bool increasing, saw_other;
+} hook_log;
+
+static void on_progress(void *user, const char *what, double done, double total) {
+    hook_log *h = user;
+    h->increasing &= done >= h->last_done;
+    h->saw_other |= strcmp(what, "load") != 0;
+    h->last_done = done, h->last_total = total;
+    h->progress_calls++;
+}
+
+static bool on_abort(void *user) {
+    hook_log *h = user;
+    return ++h->abort_calls > h->aborts_after;
+}
+
+/* Progress and abort reach the caller through the context's callbacks: a
+ * load reports every layer and can be stopped, a generation can be stopped
+ * between tokens, each with WNA16_ERR_ABORTED. */
+static void test_callbacks(void) {
+    char dir[] = "/tmp/wna16_hooks_XXXXXX";
+    CHECK(mkdtemp(dir) != NULL);
+    wna16_synth_options so;
+    wna16_synth_preset("demo", &so);
+    so.vocab = 512;
+    so.layers = 3;
+    wna16_diag d = {0};
+    CHECK(wna16_synth_write(&d, &so, dir) == WNA16_OK);
+    wna16_ctx *ctx;
+    CHECK(wna16_ctx_create(&ctx) == WNA16_OK);
+    hook_log h = {.increasing = true, .aborts_after = 1000};
+    wna16_ctx_set_progress(ctx, on_progress, &h);
+    wna16_ctx_set_abort(ctx, on_abort, &h);
+    wna16_model *m = NULL;
+    wna16_model_options mo = {.context = 64, .tp = 1};
+    CHECK(wna16_model_load(ctx, dir, &mo, &m) == WNA16_OK);
+    CHECK(h.progress_calls == 3 && h.last_done == 3 && h.last_total == 3 && h.increasing && !h.saw_other);
+    int32_t prompt[] = {1, 2, 3};
+    wna16_generate_result r;
+    h.abort_calls = 0, h.aborts_after = 2;
+    CHECK_STATUS(ctx, wna16_generate(ctx, m, NULL, prompt, 3, &(wna16_generate_options){.max_tokens = 10}, &r),
+                 WNA16_ERR_ABORTED, "generate: stopped by the abort callback");
+    CHECK(h.abort_calls == 3);
+    wna16_model_free(m);
+    m = NULL;
+    h.abort_calls = 0, h.aborts_after = 1;
+    CHECK_STATUS(ctx, wna16_model_load(ctx, dir, &mo, &m), WNA16_ERR_ABORTED, "load: stopped");
+    CHECK(m == NULL);
+    wna16_ctx_free(ctx);
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    CHECK(system(cmd) == 0);
+}
+
 int main(void) {
     test_sampler();
+    test_callbacks();
     test_sampler_refuses();
     test_generate_refuses();
     test_generate();

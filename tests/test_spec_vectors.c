@@ -7,7 +7,7 @@
 
 static void quantize_one(const float *w, bool sym, wna16_qlinear *q) {
     wna16_qspec s = {.bits = 4, .symmetric = sym, .group_size = 8, .dtype = WNA16_DTYPE_BF16};
-    wna16_diag d = {{0}};
+    wna16_diag d = {0};
     CHECK(wna16_qlinear_alloc(&d, &s, 1, 8, q) == WNA16_OK);
     wna16_quant_params(&s, w, 1, 8, q->scale, q->zp);
     wna16_quant_rtn(w, q);

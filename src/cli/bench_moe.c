@@ -208,6 +208,7 @@ int wna16_bench_moe(int argc, char **argv) {
     }
     wna16_ctx *ctx;
     if (wna16_ctx_create(&ctx) != WNA16_OK) return 1;
+    cli_install_hooks(ctx, false);
     wna16_diag *d = wna16_ctx_diag(ctx);
     int nt = (int)threads;
     if (!json) fprintf(stderr, "measuring machine limits on %d threads...\n", nt);

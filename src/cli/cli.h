@@ -23,6 +23,18 @@ int wna16_cmd_detokenize(int argc, char **argv);
 int wna16_bench_moe(int argc, char **argv);
 int wna16_cmd_quantize(int argc, char **argv);
 
+/* The library's callbacks (cli_hooks.c). Takes --quiet/-q and --log-level
+ * LEVEL out of argv wherever they stand; returns -1 to go on, else the exit
+ * status. Installs the process-wide log callback. */
+int cli_take_global_flags(int *argc, char **argv);
+/* Log to stderr at the chosen level, progress bars when progress and stderr
+ * is a terminal (and not --quiet), and an abort callback that answers
+ * cli_catch_interrupts' Ctrl-C/SIGTERM. */
+void cli_install_hooks(wna16_ctx *ctx, bool progress);
+void cli_catch_interrupts(void);
+bool cli_progress_wanted(void);
+bool cli_quiet(void);
+
 /* Shared helpers (cli_util.c). */
 bool cli_is_help(const char *arg);
 /* Parses a positive int flag value; prints an error and returns false if bad. */

@@ -32,6 +32,7 @@ int cli_dist_start(const char *cmd, bool want_mpi, long *tp, bool tp_given, wna1
     }
     wna16_ctx *ctx;
     if (wna16_ctx_create(&ctx) != WNA16_OK) return 1;
+    cli_install_hooks(ctx, false);
     wna16_comm *c = NULL;
     wna16_status s = wna16_comm_mpi_world(ctx, NULL, NULL, &c);
     if (s != WNA16_OK) {
@@ -61,7 +62,7 @@ bool cli_dist_gather(wna16_comm *c, double mine, double *all) {
     float *v = calloc((size_t)n, sizeof *v);
     if (!v) return false;
     v[r] = (float)mine;
-    wna16_diag d;
+    wna16_diag d = {{0}, NULL};
     bool ok = wna16_comm_all_reduce_sum(&d, c, v, (size_t)n) == WNA16_OK;
     for (int i = 0; ok && i < n; i++) all[i] = v[i];
     free(v);

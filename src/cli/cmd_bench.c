@@ -213,6 +213,7 @@ static int bench_gemm(int argc, char **argv) {
     for (int i = 0; i < n_res; i++) res[i].t_best = res[i].t_median = INFINITY;
     wna16_ctx *ctx;
     if (wna16_ctx_create(&ctx) != WNA16_OK) return 1;
+    cli_install_hooks(ctx, false);
     wna16_diag *d = wna16_ctx_diag(ctx);
     size_t wbytes_of[64] = {0};
     for (long rep = 0; rep < repeat && !rc; rep++) {

@@ -62,6 +62,7 @@ int wna16_cmd_demo(int argc, char **argv) {
     }
     wna16_ctx *ctx;
     if (wna16_ctx_create(&ctx) != WNA16_OK) return 1;
+    cli_install_hooks(ctx, false);
     wna16_synth_options o;
     wna16_synth_preset("demo", &o);
     printf("== building a tiny Qwen3-MoE (W4A16 g32, %lld experts, top-%lld) in %s\n",

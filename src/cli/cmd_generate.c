@@ -130,6 +130,8 @@ int wna16_cmd_generate(int argc, char **argv) {
         wna16_comm_free(comm);
         return 1;
     }
+    cli_install_hooks(ctx, !a.json && lead);
+    cli_catch_interrupts();
     wna16_tokenizer *tok = NULL;
     wna16_model *m = NULL;
     int32_t *ids = NULL;
@@ -142,7 +144,7 @@ int wna16_cmd_generate(int argc, char **argv) {
                               .progress = !a.json && lead, .comm = comm};
     if (s == WNA16_OK) s = wna16_model_load(ctx, a.dir, &mo, &m);
     double load_s = cli_now() - t0;
-    if (s == WNA16_OK && !a.json && lead)
+    if (s == WNA16_OK && !a.json && lead && !cli_quiet())
         fprintf(stderr, "loaded %s in %.2fs: %.1f MiB of weights, TP=%ld%s, peak RSS %.1f MiB\n", a.dir,
                 load_s, (double)wna16_model_weight_bytes(m) / 1048576.0, a.tp,
                 comm ? " (MPI, one rank per process)" : "", cli_peak_rss_mib());
@@ -191,6 +193,8 @@ int wna16_cmd_generate(int argc, char **argv) {
                 print_ranks("rank_alloc_mib", own, nr);
             }
             printf("}\n");
+        } else if (cli_quiet()) {
+            putchar('\n');
         } else {
             fprintf(stderr, "\n\nprompt %lld tokens, prefill %.1f tok/s; generated %lld tokens (%s), "
                             "decode %.2f tok/s; peak RSS %.1f MiB\n",

@@ -42,6 +42,7 @@ int wna16_cmd_inspect(int argc, char **argv) {
     }
     wna16_ctx *ctx;
     if (wna16_ctx_create(&ctx) != WNA16_OK) return 1;
+    cli_install_hooks(ctx, false);
     wna16_checkpoint *ck = NULL;
     wna16_status s = wna16_checkpoint_open(ctx, dir, &ck);
     if (s != WNA16_OK) {

@@ -62,6 +62,7 @@ int wna16_cmd_logits(int argc, char **argv) {
     bool lead = !comm || wna16_comm_rank(comm) == 0;
     wna16_ctx *ctx;
     if (wna16_ctx_create(&ctx) != WNA16_OK) return 1;
+    cli_install_hooks(ctx, false);
     wna16_model_options o = {.tp = (int)tp, .threads = (int)threads, .comm = comm};
     wna16_model *m = NULL;
     wna16_status s = wna16_model_load(ctx, dir, &o, &m);

@@ -41,12 +41,6 @@ static void quantize_help(FILE *f) {
             "  --json                            print the summary as JSON\n");
 }
 
-static void on_signal(int sig) {
-    (void)sig;
-    wna16_quantize_interrupted = 1;
-    signal(SIGINT, SIG_DFL); /* a second Ctrl-C kills at once */
-    signal(SIGTERM, SIG_DFL);
-}
 
 int wna16_cmd_quantize(int argc, char **argv) {
     wna16_quantize_opts o = {.bits = 4, .symmetric = true, .group_size = 128, .gptq = true,
@@ -162,9 +156,9 @@ int wna16_cmd_quantize(int argc, char **argv) {
         rc = 1;
         goto out;
     }
+    cli_install_hooks(ctx, o.progress);
     wna16_quantize_report rep;
-    signal(SIGINT, on_signal);
-    signal(SIGTERM, on_signal);
+    cli_catch_interrupts();
     wna16_status s = wna16_quantize(wna16_ctx_diag(ctx), &o, &rep);
     if (s != WNA16_OK) {
         rc = cli_fail("quantize", ctx, s);

@@ -59,6 +59,7 @@ int wna16_cmd_synth(int argc, char **argv) {
     }
     wna16_ctx *ctx;
     if (wna16_ctx_create(&ctx) != WNA16_OK) return 1;
+    cli_install_hooks(ctx, true);
     wna16_status s = wna16_synth_write(&ctx->diag, &o, out);
     int rc = s == WNA16_OK ? 0 : cli_fail("synth", ctx, s);
     if (!rc && tokdir && !cli_copy_tokenizer("synth", tokdir, out)) rc = 1;

@@ -89,6 +89,7 @@ int wna16_cmd_tokenize(int argc, char **argv) {
     if (file && !owned) return 1;
     wna16_ctx *ctx;
     if (wna16_ctx_create(&ctx) != WNA16_OK) return 1;
+    cli_install_hooks(ctx, false);
     wna16_tokenizer *tok = NULL;
     int32_t *ids = NULL;
     size_t n = 0;
@@ -132,6 +133,7 @@ int wna16_cmd_detokenize(int argc, char **argv) {
     }
     wna16_ctx *ctx;
     if (wna16_ctx_create(&ctx) != WNA16_OK) return 1;
+    cli_install_hooks(ctx, false);
     wna16_tokenizer *tok = NULL;
     char *text = NULL;
     size_t len = 0;

@@ -33,6 +33,10 @@ static void usage(FILE *f) {
     fprintf(f, "usage: wna16 <command> [options]   (wna16 <command> --help for details)\n\n");
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         fprintf(f, "  %-12s %s\n", commands[i].name, commands[i].summary);
+    fprintf(f, "\nOptions for every command:\n"
+               "  --quiet, -q          only errors on stderr (no progress bars, no summaries)\n"
+               "  --log-level LEVEL    error, warning (default), info or debug\n"
+               "Progress bars are drawn only when stderr is a terminal.\n");
 }
 
 /* Runnable threads on the machine right now (procs_running in /proc/stat,
@@ -93,6 +97,8 @@ static void choose_wait_policy(int argc, char **argv) {
 
 int main(int argc, char **argv) {
     choose_wait_policy(argc, argv);
+    int rc = cli_take_global_flags(&argc, argv);
+    if (rc >= 0) return rc;
     if (argc < 2 || cli_is_help(argv[1])) {
         usage(argc < 2 ? stderr : stdout);
         return argc < 2 ? 2 : 0;

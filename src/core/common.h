@@ -14,12 +14,25 @@
 
 /* Where a failing call writes its human-readable detail. Every internal
  * function that can fail on user data takes one (NULL is allowed). */
+/* The caller's callbacks (wna16_ctx_set_log/progress/abort). */
+typedef struct wna16_hooks {
+    wna16_log_fn log;
+    void *log_user;
+    wna16_log_level log_level;
+    wna16_progress_fn progress;
+    void *progress_user;
+    wna16_abort_fn abort;
+    void *abort_user;
+} wna16_hooks;
+
 typedef struct wna16_diag {
     char detail[WNA16_DETAIL_MAX];
+    const wna16_hooks *hooks; /* the context's callbacks; NULL for none */
 } wna16_diag;
 
 struct wna16_ctx {
     wna16_diag diag;
+    wna16_hooks hooks;
 };
 
 #if defined(__GNUC__)
@@ -40,6 +53,16 @@ wna16_status wna16_fail(wna16_diag *d, wna16_status status, const char *fmt, ...
 /* Prefixes the existing detail with more context ("file.safetensors: ..."). */
 void wna16_diag_prefix(wna16_diag *d, const char *fmt, ...) WNA16_PRINTF(2, 3);
 void wna16_diag_clear(wna16_diag *d);
+
+/* Says something through the context's log callback (or the process-wide
+ * one when d has none); nothing when neither is set. */
+void wna16_log(const wna16_diag *d, wna16_log_level level, const char *fmt, ...)
+    WNA16_PRINTF(3, 4);
+/* Reports progress to the context's callback, if any. */
+void wna16_progress(const wna16_diag *d, const char *what, double done, double total);
+/* WNA16_ERR_ABORTED (with a detail naming what) when the abort callback asks
+ * to stop, else WNA16_OK. */
+wna16_status wna16_check_abort(wna16_diag *d, const char *what);
 
 static inline wna16_diag *wna16_ctx_diag(wna16_ctx *ctx) { return ctx ? &ctx->diag : NULL; }
 

@@ -14,6 +14,7 @@ static const char *const status_names[] = {
     NAME(ERR_UNSUPPORTED),
     NAME(ERR_INTERNAL),
     NAME(ERR_LIMIT),
+    NAME(ERR_ABORTED),
     NAME(ERR_HEADER_TOO_SMALL),
     NAME(ERR_HEADER_TOO_LARGE),
     NAME(ERR_INVALID_HEADER_LENGTH),
@@ -93,7 +94,59 @@ void wna16_diag_clear(wna16_diag *d) {
 wna16_status wna16_ctx_create(wna16_ctx **out) {
     if (!out) return WNA16_ERR_INVALID_ARGUMENT;
     *out = wna16_calloc(1, sizeof **out);
-    return *out ? WNA16_OK : WNA16_ERR_OUT_OF_MEMORY;
+    if (!*out) return WNA16_ERR_OUT_OF_MEMORY;
+    (*out)->diag.hooks = &(*out)->hooks;
+    return WNA16_OK;
+}
+
+void wna16_ctx_set_log(wna16_ctx *ctx, wna16_log_fn fn, void *user, wna16_log_level max_level) {
+    if (!ctx) return;
+    ctx->hooks.log = fn;
+    ctx->hooks.log_user = user;
+    ctx->hooks.log_level = max_level;
+}
+
+void wna16_ctx_set_progress(wna16_ctx *ctx, wna16_progress_fn fn, void *user) {
+    if (!ctx) return;
+    ctx->hooks.progress = fn;
+    ctx->hooks.progress_user = user;
+}
+
+void wna16_ctx_set_abort(wna16_ctx *ctx, wna16_abort_fn fn, void *user) {
+    if (!ctx) return;
+    ctx->hooks.abort = fn;
+    ctx->hooks.abort_user = user;
+}
+
+/* Set once by the embedding program before it starts threads. */
+static wna16_hooks process_hooks;
+
+void wna16_set_log(wna16_log_fn fn, void *user, wna16_log_level max_level) {
+    process_hooks.log = fn;
+    process_hooks.log_user = user;
+    process_hooks.log_level = max_level;
+}
+
+void wna16_log(const wna16_diag *d, wna16_log_level level, const char *fmt, ...) {
+    const wna16_hooks *h = d && d->hooks && d->hooks->log ? d->hooks : &process_hooks;
+    if (!h->log || level > h->log_level) return;
+    char text[WNA16_DETAIL_MAX];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(text, sizeof text, fmt, ap);
+    va_end(ap);
+    h->log(h->log_user, level, text);
+}
+
+void wna16_progress(const wna16_diag *d, const char *what, double done, double total) {
+    if (d && d->hooks && d->hooks->progress)
+        d->hooks->progress(d->hooks->progress_user, what, done, total);
+}
+
+wna16_status wna16_check_abort(wna16_diag *d, const char *what) {
+    if (!d || !d->hooks || !d->hooks->abort || !d->hooks->abort(d->hooks->abort_user))
+        return WNA16_OK;
+    return wna16_fail(d, WNA16_ERR_ABORTED, "%s: stopped by the abort callback", what);
 }
 
 void wna16_ctx_free(wna16_ctx *ctx) { wna16_free(ctx); }

@@ -56,7 +56,7 @@ static wna16_status judge(const wna16_checkpoint *ck, int tp, verdict *v) {
         for (int rank = 0; rank < tp; rank++) {
             wna16_shard_request r = wna16_ck_shard_request(ck, m, tp, rank);
             wna16_shard_slice s;
-            wna16_diag d = {{0}};
+            wna16_diag d = {0};
             if (wna16_shard_plan(&d, &r, &s) != WNA16_OK) {
                 if (!add_reason(v, m, d.detail)) return WNA16_ERR_OUT_OF_MEMORY;
                 break;

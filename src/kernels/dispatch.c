@@ -134,8 +134,8 @@ static void init(void) {
         if (wna16_isa_parse(env, &cap)) {
             if (cap < active) active = cap;
         } else {
-            fprintf(stderr, "wna16: WNA16_ISA='%s' is not one of ref, avx2, avx512, avx512bf16; "
-                            "ignored\n", env);
+            wna16_log(NULL, WNA16_LOG_WARN,
+                      "WNA16_ISA='%s' is not one of ref, avx2, avx512, avx512bf16; ignored", env);
         }
     }
 }

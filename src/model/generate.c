@@ -137,6 +137,7 @@ wna16_status wna16_generate(wna16_ctx *ctx, wna16_model *m, const wna16_tokenize
             }
         }
         if (step + 1 == o->max_tokens) break;
+        if ((s = wna16_check_abort(d, "generate")) != WNA16_OK) break;
         s = wna16_model_eval(ctx, m, &id, 1, logits);
     }
     res->decode_seconds = wna16_now() - t1;

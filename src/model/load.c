@@ -194,17 +194,7 @@ static wna16_status check_plan(wna16_diag *d, const wna16_model *m) {
     return WNA16_OK;
 }
 
-static void progress(const wna16_model_options *o, int64_t done, int64_t total, double t0) {
-    if (!o->progress) return;
-    int width = 30, filled = (int)(width * done / (total ? total : 1));
-    fprintf(stderr, "\rloading [%.*s%*s] %lld/%lld layers %.1fs", filled,
-            "##############################", width - filled, "", (long long)done, (long long)total,
-            wna16_now() - t0);
-    if (done == total) fputc('\n', stderr);
-}
-
-static wna16_status load_rank(wna16_diag *d, wna16_model *m, int rank, const wna16_model_options *o,
-                              double t0) {
+static wna16_status load_rank(wna16_diag *d, wna16_model *m, int rank) {
     wna16_rank_model *r = &m->ranks[rank];
     r->rank = rank;
     r->tp = m->tp;
@@ -231,9 +221,10 @@ static wna16_status load_rank(wna16_diag *d, wna16_model *m, int rank, const wna
          * the page cache. */
         wna16_ck_release_pages(m->ck);
         if (m->dist)
-            progress(o, L + 1, layers, t0);
+            wna16_progress(d, "load", (double)(L + 1), (double)layers);
         else
-            progress(o, rank * layers + L + 1, m->tp * layers, t0);
+            wna16_progress(d, "load", (double)(rank * layers + L + 1), (double)(m->tp * layers));
+        WNA16_TRY(wna16_check_abort(d, "load"));
     }
     return WNA16_OK;
 }
@@ -374,7 +365,6 @@ static wna16_status agree(wna16_diag *d, wna16_comm *c, wna16_status s) {
 
 static wna16_status load_all(wna16_diag *d, wna16_model *m, const char *dir,
                              const wna16_model_options *o) {
-    double t0 = wna16_now();
     if (o->comm) {
         m->dist = true;
         m->released = true; /* nothing to release until every rank has loaded */
@@ -386,7 +376,7 @@ static wna16_status load_all(wna16_diag *d, wna16_model *m, const char *dir,
         s = agree(d, o->comm, s);
         if (s == WNA16_OK) {
             m->ranks = wna16_calloc((size_t)m->tp, sizeof *m->ranks);
-            s = m->ranks ? load_rank(d, m, m->my_rank, o, t0)
+            s = m->ranks ? load_rank(d, m, m->my_rank)
                          : wna16_fail(d, WNA16_ERR_OUT_OF_MEMORY, "ranks");
             s = agree(d, o->comm, s);
         }
@@ -404,7 +394,7 @@ static wna16_status load_all(wna16_diag *d, wna16_model *m, const char *dir,
         WNA16_TRY(wna16_comm_single(d, &m->comms[0]));
     else
         WNA16_TRY(wna16_comm_threads(d, m->tp, m->comms));
-    for (int r = 0; r < m->tp; r++) WNA16_TRY(load_rank(d, m, r, o, t0));
+    for (int r = 0; r < m->tp; r++) WNA16_TRY(load_rank(d, m, r));
     return WNA16_OK;
 }
 

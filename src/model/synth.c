@@ -80,7 +80,7 @@ static wna16_status add_bf16(wna16_diag *d, shard *s, rng *r, const char *name, 
     for (int64_t i = 0; i < rows * cols; i++)
         p[i] = wna16_f32_to_bf16(offset + amplitude * runit(r));
     int64_t shape[2] = {rows, cols};
-    wna16_ctx c = {{{0}}};
+    wna16_ctx c = {0};
     wna16_status st = wna16_st_writer_add(&c, s->w, name, WNA16_DTYPE_BF16, 2, shape, p);
     return st == WNA16_OK ? st : wna16_fail(d, st, "%s", c.diag.detail);
 }
@@ -89,7 +89,7 @@ static wna16_status add_vec(wna16_diag *d, shard *s, const char *name, int64_t n
     uint16_t *p = shard_buf(s, (size_t)n * 2);
     if (!p) return wna16_fail(d, WNA16_ERR_OUT_OF_MEMORY, "%s", name);
     for (int64_t i = 0; i < n; i++) p[i] = wna16_f32_to_bf16(value);
-    wna16_ctx c = {{{0}}};
+    wna16_ctx c = {0};
     wna16_status st = wna16_st_writer_add(&c, s->w, name, WNA16_DTYPE_BF16, 1, &n, p);
     return st == WNA16_OK ? st : wna16_fail(d, st, "%s", c.diag.detail);
 }
@@ -98,7 +98,7 @@ static wna16_status add_vec(wna16_diag *d, shard *s, const char *name, int64_t n
 static wna16_status add_linear(wna16_diag *d, shard *s, rng *r, const wna16_synth_options *o,
                                const char *prefix, int64_t out, int64_t in) {
     char name[320];
-    wna16_ctx c = {{{0}}};
+    wna16_ctx c = {0};
     if (o->bits == 16) {
         snprintf(name, sizeof name, "%s.weight", prefix);
         return add_bf16(d, s, r, name, out, in, 1.7f / sqrtf((float)in), 0.0f);
@@ -240,7 +240,7 @@ static wna16_status write_configs(wna16_diag *d, const wna16_synth_options *o, c
 static wna16_status write_shard(wna16_diag *d, shard *s, const char *dir, const char *file) {
     char *path = wna16_asprintf("%s/%s", dir, file);
     if (!path) return wna16_fail(d, WNA16_ERR_OUT_OF_MEMORY, "path");
-    wna16_ctx c = {{{0}}};
+    wna16_ctx c = {0};
     WNA16_TRY(wna16_st_writer_metadata(&c, s->w, "format", "pt"));
     wna16_status st = wna16_st_writer_write(&c, s->w, path);
     wna16_free(path);
@@ -265,13 +265,12 @@ wna16_status wna16_synth_write(wna16_diag *d, const wna16_synth_options *o, cons
     wna16_status st = WNA16_OK;
     for (int64_t sh = 0; sh < n_shards && st == WNA16_OK; sh++) {
         shard s = {0};
-        wna16_ctx c = {{{0}}};
+        wna16_ctx c = {0};
         st = wna16_st_writer_create(&c, &s.w);
         if (st == WNA16_OK && sh == 0) st = add_globals(d, &s, &r, o);
         for (int64_t L = sh * per; st == WNA16_OK && L < (sh + 1) * per && L < o->layers; L++) {
             st = add_layer(d, &s, &r, o, L);
-            if (o->progress)
-                fprintf(stderr, "\rsynth: layer %lld/%lld", (long long)L + 1, (long long)o->layers);
+            if (o->progress) wna16_progress(d, "synth", (double)(L + 1), (double)o->layers);
         }
         char file[96];
         if (n_shards == 1)
@@ -284,7 +283,7 @@ wna16_status wna16_synth_write(wna16_diag *d, const wna16_synth_options *o, cons
             /* every tensor of this shard goes in the index */
             wna16_safetensors *check;
             char *path = wna16_asprintf("%s/%s", dir, file);
-            wna16_ctx cc = {{{0}}};
+            wna16_ctx cc = {0};
             if (path && wna16_safetensors_open(&cc, path, &check) == WNA16_OK) {
                 for (size_t i = 0; i < wna16_safetensors_count(check); i++)
                     json_object_set_new(map, wna16_safetensors_at(check, i)->name,
@@ -295,7 +294,6 @@ wna16_status wna16_synth_write(wna16_diag *d, const wna16_synth_options *o, cons
         }
         shard_free(&s);
     }
-    if (o->progress) fputc('\n', stderr);
     if (st == WNA16_OK && n_shards > 1) {
         json_t *index = json_pack("{s:{},s:o}", "metadata", "weight_map", map);
         char *path = wna16_asprintf("%s/model.safetensors.index.json", dir);

@@ -518,7 +518,7 @@ static void run_queue(fwd *f, int nt, wna16_status *status, wna16_diag *d) {
     {
         int tid = omp_get_thread_num();
         uint8_t *scratch = f->scratch + (size_t)tid * f->scratch_bytes;
-        wna16_diag local = {{0}};
+        wna16_diag local = {0};
         wna16_status mine = WNA16_OK;
         for (;;) {
             int64_t i = __atomic_fetch_add(&f->next, 1, __ATOMIC_RELAXED);

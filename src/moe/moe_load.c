@@ -109,7 +109,7 @@ static wna16_status load_experts(wna16_diag *d, const wna16_checkpoint *ck, wna1
 #pragma omp parallel for schedule(dynamic) num_threads(nt) if (nt > 1)
     for (int64_t e = 0; e < n; e++) {
         if (__atomic_load_n(&first_bad, __ATOMIC_RELAXED) < e) continue;
-        wna16_diag local = {{0}};
+        wna16_diag local = {0};
         wna16_status st = load_mlp(&local, ck, L, e, &mods[e], NULL);
         if (st != WNA16_OK) {
 #pragma omp critical(wna16_moe_load)

@@ -131,7 +131,7 @@ typedef struct wna16_quantize_opts {
     int64_t samples, seq_len;
     const char *const *ignore; /* extra patterns (name, or re:REGEX) */
     size_t n_ignore;
-    bool progress;          /* progress bar on stderr */
+    bool progress;          /* report progress to the context's callback */
     int threads;            /* 0: all */
     size_t max_shard_bytes; /* 0: 2 GiB */
     bool moe_reference;     /* tests: propagate MoE layers through the quantizer's own
@@ -162,7 +162,6 @@ typedef struct wna16_quantize_report {
 /* Set from a signal handler (SIGINT/SIGTERM in the CLI): the run stops at
  * the next layer, expert or sample boundary with WNA16_ERR_IO
  * ("interrupted") and removes its temporary directory. */
-extern volatile int wna16_quantize_interrupted;
 
 wna16_status wna16_quantize(wna16_diag *d, const wna16_quantize_opts *o, wna16_quantize_report *rep);
 void wna16_quantize_report_free(wna16_quantize_report *r);

@@ -25,11 +25,11 @@
 
 /* ------------------------------------------------------------ utilities */
 
-volatile int wna16_quantize_interrupted;
 
+/* The caller's abort callback (the CLI's answers Ctrl-C) stops between layers. */
 static wna16_status check_interrupt(wna16_diag *d) {
-    return wna16_quantize_interrupted ? wna16_fail(d, WNA16_ERR_IO, "interrupted; nothing was written")
-                                      : WNA16_OK;
+    WNA16_TRY(wna16_check_abort(d, "quantize"));
+    return WNA16_OK;
 }
 
 static int64_t layer_of(const char *name) {
@@ -311,21 +311,8 @@ static wna16_qspec spec_for(const qrun *r, const wna16_module *m) {
     return s;
 }
 
-/* done may be fractional inside a layer (MoE experts). */
-static void progress_at(qrun *r, double done, int64_t total, const char *what) {
-    if (!r->o->progress) return;
-    double el = wna16_now() - r->t0;
-    double rem = done > 0 ? el / done * ((double)total - done) : 0;
-    int width = 30, filled = (int)(width * done / (double)(total ? total : 1));
-    fprintf(stderr, "\rquantize [%.*s%*s] layer %lld/%lld  %.1fs elapsed, ~%.1fs left  %-24s",
-            filled, "##############################", width - filled, "", (long long)done,
-            (long long)total, el, rem, what ? what : "");
-    if (done >= (double)total && !what) fputc('\n', stderr);
-    fflush(stderr);
-}
-
-static void progress(qrun *r, int64_t done, int64_t total, const char *what) {
-    progress_at(r, (double)done, total, what);
+static void progress(qrun *r, double done, int64_t total) {
+    if (r->o->progress) wna16_progress(r->d, "quantize", done, (double)total);
 }
 
 /* ----------------------------------------------------------------- RTN */
@@ -385,9 +372,10 @@ static wna16_status plan(qrun *r) {
         if (hit) q->quantize = false;
         int64_t gs = o->group_size > 0 ? o->group_size : m->in;
         if (q->quantize && m->in % gs) {
-            fprintf(stderr, "wna16 quantize: %s has %lld input features, not a multiple of the group "
-                            "size %lld: left unquantized (in the ignore list)\n",
-                    m->name, (long long)m->in, (long long)gs);
+            wna16_log(r->d, WNA16_LOG_WARN,
+                      "%s has %lld input features, not a multiple of the group size %lld: left "
+                      "unquantized (in the ignore list)",
+                      m->name, (long long)m->in, (long long)gs);
             q->quantize = false;
         }
     }
@@ -516,7 +504,7 @@ static wna16_status run(qrun *r) {
     for (size_t i = 0; i < r->n_mods; i++)
         if (r->mods[i].layer < 0 && r->mods[i].quantize) WNA16_TRY(rtn_module(r, &r->mods[i]));
     if (o->gptq) WNA16_TRY(gptq_begin(r));
-    progress(r, 0, layers, NULL);
+    progress(r, 0.0, layers);
     for (int64_t L = 0; L < layers; L++) {
         WNA16_TRY(check_interrupt(r->d));
         double t = wna16_now();
@@ -533,7 +521,7 @@ static wna16_status run(qrun *r) {
         if (r->pending_bytes >= cap) WNA16_TRY(flush_shard(r));
         wna16_ck_release_pages(r->ck); /* the source pages this layer touched */
         r->rep->layer_seconds[L] = wna16_now() - t;
-        progress(r, L + 1, layers, NULL);
+        progress(r, (double)(L + 1), layers);
     }
     return finish(r);
 }

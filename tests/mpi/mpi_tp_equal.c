@@ -35,7 +35,7 @@ static float value(int rank, size_t i) {
 
 static int comm_checks(wna16_comm *c) {
     int T = wna16_comm_size(c), r = wna16_comm_rank(c), bad = 0;
-    wna16_diag d = {{0}};
+    wna16_diag d = {0};
     static const size_t sizes[] = {0, 1, 5, 1000, 16384, 16389, 200003};
     wna16_comm_reset_stats(c);
     for (size_t k = 0; k < sizeof sizes / sizeof *sizes; k++) {
