@@ -2,12 +2,14 @@
  * this machine's limits, measured in the same run. Decode is bandwidth-bound:
  * its floor is the bytes of weights one token touches (attention, the top-k
  * experts of every layer, routers, lm_head) over the read bandwidth. Prefill
- * is compute-bound: its FLOPs over the bf16-dot peak. */
+ * is compute-bound: its FLOPs over the compute peak of the active ISA level
+ * (the bf16-dot peak where the level has one, else its fp32 FMA peak). */
 #include "cli/cli.h"
 #include "format/checkpoint.h"
 #include "kernels/machine_limits.h"
 #include "model/model.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,7 +21,8 @@ static void bench_model_help(FILE *f) {
         "[--mpi] [--breakdown] [--json]\n\n"
         "Prefills a random N-token prompt (default 512) in one pass, then decodes --decode tokens\n"
         "(default 32) greedily, and reports tok/s beside the bandwidth floor (decode) and the\n"
-        "bf16 peak (prefill) measured in the same run, and the time spent inside the TP\n"
+        "compute peak (prefill: the bf16-dot peak, or the fp32 FMA peak on a level without a\n"
+        "bf16 dot) measured in the same run, and the time spent inside the TP\n"
         "all-reduce (per decoded token, and as a share of decode and prefill time).\n"
         "Under mpirun -np N (or --mpi) each process runs one TP rank (--tp must equal N).\n"
         "--breakdown times each phase of the forward on rank 0 (norms, q|k|v, RoPE and cache,\n"
@@ -88,13 +91,32 @@ static model_costs costs(const wna16_model *m) {
  * 40 GB/s, not timed). */
 #define DECODE_WINDOW 8
 
+/* The prefill's yardstick: the bf16-dot peak where the active level has
+ * the instruction (its prefill runs vdpbf16ps), else the level's fp32 FMA
+ * peak (its kernels are FMA; a bf16 peak of 0 made the fraction inf). *kind
+ * names it ("bf16", "fp32_fma"; NULL at the reference level: no peak). */
+static double compute_peak(int threads, const char **kind) {
+    double p = wna16_measure_bf16_peak(threads);
+    *kind = "bf16";
+    if (p > 0) return p;
+    p = wna16_measure_fma_peak(threads);
+    *kind = p > 0 ? "fp32_fma" : NULL;
+    return p;
+}
+
+/* v as a JSON number, or null when it is not finite (no peak to divide by). */
+static const char *json_num(char buf[32], double v, int decimals) {
+    if (!isfinite(v)) return "null";
+    snprintf(buf, 32, "%.*f", decimals, v);
+    return buf;
+}
+
 /* Machine limits. Under MPI every rank measures at the same time with its
  * own threads and the job's limit is the sum (ranks on one host share its
  * bandwidth; ranks on several hosts add theirs). */
-static void limits(wna16_comm *comm, int threads, double *bw, double *peak) {
+static void limits(wna16_comm *comm, int threads, double *bw, double *peak, const char **kind) {
     if (comm) wna16_comm_barrier(NULL, comm);
-    double v[2] = {wna16_measure_read_bw(threads, (size_t)1 << 30, 3),
-                   wna16_measure_bf16_peak(threads)};
+    double v[2] = {wna16_measure_read_bw(threads, (size_t)1 << 30, 3), compute_peak(threads, kind)};
     if (!comm) {
         *bw = v[0], *peak = v[1];
         return;
@@ -205,6 +227,7 @@ int wna16_bench_model(int argc, char **argv) {
         wna16_comm_free(comm);
         return 1;
     }
+    cli_install_hooks(ctx, !json && lead);
     wna16_model *m = NULL;
     wna16_model_options o = {.tp = (int)tp,
                              .threads = nt,
@@ -222,7 +245,8 @@ int wna16_bench_model(int argc, char **argv) {
     double load_s = cli_now() - t0;
     int limit_threads = m->threads;
     double bw, peak;
-    limits(comm, limit_threads, &bw, &peak);
+    const char *peak_kind;
+    limits(comm, limit_threads, &bw, &peak, &peak_kind);
     int64_t V = m->cfg.vocab_size;
     int32_t *ids = malloc((size_t)prompt * sizeof *ids);
     float *logits = malloc((size_t)V * sizeof *logits);
@@ -248,7 +272,7 @@ int wna16_bench_model(int argc, char **argv) {
          * start-of-run sample read 403 of ~1085 GFLOP/s): a second sample
          * right after the prefill, the better of the two counts. */
         if (!comm) {
-            double again = wna16_measure_bf16_peak(limit_threads);
+            double again = compute_peak(limit_threads, &peak_kind);
             if (again > peak) peak = again;
         }
         wna16_model_comm_stats(m, &ar_pre);
@@ -298,6 +322,9 @@ int wna16_bench_model(int argc, char **argv) {
                      (double)(prompt + 1) / 2.0;
         double prefill_flops = 2.0 * c.params_per_token * (double)prompt + attn_flops;
         double prefill_gflops = prefill_flops / prefill_s / 1e9;
+        double prefill_frac = peak > 0 ? prefill_gflops / peak : NAN; /* no peak: null */
+        bool bf16_peak = peak_kind && !strcmp(peak_kind, "bf16");
+        const char *peak_name = !peak_kind ? "compute" : bf16_peak ? "bf16" : "fp32 FMA";
         double decode_tok_s = (double)decode / decode_s;
         double decode_gbs = c.bytes_per_token * decode_tok_s / 1e9;
         /* the bandwidth the decode windows were held to (harmonic, token-weighted) */
@@ -309,11 +336,13 @@ int wna16_bench_model(int argc, char **argv) {
         double ar_calls_tok = (double)ar_dec.all_reduce_calls / (double)decode;
         double ar_kb_tok = (double)ar_dec.all_reduce_bytes / (double)decode / 1024.0;
         if (json) {
+            char fb[32];
             printf("{\"model\": \"%s\", \"threads\": %d, \"tp\": %ld, \"read_bw_gbs\": %.2f, "
-                   "\"bf16_peak_gflops\": %.1f, "
+                   "\"bf16_peak_gflops\": %.1f, \"compute_peak\": %s%s%s, "
+                   "\"compute_peak_gflops\": %.1f, "
                    "\"load_seconds\": %.2f, \"prompt_tokens\": %ld, \"prefill_seconds\": %.4f, "
                    "\"prefill_tok_s\": %.2f, "
-                   "\"prefill_gflops\": %.1f, \"prefill_fraction_of_peak\": %.4f, "
+                   "\"prefill_gflops\": %.1f, \"prefill_fraction_of_peak\": %s, "
                    "\"decode_tokens\": %ld, "
                    "\"decode_tok_s\": %.3f, \"bytes_per_token\": %.0f, \"decode_gbs\": %.2f, "
                    "\"decode_fraction_of_bw\": %.4f, \"peak_rss_mib\": %.1f, \"comm_backend\": "
@@ -323,11 +352,13 @@ int wna16_bench_model(int argc, char **argv) {
                    "\"allreduce_prefill_seconds\": %.4f, \"allreduce_prefill_share\": %.4f, "
                    "\"decode_read_bw_gbs\": %.2f, \"read_bw_min_gbs\": %.2f, \"read_bw_max_gbs\": "
                    "%.2f, \"decode_best_window_fraction\": %.4f",
-                   dir, limit_threads, tp, bw, peak, load_s, prompt, prefill_s, prompt / prefill_s,
-                   prefill_gflops, prefill_gflops / peak, decode, decode_tok_s, c.bytes_per_token,
-                   decode_gbs, decode_gbs / decode_bw, cli_peak_rss_mib(), backend, ar_tok_ms,
-                   ar_dec_share, ar_calls_tok, ar_kb_tok, ar_pre.all_reduce_seconds, ar_pre_share,
-                   decode_bw, bwr.lo, bwr.hi, best_window * c.bytes_per_token / 1e9);
+                   dir, limit_threads, tp, bw, bf16_peak ? peak : 0.0, peak_kind ? "\"" : "",
+                   peak_kind ? peak_kind : "null", peak_kind ? "\"" : "", peak, load_s, prompt,
+                   prefill_s, prompt / prefill_s, prefill_gflops, json_num(fb, prefill_frac, 4),
+                   decode, decode_tok_s, c.bytes_per_token, decode_gbs, decode_gbs / decode_bw,
+                   cli_peak_rss_mib(), backend, ar_tok_ms, ar_dec_share, ar_calls_tok, ar_kb_tok,
+                   ar_pre.all_reduce_seconds, ar_pre_share, decode_bw, bwr.lo, bwr.hi,
+                   best_window * c.bytes_per_token / 1e9);
             if (breakdown) print_breakdown_json(m, &c, decode, decode_bw);
             if (have_ranks) {
                 printf(", \"rank_allreduce_seconds\": ");
@@ -337,14 +368,15 @@ int wna16_bench_model(int argc, char **argv) {
             }
             printf("}\n");
         } else {
-            printf("machine: %d threads%s, read bandwidth %.2f GB/s, bf16 peak %.1f GFLOP/s\n",
-                   limit_threads, comm ? " per rank (limits summed over ranks)" : "", bw, peak);
+            printf("machine: %d threads%s, read bandwidth %.2f GB/s, %s peak %.1f GFLOP/s\n",
+                   limit_threads, comm ? " per rank (limits summed over ranks)" : "", bw, peak_name,
+                   peak);
             printf("model:   %s, loaded in %.2fs, peak RSS %.0f MiB\n", dir, load_s,
                    cli_peak_rss_mib());
-            printf("prefill: %ld tokens in %.3fs = %.1f tok/s, %.1f GFLOP/s = %.1f%% of the bf16 "
-                   "peak\n",
-                   prompt, prefill_s, prompt / prefill_s, prefill_gflops,
-                   100 * prefill_gflops / peak);
+            printf("prefill: %ld tokens in %.3fs = %.1f tok/s, %.1f GFLOP/s", prompt, prefill_s,
+                   prompt / prefill_s, prefill_gflops);
+            if (peak > 0) printf(" = %.1f%% of the %s peak", 100 * prefill_frac, peak_name);
+            printf("\n");
             printf("decode:  %ld tokens, %.2f tok/s, %.1f MB/token -> %.2f GB/s = %.1f%% of the "
                    "read bandwidth\n"
                    "         measured around each %d-token window (%.2f GB/s over the decode; "
