@@ -31,7 +31,12 @@ extern "C" {
 #define WNA16_VERSION_MAJOR 0
 #define WNA16_VERSION_MINOR 1
 #define WNA16_VERSION_PATCH 0
+/* The version of this header; the library's own, at run time, is below.
+ * The shared library's SONAME carries the major: libwna16.so.MAJOR. */
+#define WNA16_VERSION_NUMBER (WNA16_VERSION_MAJOR * 10000 + WNA16_VERSION_MINOR * 100 + WNA16_VERSION_PATCH)
+/* "MAJOR.MINOR.PATCH" and MAJOR * 10000 + MINOR * 100 + PATCH of the library. */
 WNA16_API const char *wna16_version(void);
+WNA16_API int wna16_version_number(void);
 
 /* ---------------------------------------------------------------- status */
 

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static void demo_help(FILE *f) {
     fprintf(f, "usage: wna16 demo [--dir DIR] [--tokenizer DIR] [-n N] [--prompt TEXT]\n\n"
@@ -44,8 +45,24 @@ static wna16_status run_tp(wna16_ctx *ctx, const char *dir, wna16_tokenizer *tok
     return s;
 }
 
+/* The Qwen3 tokenizer: the repository's copy when run from its root, else
+ * the one installed with the tool. */
+static const char *default_tokenizer(void) {
+    static const char *const candidates[] = {"tests/data/tokenizer/qwen3",
+#ifdef WNA16_DATA_DIR
+                                             WNA16_DATA_DIR "/tokenizer/qwen3",
+#endif
+    };
+    for (size_t i = 0; i < sizeof candidates / sizeof *candidates; i++) {
+        char path[1024];
+        snprintf(path, sizeof path, "%s/tokenizer.json", candidates[i]);
+        if (access(path, R_OK) == 0) return candidates[i];
+    }
+    return candidates[0];
+}
+
 int wna16_cmd_demo(int argc, char **argv) {
-    const char *dir = "demo-model", *tokdir = "tests/data/tokenizer/qwen3";
+    const char *dir = "demo-model", *tokdir = NULL;
     const char *prompt = "Explain tensor parallelism in one sentence.";
     long n = 24;
     for (int i = 1; i < argc; i++) {
@@ -60,6 +77,7 @@ int wna16_cmd_demo(int argc, char **argv) {
             return 2;
         }
     }
+    if (!tokdir) tokdir = default_tokenizer();
     wna16_ctx *ctx;
     if (wna16_ctx_create(&ctx) != WNA16_OK) return 1;
     cli_install_hooks(ctx, false);
@@ -70,7 +88,7 @@ int wna16_cmd_demo(int argc, char **argv) {
     wna16_status s = wna16_synth_write(&ctx->diag, &o, dir);
     if (s != WNA16_OK) return cli_fail("demo", ctx, s);
     if (!cli_copy_tokenizer("demo", tokdir, dir)) {
-        fprintf(stderr, "wna16 demo: run it from the repository root, or pass --tokenizer DIR\n");
+        fprintf(stderr, "wna16 demo: no Qwen3 tokenizer found; install wna16 (its data has one), run it from the repository root, or pass --tokenizer DIR\n");
         return 1;
     }
     wna16_checkpoint *ck = NULL;

@@ -3,7 +3,17 @@
 #include <stdio.h>
 #include <string.h>
 
-const char *wna16_version(void) { return "0.1.0"; }
+#define WNA16_STR_(x) #x
+#define WNA16_STR(x) WNA16_STR_(x)
+/* From the header's numbers, the one place the version is written. */
+const char *wna16_version(void) {
+    return WNA16_STR(WNA16_VERSION_MAJOR) "." WNA16_STR(WNA16_VERSION_MINOR) "." WNA16_STR(
+        WNA16_VERSION_PATCH);
+}
+
+int wna16_version_number(void) {
+    return WNA16_VERSION_MAJOR * 10000 + WNA16_VERSION_MINOR * 100 + WNA16_VERSION_PATCH;
+}
 
 #define NAME(x) [WNA16_##x] = #x
 static const char *const status_names[] = {

@@ -537,10 +537,10 @@ static void run_queue(fwd *f, int nt, wna16_status *status, wna16_diag *d) {
             for (int64_t t = t0; t < t1; t++) combine_token(f, t);
         }
         if (mine != WNA16_OK) {
-#pragma omp critical(wna16_moe_status)
+#pragma omp critical /* unnamed: a named one is an exported symbol */
             if (*status == WNA16_OK) {
                 *status = mine;
-                if (d) *d = local;
+                if (d) memcpy(d->detail, local.detail, sizeof d->detail); /* not its hooks */
             }
         }
     }

@@ -112,11 +112,11 @@ static wna16_status load_experts(wna16_diag *d, const wna16_checkpoint *ck, wna1
         wna16_diag local = {0};
         wna16_status st = load_mlp(&local, ck, L, e, &mods[e], NULL);
         if (st != WNA16_OK) {
-#pragma omp critical(wna16_moe_load)
+#pragma omp critical /* unnamed: a named one is an exported symbol */
             if (e < first_bad) {
                 __atomic_store_n(&first_bad, e, __ATOMIC_RELAXED);
                 first_st = st;
-                if (d) *d = local;
+                if (d) memcpy(d->detail, local.detail, sizeof d->detail); /* not its hooks */
             }
         }
     }
