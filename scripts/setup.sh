@@ -4,7 +4,7 @@
 set -euo pipefail
 PACKAGES=(build-essential cmake pkg-config clang libclang-rt-14-dev
           libjansson-dev libpcre2-dev libutf8proc-dev libomp-dev
-          libopenmpi-dev openmpi-bin valgrind help2man)
+          libopenmpi-dev openmpi-bin valgrind help2man python3-venv)
 missing=()
 for p in "${PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -13,4 +13,18 @@ if ((${#missing[@]})); then
   SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO=sudo
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}"
+fi
+
+# The Python tests' virtual environment (pinned test dependencies). Skipped
+# with WNA16_NO_VENV=1 (a build-only machine); the Python tests then report
+# themselves skipped.
+if [ "${WNA16_NO_VENV:-0}" != 1 ]; then
+  ROOT="$(cd "$(dirname "$0")/.." && pwd)"
+  REQ="$ROOT/scripts/requirements-test.txt"
+  STAMP="$ROOT/venv/.requirements"
+  if [ ! -x "$ROOT/venv/bin/python" ]; then python3 -m venv "$ROOT/venv"; fi
+  if ! cmp -s "$REQ" "$STAMP"; then
+    "$ROOT/venv/bin/pip" install -q --disable-pip-version-check -r "$REQ"
+    cp "$REQ" "$STAMP"
+  fi
 fi
