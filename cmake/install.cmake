@@ -7,6 +7,10 @@ install(TARGETS wna16_shared EXPORT wna16Targets
         LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
         INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 install(TARGETS wna16_static ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})
+# The MPI plug-in beside the library, where the core's loader looks first.
+if(TARGET wna16_mpi)
+  install(TARGETS wna16_mpi LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
+endif()
 install(FILES ${PROJECT_SOURCE_DIR}/include/wna16.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 
 set(wna16_cmake_dir ${CMAKE_INSTALL_LIBDIR}/cmake/wna16)
@@ -21,13 +25,7 @@ install(FILES ${PROJECT_BINARY_DIR}/wna16Config.cmake ${PROJECT_BINARY_DIR}/wna1
 
 # pkg-config: the shared library needs nothing else on the link line; a
 # static link (pkg-config --static) adds the dependencies.
-set(WNA16_PC_LIBS_PRIVATE "${OpenMP_C_FLAGS} -lpthread -lm")
-if(WNA16_HAVE_MPI)
-  string(APPEND WNA16_PC_LIBS_PRIVATE " ${MPI_C_LINK_FLAGS}")
-  foreach(lib ${MPI_C_LIBRARIES})
-    string(APPEND WNA16_PC_LIBS_PRIVATE " ${lib}")
-  endforeach()
-endif()
+set(WNA16_PC_LIBS_PRIVATE "${OpenMP_C_FLAGS} -lpthread -lm -ldl")
 configure_file(${PROJECT_SOURCE_DIR}/cmake/wna16.pc.in ${PROJECT_BINARY_DIR}/wna16.pc @ONLY)
 install(FILES ${PROJECT_BINARY_DIR}/wna16.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
 

@@ -261,8 +261,11 @@ WNA16_API wna16_status wna16_checkpoint_report(wna16_ctx *ctx, const wna16_check
  * one rank per process uses MPI. */
 typedef struct wna16_comm wna16_comm;
 
-/* True when this libwna16 was built with the MPI backend (WNA16_WITH_MPI and
- * an MPI implementation found at configure time). */
+/* True when the MPI plug-in (libwna16-mpi.so, built when an MPI
+ * implementation is found at configure time) can be loaded: the core
+ * library has no MPI dependency of its own. It is looked for at
+ * $WNA16_MPI_PLUGIN, beside libwna16.so, beside the executable and in
+ * <exe>/../lib, then on the loader's search path. */
 WNA16_API bool wna16_mpi_built(void);
 /* True when the environment says this process was started by an MPI
  * launcher (mpirun/mpiexec/srun: OMPI_COMM_WORLD_SIZE, PMI_SIZE, PMIX_RANK,
@@ -271,12 +274,14 @@ WNA16_API bool wna16_mpi_launched(void);
 /* Initializes MPI (MPI_Init_thread asking for MPI_THREAD_FUNNELED: only the
  * calling thread makes MPI calls) unless the program already did, and returns
  * a communicator over a duplicate of MPI_COMM_WORLD with MPI_ERRORS_RETURN.
- * A watchdog thread ends the process (exit status 1, naming the rank and the
- * stalled collective on stderr) when a collective does not complete within
- * WNA16_MPI_TIMEOUT seconds (default 20; waits for rank 0's next request and
- * the agreement after loading use WNA16_MPI_IDLE_TIMEOUT, default 600; 0
- * disables either). The all-reduce sums in rank order, bit-identical to the
- * threads backend. Errors: UNSUPPORTED (built without MPI), COMM (MPI
+ * A collective that does not complete within WNA16_MPI_TIMEOUT seconds
+ * (default 20; waits for rank 0's next request and the agreement after
+ * loading use WNA16_MPI_IDLE_TIMEOUT, default 600; 0 disables either) fails
+ * with PEER_FAILED naming the rank and the stalled collective; the
+ * communicator is then broken (every later collective fails the same way)
+ * and the process should exit. The all-reduce sums in rank order,
+ * bit-identical to the threads backend. Errors: UNSUPPORTED (the plug-in
+ * cannot be loaded; the detail says why and where it looked), COMM (MPI
  * failed, or the library gives a thread level below FUNNELED). Free with
  * wna16_comm_free, which calls MPI_Finalize when this call initialized MPI. */
 WNA16_API wna16_status wna16_comm_mpi_world(wna16_ctx *ctx, int *argc, char ***argv,

@@ -21,20 +21,21 @@ static long env_world_size(void) {
 int cli_dist_start(const char *cmd, bool want_mpi, long *tp, bool tp_given, wna16_comm **out) {
     *out = NULL;
     if (!want_mpi && !wna16_mpi_launched()) return -1;
-    if (!wna16_mpi_built()) {
-        if (!want_mpi && env_world_size() <= 1) return -1; /* mpirun -np 1: an ordinary run */
-        fprintf(stderr,
-                "wna16 %s: started under an MPI launcher (or with --mpi), but this wna16 was "
-                "built without MPI; rebuild with an MPI implementation installed "
-                "(-DWNA16_WITH_MPI=ON), or use --tp N for ranks as threads of one process\n",
-                cmd);
-        return 2;
-    }
+    if (!wna16_mpi_built() && !want_mpi && env_world_size() <= 1)
+        return -1; /* mpirun -np 1 without the plug-in: an ordinary run */
     wna16_ctx *ctx;
     if (wna16_ctx_create(&ctx) != WNA16_OK) return 1;
     cli_install_hooks(ctx, false);
     wna16_comm *c = NULL;
     wna16_status s = wna16_comm_mpi_world(ctx, NULL, NULL, &c);
+    if (s == WNA16_ERR_UNSUPPORTED) {
+        fprintf(stderr,
+                "wna16 %s: started under an MPI launcher (or with --mpi), but %s; or use --tp N "
+                "for ranks as threads of one process\n",
+                cmd, wna16_ctx_error(ctx));
+        wna16_ctx_free(ctx);
+        return 2;
+    }
     if (s != WNA16_OK) {
         int rc = cli_fail(cmd, ctx, s);
         wna16_ctx_free(ctx);

@@ -45,20 +45,31 @@ static wna16_status run_tp(wna16_ctx *ctx, const char *dir, wna16_tokenizer *tok
     return s;
 }
 
+static bool has_tokenizer(const char *dir) {
+    char path[1200];
+    snprintf(path, sizeof path, "%s/tokenizer.json", dir);
+    return access(path, R_OK) == 0;
+}
+
 /* The Qwen3 tokenizer: the repository's copy when run from its root, else
- * the one installed with the tool. */
+ * the one installed with the tool (<exe>/../share/wna16, wherever the
+ * prefix was moved to, then the configured data directory). */
 static const char *default_tokenizer(void) {
-    static const char *const candidates[] = {"tests/data/tokenizer/qwen3",
-#ifdef WNA16_DATA_DIR
-                                             WNA16_DATA_DIR "/tokenizer/qwen3",
-#endif
-    };
-    for (size_t i = 0; i < sizeof candidates / sizeof *candidates; i++) {
-        char path[1024];
-        snprintf(path, sizeof path, "%s/tokenizer.json", candidates[i]);
-        if (access(path, R_OK) == 0) return candidates[i];
+    static const char repo[] = "tests/data/tokenizer/qwen3";
+    if (has_tokenizer(repo)) return repo;
+    static char beside[1100];
+    char exe[1024];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    char *slash = n > 0 ? (exe[n] = '\0', strrchr(exe, '/')) : NULL;
+    if (slash) {
+        *slash = '\0';
+        snprintf(beside, sizeof beside, "%s/../share/wna16/tokenizer/qwen3", exe);
+        if (has_tokenizer(beside)) return beside;
     }
-    return candidates[0];
+#ifdef WNA16_DATA_DIR
+    if (has_tokenizer(WNA16_DATA_DIR "/tokenizer/qwen3")) return WNA16_DATA_DIR "/tokenizer/qwen3";
+#endif
+    return repo;
 }
 
 int wna16_cmd_demo(int argc, char **argv) {

@@ -355,7 +355,7 @@ static wna16_status prepare(wna16_diag *d, wna16_model *m, const char *dir,
 }
 
 /* Distributed: every rank learns the first failing rank's status and detail
- * (loading times differ between ranks: an idle wait for the watchdog). */
+ * (loading times differ between ranks: an idle wait, under the longer deadline). */
 static wna16_status agree(wna16_diag *d, wna16_comm *c, wna16_status s) {
     wna16_comm_set_idle(c, true);
     s = wna16_comm_agree(d, c, s);

@@ -79,18 +79,6 @@ void wna16_comm_free(wna16_comm *c) {
     if (c) c->ops->free(c);
 }
 
-#ifndef WNA16_HAVE_MPI
-bool wna16_mpi_built(void) { return false; }
-
-wna16_status wna16_comm_mpi_world(wna16_ctx *ctx, int *argc, char ***argv, wna16_comm **out) {
-    (void)argc, (void)argv;
-    if (out) *out = NULL;
-    return wna16_fail(wna16_ctx_diag(ctx), WNA16_ERR_UNSUPPORTED,
-                      "this libwna16 was built without MPI (install an MPI implementation, e.g. "
-                      "libopenmpi-dev, and rebuild with -DWNA16_WITH_MPI=ON)");
-}
-#endif
-
 /* The launchers' environment: Open MPI, MPICH/Intel MPI (PMI), PMIx, Slurm. */
 bool wna16_mpi_launched(void) {
     static const char *const vars[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK",

@@ -22,7 +22,7 @@ struct wna16_comm {
     int local_size; /* ranks on this host (MPI); 0 = unknown */
     /* Set by the front end around waits that may legitimately be long (a
      * follower waiting for rank 0's next request, agreement after loading):
-     * the MPI backend's watchdog then uses its idle timeout. */
+     * the MPI backend then uses its idle deadline. */
     bool idle;
     /* Counters kept by the front end (comm.c). */
     wna16_comm_stats stats;

@@ -9,10 +9,17 @@
  * order, so MPI TP=N and threads TP=N give identical bits.
  *
  * Failure: MPI_ERRORS_RETURN turns MPI errors into WNA16_ERR_PEER_FAILED, and
- * a watchdog thread ends the process when one collective takes longer than
- * WNA16_MPI_TIMEOUT seconds (a dead or hung peer), so a rank never hangs
- * silently. Only the thread that created the communicator calls MPI
- * (MPI_THREAD_FUNNELED); the watchdog never does.
+ * a collective that takes longer than WNA16_MPI_TIMEOUT seconds (a dead or
+ * hung peer) fails the same way, so a rank never hangs silently and the
+ * library never exits the process: the caller gets the error. A timed-out
+ * request may still complete later, so the communicator is then broken:
+ * every later collective fails at once, and freeing it neither frees the
+ * buffers MPI may still write nor calls MPI_Finalize (which would wait for
+ * the dead peer); the process should exit. Only the thread that created the
+ * communicator calls MPI (MPI_THREAD_FUNNELED).
+ *
+ * This file is the MPI plug-in (libwna16-mpi.so, parallel/mpi_plugin.h): it
+ * reaches the core only through the host table the core hands it.
  *
  * Waiting: collectives are nonblocking (MPI-3 MPI_Ibcast, MPI_Iallgather,
  * ...) completed by a loop that spins on MPI_Test for WNA16_MPI_SPIN_US
@@ -23,14 +30,26 @@
  * threads, blocking MPI collectives' polling slowed decode several-fold. */
 #include <mpi.h>
 #include <pthread.h>
-#include <stdatomic.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
 
-#include "parallel/comm_impl.h"
+#include "parallel/mpi_plugin.h"
+
+/* The core's services (the plug-in links nothing of the core). */
+static const wna16_mpi_host *H;
+
+static wna16_status fail(wna16_diag *d, wna16_status st, const char *fmt, ...) WNA16_PRINTF(3, 4);
+static wna16_status fail(wna16_diag *d, wna16_status st, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    st = H->vfail(d, st, fmt, ap);
+    va_end(ap);
+    return st;
+}
 
 #define SMALL_BYTES (64u << 10) /* all-gather below this, reduce-scatter above */
 #define SEG_ELEMS ((size_t)1 << 26) /* keeps every MPI count and offset in an int */
@@ -43,23 +62,26 @@ typedef struct mcomm {
     int *cnt, *dsp, *rcnt, *rdsp;
 } mcomm;
 
-/* ------------------------------------------------------------- watchdog */
+/* ------------------------------------------------------------- deadlines */
 
+/* The collective in flight (one at a time: only one thread calls MPI). */
 static struct {
     pthread_mutex_t mu;
-    pthread_t thread;
-    int users;             /* live handles */
-    bool finalize;         /* we initialized MPI */
-    atomic_int stop;
-    atomic_int active;     /* a collective is in flight */
-    atomic_int idle;       /* ... and it is an idle wait */
-    atomic_llong since_ns; /* when it began */
-    _Atomic(const char *) op;
-    atomic_ullong seq;
+    int users;     /* live handles */
+    bool finalize; /* we initialized MPI */
+    bool broken;   /* a collective timed out (see the top) */
+    char why[512]; /* ... and how: every later collective reports it */
+    bool idle;     /* the one in flight is an idle wait */
+    long long since_ns;
+    const char *op;
+    unsigned long long seq;
     double timeout, idle_timeout; /* seconds; 0 = none */
     long long spin_ns;
     int rank, size;
 } wd = {.mu = PTHREAD_MUTEX_INITIALIZER};
+
+/* wait_req's return for a collective past its deadline (MPI codes are >= 0) */
+#define WAIT_TIMED_OUT (-1)
 
 static long long now_ns(void) {
     struct timespec t;
@@ -67,38 +89,14 @@ static long long now_ns(void) {
     return (long long)t.tv_sec * 1000000000LL + t.tv_nsec;
 }
 
-static void *watchdog(void *arg) {
-    (void)arg;
-    const struct timespec tick = {0, 50 * 1000 * 1000};
-    while (!atomic_load(&wd.stop)) {
-        nanosleep(&tick, NULL);
-        if (!atomic_load(&wd.active)) continue;
-        double limit = atomic_load(&wd.idle) ? wd.idle_timeout : wd.timeout;
-        double waited = (double)(now_ns() - atomic_load(&wd.since_ns)) * 1e-9;
-        if (limit <= 0 || waited <= limit || !atomic_load(&wd.active)) continue;
-        char peers[64];
-        if (wd.size == 2) snprintf(peers, sizeof peers, "rank %d", 1 - wd.rank);
-        else snprintf(peers, sizeof peers, "another of the %d ranks", wd.size);
-        fprintf(stderr,
-                "wna16: rank %d of %d: MPI %s (collective #%llu) did not complete within %g s: %s "
-                "died or hangs; exiting (WNA16_MPI_TIMEOUT%s sets the limit)\n",
-                wd.rank, wd.size, atomic_load(&wd.op), (unsigned long long)atomic_load(&wd.seq),
-                limit, peers, atomic_load(&wd.idle) ? "/WNA16_MPI_IDLE_TIMEOUT" : "");
-        fflush(stderr);
-        _exit(1);
-    }
-    return NULL;
-}
-
 static void wd_begin(const wna16_comm *c, const char *op) {
-    atomic_store(&wd.op, op);
-    atomic_store(&wd.idle, c && c->idle ? 1 : 0);
-    atomic_store(&wd.since_ns, now_ns());
-    atomic_fetch_add(&wd.seq, 1);
-    atomic_store(&wd.active, 1);
+    wd.op = op;
+    wd.idle = c && c->idle;
+    wd.since_ns = now_ns();
+    wd.seq++;
 }
 
-static void wd_end(void) { atomic_store(&wd.active, 0); }
+static void wd_end(void) { wd.op = NULL; }
 
 static double env_seconds(const char *name, double def) {
     const char *v = getenv(name);
@@ -108,16 +106,26 @@ static double env_seconds(const char *name, double def) {
     return end != v && x >= 0 ? x : def;
 }
 
-/* Completes one request: spin, then sleep with backoff (see the top). */
+static bool past_deadline(void) {
+    double limit = wd.idle ? wd.idle_timeout : wd.timeout;
+    return limit > 0 && (double)(now_ns() - wd.since_ns) * 1e-9 > limit;
+}
+
+/* Completes one request: spin, then sleep with backoff (see the top);
+ * WAIT_TIMED_OUT past the collective's deadline. */
 static int wait_req(MPI_Request *rq) {
     int done = 0;
-    bool idle = atomic_load(&wd.idle);
+    bool idle = wd.idle;
     long long t0 = now_ns(), spin = idle ? 0 : wd.spin_ns;
     long nap = 5000, cap = idle ? 1000000 : 200000; /* ns */
     for (;;) {
         int rc = MPI_Test(rq, &done, MPI_STATUS_IGNORE);
         if (rc != MPI_SUCCESS || done) return rc;
         if (now_ns() - t0 < spin) continue;
+        if (past_deadline()) {
+            wd.broken = true;
+            return WAIT_TIMED_OUT;
+        }
         struct timespec t = {0, nap};
         nanosleep(&t, NULL);
         if (nap < cap) nap = nap * 2 < cap ? nap * 2 : cap;
@@ -129,17 +137,35 @@ static int wait_req(MPI_Request *rq) {
 static mcomm *mc(wna16_comm *c) { return (mcomm *)c; }
 
 static wna16_status mpi_fail(wna16_diag *d, const wna16_comm *c, const char *op, int err) {
+    if (err == WAIT_TIMED_OUT) {
+        char peers[64];
+        if (c->size == 2) snprintf(peers, sizeof peers, "rank %d", 1 - c->rank);
+        else snprintf(peers, sizeof peers, "another of the %d ranks", c->size);
+        snprintf(wd.why, sizeof wd.why,
+                 "rank %d of %d: MPI %s (collective #%llu) did not complete within %g s: %s "
+                 "died or hangs (WNA16_MPI_TIMEOUT%s sets the limit)",
+                 c->rank, c->size, op, wd.seq, wd.idle ? wd.idle_timeout : wd.timeout, peers,
+                 wd.idle ? "/WNA16_MPI_IDLE_TIMEOUT" : "");
+        return fail(d, WNA16_ERR_PEER_FAILED, "%s", wd.why);
+    }
     char msg[MPI_MAX_ERROR_STRING];
     int len = 0;
     if (MPI_Error_string(err, msg, &len) != MPI_SUCCESS) snprintf(msg, sizeof msg, "error %d", err);
-    return wna16_fail(d, WNA16_ERR_PEER_FAILED,
-                      "rank %d of %d: MPI %s failed: %s (a peer rank died or the network failed)",
-                      c->rank, c->size, op, msg);
+    return fail(d, WNA16_ERR_PEER_FAILED,
+                "rank %d of %d: MPI %s failed: %s (a peer rank died or the network failed)",
+                c->rank, c->size, op, msg);
+}
+
+/* Every collective after a timeout fails at once with its text (the top says why). */
+static bool refuse_broken(wna16_diag *d, wna16_status *st) {
+    if (!wd.broken) return false;
+    *st = fail(d, WNA16_ERR_PEER_FAILED, "%s", wd.why);
+    return true;
 }
 
 static bool grow(mcomm *m, size_t floats) {
     if (floats <= m->scratch_cap) return true;
-    float *p = wna16_realloc(m->scratch, floats * sizeof(float));
+    float *p = H->realloc_fn(m->scratch, floats * sizeof(float));
     if (!p) return false;
     m->scratch = p;
     m->scratch_cap = floats;
@@ -190,13 +216,15 @@ static int reduce_segment(mcomm *m, float *buf, size_t n) {
 }
 
 static wna16_status mpi_all_reduce(wna16_diag *d, wna16_comm *c, float *buf, size_t n) {
+    wna16_status refused;
+    if (refuse_broken(d, &refused)) return refused;
     mcomm *m = mc(c);
     if (c->size == 1 || n == 0) return WNA16_OK;
     size_t seg = n < SEG_ELEMS ? n : SEG_ELEMS;
     size_t need = seg * sizeof(float) <= SMALL_BYTES ? seg * (size_t)c->size
                                                      : (seg / (size_t)c->size + 1) * (size_t)c->size;
     if (!grow(m, need))
-        return wna16_fail(d, WNA16_ERR_OUT_OF_MEMORY, "all_reduce_sum: %zu floats of scratch", need);
+        return fail(d, WNA16_ERR_OUT_OF_MEMORY, "all_reduce_sum: %zu floats of scratch", need);
     wd_begin(c, "all_reduce_sum");
     int rc = MPI_SUCCESS;
     for (size_t off = 0; off < n && rc == MPI_SUCCESS; off += SEG_ELEMS)
@@ -206,6 +234,8 @@ static wna16_status mpi_all_reduce(wna16_diag *d, wna16_comm *c, float *buf, siz
 }
 
 static wna16_status mpi_broadcast(wna16_diag *d, wna16_comm *c, void *buf, size_t bytes, int root) {
+    wna16_status refused;
+    if (refuse_broken(d, &refused)) return refused;
     if (c->size == 1) return WNA16_OK;
     wd_begin(c, "broadcast");
     int rc = MPI_SUCCESS;
@@ -221,6 +251,8 @@ static wna16_status mpi_broadcast(wna16_diag *d, wna16_comm *c, void *buf, size_
 }
 
 static wna16_status mpi_barrier(wna16_diag *d, wna16_comm *c) {
+    wna16_status refused;
+    if (refuse_broken(d, &refused)) return refused;
     wd_begin(c, "barrier");
     MPI_Request rq;
     int rc = MPI_Ibarrier(mc(c)->comm, &rq);
@@ -232,10 +264,12 @@ static wna16_status mpi_barrier(wna16_diag *d, wna16_comm *c) {
 /* Statuses first (all-gather), then the first failing rank's detail
  * (broadcast from it), so every rank ends with the same status and text. */
 static wna16_status mpi_agree(wna16_diag *d, wna16_comm *c, wna16_status mine) {
+    wna16_status refused;
+    if (refuse_broken(d, &refused)) return refused;
     mcomm *m = mc(c);
     int T = c->size;
-    int *all = wna16_malloc((size_t)T * sizeof *all);
-    if (!all) return wna16_fail(d, WNA16_ERR_OUT_OF_MEMORY, "agree: %d statuses", T);
+    int *all = H->malloc_fn((size_t)T * sizeof *all);
+    if (!all) return fail(d, WNA16_ERR_OUT_OF_MEMORY, "agree: %d statuses", T);
     int st = (int)mine;
     wd_begin(c, "agree");
     MPI_Request rq;
@@ -248,7 +282,7 @@ static wna16_status mpi_agree(wna16_diag *d, wna16_comm *c, wna16_status mine) {
     if (first >= 0) {
         if (first == c->rank) {
             if (d && d->detail[0]) snprintf(text, sizeof text, "%s", d->detail);
-            else snprintf(text, sizeof text, "failed with %s", wna16_status_str(mine));
+            else snprintf(text, sizeof text, "failed with %s", H->status_str(mine));
         }
         if (rc == MPI_SUCCESS) rc = MPI_Ibcast(text, (int)sizeof text, MPI_CHAR, first, m->comm, &rq);
         if (rc == MPI_SUCCESS) rc = wait_req(&rq);
@@ -256,47 +290,40 @@ static wna16_status mpi_agree(wna16_diag *d, wna16_comm *c, wna16_status mine) {
     }
     wd_end();
     wna16_status out = first < 0 ? WNA16_OK : (wna16_status)all[first];
-    wna16_free(all);
+    H->free_fn(all);
     if (rc != MPI_SUCCESS) return mpi_fail(d, c, "agree", rc);
     if (first < 0) return WNA16_OK;
     /* the same words on every rank, the failing one included */
     if (T == 1) return out;
-    return wna16_fail(d, out, "rank %d: %s", first, text);
+    return fail(d, out, "rank %d: %s", first, text);
 }
 
 static void mpi_free(wna16_comm *c) {
     mcomm *m = mc(c);
-    wd_begin(c, "MPI_Comm_free");
-    if (m->comm != MPI_COMM_NULL) MPI_Comm_free(&m->comm);
-    wd_end();
-    wna16_free(m->scratch);
-    wna16_free(m->cnt);
-    wna16_free(m->dsp);
-    wna16_free(m->rcnt);
-    wna16_free(m->rdsp);
-    wna16_free(m);
     pthread_mutex_lock(&wd.mu);
     bool last = --wd.users == 0;
     pthread_mutex_unlock(&wd.mu);
-    if (!last) return;
-    if (wd.finalize) {
-        int finalized = 0;
-        MPI_Finalized(&finalized);
-        if (!finalized) {
-            wd_begin(NULL, "MPI_Finalize");
-            MPI_Finalize();
-            wd_end();
-        }
-        wd.finalize = false;
+    if (wd.broken) {
+        /* a timed-out request may still write into these: leave them, and
+         * leave MPI as it is (finalizing would wait for the dead peer) */
+        return;
     }
-    atomic_store(&wd.stop, 1);
-    pthread_join(wd.thread, NULL);
+    if (m->comm != MPI_COMM_NULL) MPI_Comm_free(&m->comm);
+    H->free_fn(m->scratch);
+    H->free_fn(m->cnt);
+    H->free_fn(m->dsp);
+    H->free_fn(m->rcnt);
+    H->free_fn(m->rdsp);
+    H->free_fn(m);
+    if (!last || !wd.finalize) return;
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (!finalized) MPI_Finalize();
+    wd.finalize = false;
 }
 
 static const wna16_comm_ops mpi_ops = {"mpi", mpi_all_reduce, mpi_broadcast,
                                        mpi_barrier, mpi_agree, mpi_free};
-
-bool wna16_mpi_built(void) { return true; }
 
 static const char *level_name(int level) {
     return level == MPI_THREAD_SINGLE       ? "MPI_THREAD_SINGLE"
@@ -305,35 +332,34 @@ static const char *level_name(int level) {
                                             : "MPI_THREAD_MULTIPLE";
 }
 
-wna16_status wna16_comm_mpi_world(wna16_ctx *ctx, int *argc, char ***argv, wna16_comm **out) {
-    wna16_diag *d = wna16_ctx_diag(ctx);
-    if (!out) return wna16_fail(d, WNA16_ERR_INVALID_ARGUMENT, "comm_mpi_world: out is NULL");
+static wna16_status mpi_world(wna16_diag *d, int *argc, char ***argv, wna16_comm **out) {
+    if (!out) return fail(d, WNA16_ERR_INVALID_ARGUMENT, "comm_mpi_world: out is NULL");
     *out = NULL;
     int inited = 0, finalized = 0, provided = MPI_THREAD_SINGLE;
     MPI_Finalized(&finalized);
     if (finalized)
-        return wna16_fail(d, WNA16_ERR_COMM, "comm_mpi_world: MPI was already finalized");
+        return fail(d, WNA16_ERR_COMM, "comm_mpi_world: MPI was already finalized");
     MPI_Initialized(&inited);
     bool ours = false;
     if (!inited) {
         if (MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS)
-            return wna16_fail(d, WNA16_ERR_COMM, "MPI_Init_thread failed");
+            return fail(d, WNA16_ERR_COMM, "MPI_Init_thread failed");
         ours = true;
     } else {
         MPI_Query_thread(&provided);
     }
     if (provided < MPI_THREAD_FUNNELED) {
         if (ours) MPI_Finalize();
-        return wna16_fail(d, WNA16_ERR_COMM,
+        return fail(d, WNA16_ERR_COMM,
                           "the MPI library provides only %s; wna16 needs MPI_THREAD_FUNNELED "
                           "(compute threads run beside the thread that calls MPI)",
                           level_name(provided));
     }
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
-    mcomm *m = wna16_calloc(1, sizeof *m);
+    mcomm *m = H->calloc_fn(1, sizeof *m);
     if (!m) {
         if (ours) MPI_Finalize();
-        return wna16_fail(d, WNA16_ERR_OUT_OF_MEMORY, "comm_mpi_world: handle");
+        return fail(d, WNA16_ERR_OUT_OF_MEMORY, "comm_mpi_world: handle");
     }
     m->comm = MPI_COMM_NULL;
     int rc = MPI_Comm_dup(MPI_COMM_WORLD, &m->comm);
@@ -346,16 +372,16 @@ wna16_status wna16_comm_mpi_world(wna16_ctx *ctx, int *argc, char ***argv, wna16
         rc = MPI_Comm_split_type(m->comm, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node);
     if (rc == MPI_SUCCESS) rc = MPI_Comm_size(node, &local);
     if (node != MPI_COMM_NULL) MPI_Comm_free(&node);
-    m->cnt = wna16_calloc((size_t)size, sizeof(int));
-    m->dsp = wna16_calloc((size_t)size, sizeof(int));
-    m->rcnt = wna16_calloc((size_t)size, sizeof(int));
-    m->rdsp = wna16_calloc((size_t)size, sizeof(int));
+    m->cnt = H->calloc_fn((size_t)size, sizeof(int));
+    m->dsp = H->calloc_fn((size_t)size, sizeof(int));
+    m->rcnt = H->calloc_fn((size_t)size, sizeof(int));
+    m->rdsp = H->calloc_fn((size_t)size, sizeof(int));
     if (rc != MPI_SUCCESS || !m->cnt || !m->dsp || !m->rcnt || !m->rdsp) {
         wna16_status s = rc != MPI_SUCCESS ? mpi_fail(d, &m->base, "communicator setup", rc)
-                                           : wna16_fail(d, WNA16_ERR_OUT_OF_MEMORY, "comm_mpi_world");
+                                           : fail(d, WNA16_ERR_OUT_OF_MEMORY, "comm_mpi_world");
         if (m->comm != MPI_COMM_NULL) MPI_Comm_free(&m->comm);
-        wna16_free(m->cnt), wna16_free(m->dsp), wna16_free(m->rcnt), wna16_free(m->rdsp);
-        wna16_free(m);
+        H->free_fn(m->cnt), H->free_fn(m->dsp), H->free_fn(m->rcnt), H->free_fn(m->rdsp);
+        H->free_fn(m);
         if (ours) MPI_Finalize();
         return s;
     }
@@ -368,20 +394,22 @@ wna16_status wna16_comm_mpi_world(wna16_ctx *ctx, int *argc, char ***argv, wna16
         wd.idle_timeout = env_seconds("WNA16_MPI_IDLE_TIMEOUT", 600.0);
         wd.spin_ns = (long long)(env_seconds("WNA16_MPI_SPIN_US", 500.0) * 1000.0);
         wd.finalize = ours;
-        atomic_store(&wd.stop, 0);
-        if (pthread_create(&wd.thread, NULL, watchdog, NULL) != 0) {
-            wd.users--;
-            pthread_mutex_unlock(&wd.mu);
-            MPI_Comm_free(&m->comm);
-            wna16_free(m->cnt), wna16_free(m->dsp), wna16_free(m->rcnt), wna16_free(m->rdsp);
-            wna16_free(m);
-            if (ours) MPI_Finalize();
-            return wna16_fail(d, WNA16_ERR_INTERNAL, "comm_mpi_world: cannot start the watchdog");
-        }
     } else if (ours) {
         wd.finalize = true;
     }
     pthread_mutex_unlock(&wd.mu);
     *out = &m->base;
     return WNA16_OK;
+}
+
+static const wna16_mpi_plugin plugin = {.abi = WNA16_MPI_PLUGIN_ABI, .world = mpi_world};
+
+/* The plug-in's one exported symbol (mpi_plugin.h). */
+__attribute__((visibility("default"))) const wna16_mpi_plugin *
+wna16_mpi_plugin_entry(const wna16_mpi_host *host) {
+    if (!host || host->abi != WNA16_MPI_PLUGIN_ABI || host->comm_size != sizeof(wna16_comm) ||
+        host->diag_size != sizeof(wna16_diag))
+        return NULL;
+    H = host;
+    return &plugin;
 }
