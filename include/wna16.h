@@ -101,6 +101,22 @@ typedef enum wna16_status {
 /* The enum's name without the WNA16_ prefix, e.g. "ERR_DUPLICATE_KEY"; never NULL. */
 WNA16_API const char *wna16_status_str(wna16_status s);
 
+/* Frees memory the library returned to the caller (strings and arrays the
+ * calls below hand out through char ** or int32_t ** arguments). Use it
+ * rather than free(): the library may be built against another C runtime
+ * or allocator than its caller. NULL is ignored. */
+WNA16_API void wna16_free(void *p);
+
+/* Options structs (wna16_model_options, wna16_sampler_options,
+ * wna16_generate_options, wna16_quantize_options) begin with struct_size so
+ * they can grow without breaking callers: fill them with their _init
+ * function, which sets struct_size and the defaults, then set the fields you
+ * want. The library reads only the first struct_size bytes (the fields an
+ * older caller does not know keep their defaults of 0); 0 means this
+ * header's layout, so a zeroed struct keeps working; a struct_size larger
+ * than the library knows (a header newer than the library) is refused with
+ * WNA16_ERR_INVALID_ARGUMENT. */
+
 /* --------------------------------------------------------------- context */
 
 /* A context carries the error detail of the last failed call made with it,
@@ -220,7 +236,7 @@ WNA16_API wna16_status wna16_st_writer_metadata(wna16_ctx *ctx, wna16_st_writer 
                                                 const char *key, const char *value);
 WNA16_API wna16_status wna16_st_writer_write(wna16_ctx *ctx, wna16_st_writer *w,
                                              const char *path);
-/* Serialises into a malloc'd buffer (free with free()). */
+/* Serialises into a buffer the caller frees with wna16_free(). */
 WNA16_API wna16_status wna16_st_writer_serialize(wna16_ctx *ctx, wna16_st_writer *w,
                                                  uint8_t **out, size_t *out_size);
 
@@ -246,9 +262,9 @@ WNA16_API wna16_status wna16_checkpoint_dequantize(wna16_ctx *ctx, const wna16_c
                                                    void *out, int64_t *out_rows,
                                                    int64_t *out_cols);
 
-/* Writes the `inspect` report (text, or JSON when json is true) for the
- * TP degrees given (or 1,2,4,8 when n_tp == 0). *loadable is set when every
- * asked degree is accepted. */
+/* Writes the `inspect` report (text, or JSON when json is true) for the TP
+ * degrees given (or 1,2,4,8 when n_tp == 0); free *out_text with
+ * wna16_free. *loadable is set when every asked degree is accepted. */
 WNA16_API wna16_status wna16_checkpoint_report(wna16_ctx *ctx, const wna16_checkpoint *ck,
                                                const int *tp, int n_tp, bool json,
                                                char **out_text, bool *loadable);
@@ -318,6 +334,7 @@ WNA16_API void wna16_comm_reset_stats(wna16_comm *c);
 typedef struct wna16_model wna16_model;
 
 typedef struct wna16_model_options {
+    size_t struct_size; /* sizeof(wna16_model_options), set by wna16_model_options_init */
     int tp;           /* tensor-parallel degree (1 when 0) */
     int threads;      /* compute threads in all (all cores when 0) */
     int64_t context;  /* KV cache length in tokens (min(4096, max_position_embeddings) when 0) */
@@ -331,6 +348,9 @@ typedef struct wna16_model_options {
      * wna16_model_follow for how the ranks run. */
     wna16_comm *comm;
 } wna16_model_options;
+/* Zeroes *o and sets struct_size: every default (one rank, all cores, the
+ * default context). */
+WNA16_API void wna16_model_options_init(wna16_model_options *o);
 
 /* Opens and validates the checkpoint in dir, checks that it shards at
  * options->tp (WNA16_ERR_TP_INDIVISIBLE otherwise), and repacks its weights.
@@ -385,10 +405,14 @@ WNA16_API void wna16_model_reset_comm_stats(wna16_model *m);
  * temperature 0 (or below 1e-5) is greedy; top_p 0 or 1, min_p 0, top_k 0 or
  * -1 and repetition_penalty 0 or 1 are off. */
 typedef struct wna16_sampler_options {
+    size_t struct_size; /* sizeof(wna16_sampler_options), set by wna16_sampler_options_init */
     float temperature, top_p, min_p, repetition_penalty;
     int top_k;
     uint64_t seed;
 } wna16_sampler_options;
+/* Greedy, every filter off (temperature 0, top_p 1, top_k -1, min_p 0,
+ * repetition_penalty 1), seed 0. */
+WNA16_API void wna16_sampler_options_init(wna16_sampler_options *o);
 
 /* WNA16_ERR_INVALID_ARGUMENT, naming the field, when an option is NaN,
  * infinite, negative or out of its range (top_p and min_p in [0, 1],
@@ -429,7 +453,7 @@ WNA16_API void wna16_tokenizer_free(wna16_tokenizer *tok);
                                       (non-special added tokens always match) */
 
 /* Encodes len bytes of UTF-8 text (NUL bytes allowed). *ids is a malloc'd
- * array of *n_ids ids (NULL when empty); free it with free(). HF's
+ * array of *n_ids ids (NULL when empty); free it with wna16_free(). HF's
  * tokenizer.encode(text) corresponds to flags ADD_SPECIAL|PARSE_SPECIAL.
  * Errors: INVALID_UTF8 (names the offset; nothing is replaced),
  * INVALID_ARGUMENT, OUT_OF_MEMORY, LIMIT (one pre-token over 512 MiB),
@@ -440,7 +464,7 @@ WNA16_API wna16_status wna16_tokenizer_encode(wna16_ctx *ctx, wna16_tokenizer *t
 
 /* Decodes ids to text, as HF's tokenizer.decode: byte sequences that are not
  * valid UTF-8 become U+FFFD. skip_special drops special added tokens.
- * *text is malloc'd and NUL-terminated (free with free()); *len may be NULL.
+ * *text is malloc'd and NUL-terminated (free with wna16_free()); *len may be NULL.
  * Errors: TOKEN_ID (an id the tokenizer does not have), OUT_OF_MEMORY. */
 WNA16_API wna16_status wna16_tokenizer_decode(wna16_ctx *ctx, const wna16_tokenizer *tok,
                                               const int32_t *ids, size_t n_ids,
@@ -500,7 +524,7 @@ typedef struct wna16_chat_message {
  * transformers' apply_chat_template(tokenize=False) for the recognised
  * formats. add_generation_prompt appends "<|im_start|>assistant\n"; with
  * Qwen3 and enable_thinking false it also appends the empty think block
- * "<think>\n\n</think>\n\n". *text is malloc'd (free with free()); encode it
+ * "<think>\n\n</think>\n\n". *text is malloc'd (free with wna16_free()); encode it
  * with WNA16_TOK_PARSE_SPECIAL. Errors: UNSUPPORTED (no recognised template:
  * the message names what was found), INVALID_ARGUMENT (unknown role, NULL
  * content), OUT_OF_MEMORY. */
@@ -512,6 +536,7 @@ WNA16_API wna16_status wna16_tokenizer_apply_chat(wna16_ctx *ctx, const wna16_to
 /* ------------------------------------------------------------- generation */
 
 typedef struct wna16_generate_options {
+    size_t struct_size; /* sizeof(wna16_generate_options), set by wna16_generate_options_init */
     int64_t max_tokens;
     wna16_sampler_options sampler;
     const char *const *stop; /* stop strings (matched on the decoded text) */
@@ -521,6 +546,9 @@ typedef struct wna16_generate_options {
     bool (*on_text)(void *user, const char *text, size_t len);
     void *user;
 } wna16_generate_options;
+/* max_tokens 16 (vLLM's default), greedy sampling (wna16_sampler_options_init),
+ * no stop strings, no callback. */
+WNA16_API void wna16_generate_options_init(wna16_generate_options *o);
 
 typedef struct wna16_generate_result {
     int32_t *ids;       /* generated ids (the EOS id included when it ended the run) */
@@ -540,6 +568,37 @@ WNA16_API wna16_status wna16_generate(wna16_ctx *ctx, wna16_model *m, const wna1
                                       const wna16_generate_options *options,
                                       wna16_generate_result *result);
 WNA16_API void wna16_generate_result_free(wna16_generate_result *r);
+
+/* --------------------------------------------------------------- quantize */
+
+/* Quantizing an unquantized (bf16/fp16/fp32) Hugging Face model into a
+ * compressed-tensors pack-quantized checkpoint vLLM loads, as `wna16
+ * quantize` does (docs/cli.md; the same names as llm-compressor's). A
+ * zeroed field takes the default in brackets. */
+typedef struct wna16_quantize_options {
+    size_t struct_size;   /* sizeof(wna16_quantize_options), set by wna16_quantize_options_init */
+    const char *model;    /* the source directory (required) */
+    const char *output;   /* the directory to write (required) */
+    const char *scheme;   /* "W4A16" [default], "W4A16_ASYM" or "W8A16" */
+    int64_t group_size;   /* 32, 64, 128 [default] or -1 (per output channel) */
+    const char *method;   /* "gptq" [default] or "rtn" */
+    const char *actorder; /* GPTQ's static act-order: "static" [default] or "none" */
+    double dampening;     /* GPTQ's dampening fraction [0.01] */
+    const char *calib_text; /* calibration text, tokenized with the model's tokenizer */
+    const char *calib_ids;  /* or token ids (comma or whitespace separated); neither: random ids */
+    uint64_t seed;          /* for random calibration ids [0] */
+    int64_t num_samples, seq_len; /* calibration sequences [128] of seq_len tokens [512] */
+    const char *const *ignore;    /* more linears to leave unquantized (name, or re:REGEX) */
+    size_t n_ignore;
+    int threads;            /* [all cores] */
+    size_t max_shard_bytes; /* [2 GiB] */
+} wna16_quantize_options;
+WNA16_API void wna16_quantize_options_init(wna16_quantize_options *o);
+/* Quantizes o->model into o->output, reporting progress and honouring the
+ * abort callback of ctx (between layers). *report_json (may be NULL) gets
+ * the summary `wna16 quantize --json` prints (free with wna16_free). */
+WNA16_API wna16_status wna16_quantize_model(wna16_ctx *ctx, const wna16_quantize_options *o,
+                                            char **report_json);
 
 #ifdef __cplusplus
 }

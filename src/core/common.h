@@ -84,6 +84,12 @@ static inline bool wna16_add_u64(uint64_t a, uint64_t b, uint64_t *out) {
 /* Allocation wrappers. A process-wide cap (WNA16_MAX_ALLOC env, bytes)
  * turns an absurd declared size into WNA16_ERR_LIMIT instead of an OOM kill;
  * tests can also make the n-th allocation fail. */
+/* Copies the caller's options struct src (NULL: all defaults) into dst,
+ * the library's layout of lib_size bytes, by the struct_size it declares
+ * (include/wna16.h); what names the struct in the error. */
+wna16_status wna16_options_take(wna16_diag *d, const char *what, void *dst, size_t lib_size,
+                                const void *src);
+
 void *wna16_malloc(size_t n);
 void *wna16_calloc(size_t count, size_t size);
 void *wna16_realloc(void *p, size_t n);

@@ -65,12 +65,15 @@ static wna16_status check_options(wna16_diag *d, wna16_ctx *ctx, const wna16_gen
 }
 
 wna16_status wna16_generate(wna16_ctx *ctx, wna16_model *m, const wna16_tokenizer *tok,
-                            const int32_t *prompt, size_t n_prompt, const wna16_generate_options *o,
-                            wna16_generate_result *res) {
+                            const int32_t *prompt, size_t n_prompt,
+                            const wna16_generate_options *options, wna16_generate_result *res) {
     wna16_diag *d = wna16_ctx_diag(ctx);
-    if (!m || !prompt || !n_prompt || !o || !res)
+    if (!m || !prompt || !n_prompt || !options || !res)
         return wna16_fail(d, WNA16_ERR_INVALID_ARGUMENT, "generate: empty prompt or NULL argument");
     memset(res, 0, sizeof *res);
+    wna16_generate_options taken;
+    WNA16_TRY(wna16_options_take(d, "generate options", &taken, sizeof taken, options));
+    const wna16_generate_options *o = &taken;
     WNA16_TRY(check_options(d, ctx, o));
     if ((int64_t)n_prompt + (o->max_tokens > 0 ? o->max_tokens : 0) > m->context)
         return wna16_fail(d, WNA16_ERR_CONTEXT_OVERFLOW,

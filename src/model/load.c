@@ -403,13 +403,14 @@ static wna16_status model_load(wna16_diag *d, const char *dir, const wna16_model
     if (!dir || !out) return wna16_fail(d, WNA16_ERR_INVALID_ARGUMENT, "NULL argument");
     *out = NULL;
     wna16_diag_clear(d);
-    wna16_model_options defaults = {0};
+    wna16_model_options opts;
+    WNA16_TRY(wna16_options_take(d, "model options", &opts, sizeof opts, options));
     wna16_model *m = wna16_calloc(1, sizeof *m);
     if (!m) return wna16_fail(d, WNA16_ERR_OUT_OF_MEMORY, "model");
     m->stop_after_layer = -1;
     m->defer_moe = defer_moe;
     m->defer_layers = defer_moe;
-    wna16_status s = load_all(d, m, dir, options ? options : &defaults);
+    wna16_status s = load_all(d, m, dir, &opts);
     if (s != WNA16_OK) {
         wna16_model_free(m);
         return s;
@@ -452,7 +453,8 @@ void wna16_model_free_layer(wna16_model *m, int64_t L) {
 
 wna16_status wna16_model_load_calib(wna16_diag *d, const char *dir,
                                     const wna16_model_options *options, wna16_model **out) {
-    wna16_model_options o = options ? *options : (wna16_model_options){0};
+    wna16_model_options o;
+    WNA16_TRY(wna16_options_take(d, "model options", &o, sizeof o, options));
     o.tp = 1;
     return model_load(d, dir, &o, true, out);
 }

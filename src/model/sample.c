@@ -70,9 +70,13 @@ static const char *sampler_problem(const wna16_sampler_options *o, char *why, si
     return NULL;
 }
 
-wna16_status wna16_sampler_check(wna16_ctx *ctx, const wna16_sampler_options *o) {
+wna16_status wna16_sampler_check(wna16_ctx *ctx, const wna16_sampler_options *options) {
+    if (!options)
+        return wna16_fail(wna16_ctx_diag(ctx), WNA16_ERR_INVALID_ARGUMENT, "sampling: NULL options");
+    wna16_sampler_options o;
+    WNA16_TRY(wna16_options_take(wna16_ctx_diag(ctx), "sampler options", &o, sizeof o, options));
     char why[160];
-    const char *problem = sampler_problem(o, why, sizeof why);
+    const char *problem = sampler_problem(&o, why, sizeof why);
     if (!problem) return WNA16_OK;
     return wna16_fail(wna16_ctx_diag(ctx), WNA16_ERR_INVALID_ARGUMENT, "sampling: %s", problem);
 }
@@ -80,9 +84,12 @@ wna16_status wna16_sampler_check(wna16_ctx *ctx, const wna16_sampler_options *o)
 /* NaN logits (a damaged model) never win: they rank as -inf. */
 static float rank_value(float logit) { return isnan(logit) ? -INFINITY : logit; }
 
-int32_t wna16_sample(const wna16_sampler_options *o, float *logits, int64_t vocab,
+int32_t wna16_sample(const wna16_sampler_options *options, float *logits, int64_t vocab,
                      const int32_t *history, size_t n_history, uint64_t *rng) {
     char why[160];
+    wna16_sampler_options taken;
+    if (!options || wna16_options_take(NULL, "", &taken, sizeof taken, options) != WNA16_OK) return -1;
+    const wna16_sampler_options *o = &taken;
     if (!logits || vocab <= 0 || !rng || sampler_problem(o, why, sizeof why)) return -1;
     if (o->repetition_penalty != 1.0f && o->repetition_penalty > 0.0f) {
         /* each distinct id once */
