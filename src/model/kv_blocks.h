@@ -1,0 +1,50 @@
+/* The paged KV cache's bookkeeping (issue #21, serving): the cache is cut
+ * into fixed-size blocks of WNA16_KV_BLOCK positions; a sequence owns a block
+ * table (logical block i -> physical block), blocks come from one free list,
+ * and a block may be shared (reference counted) so that sequences with a
+ * common prefix hold its blocks once. Only indices live here: the K/V memory
+ * itself is laid out by the model runtime. Not thread-safe: one scheduler
+ * owns a pool. */
+#ifndef WNA16_MODEL_KV_BLOCKS_H
+#define WNA16_MODEL_KV_BLOCKS_H
+
+#include "core/common.h"
+
+/* Positions per block, as vLLM's default block_size. */
+#define WNA16_KV_BLOCK 16
+
+typedef struct wna16_kv_pool {
+    int32_t n_blocks;
+    int32_t *free_list; /* stack of free physical blocks, [n_free] valid */
+    int32_t n_free;
+    int32_t *refs; /* [n_blocks]: sequences holding the block (0 = free) */
+} wna16_kv_pool;
+
+typedef struct wna16_kv_seq {
+    int32_t *table; /* [n_blocks] physical block per logical block */
+    int32_t n_blocks, cap;
+    int64_t positions; /* positions the table covers (<= n_blocks * WNA16_KV_BLOCK) */
+} wna16_kv_seq;
+
+wna16_status wna16_kv_pool_init(wna16_diag *d, wna16_kv_pool *p, int32_t n_blocks);
+void wna16_kv_pool_destroy(wna16_kv_pool *p);
+
+/* Blocks needed to hold `positions` positions. */
+static inline int64_t wna16_kv_blocks_for(int64_t positions) {
+    return (positions + WNA16_KV_BLOCK - 1) / WNA16_KV_BLOCK;
+}
+
+/* Grows s to cover `positions` positions. All or nothing: when the pool has
+ * too few free blocks it fails with WNA16_ERR_LIMIT and leaves s and the pool
+ * as they were, so a scheduler can preempt another sequence and retry. */
+wna16_status wna16_kv_seq_reserve(wna16_diag *d, wna16_kv_pool *p, wna16_kv_seq *s,
+                                  int64_t positions);
+/* Makes dst (empty) share src's first n_blocks full blocks (prefix reuse):
+ * their reference counts go up, nothing is copied. */
+wna16_status wna16_kv_seq_share(wna16_diag *d, wna16_kv_pool *p, const wna16_kv_seq *src,
+                                int32_t n_blocks, wna16_kv_seq *dst);
+/* Drops s's references; blocks no one holds go back to the free list. s is
+ * empty (and reusable) afterwards. */
+void wna16_kv_seq_release(wna16_kv_pool *p, wna16_kv_seq *s);
+
+#endif
