@@ -3,6 +3,7 @@ same logits, errors as exceptions, no leak over 1,000 calls."""
 import json
 import math
 import os
+import shutil
 import subprocess
 import sys
 
@@ -195,9 +196,11 @@ def test_inspect_and_quantize(fixture_model, tmp_path, cli):
 
 def test_pip_installs_the_package(tmp_path):
     target = tmp_path / "site"
+    source = tmp_path / "python"  # setuptools builds in place: keep the source tree clean
+    shutil.copytree(os.path.join(SRC, "python"), source)
     p = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps",
-                        "--no-build-isolation", "--target", str(target),
-                        os.path.join(SRC, "python")], capture_output=True, text=True)
+                        "--no-build-isolation", "--target", str(target), str(source)],
+                       capture_output=True, text=True)
     assert p.returncode == 0, p.stderr
     env = dict(os.environ, PYTHONPATH=str(target))
     p = subprocess.run([sys.executable, "-c", "import wna16, sys; print(wna16.__file__)"],
