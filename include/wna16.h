@@ -378,6 +378,77 @@ WNA16_API void wna16_model_reset(wna16_model *m);
 WNA16_API wna16_status wna16_model_eval(wna16_ctx *ctx, wna16_model *m, const int32_t *ids,
                                         int64_t n, float *logits);
 
+/* ---------------------------------------------- KV caches and batched steps */
+
+/* A paged KV cache over one model, for many sequences at once (serving):
+ * its memory is cut into blocks of WNA16_KV_BLOCK_SIZE positions, handed to
+ * sequences as they grow; a sequence's blocks need not be contiguous. The
+ * model's weights are only read through it, and wna16_model_eval keeps its
+ * own single-sequence cache. Evaluations through one model run one at a
+ * time (the caller serialises them). Not available on distributed models
+ * (WNA16_ERR_UNSUPPORTED). */
+typedef struct wna16_kv_cache wna16_kv_cache;
+
+#define WNA16_KV_BLOCK_SIZE 16
+
+typedef struct wna16_kv_cache_options {
+    size_t struct_size;       /* sizeof(wna16_kv_cache_options), set by _init */
+    int32_t max_seqs;         /* sequence ids are [0, max_seqs) (256 when 0) */
+    int64_t n_blocks;         /* blocks (when 0: as many as memory_bytes holds) */
+    size_t memory_bytes;      /* when n_blocks is 0 (and this is 0: one full context per
+                               * 4 sequences, at least one context) */
+    int64_t max_batch_tokens; /* rows one wna16_batch_eval takes (512 when 0) */
+    bool prefix_caching;      /* keep full blocks' content for reuse (wna16_kv_cache_seq_reuse) */
+} wna16_kv_cache_options;
+WNA16_API void wna16_kv_cache_options_init(wna16_kv_cache_options *o);
+/* Errors: INVALID_ARGUMENT, LIMIT (fewer blocks than one position),
+ * OUT_OF_MEMORY, UNSUPPORTED (distributed model). */
+WNA16_API wna16_status wna16_kv_cache_create(wna16_ctx *ctx, wna16_model *m,
+                                             const wna16_kv_cache_options *options,
+                                             wna16_kv_cache **out);
+WNA16_API void wna16_kv_cache_free(wna16_kv_cache *c);
+/* Bytes one block takes (all ranks of this process). */
+WNA16_API size_t wna16_kv_cache_block_bytes(const wna16_model *m);
+
+typedef struct wna16_kv_cache_stats {
+    int64_t blocks, blocks_used; /* used: held by a sequence */
+    int64_t blocks_cached;       /* held by none, content kept (prefix cache) */
+    int64_t prefix_queries, prefix_hits; /* blocks looked up and found by seq_reuse */
+} wna16_kv_cache_stats;
+WNA16_API void wna16_kv_cache_get_stats(const wna16_kv_cache *c, wna16_kv_cache_stats *out);
+/* Positions sequence seq holds (0 for an unknown id). */
+WNA16_API int64_t wna16_kv_cache_seq_len(const wna16_kv_cache *c, int32_t seq);
+/* Forgets seq's positions (its blocks go back to the cache). */
+WNA16_API void wna16_kv_cache_seq_drop(wna16_kv_cache *c, int32_t seq);
+/* Prefix caching: seq (empty) takes over the cached blocks that hold the
+ * longest run of whole blocks of tokens[0..n) (always leaving at least the
+ * last token to evaluate); *reused gets the positions it now holds, which
+ * the caller does not evaluate again. Blocks are keyed by their tokens and
+ * everything before them, compared exactly. Without prefix_caching *reused
+ * is 0. Errors: INVALID_ARGUMENT (seq not empty or out of range). */
+WNA16_API wna16_status wna16_kv_cache_seq_reuse(wna16_ctx *ctx, wna16_kv_cache *c, int32_t seq,
+                                                const int32_t *tokens, int64_t n,
+                                                int64_t *reused);
+
+/* One row of a batched step: token id appended to sequence seq (at the
+ * position after what seq holds and after the step's earlier rows of seq);
+ * logits: write this row's logits. */
+typedef struct wna16_batch_token {
+    int32_t id;
+    int32_t seq;
+    bool logits;
+} wna16_batch_token;
+
+/* One forward step over n rows of any sequences: decode tokens and prompt
+ * chunks mixed (a prompt's rows in order). Writes vocab floats per row with
+ * logits set, in row order, to logits. A row's result does not depend on
+ * the other rows. Errors (nothing is changed): INVALID_ARGUMENT (seq out of
+ * range, n over max_batch_tokens), TOKEN_ID, CONTEXT_OVERFLOW (a sequence
+ * past the model's context), LIMIT (too few free blocks for the step: drop
+ * a sequence and try again), and the forward's own. */
+WNA16_API wna16_status wna16_batch_eval(wna16_ctx *ctx, wna16_model *m, wna16_kv_cache *c,
+                                        const wna16_batch_token *rows, int64_t n, float *logits);
+
 /* Distributed models: rank 0 drives. wna16_model_eval, wna16_model_reset and
  * wna16_generate are called on rank 0 only; each eval broadcasts the ids to
  * the other ranks, which run their slices of the same forward (logits exist

@@ -138,13 +138,33 @@ static const wna16_attn_fn attn_leaves[] = {wna16_attn_group__ref, wna16_attn_gr
 static const int attn_hd_mult[] = {2, 8, 16, 32};
 
 enum { NMAX = 2050, HDMAX = 256, GMAX = 10, KMAX = (NMAX + 15) / 16 * 16, LDS = NMAX + 3 };
+enum { NBLK = KMAX / 16, PBLK = NBLK + 5 }; /* logical blocks; physical ones (some unused) */
 
 typedef struct attn_case {
     int64_t hd, n, g;
     float scale;
     float q[GMAX * HDMAX];
-    uint16_t kb[HDMAX * KMAX], v[KMAX * HDMAX]; /* bf16 cache */
+    uint16_t kb[HDMAX * KMAX], v[KMAX * HDMAX]; /* bf16 cache, logical order */
+    /* the same cache paged: logical block b in physical block blocks[b] of
+     * kp / vp, the blocks in a scrambled order, NaN in the unused ones (a
+     * leaf that reads a block the table does not name fails) */
+    uint16_t kp[HDMAX * 16 * PBLK], vp[HDMAX * 16 * PBLK];
+    int32_t blocks[NBLK];
+    wna16_attn_kv kv;
 } attn_case;
+
+/* Pages c's logical cache: physical block of b = (7 b + 3) mod PBLK (7 and
+ * PBLK coprime), so neighbours are never adjacent. */
+static void attn_page(attn_case *c) {
+    int64_t hd = c->hd, bs = 16 * hd;
+    for (size_t i = 0; i < sizeof c->kp / sizeof *c->kp; i++) c->kp[i] = c->vp[i] = 0x7fc0;
+    for (int64_t b = 0; b < (c->n + 15) / 16; b++) {
+        c->blocks[b] = (int32_t)((7 * b + 3) % PBLK);
+        memcpy(c->kp + c->blocks[b] * bs, c->kb + b * bs, (size_t)bs * sizeof(uint16_t));
+        memcpy(c->vp + c->blocks[b] * bs, c->v + b * bs, (size_t)bs * sizeof(uint16_t));
+    }
+    c->kv = (wna16_attn_kv){.k = c->kp, .v = c->vp, .blocks = c->blocks};
+}
 
 /* Random q and cache; NaN past n (a leaf that reads it there, even times a
  * zero weight, fails). */
@@ -158,6 +178,7 @@ static void attn_fill(attn_case *c) {
         for (int64_t i = 0; i < hd; i++)
             c->kb[wna16_attn_k_index(p, i, hd)] = c->v[wna16_attn_v_index(p, i, hd)] = 0x7fc0;
     c->scale = 1.0f / sqrtf((float)hd);
+    attn_page(c);
 }
 
 /* Head h's exact weights (double), with q and the weights taken to bf16 first
@@ -205,7 +226,8 @@ static int attn_check(const attn_case *c, int l, const float *o, int worst) {
     return worst;
 }
 
-/* Every leaf on every head size it takes: positions across the 16-wide K
+/* Every leaf on every head size it takes, through a scrambled block table
+ * (a paged cache): positions across the 16-wide K
  * blocks and the 64-position chunks (one to many, the last partial), odd
  * counts (the last V pair half past n), long contexts; groups of 1 to 8
  * heads and past one 8-head block (10). */
@@ -228,7 +250,7 @@ static void test_attention(void) {
                 for (int l = 0; l < N_LEVELS; l++) {
                     if (!have(levels[l].isa) || c.hd % attn_hd_mult[l] || c.hd > 256) continue;
                     memset(o, 0xff, sizeof o);
-                    attn_leaves[l](c.q, c.g, c.kb, c.v, c.n, c.hd, c.scale, s, LDS, o);
+                    attn_leaves[l](c.q, c.g, &c.kv, c.n, c.hd, c.scale, s, LDS, o);
                     worst = attn_check(&c, l, o, worst);
                 }
             }
@@ -245,11 +267,11 @@ static void test_attention_threads(void) {
         for (int t = 0; t < 2; t++) {
             c[t].hd = 128, c[t].n = 300 + 77 * t, c[t].g = 8;
             attn_fill(&c[t]);
-            attn_leaves[l](c[t].q, 8, c[t].kb, c[t].v, c[t].n, 128, c[t].scale, s[t], LDS, o1[t]);
+            attn_leaves[l](c[t].q, 8, &c[t].kv, c[t].n, 128, c[t].scale, s[t], LDS, o1[t]);
         }
 #pragma omp parallel for num_threads(2)
         for (int t = 0; t < 2; t++)
-            attn_leaves[l](c[t].q, 8, c[t].kb, c[t].v, c[t].n, 128, c[t].scale, s[t], LDS, o2[t]);
+            attn_leaves[l](c[t].q, 8, &c[t].kv, c[t].n, 128, c[t].scale, s[t], LDS, o2[t]);
         CHECK_MSG(!memcmp(o1, o2, sizeof o1), "attention %s on 2 threads", levels[l].name);
     }
 }

@@ -24,6 +24,7 @@
 #ifndef WNA16_KERNELS_ATTN_H
 #define WNA16_KERNELS_ATTN_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #define WNA16_ATTN_KB 16
@@ -39,22 +40,44 @@ static inline int64_t wna16_attn_v_index(int64_t p, int64_t i, int64_t hd) {
     return p / 2 * hd * 2 + i * 2 + p % 2;
 }
 
-typedef void (*wna16_attn_fn)(const float *q, int64_t g, const uint16_t *kb, const uint16_t *v,
-                              int64_t n, int64_t hd, float scale, float *scores, int64_t lds,
-                              float *out);
+/* One KV head's cache as a leaf reads it. */
+typedef struct wna16_attn_kv {
+    const uint16_t *k, *v;  /* the head's K and V regions (physical block 0) */
+    const int32_t *blocks;  /* physical block of logical block i (positions i*KB..) */
+} wna16_attn_kv;
 
-void wna16_attn_group__ref(const float *q, int64_t g, const uint16_t *kb, const uint16_t *v,
-                           int64_t n, int64_t hd, float scale, float *scores, int64_t lds,
-                           float *out);
-void wna16_attn_group__avx2(const float *q, int64_t g, const uint16_t *kb, const uint16_t *v,
-                            int64_t n, int64_t hd, float scale, float *scores, int64_t lds,
-                            float *out);
-void wna16_attn_group__avx512(const float *q, int64_t g, const uint16_t *kb, const uint16_t *v,
-                              int64_t n, int64_t hd, float scale, float *scores, int64_t lds,
-                              float *out);
-void wna16_attn_group__avx512bf16(const float *q, int64_t g, const uint16_t *kb, const uint16_t *v,
-                                  int64_t n, int64_t hd, float scale, float *scores, int64_t lds,
-                                  float *out);
+/* The K block holding positions [p, p + KB) (p a multiple of KB). */
+static inline const uint16_t *wna16_attn_kblock(const wna16_attn_kv *c, int64_t p, int64_t hd) {
+    return c->k + (int64_t)c->blocks[p / WNA16_ATTN_KB] * WNA16_ATTN_KB * hd;
+}
+
+/* V's position pair (p, p + 1) (p even): hd x 2 elements. */
+static inline const uint16_t *wna16_attn_vpair(const wna16_attn_kv *c, int64_t p, int64_t hd) {
+    return c->v + (int64_t)c->blocks[p / WNA16_ATTN_KB] * WNA16_ATTN_KB * hd +
+           p % WNA16_ATTN_KB * hd;
+}
+
+/* Byte address of 64-byte line `line` of K (k true) or V counted from the
+ * block of position p (p a multiple of KB): a block is hd / 2 lines of
+ * either. For the prefetches, which run ahead across blocks. */
+static inline const char *wna16_attn_line(const wna16_attn_kv *c, bool k, int64_t p, int64_t line,
+                                          int64_t hd) {
+    int64_t per = hd / 2, b = p / WNA16_ATTN_KB + line / per;
+    const uint16_t *base = k ? c->k : c->v;
+    return (const char *)(base + (int64_t)c->blocks[b] * WNA16_ATTN_KB * hd) + line % per * 64;
+}
+
+typedef void (*wna16_attn_fn)(const float *q, int64_t g, const wna16_attn_kv *kv, int64_t n,
+                              int64_t hd, float scale, float *scores, int64_t lds, float *out);
+
+void wna16_attn_group__ref(const float *q, int64_t g, const wna16_attn_kv *kv, int64_t n,
+                     int64_t hd, float scale, float *scores, int64_t lds, float *out);
+void wna16_attn_group__avx2(const float *q, int64_t g, const wna16_attn_kv *kv, int64_t n,
+                     int64_t hd, float scale, float *scores, int64_t lds, float *out);
+void wna16_attn_group__avx512(const float *q, int64_t g, const wna16_attn_kv *kv, int64_t n,
+                     int64_t hd, float scale, float *scores, int64_t lds, float *out);
+void wna16_attn_group__avx512bf16(const float *q, int64_t g, const wna16_attn_kv *kv, int64_t n,
+                     int64_t hd, float scale, float *scores, int64_t lds, float *out);
 
 /* The leaf for the active ISA level and this head size: the active level's
  * if it takes hd, else the highest lower level's that does. */

@@ -80,40 +80,37 @@ WNA16_ATTN_INLINE void wna16_attn_pv_store(__m512 acc[][4], int hb, int cv, floa
         for (int c = 0; c < cv; c++) _mm512_storeu_ps(out + j * hd + (c0 + c) * 16, acc[j][c]);
 }
 
-/* The next chunk's K, one line per V line a P·V pass reads (*li counts
- * them; the passes before this one read c0 lines per position pair). */
-WNA16_ATTN_INLINE void wna16_attn_pv_prefetch(int64_t *li, int cv, const char *knext,
-                                              int64_t kl_next) {
-    for (int c = 0; c < cv; c++, (*li)++)
-        if (*li < kl_next) _mm_prefetch(knext + *li * 64, _MM_HINT_T1);
+/* The next chunk's K, one line per V line a P·V pass reads. */
+WNA16_ATTN_INLINE void wna16_attn_pv_prefetch(wna16_attn_knext *kn, int cv) {
+    for (int c = 0; c < cv; c++) wna16_attn_knext_step(kn);
 }
 
 /* A group's chunk loop, shared by the leaves: each defines
- *   chunk_scores(qx, HB, kb, v, p0, p1, n, hd, scale, scores, lds, float *mx)
- *   chunk_pv(scores, lds, HB, CV, v, p0, p1, hd, c0, alpha, first, out,
- *            const char *knext, int64_t kl_next)
+ *   chunk_scores(qx, HB, kv, p0, p1, n, hd, scale, scores, lds, float *mx)
+ *   chunk_pv(scores, lds, HB, CV, kv, p0, p1, hd, c0, alpha, first, out,
+ *            wna16_attn_knext *kn)
  * and EXP(row, len, max) takes a chunk row of scores to its weights in place
  * and returns their fp32 sum. qx is the leaf's form of q. */
-#define WNA16_ATTN_CHUNKED(HB, qx, kb, v, n, hd, scale, scores, lds, out, EXP)                     \
+#define WNA16_ATTN_CHUNKED(HB, qx, kvc, n, hd, scale, scores, lds, out, EXP)                     \
     do {                                                                                           \
         wna16_attn_online os_;                                                                     \
         wna16_attn_online_start(&os_, HB);                                                         \
         for (int64_t p0_ = 0; p0_ < (n); p0_ += WNA16_ATTN_CHUNK) {                                \
             int64_t p1_ = p0_ + WNA16_ATTN_CHUNK < (n) ? p0_ + WNA16_ATTN_CHUNK : (n);             \
             float cmx_[8];                                                                         \
-            chunk_scores(qx, HB, kb, v, p0_, p1_, n, hd, scale, scores, lds, cmx_);                \
+            chunk_scores(qx, HB, kvc, p0_, p1_, n, hd, scale, scores, lds, cmx_);                \
             for (int j_ = 0; j_ < (HB); j_++) {                                                    \
                 float m_ = wna16_attn_online_max(&os_, j_, p0_, cmx_[j_]);                         \
                 wna16_attn_online_add(&os_, j_, EXP((scores) + j_ * (lds), p1_ - p0_, m_));        \
             }                                                                                      \
-            const char *knext_ = (const char *)((kb) + p1_ * (hd));                                \
-            int64_t kl_next_ = wna16_attn_next_k_lines(p1_, n, hd);                                \
+            wna16_attn_knext kn_;                                                                  \
+            wna16_attn_knext_init(&kn_, kvc, p1_, n, hd);                                          \
             WNA16_ATTN_PV_PASSES(HB, hd, WNA16_ATTN_CHUNK_PASS_);                                  \
         }                                                                                          \
         wna16_attn_online_finish(&os_, HB, hd, out);                                               \
     } while (0)
 #define WNA16_ATTN_CHUNK_PASS_(CV, c0)                                                             \
-    chunk_pv(scores, lds, HB, CV, v, p0_, p1_, hd, c0, os_.alpha, p0_ == 0, out, knext_, kl_next_)
+    chunk_pv(scores, lds, HB, CV, kvc, p0_, p1_, hd, c0, os_.alpha, p0_ == 0, out, &kn_)
 
 /* The PV passes of one group over V's hd / 16 vectors: CV vectors per pass
  * (4 for HB <= 4 heads, else 2; then the rest), so HB x CV <= 16

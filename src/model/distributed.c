@@ -25,7 +25,7 @@ wna16_status wna16_model_drive(wna16_diag *d, wna16_model *m, const int32_t *ids
         return wna16_fail(d, WNA16_ERR_INVALID_ARGUMENT,
                           "distributed model: the other ranks were released (wna16_model_release)");
     wna16_comm *c = m->comms[0];
-    request rq = {.op = REQ_EVAL, .n = n, .pos = m->pos};
+    request rq = {.op = REQ_EVAL, .n = n, .pos = wna16_kv_cache_seq_len(m->cache, 0)};
     WNA16_TRY(wna16_comm_broadcast(d, c, &rq, sizeof rq, 0));
     return wna16_comm_broadcast(d, c, (void *)ids, (size_t)n * sizeof *ids, 0);
 }
@@ -71,7 +71,14 @@ wna16_status wna16_model_follow(wna16_ctx *ctx, wna16_model *m) {
         }
         s = wna16_comm_broadcast(d, c, ids, (size_t)rq.n * sizeof *ids, 0);
         if (s != WNA16_OK) break;
-        m->pos = rq.pos;
+        if (rq.pos > wna16_kv_cache_seq_len(m->cache, 0)) {
+            s = wna16_fail(d, WNA16_ERR_COMM,
+                           "rank %d: rank 0 evaluates at position %lld, this rank holds %lld",
+                           m->my_rank, (long long)rq.pos,
+                           (long long)wna16_kv_cache_seq_len(m->cache, 0));
+            break;
+        }
+        wna16_kv_cache_truncate(m->cache, 0, rq.pos);
         s = wna16_model_forward(d, m, ids, rq.n, NULL);
         if (s != WNA16_OK) break;
     }

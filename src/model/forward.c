@@ -12,7 +12,8 @@
 #include <pthread.h>
 #include <string.h>
 
-typedef struct scratch {
+typedef struct wna16_fwd_scratch {
+    int64_t rows_cap; /* rows it holds */
     float *x;     /* [n][H] residual */
     uint16_t *hb; /* [n][max_k] bf16 activations */
     float *hf;    /* [n][max_k] the same values as fp32 */
@@ -21,6 +22,10 @@ typedef struct scratch {
     float *scores; /* [context] */
     float *rope;   /* [n][head_dim] cos | sin per position */
     double stamp;  /* profiling: end of the previous phase */
+    /* the step being run */
+    const wna16_rows *rows;
+    wna16_kv_cache *cache;
+    wna16_kv_rank *kr;
 } scratch;
 
 void wna16_model_profile_enable(wna16_model *m, bool on) {
@@ -96,13 +101,14 @@ static void head_norm(float *v, int64_t hd, const float *w, double eps) {
     for (int64_t i = 0; i < hd; i++) v[i] = v[i] * r * w[i];
 }
 
-/* cos and sin of pos * inv_freq[i] for the n positions of this call, once
+/* cos and sin of pos * inv_freq[i] for the n rows of this step, once
  * (every head of every layer uses them): [t][0, half) cos, [half, hd) sin. */
-static void rope_table(const float *inv_freq, int64_t hd, int64_t pos0, int64_t n, float *cs) {
+static void rope_table(const float *inv_freq, int64_t hd, const int64_t *pos, int64_t n,
+                       float *cs) {
     int64_t half = hd / 2;
     for (int64_t t = 0; t < n; t++)
         for (int64_t i = 0; i < half; i++) {
-            float angle = (float)(pos0 + t) * inv_freq[i];
+            float angle = (float)pos[t] * inv_freq[i];
             cs[t * hd + i] = cosf(angle);
             cs[t * hd + half + i] = sinf(angle);
         }
@@ -121,31 +127,33 @@ static void rope(float *v, int64_t hd, const float *cs) {
 typedef struct rank_job {
     wna16_model *m;
     int rank;
-    const int32_t *ids;
-    int64_t n;
-    float *logits;
+    wna16_kv_cache *cache;
+    const wna16_rows *rows;
     wna16_diag diag;
     wna16_status status;
 } rank_job;
 
-/* One KV head's cache, bf16 (rounded to nearest even, as the model's dtype):
- * K transposed in blocks of 16 positions, then V in position pairs (see
- * kernels/attn.h); wna16_kv_context() positions each. */
-static uint16_t *k_cache(const wna16_model *m, const wna16_rank_model *r, int64_t L, int64_t head) {
-    return r->kv + ((L * 2 + 0) * r->kv_heads + head) * wna16_kv_context(m) * m->cfg.head_dim;
+/* One KV head's region of K (kv 0) or V (kv 1) in the cache, bf16 (rounded
+ * to nearest even, as the model's dtype): the cache's blocks in physical
+ * order, each K transposed in one block of 16 positions and V in position
+ * pairs (kernels/attn.h). */
+static uint16_t *kv_region(const wna16_model *m, const wna16_rank_model *r, const scratch *s,
+                           int64_t L, int kv, int64_t head) {
+    int64_t per_head = (int64_t)s->cache->pool.n_blocks * WNA16_KV_BLOCK * m->cfg.head_dim;
+    return s->kr->kv + ((L * 2 + kv) * r->kv_heads + head) * per_head;
 }
 
-static uint16_t *v_cache(const wna16_model *m, const wna16_rank_model *r, int64_t L, int64_t head) {
-    return r->kv + ((L * 2 + 1) * r->kv_heads + head) * wna16_kv_context(m) * m->cfg.head_dim;
-}
-
-static void cache_store(const wna16_model *m, const wna16_rank_model *r, int64_t L, int64_t head,
-                        int64_t pos, const float *k, const float *v) {
-    int64_t hd = m->cfg.head_dim;
-    uint16_t *kb = k_cache(m, r, L, head), *vb = v_cache(m, r, L, head);
+/* Row t's K and V for one KV head into its sequence's block. */
+static void cache_store(const wna16_model *m, const wna16_rank_model *r, const scratch *s,
+                        int64_t L, int64_t head, int64_t t, const float *k, const float *v) {
+    int64_t hd = m->cfg.head_dim, pos = s->rows->pos[t];
+    int64_t off = (int64_t)s->cache->seqs[s->rows->seq[t]].table[pos / WNA16_KV_BLOCK] *
+                  WNA16_KV_BLOCK * hd;
+    uint16_t *kb = kv_region(m, r, s, L, 0, head) + off, *vb = kv_region(m, r, s, L, 1, head) + off;
+    int64_t p = pos % WNA16_KV_BLOCK;
     for (int64_t i = 0; i < hd; i++) {
-        kb[wna16_attn_k_index(pos, i, hd)] = wna16_f32_to_bf16(k[i]);
-        vb[wna16_attn_v_index(pos, i, hd)] = wna16_f32_to_bf16(v[i]);
+        kb[wna16_attn_k_index(p, i, hd)] = wna16_f32_to_bf16(k[i]);
+        vb[wna16_attn_v_index(p, i, hd)] = wna16_f32_to_bf16(v[i]);
     }
 }
 
@@ -160,7 +168,7 @@ static void prepare_head(const wna16_model *m, const wna16_rank_model *r, int64_
     float *k = s->k + (t * r->kv_heads + kvh) * hd;
     if (ly->k_norm) head_norm(k, hd, ly->k_norm, eps);
     rope(k, hd, cs);
-    cache_store(m, r, L, kvh, m->pos + t, k, s->v + (t * r->kv_heads + kvh) * hd);
+    cache_store(m, r, s, L, kvh, t, k, s->v + (t * r->kv_heads + kvh) * hd);
     for (int64_t h = kvh * group; h < (kvh + 1) * group; h++) {
         float *q = s->q + (t * r->heads + h) * hd;
         if (ly->q_norm) head_norm(q, hd, ly->q_norm, eps);
@@ -174,8 +182,11 @@ static void attend_head(const wna16_model *m, const wna16_rank_model *r, int64_t
                         int64_t kvh, scratch *s, wna16_attn_fn attend) {
     int64_t hd = m->cfg.head_dim, group = r->heads / r->kv_heads;
     int64_t h0 = t * r->heads + kvh * group;
-    attend(s->q + h0 * hd, group, k_cache(m, r, L, kvh), v_cache(m, r, L, kvh), m->pos + t + 1, hd,
-           1.0f / sqrtf((float)hd), s->scores + h0 * m->context, m->context, s->att + h0 * hd);
+    wna16_attn_kv kv = {.k = kv_region(m, r, s, L, 0, kvh),
+                        .v = kv_region(m, r, s, L, 1, kvh),
+                        .blocks = s->cache->seqs[s->rows->seq[t]].table};
+    attend(s->q + h0 * hd, group, &kv, s->rows->pos[t] + 1, hd, 1.0f / sqrtf((float)hd),
+           s->scores + h0 * m->context, m->context, s->att + h0 * hd);
 }
 
 /* Work items per (query position, KV head). Prefill stores every position's
@@ -257,7 +268,8 @@ static wna16_status mlp_block(wna16_diag *d, wna16_model *m, wna16_rank_model *r
     } else if (ly->dense_moe) {
         WNA16_TRY(wna16_dense_moe_forward(d, ly->dense_moe, n, s->hf, s->tmp, threads));
     } else if (ly->sparse) {
-        WNA16_TRY(wna16_moe_layer_forward_ws(d, ly->moe, &r->moe_ws, n, s->hb, H, s->tmp, threads));
+        WNA16_TRY(
+            wna16_moe_layer_forward_ws(d, ly->moe, &s->kr->moe_ws, n, s->hb, H, s->tmp, threads));
     } else {
         int64_t I = ly->gate.n;
         WNA16_TRY(wna16_lin_forward(d, &ly->gate, n, s->hb, s->hf, H, s->gate, I, threads));
@@ -289,11 +301,19 @@ static void scratch_free(scratch *s) {
                     s->att, s->tmp, s->gate, s->up, s->scores, s->rope};
     for (size_t i = 0; i < sizeof all / sizeof *all; i++) wna16_free(all[i]);
     wna16_free(s->hb);
+    memset(s, 0, sizeof *s);
+}
+
+void wna16_fwd_scratch_free(wna16_fwd_scratch *s) {
+    if (!s) return;
+    scratch_free(s);
+    wna16_free(s);
 }
 
 static wna16_status scratch_alloc(wna16_diag *d, const wna16_model *m, const wna16_rank_model *r,
                                   int64_t n, scratch *s) {
     memset(s, 0, sizeof *s);
+    s->rows = NULL;
     int64_t W = max_width(m, r), hd = m->cfg.head_dim;
     size_t nw = (size_t)(n * W);
     s->x = wna16_malloc((size_t)(n * m->cfg.hidden_size) * sizeof(float));
@@ -315,6 +335,25 @@ static wna16_status scratch_alloc(wna16_diag *d, const wna16_model *m, const wna
         return wna16_fail(d, WNA16_ERR_OUT_OF_MEMORY, "forward scratch for %lld tokens",
                           (long long)n);
     }
+    s->rows = NULL;
+    return WNA16_OK;
+}
+
+/* The rank's scratch for n rows: kept in the cache across steps, grown
+ * (never shrunk) when a step has more rows than any before. */
+static wna16_status scratch_get(wna16_diag *d, const wna16_model *m, const wna16_rank_model *r,
+                                wna16_kv_rank *kr, int64_t n, scratch **out) {
+    if (!kr->scratch) {
+        kr->scratch = wna16_calloc(1, sizeof *kr->scratch);
+        if (!kr->scratch) return wna16_fail(d, WNA16_ERR_OUT_OF_MEMORY, "forward scratch");
+    }
+    scratch *s = kr->scratch;
+    if (s->rows_cap < n) {
+        scratch_free(s);
+        WNA16_TRY(scratch_alloc(d, m, r, n, s));
+        s->rows_cap = n;
+    }
+    *out = s;
     return WNA16_OK;
 }
 
@@ -325,49 +364,65 @@ static void embed(const wna16_model *m, const int32_t *ids, int64_t n, float *x)
             x[t * H + i] = wna16_bf16_to_f32(m->embed[(int64_t)ids[t] * H + i]);
 }
 
-static wna16_status logits_out(const wna16_model *m, scratch *s, int64_t n, float *logits,
-                               int threads) {
-    int64_t H = m->cfg.hidden_size;
-    rmsnorm_row(s->x + (n - 1) * H, H, m->final_norm, m->cfg.rms_norm_eps, s->tmp);
-    to_bf16_run(s->tmp, H, s->hb, s->hf);
-    wna16_dense_gemm(m->lm_head, m->cfg.vocab_size, H, H, NULL, 1, s->hf, H, logits,
+/* Final norm and lm_head for the rows that ask for logits, as one GEMM of
+ * n_logits rows. */
+static wna16_status logits_out(const wna16_model *m, scratch *s, int threads) {
+    const wna16_rows *rows = s->rows;
+    int64_t H = m->cfg.hidden_size, k = rows->n_logits;
+    for (int64_t j = 0; j < k; j++) {
+        rmsnorm_row(s->x + rows->logit_rows[j] * H, H, m->final_norm, m->cfg.rms_norm_eps,
+                    s->tmp + j * H);
+        to_bf16_run(s->tmp + j * H, H, s->hb + j * H, s->hf + j * H);
+    }
+    wna16_dense_gemm(m->lm_head, m->cfg.vocab_size, H, H, NULL, k, s->hf, H, rows->logits,
                      m->cfg.vocab_size, threads);
+    return WNA16_OK;
+}
+
+static wna16_status run_layers(wna16_diag *d, wna16_model *m, wna16_rank_model *r, scratch *s,
+                               int threads) {
+    int64_t n = s->rows->n, H = m->cfg.hidden_size;
+    int64_t last = m->stop_after_layer >= 0 ? m->stop_after_layer : m->cfg.num_layers - 1;
+    for (int64_t L = m->start_x ? m->start_layer : 0; L <= last && L < m->cfg.num_layers; L++) {
+        WNA16_TRY(attn_block(d, m, r, L, n, s, threads));
+        for (int64_t i = 0; i < n * H; i++) s->x[i] += s->tmp[i];
+        WNA16_TRY(mlp_block(d, m, r, L, n, s, threads));
+        for (int64_t i = 0; i < n * H; i++) s->x[i] += s->tmp[i];
+        if (m->start_x) capture(m, r, L, "layer_out", n, H, s->x);
+        phase_end(m, r, n, s, WNA16_PHASE_OTHER);
+    }
     return WNA16_OK;
 }
 
 static wna16_status run_rank(wna16_diag *d, rank_job *job) {
     wna16_model *m = job->m;
     wna16_rank_model *r = &m->ranks[job->rank];
+    wna16_kv_rank *kr = &job->cache->ranks[job->rank];
+    const wna16_rows *rows = job->rows;
     int threads = m->dist ? m->threads : m->threads / m->tp > 0 ? m->threads / m->tp : 1;
-    scratch s;
     double start = m->profile.on ? omp_get_wtime() : 0;
-    WNA16_TRY(scratch_alloc(d, m, r, job->n, &s));
-    s.stamp = start;
-    int64_t H = m->cfg.hidden_size;
-    rope_table(m->inv_freq, m->cfg.head_dim, m->pos, job->n, s.rope);
+    scratch *s = NULL;
+    WNA16_TRY(scratch_get(d, m, r, kr, rows->n, &s));
+    s->stamp = start;
+    s->rows = rows;
+    s->cache = job->cache;
+    s->kr = kr;
+    int64_t n = rows->n, H = m->cfg.hidden_size;
+    rope_table(m->inv_freq, m->cfg.head_dim, rows->pos, n, s->rope);
     if (m->start_x)
-        memcpy(s.x, m->start_x, (size_t)(job->n * H) * sizeof(float));
+        memcpy(s->x, m->start_x, (size_t)(n * H) * sizeof(float));
     else
-        embed(m, job->ids, job->n, s.x);
-    phase_end(m, r, job->n, &s, WNA16_PHASE_OTHER);
-    wna16_status st = WNA16_OK;
-    int64_t last = m->stop_after_layer >= 0 ? m->stop_after_layer : m->cfg.num_layers - 1;
-    for (int64_t L = m->start_x ? m->start_layer : 0;
-         L <= last && L < m->cfg.num_layers && st == WNA16_OK; L++) {
-        st = attn_block(d, m, r, L, job->n, &s, threads);
-        for (int64_t i = 0; st == WNA16_OK && i < job->n * H; i++) s.x[i] += s.tmp[i];
-        if (st == WNA16_OK) st = mlp_block(d, m, r, L, job->n, &s, threads);
-        for (int64_t i = 0; st == WNA16_OK && i < job->n * H; i++) s.x[i] += s.tmp[i];
-        if (st == WNA16_OK && m->start_x) capture(m, r, L, "layer_out", job->n, H, s.x);
-        phase_end(m, r, job->n, &s, WNA16_PHASE_OTHER);
+        embed(m, rows->ids, n, s->x);
+    phase_end(m, r, n, s, WNA16_PHASE_OTHER);
+    wna16_status st = run_layers(d, m, r, s, threads);
+    if (st == WNA16_OK && job->rank == 0 && rows->n_logits && rows->logits &&
+        m->stop_after_layer < 0) {
+        st = logits_out(m, s, threads);
+        phase_end(m, r, n, s, WNA16_PHASE_LM_HEAD);
     }
-    if (st == WNA16_OK && job->rank == 0 && job->logits && m->stop_after_layer < 0) {
-        st = logits_out(m, &s, job->n, job->logits, threads);
-        phase_end(m, r, job->n, &s, WNA16_PHASE_LM_HEAD);
-    }
-    scratch_free(&s);
-    phase_end(m, r, job->n, &s, WNA16_PHASE_OTHER);
-    if (m->profile.on && r->rank == 0) m->profile.calls[job->n > 1]++;
+    phase_end(m, r, n, s, WNA16_PHASE_OTHER);
+    if (m->profile.on && r->rank == 0) m->profile.calls[n > 1]++;
+    s->rows = NULL;
     return st;
 }
 
@@ -377,29 +432,76 @@ static void *rank_thread(void *arg) {
     return NULL;
 }
 
-wna16_status wna16_model_forward(wna16_diag *d, wna16_model *m, const int32_t *ids, int64_t n,
-                                 float *logits) {
+wna16_status wna16_model_step(wna16_diag *d, wna16_model *m, wna16_kv_cache *c,
+                              const wna16_rows *rows) {
     if (m->dist) { /* this process's rank only, on the calling thread */
-        rank_job job = {.m = m, .rank = m->my_rank, .ids = ids, .n = n, .logits = logits};
-        WNA16_TRY(run_rank(d, &job));
-        m->pos += n;
-        return WNA16_OK;
+        rank_job job = {.m = m, .rank = m->my_rank, .cache = c, .rows = rows};
+        return run_rank(d, &job);
     }
     rank_job jobs[64];
     pthread_t threads[64];
     for (int r = 0; r < m->tp; r++) {
-        jobs[r] = (rank_job){.m = m, .rank = r, .ids = ids, .n = n, .logits = logits};
+        jobs[r] = (rank_job){.m = m, .rank = r, .cache = c, .rows = rows};
         jobs[r].diag.detail[0] = '\0';
     }
     for (int r = 1; r < m->tp; r++)
-        if (pthread_create(&threads[r], NULL, rank_thread, &jobs[r]) != 0)
+        if (pthread_create(&threads[r], NULL, rank_thread, &jobs[r]) != 0) {
+            for (int j = 1; j < r; j++) pthread_join(threads[j], NULL);
             return wna16_fail(d, WNA16_ERR_INTERNAL, "cannot start rank thread %d", r);
+        }
     rank_thread(&jobs[0]);
     for (int r = 1; r < m->tp; r++) pthread_join(threads[r], NULL);
     for (int r = 0; r < m->tp; r++)
         if (jobs[r].status != WNA16_OK)
             return wna16_fail(d, jobs[r].status, "rank %d: %s", r, jobs[r].diag.detail);
-    m->pos += n;
+    return WNA16_OK;
+}
+
+/* Rows of one sequence (seq 0 of the model's cache) for ids[0..n). */
+static wna16_status seq0_step(wna16_diag *d, wna16_model *m, const int32_t *ids, int64_t n,
+                              float *logits) {
+    wna16_kv_cache *c = m->cache;
+    int64_t pos0 = c->seqs[0].positions, last = n - 1;
+    int64_t *pos = wna16_malloc((size_t)n * sizeof *pos);
+    int32_t *seq = wna16_calloc((size_t)n, sizeof *seq);
+    wna16_status st = pos && seq ? WNA16_OK
+                                 : wna16_fail(d, WNA16_ERR_OUT_OF_MEMORY, "rows of %lld tokens",
+                                              (long long)n);
+    for (int64_t t = 0; st == WNA16_OK && t < n; t++) pos[t] = pos0 + t;
+    if (st == WNA16_OK) st = wna16_kv_cache_reserve(d, c, 0, pos0 + n);
+    wna16_rows rows = {.n = n, .ids = ids, .seq = seq, .pos = pos, .n_logits = logits ? 1 : 0,
+                       .logit_rows = &last, .logits = logits};
+    if (st == WNA16_OK) st = wna16_model_step(d, m, c, &rows);
+    if (st != WNA16_OK) wna16_kv_cache_truncate(c, 0, pos0);
+    wna16_free(pos);
+    wna16_free(seq);
+    return st;
+}
+
+wna16_status wna16_model_forward(wna16_diag *d, wna16_model *m, const int32_t *ids, int64_t n,
+                                 float *logits) {
+    if (!m->cache)
+        return wna16_fail(d, WNA16_ERR_INVALID_ARGUMENT,
+                          "this model was loaded without its own KV cache; evaluate through a "
+                          "wna16_kv_cache (wna16_batch_eval)");
+    if (m->cache->seqs[0].positions + n > m->context)
+        return wna16_fail(d, WNA16_ERR_CONTEXT_OVERFLOW,
+                          "%lld tokens after %lld already in the cache exceed the context of %lld; "
+                          "start a new sequence or load with a longer --ctx",
+                          (long long)n, (long long)m->cache->seqs[0].positions,
+                          (long long)m->context);
+    return seq0_step(d, m, ids, n, logits);
+}
+
+static wna16_status check_ids(wna16_diag *d, const wna16_model *m, const int32_t *ids, int64_t n,
+                              size_t stride) {
+    for (int64_t i = 0; i < n; i++) {
+        int32_t id = *(const int32_t *)((const char *)ids + (size_t)i * stride);
+        if (id < 0 || id >= m->cfg.vocab_size)
+            return wna16_fail(d, WNA16_ERR_TOKEN_ID,
+                              "token id %d at position %lld is outside the vocabulary [0, %lld)",
+                              id, (long long)i, (long long)m->cfg.vocab_size);
+    }
     return WNA16_OK;
 }
 
@@ -410,16 +512,105 @@ wna16_status wna16_model_eval(wna16_ctx *ctx, wna16_model *m, const int32_t *ids
         return wna16_fail(d, WNA16_ERR_INVALID_ARGUMENT, "bad eval arguments");
     wna16_diag_clear(d);
     if (n == 0) return WNA16_OK;
-    if (m->pos + n > m->context)
+    if (m->cache && m->cache->seqs[0].positions + n > m->context)
         return wna16_fail(d, WNA16_ERR_CONTEXT_OVERFLOW,
                           "%lld tokens after %lld already in the cache exceed the context of %lld; "
                           "start a new sequence or load with a longer --ctx",
-                          (long long)n, (long long)m->pos, (long long)m->context);
-    for (int64_t i = 0; i < n; i++)
-        if (ids[i] < 0 || ids[i] >= m->cfg.vocab_size)
-            return wna16_fail(d, WNA16_ERR_TOKEN_ID,
-                              "token id %d at position %lld is outside the vocabulary [0, %lld)",
-                              ids[i], (long long)i, (long long)m->cfg.vocab_size);
+                          (long long)n, (long long)m->cache->seqs[0].positions,
+                          (long long)m->context);
+    WNA16_TRY(check_ids(d, m, ids, n, sizeof *ids));
     if (m->dist) WNA16_TRY(wna16_model_drive(d, m, ids, n));
     return wna16_model_forward(d, m, ids, n, logits);
+}
+
+/* ------------------------------------------------------------ batch eval */
+
+typedef struct batch_plan {
+    int64_t *pos, *logit_rows, n_logits;
+    int32_t *seq;
+    int32_t *ids;
+} batch_plan;
+
+static void plan_free(batch_plan *p) {
+    wna16_free(p->pos);
+    wna16_free(p->logit_rows);
+    wna16_free(p->seq);
+    wna16_free(p->ids);
+}
+
+/* Each row's position (after its sequence and the step's earlier rows of
+ * it), and the blocks the step needs beyond what the sequences hold. */
+static wna16_status plan_rows(wna16_diag *d, const wna16_model *m, const wna16_kv_cache *c,
+                              const wna16_batch_token *rows, int64_t n, batch_plan *p,
+                              int64_t *need_blocks, int64_t *end) {
+    memset(p, 0, sizeof *p);
+    p->pos = wna16_malloc((size_t)n * sizeof *p->pos);
+    p->logit_rows = wna16_malloc((size_t)n * sizeof *p->logit_rows);
+    p->seq = wna16_malloc((size_t)n * sizeof *p->seq);
+    p->ids = wna16_malloc((size_t)n * sizeof *p->ids);
+    if (!p->pos || !p->logit_rows || !p->seq || !p->ids)
+        return wna16_fail(d, WNA16_ERR_OUT_OF_MEMORY, "batch of %lld rows", (long long)n);
+    for (int32_t s = 0; s < c->max_seqs; s++) end[s] = c->seqs[s].positions;
+    for (int64_t t = 0; t < n; t++) {
+        int32_t s = rows[t].seq;
+        if (s < 0 || s >= c->max_seqs)
+            return wna16_fail(d, WNA16_ERR_INVALID_ARGUMENT,
+                              "batch row %lld: sequence %d is outside [0, %d)", (long long)t,
+                              (int)s, (int)c->max_seqs);
+        p->seq[t] = s;
+        p->ids[t] = rows[t].id;
+        p->pos[t] = end[s]++;
+        if (end[s] > m->context)
+            return wna16_fail(d, WNA16_ERR_CONTEXT_OVERFLOW,
+                              "batch row %lld: sequence %d would hold %lld positions, past the "
+                              "context of %lld",
+                              (long long)t, (int)s, (long long)end[s], (long long)m->context);
+        if (rows[t].logits) p->logit_rows[p->n_logits++] = t;
+    }
+    *need_blocks = 0;
+    for (int32_t s = 0; s < c->max_seqs; s++)
+        *need_blocks += wna16_kv_blocks_for(end[s]) - c->seqs[s].n_blocks;
+    return WNA16_OK;
+}
+
+wna16_status wna16_batch_eval(wna16_ctx *ctx, wna16_model *m, wna16_kv_cache *c,
+                              const wna16_batch_token *rows, int64_t n, float *logits) {
+    wna16_diag *d = wna16_ctx_diag(ctx);
+    if (!m || !c || c->m != m || (!rows && n) || n < 0)
+        return wna16_fail(d, WNA16_ERR_INVALID_ARGUMENT,
+                          "batch_eval: NULL argument, negative count or a cache of another model");
+    wna16_diag_clear(d);
+    if (n == 0) return WNA16_OK;
+    if (n > c->max_rows)
+        return wna16_fail(d, WNA16_ERR_INVALID_ARGUMENT,
+                          "batch_eval: %lld rows, over the cache's max_batch_tokens %lld",
+                          (long long)n, (long long)c->max_rows);
+    WNA16_TRY(check_ids(d, m, &rows[0].id, n, sizeof *rows));
+    int64_t *end = wna16_malloc((size_t)c->max_seqs * sizeof *end), need = 0;
+    batch_plan p = {0};
+    wna16_status st = end ? plan_rows(d, m, c, rows, n, &p, &need, end)
+                          : wna16_fail(d, WNA16_ERR_OUT_OF_MEMORY, "batch plan");
+    if (st == WNA16_OK && !logits && p.n_logits)
+        st = wna16_fail(d, WNA16_ERR_INVALID_ARGUMENT, "batch_eval: rows ask for logits but "
+                                                       "logits is NULL");
+    if (st == WNA16_OK && need > wna16_kv_pool_available(&c->pool))
+        st = wna16_fail(d, WNA16_ERR_LIMIT,
+                        "KV cache full: the step needs %lld more blocks, %lld are free; drop a "
+                        "sequence and retry",
+                        (long long)need, (long long)wna16_kv_pool_available(&c->pool));
+    /* cannot fail now but for memory (block tables): all or nothing still */
+    bool reserved = st == WNA16_OK;
+    for (int32_t s = 0; st == WNA16_OK && s < c->max_seqs; s++)
+        if (end[s] > c->seqs[s].positions) st = wna16_kv_cache_reserve(d, c, s, end[s]);
+    wna16_rows rw = {.n = n, .ids = p.ids, .seq = p.seq, .pos = p.pos, .n_logits = p.n_logits,
+                     .logit_rows = p.logit_rows, .logits = logits};
+    if (st == WNA16_OK) st = wna16_model_step(d, m, c, &rw);
+    if (st == WNA16_OK) st = wna16_kv_cache_commit(d, c, &rw);
+    if (st != WNA16_OK && reserved) /* the step's positions are not valid: give them back */
+        for (int64_t t = 0; t < n; t++)
+            if (p.pos[t] < c->seqs[p.seq[t]].positions)
+                wna16_kv_cache_truncate(c, p.seq[t], p.pos[t]);
+    if (end) plan_free(&p);
+    wna16_free(end);
+    return st;
 }

@@ -10,7 +10,10 @@ wna16_status wna16_kv_pool_init(wna16_diag *d, wna16_kv_pool *p, int32_t n_block
                           (int)n_blocks);
     p->free_list = wna16_malloc((size_t)n_blocks * sizeof *p->free_list);
     p->refs = wna16_calloc((size_t)n_blocks, sizeof *p->refs);
-    if (!p->free_list || !p->refs) {
+    p->cached = wna16_calloc((size_t)n_blocks, sizeof *p->cached);
+    p->prev = wna16_malloc((size_t)n_blocks * sizeof *p->prev);
+    p->next = wna16_malloc((size_t)n_blocks * sizeof *p->next);
+    if (!p->free_list || !p->refs || !p->cached || !p->prev || !p->next) {
         wna16_kv_pool_destroy(p);
         return wna16_fail(d, WNA16_ERR_OUT_OF_MEMORY, "KV cache: no memory for %d blocks",
                           (int)n_blocks);
@@ -20,12 +23,16 @@ wna16_status wna16_kv_pool_init(wna16_diag *d, wna16_kv_pool *p, int32_t n_block
      * first: tests and dumps read in order. */
     for (int32_t i = 0; i < n_blocks; i++) p->free_list[i] = n_blocks - 1 - i;
     p->n_free = n_blocks;
+    p->lru_head = p->lru_tail = -1;
     return WNA16_OK;
 }
 
 void wna16_kv_pool_destroy(wna16_kv_pool *p) {
     wna16_free(p->free_list);
     wna16_free(p->refs);
+    wna16_free(p->cached);
+    wna16_free(p->prev);
+    wna16_free(p->next);
     memset(p, 0, sizeof *p);
 }
 
@@ -41,6 +48,49 @@ static wna16_status seq_grow(wna16_diag *d, wna16_kv_seq *s, int64_t n) {
     return WNA16_OK;
 }
 
+static void lru_unlink(wna16_kv_pool *p, int32_t b) {
+    if (p->prev[b] >= 0) p->next[p->prev[b]] = p->next[b];
+    else p->lru_head = p->next[b];
+    if (p->next[b] >= 0) p->prev[p->next[b]] = p->prev[b];
+    else p->lru_tail = p->prev[b];
+    p->n_lru--;
+}
+
+static void lru_push(wna16_kv_pool *p, int32_t b) {
+    p->prev[b] = p->lru_tail;
+    p->next[b] = -1;
+    if (p->lru_tail >= 0) p->next[p->lru_tail] = b;
+    else p->lru_head = b;
+    p->lru_tail = b;
+    p->n_lru++;
+}
+
+/* A block for a new position: a free one, else the least recently used
+ * evictable one (its key forgotten first). The caller checked that one is
+ * available. */
+static int32_t take_block(wna16_kv_pool *p) {
+    int32_t b;
+    if (p->n_free) {
+        b = p->free_list[--p->n_free];
+    } else {
+        b = p->lru_head;
+        lru_unlink(p, b);
+        p->cached[b] = false;
+    }
+    if (p->on_evict) p->on_evict(p->evict_user, b); /* also a free block: its old role ends */
+    p->refs[b] = 1;
+    return b;
+}
+
+/* One reference fewer on b: free (or evictable) when none is left. */
+static void drop_block(wna16_kv_pool *p, int32_t b) {
+    if (--p->refs[b]) return;
+    if (p->cached[b]) lru_push(p, b);
+    else p->free_list[p->n_free++] = b;
+}
+
+void wna16_kv_pool_mark_cached(wna16_kv_pool *p, int32_t b) { p->cached[b] = true; }
+
 wna16_status wna16_kv_seq_reserve(wna16_diag *d, wna16_kv_pool *p, wna16_kv_seq *s,
                                   int64_t positions) {
     if (positions < 0 || positions > (int64_t)p->n_blocks * WNA16_KV_BLOCK)
@@ -48,17 +98,13 @@ wna16_status wna16_kv_seq_reserve(wna16_diag *d, wna16_kv_pool *p, wna16_kv_seq 
                           "KV cache: %lld positions do not fit in %d blocks of %d",
                           (long long)positions, (int)p->n_blocks, WNA16_KV_BLOCK);
     int64_t need = wna16_kv_blocks_for(positions) - s->n_blocks;
-    if (need > p->n_free)
-        return wna16_fail(d, WNA16_ERR_LIMIT, "KV cache: %lld more blocks needed, %d free",
-                          (long long)need, (int)p->n_free);
+    if (need > wna16_kv_pool_available(p))
+        return wna16_fail(d, WNA16_ERR_LIMIT, "KV cache: %lld more blocks needed, %lld free",
+                          (long long)need, (long long)wna16_kv_pool_available(p));
     if (need > 0) {
         wna16_status st = seq_grow(d, s, s->n_blocks + need);
         if (st != WNA16_OK) return st;
-        for (int64_t i = 0; i < need; i++) {
-            int32_t b = p->free_list[--p->n_free];
-            p->refs[b] = 1;
-            s->table[s->n_blocks++] = b;
-        }
+        for (int64_t i = 0; i < need; i++) s->table[s->n_blocks++] = take_block(p);
     }
     if (positions > s->positions) s->positions = positions;
     return WNA16_OK;
@@ -78,7 +124,7 @@ wna16_status wna16_kv_seq_share(wna16_diag *d, wna16_kv_pool *p, const wna16_kv_
     if (st != WNA16_OK) return st;
     for (int32_t i = 0; i < n_blocks; i++) {
         dst->table[i] = src->table[i];
-        p->refs[src->table[i]]++;
+        p->refs[src->table[i]]++; /* src holds it: never on the LRU */
     }
     dst->n_blocks = n_blocks;
     dst->positions = (int64_t)n_blocks * WNA16_KV_BLOCK;
@@ -86,10 +132,30 @@ wna16_status wna16_kv_seq_share(wna16_diag *d, wna16_kv_pool *p, const wna16_kv_
 }
 
 void wna16_kv_seq_release(wna16_kv_pool *p, wna16_kv_seq *s) {
-    for (int32_t i = 0; i < s->n_blocks; i++) {
-        int32_t b = s->table[i];
-        if (--p->refs[b] == 0) p->free_list[p->n_free++] = b;
-    }
+    /* last block first: a sequence's tail is the least likely to be asked
+     * for again, so it goes to the LRU's older end */
+    for (int32_t i = s->n_blocks - 1; i >= 0; i--) drop_block(p, s->table[i]);
     wna16_free(s->table);
     memset(s, 0, sizeof *s);
+}
+
+void wna16_kv_seq_truncate(wna16_kv_pool *p, wna16_kv_seq *s, int64_t positions) {
+    if (positions >= s->positions) return;
+    if (positions < 0) positions = 0;
+    int64_t keep = wna16_kv_blocks_for(positions);
+    while (s->n_blocks > keep) drop_block(p, s->table[--s->n_blocks]);
+    s->positions = positions;
+}
+
+wna16_status wna16_kv_seq_append_block(wna16_diag *d, wna16_kv_pool *p, wna16_kv_seq *s,
+                                       int32_t b) {
+    if (s->positions != (int64_t)s->n_blocks * WNA16_KV_BLOCK || b < 0 || b >= p->n_blocks)
+        return wna16_fail(d, WNA16_ERR_INVALID_ARGUMENT,
+                          "KV cache: block %d appended to a sequence of %lld positions", (int)b,
+                          (long long)s->positions);
+    WNA16_TRY(seq_grow(d, s, s->n_blocks + 1));
+    if (p->refs[b]++ == 0) lru_unlink(p, b);
+    s->table[s->n_blocks++] = b;
+    s->positions += WNA16_KV_BLOCK;
+    return WNA16_OK;
 }

@@ -13,11 +13,22 @@
 /* Positions per block, as vLLM's default block_size. */
 #define WNA16_KV_BLOCK 16
 
+/* Prefix caching keeps the content of blocks no sequence holds: a block
+ * marked cached goes, when its last holder lets go, to an LRU of evictable
+ * blocks instead of the free list. New blocks come from the free list
+ * first, then from the LRU's oldest end; on_evict is told before any block
+ * is handed out again (the prefix cache forgets its key, and the keys that
+ * name it as their parent stop matching). */
 typedef struct wna16_kv_pool {
     int32_t n_blocks;
     int32_t *free_list; /* stack of free physical blocks, [n_free] valid */
     int32_t n_free;
-    int32_t *refs; /* [n_blocks]: sequences holding the block (0 = free) */
+    int32_t *refs;        /* [n_blocks]: sequences holding the block (0 = free or evictable) */
+    bool *cached;         /* [n_blocks]: content kept for reuse */
+    int32_t *prev, *next; /* [n_blocks]: the LRU's links (-1: none) */
+    int32_t lru_head, lru_tail, n_lru;
+    void (*on_evict)(void *user, int32_t block);
+    void *evict_user;
 } wna16_kv_pool;
 
 typedef struct wna16_kv_seq {
@@ -43,8 +54,21 @@ wna16_status wna16_kv_seq_reserve(wna16_diag *d, wna16_kv_pool *p, wna16_kv_seq 
  * their reference counts go up, nothing is copied. */
 wna16_status wna16_kv_seq_share(wna16_diag *d, wna16_kv_pool *p, const wna16_kv_seq *src,
                                 int32_t n_blocks, wna16_kv_seq *dst);
-/* Drops s's references; blocks no one holds go back to the free list. s is
- * empty (and reusable) afterwards. */
+/* Drops s's references; blocks no one holds go back to the free list (or,
+ * cached, to the LRU). s is empty (and reusable) afterwards. */
 void wna16_kv_seq_release(wna16_kv_pool *p, wna16_kv_seq *s);
+/* Shortens s to `positions` (<= its length), dropping the blocks past them. */
+void wna16_kv_seq_truncate(wna16_kv_pool *p, wna16_kv_seq *s, int64_t positions);
+/* Appends physical block b (a cached one, found by the prefix cache) to s,
+ * which must end on a block boundary: b's count goes up, and it leaves the
+ * LRU if it was there. */
+wna16_status wna16_kv_seq_append_block(wna16_diag *d, wna16_kv_pool *p, wna16_kv_seq *s,
+                                       int32_t b);
+/* Marks b's content as worth keeping (it holds a full, keyed block). */
+void wna16_kv_pool_mark_cached(wna16_kv_pool *p, int32_t b);
+/* Blocks a reserve can take: free plus evictable. */
+static inline int64_t wna16_kv_pool_available(const wna16_kv_pool *p) {
+    return (int64_t)p->n_free + p->n_lru;
+}
 
 #endif

@@ -201,17 +201,7 @@ static wna16_status load_rank(wna16_diag *d, wna16_model *m, int rank) {
     r->heads = m->cfg.num_heads / m->tp;
     r->kv_heads = m->tp >= m->cfg.num_kv_heads ? 1 : m->cfg.num_kv_heads / m->tp;
     r->layers = wna16_calloc((size_t)m->cfg.num_layers, sizeof *r->layers);
-    size_t kv =
-        (size_t)(m->cfg.num_layers * 2 * r->kv_heads * wna16_kv_context(m) * m->cfg.head_dim);
-    r->kv_bytes = kv * sizeof(uint16_t);
-    r->kv = wna16_huge_alloc_fit(r->kv_bytes); /* zero-filled */
-    if (!r->layers || !r->kv)
-        return wna16_fail(d, WNA16_ERR_OUT_OF_MEMORY,
-                          "KV cache of %lld tokens (%zu MiB); ask for a shorter --ctx",
-                          (long long)m->context, kv * 2 >> 20);
-    /* the first prefill writes into every head's pages: fault them in now
-     * (on 2 MiB pages that took the 48-layer prefill ~70 ms) */
-    wna16_populate(r->kv, r->kv_bytes);
+    if (!r->layers) return wna16_fail(d, WNA16_ERR_OUT_OF_MEMORY, "layers of rank %d", rank);
     int64_t layers = m->cfg.num_layers;
     for (int64_t L = 0; L < layers && !m->defer_layers; L++) {
         WNA16_TRY(load_layer(d, m, r, L));
@@ -233,9 +223,10 @@ static wna16_status load_rank(wna16_diag *d, wna16_model *m, int rank) {
  * copy; false if some part could not move for lack of huge pages. */
 static bool collapse_weights(wna16_model *m) {
     bool ok = wna16_huge_collapse(m->lm_head_own, m->lm_head_bytes);
+    for (int r = 0; m->cache && r < m->tp; r++)
+        ok &= wna16_huge_collapse(m->cache->ranks[r].kv, m->cache->ranks[r].kv_bytes);
     for (int r = 0; m->ranks && r < m->tp; r++) {
         wna16_rank_model *rm = &m->ranks[r];
-        ok &= wna16_huge_collapse(rm->kv, rm->kv_bytes);
         for (int64_t L = 0; rm->layers && L < m->cfg.num_layers; L++) {
             ok &= wna16_huge_collapse(rm->layers[L].arena, rm->layers[L].arena_bytes);
             if (rm->layers[L].moe) ok &= wna16_moe_layer_collapse(rm->layers[L].moe);
@@ -363,6 +354,14 @@ static wna16_status agree(wna16_diag *d, wna16_comm *c, wna16_status s) {
     return s;
 }
 
+/* wna16_model_eval's cache: one sequence over the whole context, its
+ * blocks handed out in order (a sequence's cache is then one contiguous
+ * stream per head, as decode reads it best). */
+static wna16_status own_cache(wna16_diag *d, wna16_model *m) {
+    return wna16_kv_cache_make(d, m, 1, wna16_kv_blocks_for(wna16_kv_context(m)), m->context,
+                               false, &m->cache);
+}
+
 static wna16_status load_all(wna16_diag *d, wna16_model *m, const char *dir,
                              const wna16_model_options *o) {
     if (o->comm) {
@@ -378,6 +377,7 @@ static wna16_status load_all(wna16_diag *d, wna16_model *m, const char *dir,
             m->ranks = wna16_calloc((size_t)m->tp, sizeof *m->ranks);
             s = m->ranks ? load_rank(d, m, m->my_rank)
                          : wna16_fail(d, WNA16_ERR_OUT_OF_MEMORY, "ranks");
+            if (s == WNA16_OK) s = own_cache(d, m);
             s = agree(d, o->comm, s);
         }
 #ifdef __GLIBC__
@@ -395,7 +395,7 @@ static wna16_status load_all(wna16_diag *d, wna16_model *m, const char *dir,
     else
         WNA16_TRY(wna16_comm_threads(d, m->tp, m->comms));
     for (int r = 0; r < m->tp; r++) WNA16_TRY(load_rank(d, m, r));
-    return WNA16_OK;
+    return own_cache(d, m);
 }
 
 static wna16_status model_load(wna16_diag *d, const char *dir, const wna16_model_options *options,
@@ -481,9 +481,8 @@ void wna16_model_free(wna16_model *m) {
         for (int64_t L = 0; m->ranks[r].layers && L < m->cfg.num_layers; L++)
             free_layer(&m->ranks[r].layers[L]);
         wna16_free(m->ranks[r].layers);
-        wna16_huge_free(m->ranks[r].kv, m->ranks[r].kv_bytes);
-        wna16_moe_workspace_free(m->ranks[r].moe_ws);
     }
+    wna16_kv_cache_free(m->cache);
     for (int r = 0; m->comms && r < m->tp; r++) wna16_comm_free(m->comms[r]);
     wna16_free(m->comms);
     wna16_free(m->ranks);
@@ -499,7 +498,9 @@ void wna16_model_free(wna16_model *m) {
 
 int64_t wna16_model_vocab_size(const wna16_model *m) { return m->cfg.vocab_size; }
 int64_t wna16_model_context(const wna16_model *m) { return m->context; }
-void wna16_model_reset(wna16_model *m) { m->pos = 0; }
+void wna16_model_reset(wna16_model *m) {
+    if (m && m->cache) wna16_kv_cache_truncate(m->cache, 0, 0);
+}
 
 size_t wna16_model_eos(const wna16_model *m, const int32_t **ids) {
     *ids = m->eos;

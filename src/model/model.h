@@ -8,6 +8,7 @@
 #include "format/checkpoint.h"
 #include "kernels/attn.h"
 #include "kernels/gemm.h"
+#include "model/kv_blocks.h"
 #include "moe/moe.h"
 #include "parallel/comm.h"
 
@@ -68,14 +69,72 @@ typedef struct wna16_rank_model {
     int rank, tp;
     int64_t heads, kv_heads; /* this rank's */
     wna16_layer *layers;
-    /* bf16 [layer][K, V][kv_heads][wna16_kv_context() x head_dim], laid out as
-     * kernels/attn.h says; on 2 MiB pages (kv_bytes of them): decode reads
-     * each head's cache as one cold stream per layer, and on 4 KiB pages
-     * every K block is a new page for the prefetches to walk */
+} wna16_rank_model;
+
+/* The forward's scratch for one rank, sized by the rows of a step (forward.c). */
+typedef struct wna16_fwd_scratch wna16_fwd_scratch;
+void wna16_fwd_scratch_free(wna16_fwd_scratch *s);
+
+/* One rank's part of a KV cache (kv_cache.c). */
+typedef struct wna16_kv_rank {
+    /* bf16 [layer][K, V][kv_heads][n_blocks][WNA16_KV_BLOCK x head_dim]: each
+     * block laid out as kernels/attn.h says; on 2 MiB pages (kv_bytes of
+     * them): decode reads each head's cache as cold streams per layer, and on
+     * 4 KiB pages every K block is a new page for the prefetches to walk */
     uint16_t *kv;
     size_t kv_bytes;
-    wna16_moe_workspace *moe_ws; /* MoE scratch kept across calls (this rank's thread) */
-} wna16_rank_model;
+    wna16_moe_workspace *moe_ws; /* MoE scratch kept across steps (this rank's thread) */
+    wna16_fwd_scratch *scratch;
+} wna16_kv_rank;
+
+/* A paged KV cache (the public wna16_kv_cache; kv_cache.c): the block pool,
+ * the sequences, each rank's K/V memory and scratch, and the prefix cache's
+ * keys. Positions are in sequences' blocks; a block's key is its parent
+ * block (with that block's generation, bumped whenever it is reused) and
+ * its tokens, compared exactly. */
+struct wna16_kv_cache {
+    wna16_model *m;
+    wna16_kv_pool pool;
+    int32_t max_seqs;
+    wna16_kv_seq *seqs;      /* [max_seqs] */
+    int32_t **seq_tokens;    /* [max_seqs] the tokens of each position (prefix caching) */
+    int64_t *seq_tok_cap;
+    int64_t max_rows;        /* rows per step */
+    wna16_kv_rank *ranks;    /* [tp]; distributed: only [my_rank] */
+    bool prefix_caching;
+    int32_t *key_parent;     /* [n_blocks] parent block of a keyed block (-1: first) */
+    uint32_t *key_parent_gen, *gen;
+    int32_t *key_tokens;     /* [n_blocks][WNA16_KV_BLOCK] */
+    bool *keyed;
+    int32_t *bucket, *chain; /* hash buckets [n_buckets] and chains [n_blocks] */
+    uint32_t n_buckets;
+    uint64_t seed;
+    int64_t prefix_queries, prefix_hits;
+};
+
+/* Rows of one forward step (batched: any sequences; see wna16_batch_eval). */
+typedef struct wna16_rows {
+    int64_t n;
+    const int32_t *ids;
+    const int32_t *seq; /* [n] */
+    const int64_t *pos; /* [n] the row's position in its sequence */
+    int64_t n_logits;
+    const int64_t *logit_rows; /* rows whose logits are written, in order */
+    float *logits;             /* [n_logits][vocab] (rank 0) */
+} wna16_rows;
+
+/* Creates the cache a model keeps for wna16_model_eval (one sequence, the
+ * model's context) or any other (kv_cache.c). */
+wna16_status wna16_kv_cache_make(wna16_diag *d, wna16_model *m, int32_t max_seqs,
+                                 int64_t n_blocks, int64_t max_rows, bool prefix_caching,
+                                 wna16_kv_cache **out);
+/* Sequence s's block table: grows it to cover `positions`. */
+wna16_status wna16_kv_cache_reserve(wna16_diag *d, wna16_kv_cache *c, int32_t s,
+                                    int64_t positions);
+/* After a step: records the step's tokens and keys the blocks it filled. */
+wna16_status wna16_kv_cache_commit(wna16_diag *d, wna16_kv_cache *c, const wna16_rows *rows);
+/* Shortens sequence s to `positions`. */
+void wna16_kv_cache_truncate(wna16_kv_cache *c, int32_t s, int64_t positions);
 
 /* Calibration hook (the quantizer): called on rank 0 with the bf16-rounded
  * input of each linear group of layer `layer`: what = "attn_in" (q/k/v),
@@ -132,7 +191,7 @@ struct wna16_model {
     bool dist;               /* one rank per process (options.comm) */
     int my_rank;             /* this process's rank when dist */
     bool released;           /* dist, rank 0: followers were told to return */
-    int64_t pos;             /* tokens in the KV cache */
+    wna16_kv_cache *cache;   /* wna16_model_eval's: one sequence (0) of the whole context */
     wna16_model_profile profile;
     int32_t *eos;
     size_t n_eos;
@@ -180,9 +239,13 @@ bool wna16_lin_fuse(wna16_lin *const *parts, size_t n, wna16_lin *out);
 wna16_status wna16_lin_forward(wna16_diag *d, const wna16_lin *l, int64_t m, const uint16_t *x,
                                const float *xf, int64_t ldx, float *y, int64_t ldy, int n_threads);
 
-/* Runs tokens ids[0..n) at positions model->pos.. on every rank (distributed:
- * on this process's rank); writes the last position's logits (vocab floats)
- * when logits != NULL, on rank 0. */
+/* One step of rows through cache c on every rank (distributed: on this
+ * process's rank); the rows' blocks must be reserved. */
+wna16_status wna16_model_step(wna16_diag *d, wna16_model *m, wna16_kv_cache *c,
+                              const wna16_rows *rows);
+/* Runs tokens ids[0..n) after what the model's own cache holds (sequence
+ * 0); writes the last position's logits (vocab floats) when logits != NULL,
+ * on rank 0. */
 wna16_status wna16_model_forward(wna16_diag *d, wna16_model *m, const int32_t *ids, int64_t n,
                                  float *logits);
 

@@ -82,11 +82,11 @@ INLINE float exp_row(float *s, int64_t len, float mx) {
  * (kernels/attn_chunk.h: V(c) line l0 + ip while K line ip is read; chunk
  * 0's K two blocks ahead) come from the first head block only (pf). */
 INLINE void block_scores(const float *q, const int HB, const uint16_t *kblk, int64_t hd,
-                         const __m256i *m, bool full, bool pf, const char *vc, bool k_ahead,
-                         int64_t l0, int64_t vl, __m256 acc[4][2]) {
+                         const __m256i *m, bool full, bool pf, const uint16_t *vblk,
+                         const uint16_t *kahead, int64_t l0, int64_t vl, __m256 acc[4][2]) {
     for (int j = 0; j < HB; j++) acc[j][0] = acc[j][1] = _mm256_setzero_ps();
     for (int64_t ip = 0; ip < hd / 2; ip++) {
-        if (pf) wna16_attn_chunk_prefetch(kblk, hd, vc, k_ahead, ip, l0 + ip < vl ? l0 + ip : -1);
+        if (pf) wna16_attn_chunk_prefetch(kahead, vblk, ip, l0 + ip < vl);
         __m256 k0[2], k1[2];
         for (int h = 0; h < 2; h++) {
             const uint16_t *p = kblk + ip * 32 + h * 16;
@@ -109,20 +109,21 @@ INLINE void block_scores(const float *q, const int HB, const uint16_t *kblk, int
 
 /* Scores of positions [p0, p1) (p0 a multiple of 16) into scores[j][p - p0]
  * for HB <= 4 heads, each head's max into mx[j]. */
-INLINE void chunk_scores(const float *q, const int HB, const uint16_t *kb, const uint16_t *v,
-                         int64_t p0, int64_t p1, int64_t n, int64_t hd, float scale, float *scores,
+INLINE void chunk_scores(const float *q, const int HB, const wna16_attn_kv *kvc, int64_t p0, int64_t p1, int64_t n, int64_t hd, float scale, float *scores,
                          int64_t lds, float *mx, bool pf) {
     const int64_t vl = (p1 - p0 + 1) / 2 * (hd / 16);
-    const char *vc = (const char *)(v + p0 * hd);
     __m256 vmx[4];
     for (int j = 0; j < HB; j++) vmx[j] = _mm256_set1_ps(-INFINITY);
     for (int64_t b = p0; b < p1; b += 16) {
-        const uint16_t *kblk = kb + b * hd; /* block b / 16: hd / 2 lines */
+        const uint16_t *kblk = wna16_attn_kblock(kvc, b, hd); /* hd / 2 lines */
+        const uint16_t *vblk = wna16_attn_vpair(kvc, b, hd);
+        const uint16_t *kahead =
+            p0 == 0 && b + 2 * 16 < n ? wna16_attn_kblock(kvc, b + 32, hd) : NULL;
         const int64_t l0 = (b - p0) / 16 * (hd / 2);
-        const bool k_ahead = p0 == 0 && b + 2 * 16 < n, full = p1 - b >= 16;
+        const bool full = p1 - b >= 16;
         const __m256i m[2] = {lanes_below(p1 - b), lanes_below(p1 - b - 8)};
         __m256 acc[4][2];
-        block_scores(q, HB, kblk, hd, m, full, pf, vc, k_ahead, l0, vl, acc);
+        block_scores(q, HB, kblk, hd, m, full, pf, vblk, kahead, l0, vl, acc);
         for (int j = 0; j < HB; j++)
             for (int h = 0; h < 2; h++) {
                 __m256 sv = _mm256_mul_ps(acc[j][h], _mm256_set1_ps(scale));
@@ -188,22 +189,22 @@ INLINE void pv_pair(const float *w, int64_t lds, const int HB, const int CV, con
  * over [p0, p1) for HB heads (first: out holds nothing yet). Fetches the
  * next chunk's K, one line per V line read: a V line is two vectors, so
  * the even-numbered ones count (li: lines the passes before this read). */
-INLINE void chunk_pv(const float *w, int64_t lds, const int HB, const int CV, const uint16_t *v,
-                     int64_t p0, int64_t p1, int64_t hd, int64_t c0, const float *alpha, bool first,
-                     float *out, const char *knext, int64_t kl_next) {
+INLINE void chunk_pv(const float *w, int64_t lds, const int HB, const int CV,
+                     const wna16_attn_kv *kvc, int64_t p0, int64_t p1, int64_t hd, int64_t c0,
+                     const float *alpha, bool first, float *out, wna16_attn_knext *kn) {
     __m256 acc[4][8];
     for (int j = 0; j < HB; j++)
         for (int c = 0; c < CV; c++)
             acc[j][c] = first ? _mm256_setzero_ps()
                               : _mm256_mul_ps(_mm256_loadu_ps(out + j * hd + (c0 + c) * 8),
                                               _mm256_set1_ps(alpha[j]));
-    int64_t li = (c0 + 1) / 2 * ((p1 - p0 + 1) / 2);
+    wna16_attn_knext_seek(kn, (c0 + 1) / 2 * ((p1 - p0 + 1) / 2));
     for (int64_t p = p0; p < p1; p += 2) {
         for (int c = 0; c < CV; c++)
-            if ((c0 + c) % 2 == 0 && li < kl_next) _mm_prefetch(knext + li++ * 64, _MM_HINT_T1);
+            if ((c0 + c) % 2 == 0) wna16_attn_knext_step(kn);
         /* the zero weight of an odd end's missing partner is never multiplied
          * by what sits there: v_pair does not read it */
-        pv_pair(w + p - p0, lds, HB, CV, v + p * hd + c0 * 16, p + 1 >= p1, acc);
+        pv_pair(w + p - p0, lds, HB, CV, wna16_attn_vpair(kvc, p, hd) + c0 * 16, p + 1 >= p1, acc);
     }
     for (int j = 0; j < HB; j++)
         for (int c = 0; c < CV; c++) _mm256_storeu_ps(out + j * hd + (c0 + c) * 8, acc[j][c]);
@@ -211,16 +212,18 @@ INLINE void chunk_pv(const float *w, int64_t lds, const int HB, const int CV, co
 
 /* A chunk's P·V passes over V's hd / 8 vectors for HB <= 4 heads (pf:
  * these passes fetch the next chunk's K). */
-INLINE void chunk_pv_all(const float *scores, int64_t lds, const int HB, const uint16_t *v,
+INLINE void chunk_pv_all(const float *scores, int64_t lds, const int HB, const wna16_attn_kv *kvc,
                          int64_t p0, int64_t p1, int64_t n, int64_t hd, const float *alpha,
-                         float *out, const uint16_t *kb, bool pf) {
+                         float *out, bool pf) {
     const int CV = V_PER_PASS(HB);
-    const char *knext = (const char *)(kb + p1 * hd);
-    int64_t kl_next = pf ? wna16_attn_next_k_lines(p1, n, hd) : 0, nv = hd / 8, c0 = 0;
+    wna16_attn_knext kn;
+    wna16_attn_knext_init(&kn, kvc, p1, n, hd);
+    if (!pf) kn.lines = 0;
+    int64_t nv = hd / 8, c0 = 0;
     for (; c0 + CV <= nv; c0 += CV)
-        chunk_pv(scores, lds, HB, CV, v, p0, p1, hd, c0, alpha, p0 == 0, out, knext, kl_next);
+        chunk_pv(scores, lds, HB, CV, kvc, p0, p1, hd, c0, alpha, p0 == 0, out, &kn);
     for (; c0 < nv; c0++)
-        chunk_pv(scores, lds, HB, 1, v, p0, p1, hd, c0, alpha, p0 == 0, out, knext, kl_next);
+        chunk_pv(scores, lds, HB, 1, kvc, p0, p1, hd, c0, alpha, p0 == 0, out, &kn);
 }
 
 /* The chunk loop of kernels/attn_chunk.h for HB <= 8 heads, in blocks of
@@ -229,8 +232,7 @@ INLINE void chunk_pv_all(const float *scores, int64_t lds, const int HB, const u
  * a weight (a load each). The second block re-reads the chunk's K and V
  * (16 KiB each at hd 128) from L1/L2: the cache still streams from memory
  * once, and only the first block prefetches. */
-INLINE void group_chunked(const float *q, const int HB, const uint16_t *kb, const uint16_t *v,
-                          int64_t n, int64_t hd, float scale, float *scores, int64_t lds,
+INLINE void group_chunked(const float *q, const int HB, const wna16_attn_kv *kvc, int64_t n, int64_t hd, float scale, float *scores, int64_t lds,
                           float *out) {
     const int H0 = HB < 4 ? HB : 4, H1 = HB - H0;
     wna16_attn_online os;
@@ -238,18 +240,18 @@ INLINE void group_chunked(const float *q, const int HB, const uint16_t *kb, cons
     for (int64_t p0 = 0; p0 < n; p0 += WNA16_ATTN_CHUNK) {
         int64_t p1 = p0 + WNA16_ATTN_CHUNK < n ? p0 + WNA16_ATTN_CHUNK : n;
         float cmx[8];
-        chunk_scores(q, H0, kb, v, p0, p1, n, hd, scale, scores, lds, cmx, true);
+        chunk_scores(q, H0, kvc, p0, p1, n, hd, scale, scores, lds, cmx, true);
         if (H1)
-            chunk_scores(q + 4 * hd, H1, kb, v, p0, p1, n, hd, scale, scores + 4 * lds, lds,
+            chunk_scores(q + 4 * hd, H1, kvc, p0, p1, n, hd, scale, scores + 4 * lds, lds,
                          cmx + 4, false);
         for (int j = 0; j < HB; j++) {
             float m = wna16_attn_online_max(&os, j, p0, cmx[j]);
             wna16_attn_online_add(&os, j, exp_row(scores + j * lds, p1 - p0, m));
         }
-        chunk_pv_all(scores, lds, H0, v, p0, p1, n, hd, os.alpha, out, kb, true);
+        chunk_pv_all(scores, lds, H0, kvc, p0, p1, n, hd, os.alpha, out, true);
         if (H1)
-            chunk_pv_all(scores + 4 * lds, lds, H1, v, p0, p1, n, hd, os.alpha + 4, out + 4 * hd,
-                         kb, false);
+            chunk_pv_all(scores + 4 * lds, lds, H1, kvc, p0, p1, n, hd, os.alpha + 4, out + 4 * hd,
+                         false);
     }
     for (int j = 0; j < HB; j++) {
         __m256 inv = _mm256_set1_ps(1.0f / os.sum[j]);
@@ -261,8 +263,7 @@ INLINE void group_chunked(const float *q, const int HB, const uint16_t *kb, cons
 
 _Static_assert(WNA16_ATTN_KB == 16, "one K block is two vectors of positions");
 
-void wna16_attn_group__avx2(const float *q, int64_t g, const uint16_t *kb, const uint16_t *v,
-                            int64_t n, int64_t hd, float scale, float *scores, int64_t lds,
-                            float *out) {
-    WNA16_ATTN_GROUPS(group_chunked, q, g, kb, v, n, hd, scale, scores, lds, out);
+void wna16_attn_group__avx2(const float *q, int64_t g, const wna16_attn_kv *kv, int64_t n,
+                            int64_t hd, float scale, float *scores, int64_t lds, float *out) {
+    WNA16_ATTN_GROUPS(group_chunked, q, g, kv, n, hd, scale, scores, lds, out);
 }

@@ -20,23 +20,23 @@ INLINE __m512 pair_hi(__m512i x) {
  * i, i+1 of 16 positions) feeds HB independent FMA chains twice. Prefetches
  * as the BF16 leaf's (kernels/attn_avx512.h): V(c) line i while K(c) line i
  * is read; chunk 0's K two blocks ahead. */
-INLINE void chunk_scores(const float *q, const int HB, const uint16_t *kb, const uint16_t *v,
+INLINE void chunk_scores(const float *q, const int HB, const wna16_attn_kv *kvc,
                          int64_t p0, int64_t p1, int64_t n, int64_t hd, float scale, float *scores,
                          int64_t lds, float *mx) {
     const int64_t vl = (p1 - p0 + 1) / 2 * (hd / 16);
-    const char *vc = (const char *)(v + p0 * hd);
     __m512 vmx[8];
     for (int j = 0; j < HB; j++) vmx[j] = _mm512_set1_ps(-INFINITY);
     for (int64_t b = p0; b < p1; b += 16) {
         __mmask16 m = wna16_attn_tail16(p1 - b);
         __mmask32 m2 = wna16_attn_tail32(p1 - b);
-        const uint16_t *kblk = kb + b * hd; /* block b / 16: hd / 2 lines */
+        const uint16_t *kblk = wna16_attn_kblock(kvc, b, hd); /* hd / 2 lines */
+        const uint16_t *vblk = wna16_attn_vpair(kvc, b, hd);
+        const uint16_t *kahead = p0 == 0 && b + 2 * 16 < n ? wna16_attn_kblock(kvc, b + 32, hd) : NULL;
         const int64_t l0 = (b - p0) / 16 * (hd / 2);
         __m512 acc[8];
         for (int j = 0; j < HB; j++) acc[j] = _mm512_setzero_ps();
         for (int64_t ip = 0; ip < hd / 2; ip++) {
-            wna16_attn_chunk_prefetch(kblk, hd, vc, p0 == 0 && b + 2 * 16 < n, ip,
-                                      l0 + ip < vl ? l0 + ip : -1);
+            wna16_attn_chunk_prefetch(kahead, vblk, ip, l0 + ip < vl);
             __m512i kv = _mm512_maskz_loadu_epi16(m2, kblk + ip * 32);
             __m512 k0 = pair_lo(kv), k1 = pair_hi(kv);
             for (int j = 0; j < HB; j++) {
@@ -57,19 +57,19 @@ INLINE void chunk_scores(const float *q, const int HB, const uint16_t *kb, const
  * over the chunk's positions [p0, p1) for HB heads (first: out holds nothing
  * yet): each V line (16 dimensions of positions p, p+1) feeds HB chains
  * twice. Fetches the next chunk's K, one line per V line read. */
-INLINE void chunk_pv(const float *w, int64_t lds, const int HB, const int CV, const uint16_t *v,
-                     int64_t p0, int64_t p1, int64_t hd, int64_t c0, const float *alpha, int first,
-                     float *out, const char *knext, int64_t kl_next) {
+INLINE void chunk_pv(const float *w, int64_t lds, const int HB, const int CV,
+                     const wna16_attn_kv *kvc, int64_t p0, int64_t p1, int64_t hd, int64_t c0,
+                     const float *alpha, int first, float *out, wna16_attn_knext *kn) {
     __m512 acc[8][4];
-    int64_t li = c0 * ((p1 - p0 + 1) / 2); /* V lines the passes before this one read */
+    wna16_attn_knext_seek(kn, c0 * ((p1 - p0 + 1) / 2)); /* V lines the passes before read */
     wna16_attn_pv_start(acc, HB, CV, out, hd, c0, alpha, first);
     for (int64_t p = p0; p < p1; p += 2) {
-        wna16_attn_pv_prefetch(&li, CV, knext, kl_next);
+        wna16_attn_pv_prefetch(kn, CV);
         /* an odd end is one position: its pair partner is not read */
         const __mmask32 m = p + 1 < p1 ? (__mmask32)0xffffffffu : (__mmask32)0x55555555u;
         __m512 v0[4], v1[4];
         for (int c = 0; c < CV; c++) {
-            __m512i x = _mm512_maskz_loadu_epi16(m, v + p * hd + (c0 + c) * 32);
+            __m512i x = _mm512_maskz_loadu_epi16(m, wna16_attn_vpair(kvc, p, hd) + (c0 + c) * 32);
             v0[c] = pair_lo(x);
             v1[c] = pair_hi(x);
         }
@@ -86,16 +86,15 @@ INLINE void chunk_pv(const float *w, int64_t lds, const int HB, const int CV, co
 }
 
 /* Chunks with an online softmax, as the BF16 leaf (its header comment). */
-INLINE void group_chunked(const float *q, const int HB, const uint16_t *kb, const uint16_t *v,
+INLINE void group_chunked(const float *q, const int HB, const wna16_attn_kv *kvc,
                           int64_t n, int64_t hd, float scale, float *scores, int64_t lds,
                           float *out) {
-    WNA16_ATTN_CHUNKED(HB, q, kb, v, n, hd, scale, scores, lds, out, wna16_attn_exp_row);
+    WNA16_ATTN_CHUNKED(HB, q, kvc, n, hd, scale, scores, lds, out, wna16_attn_exp_row);
 }
 
 _Static_assert(WNA16_ATTN_KB == 16, "one K block is one vector of positions");
 
-void wna16_attn_group__avx512(const float *q, int64_t g, const uint16_t *kb, const uint16_t *v,
-                              int64_t n, int64_t hd, float scale, float *scores, int64_t lds,
-                              float *out) {
-    WNA16_ATTN_GROUPS(group_chunked, q, g, kb, v, n, hd, scale, scores, lds, out);
+void wna16_attn_group__avx512(const float *q, int64_t g, const wna16_attn_kv *kv, int64_t n,
+                     int64_t hd, float scale, float *scores, int64_t lds, float *out) {
+    WNA16_ATTN_GROUPS(group_chunked, q, g, kv, n, hd, scale, scores, lds, out);
 }

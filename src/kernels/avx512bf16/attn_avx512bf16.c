@@ -21,24 +21,24 @@ INLINE __m512 dot2(__m512 acc, uint32_t pair, __m512i w) {
 /* Scores of positions [p0, p1) (p0 a multiple of 16) into scores[j][p - p0],
  * and each head's max over them into mx[j]; two accumulators per head (even
  * and odd dimension pairs) keep 2 HB dot chains in flight. */
-INLINE void chunk_scores(const uint32_t *qp, const int HB, const uint16_t *kb, const uint16_t *v,
+INLINE void chunk_scores(const uint32_t *qp, const int HB, const wna16_attn_kv *kvc,
                          int64_t p0, int64_t p1, int64_t n, int64_t hd, float scale, float *scores,
                          int64_t lds, float *mx) {
     const int64_t hp = hd / 2, vl = (p1 - p0 + 1) / 2 * (hd / 16);
-    const char *vc = (const char *)(v + p0 * hd);
     __m512 vmx[8];
     for (int j = 0; j < HB; j++) vmx[j] = _mm512_set1_ps(-INFINITY);
     for (int64_t b = p0; b < p1; b += 16) {
         __mmask16 m = wna16_attn_tail16(p1 - b);
         __mmask32 m2 = wna16_attn_tail32(p1 - b);
-        const uint16_t *kblk = kb + b * hd;
+        const uint16_t *kblk = wna16_attn_kblock(kvc, b, hd);
+        const uint16_t *vblk = wna16_attn_vpair(kvc, b, hd);
+        const uint16_t *kahead = p0 == 0 && b + 2 * 16 < n ? wna16_attn_kblock(kvc, b + 32, hd) : NULL;
         __m512 acc[8][2];
         for (int j = 0; j < HB; j++) acc[j][0] = acc[j][1] = _mm512_setzero_ps();
         const int64_t l0 = (b - p0) / 16 * hp;
         for (int64_t ip = 0; ip < hp; ip += 2) {
             for (int64_t i = ip; i < ip + 2; i++)
-                wna16_attn_chunk_prefetch(kblk, hd, vc, p0 == 0 && b + 2 * 16 < n, i,
-                                          l0 + i < vl ? l0 + i : -1);
+                wna16_attn_chunk_prefetch(kahead, vblk, i, l0 + i < vl);
             __m512i k0 = _mm512_maskz_loadu_epi16(m2, kblk + ip * 32);
             __m512i k1 = _mm512_maskz_loadu_epi16(m2, kblk + (ip + 1) * 32);
             for (int j = 0; j < HB; j++) {
@@ -80,19 +80,19 @@ INLINE float chunk_exp_pairs(float *s, int64_t len, float mx) {
  * chunk's positions [p0, p1) (p0 even; weights as bf16 pairs at the start of
  * each head's row w + j * lds). first: out holds nothing yet. Fetches the
  * next chunk's K (kl_next lines at knext), one line per V line read. */
-INLINE void chunk_pv(const float *w, int64_t lds, const int HB, const int CV, const uint16_t *v,
-                     int64_t p0, int64_t p1, int64_t hd, int64_t c0, const float *alpha, int first,
-                     float *out, const char *knext, int64_t kl_next) {
+INLINE void chunk_pv(const float *w, int64_t lds, const int HB, const int CV,
+                     const wna16_attn_kv *kvc, int64_t p0, int64_t p1, int64_t hd, int64_t c0,
+                     const float *alpha, int first, float *out, wna16_attn_knext *kn) {
     __m512 acc[8][4];
-    int64_t li = c0 * ((p1 - p0 + 1) / 2); /* V lines the passes before this one read */
+    wna16_attn_knext_seek(kn, c0 * ((p1 - p0 + 1) / 2)); /* V lines the passes before read */
     wna16_attn_pv_start(acc, HB, CV, out, hd, c0, alpha, first);
     for (int64_t p = p0; p < p1; p += 2) {
-        wna16_attn_pv_prefetch(&li, CV, knext, kl_next);
+        wna16_attn_pv_prefetch(kn, CV);
         /* an odd end is one position: its pair partner is not read */
         const __mmask32 m = p + 1 < p1 ? (__mmask32)0xffffffffu : (__mmask32)0x55555555u;
         __m512i vv[4];
         for (int c = 0; c < CV; c++)
-            vv[c] = _mm512_maskz_loadu_epi16(m, v + p * hd + (c0 + c) * 32);
+            vv[c] = _mm512_maskz_loadu_epi16(m, wna16_attn_vpair(kvc, p, hd) + (c0 + c) * 32);
         for (int j = 0; j < HB; j++) {
             uint32_t wp = ((const uint32_t *)(w + j * lds))[(p - p0) / 2];
             for (int c = 0; c < CV; c++) acc[j][c] = dot2(acc[j][c], wp, vv[c]);
@@ -101,7 +101,7 @@ INLINE void chunk_pv(const float *w, int64_t lds, const int HB, const int CV, co
     wna16_attn_pv_store(acc, HB, CV, out, hd, c0);
 }
 
-INLINE void group_chunked(const float *q, const int HB, const uint16_t *kb, const uint16_t *v,
+INLINE void group_chunked(const float *q, const int HB, const wna16_attn_kv *kvc,
                           int64_t n, int64_t hd, float scale, float *scores, int64_t lds,
                           float *out) {
     uint32_t qp[8 * 128];
@@ -110,13 +110,12 @@ INLINE void group_chunked(const float *q, const int HB, const uint16_t *kb, cons
             _mm512_storeu_si512(
                 (void *)(qp + (j * hd + i) / 2),
                 bf16x32(_mm512_loadu_ps(q + j * hd + i), _mm512_loadu_ps(q + j * hd + i + 16)));
-    WNA16_ATTN_CHUNKED(HB, qp, kb, v, n, hd, scale, scores, lds, out, chunk_exp_pairs);
+    WNA16_ATTN_CHUNKED(HB, qp, kvc, n, hd, scale, scores, lds, out, chunk_exp_pairs);
 }
 
 _Static_assert(WNA16_ATTN_KB == 16, "one K block is one vector of positions");
 
-void wna16_attn_group__avx512bf16(const float *q, int64_t g, const uint16_t *kb, const uint16_t *v,
-                                  int64_t n, int64_t hd, float scale, float *scores, int64_t lds,
-                                  float *out) {
-    WNA16_ATTN_GROUPS(group_chunked, q, g, kb, v, n, hd, scale, scores, lds, out);
+void wna16_attn_group__avx512bf16(const float *q, int64_t g, const wna16_attn_kv *kv, int64_t n,
+                     int64_t hd, float scale, float *scores, int64_t lds, float *out) {
+    WNA16_ATTN_GROUPS(group_chunked, q, g, kv, n, hd, scale, scores, lds, out);
 }
