@@ -16,6 +16,7 @@ static const command commands[] = {
     {"inspect", wna16_cmd_inspect, "describe a checkpoint and whether it shards at each TP degree"},
     {"demo", wna16_cmd_demo, "build a tiny Qwen3-MoE W4A16 model and run inspect + generate on it"},
     {"generate", wna16_cmd_generate, "stream a continuation of a prompt or a chat turn"},
+    {"serve", wna16_cmd_serve, "serve the model over HTTP as OpenAI's API (continuous batching)"},
     {"synth", wna16_cmd_synth,
      "write a random-weight checkpoint with real shapes (demo, qwen3-30b-a3b)"},
     {"logits", wna16_cmd_logits, "print the last-position logits of a prompt of token ids"},
@@ -68,7 +69,7 @@ static double busy_neighbours(void) {
 }
 
 static bool computes(const char *command) {
-    static const char *const heavy[] = {"bench", "demo", "generate", "logits", "quantize"};
+    static const char *const heavy[] = {"bench", "demo", "generate", "logits", "quantize", "serve"};
     for (size_t i = 0; command && i < sizeof heavy / sizeof *heavy; i++)
         if (!strcmp(command, heavy[i])) return true;
     return false;

@@ -1,0 +1,219 @@
+/* `wna16 serve`: an OpenAI-compatible server (src/server, docs/serving.md).
+ * Flags are named as `vllm serve` names them. */
+#include "cli/cli.h"
+
+#ifdef WNA16_HAVE_HTTP
+#include "server/engine.h"
+#include "server/http.h"
+
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+typedef struct serve_args {
+    const char *dir, *host, *api_key, *name, *tokenizer;
+    long port, tp, threads, max_seqs, max_len, batched, max_waiting, blocks;
+    double kv_gib, drain_s, max_body_mib;
+    bool prefix;
+} serve_args;
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "usage: wna16 serve --model DIR [--host 127.0.0.1] [--port 8000] [--tp N] [--threads N]\n"
+            "                   [--max-num-seqs N] [--max-model-len N] [--kv-cache-memory GiB]\n"
+            "                   [--api-key KEY] [--served-model-name NAME]\n"
+            "                   [--max-num-batched-tokens N] [--no-enable-prefix-caching]\n"
+            "                   [--max-waiting N] [--drain-timeout S] [--tokenizer DIR]\n\n"
+            "Serves the model over HTTP as OpenAI's API does: POST /v1/completions and\n"
+            "/v1/chat/completions (\"stream\": true for server-sent events), GET /v1/models,\n"
+            "/health and /metrics (Prometheus), POST /tokenize and /detokenize. Requests are\n"
+            "batched continuously over a paged KV cache: each step runs every decoding\n"
+            "sequence's next token and prompt chunks up to --max-num-batched-tokens (256).\n"
+            "--max-num-seqs (64) sequences run at once, --max-waiting (256) more wait; beyond\n"
+            "that a request gets 503. --kv-cache-memory sets the KV cache size (default: room for\n"
+            "max-num-seqs / 4 full contexts, at most 4 GiB, at least one context); when it runs\n"
+            "short the newest sequence is preempted and recomputed later. Prefix caching (on by\n"
+            "default) reuses the KV blocks of shared prompt prefixes. --api-key (or the\n"
+            "WNA16_API_KEY environment variable) makes every endpoint but /health ask for\n"
+            "\"Authorization: Bearer KEY\". --port 0 picks a free port. SIGTERM or Ctrl-C drains:\n"
+            "new requests get 503, running ones finish (up to --drain-timeout, 30 s), then the\n"
+            "server exits.\n\n"
+            "example:\n"
+            "  wna16 serve --model ./model --port 8000 &\n"
+            "  curl http://127.0.0.1:8000/v1/chat/completions -H 'Content-Type: application/json' \\\n"
+            "       -d '{\"messages\": [{\"role\": \"user\", \"content\": \"Hello\"}]}'\n");
+}
+
+static const char *value(int argc, char **argv, int *i) {
+    if (*i + 1 >= argc) {
+        fprintf(stderr, "wna16 serve: %s needs a value (see wna16 serve --help)\n", argv[*i]);
+        return NULL;
+    }
+    return argv[++*i];
+}
+
+static int parse_long(int argc, char **argv, int *i, long lo, long hi, long *out) {
+    const char *flag = argv[*i], *v = value(argc, argv, i);
+    return v && cli_parse_int(flag, v, lo, hi, out) ? 0 : 2;
+}
+
+static int parse_flag(int argc, char **argv, int *i, serve_args *a) {
+    const char *f = argv[*i];
+#define LONGF(name, lo, hi, field) \
+    if (!strcmp(f, name)) return parse_long(argc, argv, i, lo, hi, &a->field);
+#define STRF(name, field) \
+    if (!strcmp(f, name)) return (a->field = value(argc, argv, i)) ? 0 : 2;
+    STRF("--model", dir)
+    STRF("--host", host)
+    STRF("--api-key", api_key)
+    STRF("--served-model-name", name)
+    STRF("--tokenizer", tokenizer)
+    LONGF("--port", 0, 65535, port)
+    LONGF("--tp", 1, 64, tp)
+    LONGF("--threads", 1, 4096, threads)
+    LONGF("--max-num-seqs", 1, 4096, max_seqs)
+    LONGF("--max-model-len", 16, 1 << 24, max_len)
+    LONGF("--max-num-batched-tokens", 1, 1 << 16, batched)
+    LONGF("--max-waiting", 0, 1 << 20, max_waiting)
+    LONGF("--num-kv-blocks", 1, 1 << 26, blocks)
+    if (!strcmp(f, "--kv-cache-memory") || !strcmp(f, "--drain-timeout") ||
+        !strcmp(f, "--max-body-mib")) {
+        const char *v = value(argc, argv, i);
+        double *out = f[2] == 'k' ? &a->kv_gib : f[2] == 'd' ? &a->drain_s : &a->max_body_mib;
+        return v && cli_parse_double(f, v, 1e-6, 1e6, out) ? 0 : 2;
+    }
+    if (!strcmp(f, "--enable-prefix-caching")) return a->prefix = true, 0;
+    if (!strcmp(f, "--no-enable-prefix-caching")) return a->prefix = false, 0;
+    fprintf(stderr, "wna16 serve: unknown flag %s (see wna16 serve --help)\n", f);
+    return 2;
+}
+
+static int parse(int argc, char **argv, serve_args *a) {
+    *a = (serve_args){.host = "127.0.0.1", .port = 8000, .tp = 1, .max_seqs = 64, .batched = 256,
+                      .max_waiting = 256, .drain_s = 30, .max_body_mib = 4, .prefix = true};
+    for (int i = 1; i < argc; i++) {
+        if (cli_is_help(argv[i])) {
+            usage(stdout);
+            return 0;
+        }
+        int rc = parse_flag(argc, argv, &i, a);
+        if (rc) return rc;
+    }
+    if (!a->dir) {
+        fprintf(stderr, "wna16 serve: --model DIR is required (see wna16 serve --help)\n");
+        return 2;
+    }
+    if (!a->api_key) a->api_key = getenv("WNA16_API_KEY");
+    if (!a->name) a->name = a->dir;
+    return -1;
+}
+
+/* The KV cache's bytes: --kv-cache-memory, else max-num-seqs / 4 contexts
+ * capped at 4 GiB, never less than one context. */
+static size_t kv_bytes(const serve_args *a, const wna16_model *m) {
+    size_t ctx_bytes = (size_t)((wna16_model_context(m) + WNA16_KV_BLOCK_SIZE - 1) /
+                                WNA16_KV_BLOCK_SIZE) *
+                       wna16_kv_cache_block_bytes(m);
+    if (a->kv_gib > 0) return (size_t)(a->kv_gib * 1073741824.0);
+    size_t want = ctx_bytes * (size_t)((a->max_seqs + 3) / 4), cap = (size_t)4 << 30;
+    if (want > cap) want = cap;
+    return want < ctx_bytes ? ctx_bytes : want;
+}
+
+/* Waits for SIGTERM or SIGINT (blocked in every thread). */
+static void wait_for_signal(void) {
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGINT);
+    int sig;
+    sigwait(&set, &sig);
+}
+
+static int run(const serve_args *a, wna16_ctx *ctx, wna16_model *m, wna16_tokenizer *tok) {
+    srv_engine_options eo = {.max_num_seqs = (int)a->max_seqs,
+                             .max_batched_tokens = a->batched,
+                             .max_waiting = a->max_waiting,
+                             .kv_bytes = a->blocks ? 0 : kv_bytes(a, m),
+                             .kv_blocks = a->blocks,
+                             .prefix_caching = a->prefix};
+    srv_engine *e = NULL;
+    wna16_status s = srv_engine_start(ctx, m, tok, &eo, &e);
+    if (s != WNA16_OK) return cli_fail("serve", ctx, s);
+    srv_http_options ho = {.host = a->host, .port = (int)a->port, .api_key = a->api_key,
+                           .served_name = a->name, .model_dir = a->dir,
+                           .max_body_bytes = (size_t)(a->max_body_mib * 1048576.0),
+                           .created = (long long)time(NULL)};
+    srv_http *h = NULL;
+    char err[512];
+    if (srv_http_start(&ho, e, tok, wna16_model_vocab_size(m), &h, err, sizeof err)) {
+        fprintf(stderr, "wna16 serve: %s\n", err);
+        srv_engine_stop(e, 0);
+        return 1;
+    }
+    fprintf(stderr, "wna16 serve: %s as \"%s\", max-model-len %lld, KV cache %.1f MiB%s\n",
+            a->dir, a->name, (long long)wna16_model_context(m),
+            (double)(eo.kv_blocks ? (size_t)eo.kv_blocks * wna16_kv_cache_block_bytes(m)
+                                  : eo.kv_bytes) / 1048576.0,
+            a->prefix ? ", prefix caching" : "");
+    fprintf(stderr, "wna16 serve: listening on http://%s:%d\n", a->host, srv_http_port(h));
+    wait_for_signal();
+    fprintf(stderr, "wna16 serve: draining (up to %.0f s)\n", a->drain_s);
+    srv_http_drain(h);
+    double until = srv_now() + a->drain_s;
+    int running = 0, waiting = 0;
+    do {
+        srv_engine_load(e, &running, &waiting);
+        if (!running && !waiting && !srv_http_in_flight(h)) break;
+        struct timespec ts = {0, 20 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    } while (srv_now() < until);
+    srv_engine_stop(e, 0);
+    srv_http_stop(h);
+    fprintf(stderr, "wna16 serve: stopped\n");
+    return 0;
+}
+
+int wna16_cmd_serve(int argc, char **argv) {
+    serve_args a;
+    int rc = parse(argc, argv, &a);
+    if (rc >= 0) return rc;
+    /* the signals are taken by wait_for_signal only: block them before any
+     * thread starts, and let a write to a closed socket be an error */
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGINT);
+    pthread_sigmask(SIG_BLOCK, &set, NULL);
+    signal(SIGPIPE, SIG_IGN);
+    wna16_ctx *ctx;
+    if (wna16_ctx_create(&ctx) != WNA16_OK) return 1;
+    cli_install_hooks(ctx, true);
+    wna16_tokenizer *tok = NULL;
+    wna16_model *m = NULL;
+    wna16_status s = wna16_tokenizer_load(ctx, a.tokenizer ? a.tokenizer : a.dir, &tok);
+    wna16_model_options mo;
+    wna16_model_options_init(&mo);
+    mo.tp = (int)a.tp;
+    mo.threads = (int)a.threads;
+    mo.context = a.max_len;
+    if (s == WNA16_OK) s = wna16_model_load(ctx, a.dir, &mo, &m);
+    rc = s == WNA16_OK ? run(&a, ctx, m, tok) : cli_fail("serve", ctx, s);
+    wna16_model_free(m);
+    wna16_tokenizer_free(tok);
+    wna16_ctx_free(ctx);
+    return rc;
+}
+
+#else
+
+int wna16_cmd_serve(int argc, char **argv) {
+    (void)argc;
+    (void)argv;
+    fprintf(stderr, "wna16 serve: this wna16 was built without libmicrohttpd; install "
+                    "libmicrohttpd-dev (scripts/setup.sh does) and rebuild\n");
+    return 1;
+}
+
+#endif

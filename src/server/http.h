@@ -1,0 +1,31 @@
+/* The HTTP front of `wna16 serve` (http.c). */
+#ifndef WNA16_SERVER_HTTP_H
+#define WNA16_SERVER_HTTP_H
+
+#include "server/engine.h"
+
+#include <stddef.h>
+
+typedef struct srv_http srv_http;
+
+typedef struct srv_http_options {
+    const char *host;
+    int port; /* 0: any free port (srv_http_port says which) */
+    const char *api_key;     /* NULL: none asked */
+    const char *served_name; /* the model's name in requests and responses */
+    const char *model_dir;
+    size_t max_body_bytes;
+    long long created;
+} srv_http_options;
+
+/* Listens; 0, or 1 with a message in err. */
+int srv_http_start(const srv_http_options *o, srv_engine *e, wna16_tokenizer *tok,
+                   int64_t vocab, srv_http **out, char *err, size_t err_len);
+int srv_http_port(const srv_http *h);
+/* New generation requests get 503 from now on. */
+void srv_http_drain(srv_http *h);
+/* Requests whose response is not finished yet. */
+int srv_http_in_flight(const srv_http *h);
+void srv_http_stop(srv_http *h);
+
+#endif
