@@ -162,6 +162,11 @@ static void finish(srv_engine *e, srv_request *r, const char *reason, const char
         e->free_seqs[e->n_free_seqs++] = r->seq;
         r->seq = -1;
     }
+    wna16_kv_cache_stats kv;
+    wna16_kv_cache_get_stats(e->cache, &kv);
+    pthread_mutex_lock(&e->mu);
+    e->kv = kv; /* /metrics sees the blocks back at once */
+    pthread_mutex_unlock(&e->mu);
     double now = srv_now();
     pthread_mutex_lock(&r->mu);
     deliver(r, r->text + r->emitted, r->text_len - r->emitted);
@@ -338,6 +343,19 @@ static bool add_text(srv_engine *e, srv_request *r, int32_t id) {
     return false;
 }
 
+/* The end of the text: bytes held for a character that never completed
+ * become U+FFFD, as the tokenizer's decode of the whole sequence has them. */
+static void flush_text(srv_engine *e, srv_request *r) {
+    const char *t = NULL;
+    size_t len = 0;
+    if (!r->detok || wna16_detok_stream_flush(e->ctx, r->detok, &t, &len) != WNA16_OK || !len)
+        return;
+    if (!grow((void **)&r->text, &r->text_cap, r->text_len + len + 1, 1)) return;
+    memcpy(r->text + r->text_len, t, len);
+    r->text_len += len;
+    r->text[r->text_len] = '\0';
+}
+
 /* Text safe to send: all but the bytes a stop string might still begin in. */
 static void stream_text(srv_request *r) {
     size_t hold = longest_stop(&r->params), hold_b = hold ? hold - 1 : 0;
@@ -377,10 +395,16 @@ static const char *take_token(srv_engine *e, srv_request *r, float *logits) {
     if (want_lp && grow((void **)&r->lps, (size_t *)&r->lps_cap, (size_t)r->n_lps + 1, sizeof lp))
         r->lps[r->n_lps++] = lp;
     pthread_mutex_unlock(&r->mu);
-    if (is_stop_id(e, r, id)) return "stop";
+    if (is_stop_id(e, r, id)) {
+        flush_text(e, r);
+        return "stop";
+    }
     if (add_text(e, r, id)) return "stop";
+    if (r->completion_tokens >= r->params.max_tokens || r->n_toks >= e->context) {
+        flush_text(e, r);
+        return "length";
+    }
     stream_text(r);
-    if (r->completion_tokens >= r->params.max_tokens || r->n_toks >= e->context) return "length";
     return NULL;
 }
 
@@ -582,7 +606,7 @@ int srv_engine_submit(srv_engine *e, srv_request *r) {
     r->rng = r->params.sampler.seed;
     r->t_submit = srv_now();
     pthread_mutex_lock(&e->mu);
-    if (e->draining || e->n_waiting >= e->o.max_waiting) {
+    if (e->draining || e->n_waiting + e->n_running >= e->o.max_waiting + e->o.max_num_seqs) {
         bool draining = e->draining;
         pthread_mutex_unlock(&e->mu);
         snprintf(r->error, sizeof r->error, "%s",
