@@ -177,6 +177,34 @@ typedef struct jnode {
     struct jnode *next; /* the next statement of a body, argument, item or target */
 } jnode;
 
+/* ---------------------------------------------------------------- tokens */
+
+typedef enum {
+    T_EOF,
+    T_DATA,
+    T_VAR_BEGIN,
+    T_VAR_END,
+    T_BLOCK_BEGIN,
+    T_BLOCK_END,
+    T_NAME,
+    T_STRING,
+    T_INT,
+    T_FLOAT,
+    T_OP,
+} jtok_type;
+
+typedef struct jtok {
+    jtok_type t;
+    int line;
+    const char *s; /* name, operator or decoded string / data text */
+    size_t n;
+    int64_t i;
+    double f;
+} jtok;
+
+/* Tokenizes template source (jinja_lex.c); the array ends with T_EOF. */
+wna16_status jinja_lex(wna16_diag *d, jarena *a, const char *src, size_t n, const jtok **toks);
+
 /* Parses template source into a statement list (*body, NULL when empty).
  * Nodes live in the arena. */
 wna16_status jinja_parse(wna16_diag *d, jarena *a, const char *src, size_t n, jnode **body);
