@@ -558,11 +558,14 @@ WNA16_API wna16_status wna16_detok_stream_flush(wna16_ctx *ctx, wna16_detok_stre
                                                 const char **text, size_t *len);
 WNA16_API void wna16_detok_stream_free(wna16_detok_stream *s);
 
-/* Chat prompt formats recognised from tokenizer_config.json's chat_template. */
+/* The family of the model's chat template (tokenizer_config.json's
+ * chat_template, or chat_template.jinja). Every template is rendered by the
+ * same Jinja interpreter; this only tells what kind was found. */
 typedef enum wna16_chat_format {
-    WNA16_CHAT_NONE = 0,   /* no template, or one we do not recognise */
-    WNA16_CHAT_CHATML = 1, /* <|im_start|>role\ncontent<|im_end|>\n (Qwen2/2.5) */
+    WNA16_CHAT_NONE = 0,   /* no template */
+    WNA16_CHAT_CHATML = 1, /* <|im_start|>role\ncontent<|im_end|>\n (Qwen2/2.5, SmolLM2) */
     WNA16_CHAT_QWEN3 = 2,  /* ChatML with Qwen3's <think> handling */
+    WNA16_CHAT_JINJA = 3,  /* any other template (Llama 3, Mistral, DeepSeek-V3, ...) */
 } wna16_chat_format;
 
 typedef struct wna16_tokenizer_info {
@@ -591,14 +594,21 @@ typedef struct wna16_chat_message {
     const char *content; /* UTF-8, NUL-terminated */
 } wna16_chat_message;
 
-/* Renders messages as the model's chat prompt, byte-identical to
- * transformers' apply_chat_template(tokenize=False) for the recognised
- * formats. add_generation_prompt appends "<|im_start|>assistant\n"; with
- * Qwen3 and enable_thinking false it also appends the empty think block
- * "<think>\n\n</think>\n\n". *text is malloc'd (free with wna16_free()); encode it
- * with WNA16_TOK_PARSE_SPECIAL. Errors: UNSUPPORTED (no recognised template:
- * the message names what was found), INVALID_ARGUMENT (unknown role, NULL
- * content), OUT_OF_MEMORY. */
+/* Renders messages as the model's chat prompt: the model's own Jinja chat
+ * template (tokenizer_config.json's chat_template, or a chat_template.jinja
+ * beside tokenizer.json, which wins as in transformers) through wna16's
+ * Jinja interpreter, byte-identical to transformers'
+ * apply_chat_template(tokenize=False) with the same arguments (docs/models.md
+ * lists the templates tested so). The template sees messages (role,
+ * content), add_generation_prompt, enable_thinking, tools = documents = None
+ * and the config's bos_token/eos_token/pad_token. With Qwen3 and
+ * enable_thinking false, add_generation_prompt appends the empty think block
+ * "<think>\n\n</think>\n\n". *text is malloc'd (free with wna16_free());
+ * encode it with WNA16_TOK_PARSE_SPECIAL. Errors: UNSUPPORTED (no template,
+ * or a Jinja construct the interpreter lacks: the message names it and its
+ * line), INVALID_ARGUMENT (unknown role, NULL content, a template syntax
+ * error, or the template's own raise_exception, e.g. Mistral's "roles must
+ * alternate": the message carries it), LIMIT, OUT_OF_MEMORY. */
 WNA16_API wna16_status wna16_tokenizer_apply_chat(wna16_ctx *ctx, const wna16_tokenizer *tok,
                                                   const wna16_chat_message *messages,
                                                   size_t n_messages, bool add_generation_prompt,

@@ -11,7 +11,7 @@ cd "$(dirname "$0")/.."
 secs=${1:-60}; shift || true
 targets=("$@")
 if ((${#targets[@]} == 0)); then
-  targets=(safetensors config shard tokenizer_load tokenizer_encode checkpoint)
+  targets=(safetensors config shard tokenizer_load tokenizer_encode checkpoint chat_template)
 fi
 bash scripts/setup.sh
 # -O2 -g without NDEBUG; only the fuzz binaries are built.

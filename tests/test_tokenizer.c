@@ -1,5 +1,6 @@
 /* Tokenizer unit tests: malformed tokenizer.json files (status + message),
- * the query API, decoding edge cases, streaming, chat errors and the CLI. */
+ * the query API, decoding edge cases, streaming, chat templates and errors, and the
+ * CLI. */
 #include "testing.h"
 #include "wna16.h"
 
@@ -251,32 +252,64 @@ static void test_queries_and_decode(void) {
     wna16_ctx_free(ctx);
 }
 
-static void test_chat_unrecognised(void) {
+/* Copies a repository file into tmpdir/name. */
+static void copy_to_tmp(const char *name, const char *src) {
+    static char text[65536];
+    FILE *f = fopen(src, "rb");
+    size_t n = f ? fread(text, 1, sizeof text - 1, f) : 0;
+    if (f) fclose(f);
+    text[n] = 0;
+    CHECK(n > 0);
+    write_tmp(name, text);
+}
+
+/* Templates other than ChatML go through the Jinja interpreter too. */
+static void test_chat_templates(void) {
     wna16_ctx *ctx;
     wna16_ctx_create(&ctx);
     wna16_tokenizer *tok = NULL;
     char *text = NULL;
     wna16_chat_message hi[] = {{"user", "Hi"}};
+    wna16_tokenizer_info info;
     write_tmp("tokenizer.json", "{" MODEL_OK "}");
     write_tmp("tokenizer_config.json", "{\"chat_template\": \"{{ bos_token }}{% for m in "
                                        "messages %}[INST]{{ m.content }}{% endfor %}\"}");
     CHECK(wna16_tokenizer_load(ctx, tmpdir, &tok) == WNA16_OK);
-    CHECK_STATUS(ctx, wna16_tokenizer_apply_chat(ctx, tok, hi, 1, true, true, &text),
-                 WNA16_ERR_UNSUPPORTED, "not a recognised format");
+    wna16_tokenizer_get_info(tok, &info);
+    CHECK(info.chat_format == WNA16_CHAT_JINJA);
+    CHECK(wna16_tokenizer_apply_chat(ctx, tok, hi, 1, true, true, &text) == WNA16_OK);
+    CHECK(text && !strcmp(text, "[INST]Hi")); /* no bos_token in the config: undefined */
+    free(text);
     wna16_tokenizer_free(tok);
-    /* Qwen2.5-style ChatML with its default system prompt */
+    /* a list of named templates: "default" is taken; errors name the line */
     write_tmp("tokenizer_config.json",
-              "{\"chat_template\": [{\"name\": \"tool_use\", \"template\": \"x\"}, {\"name\": "
-              "\"default\", \"template\": \"<|im_start|>system\\nYou are Qwen, created by "
-              "Alibaba Cloud. You are a helpful assistant.<|im_end|>\"}]}");
+              "{\"bos_token\": \"a\", \"chat_template\": [{\"name\": \"tool_use\", "
+              "\"template\": \"x\"}, {\"name\": \"default\", \"template\": \"{{ bos_token }}{{ "
+              "messages[0].content }}\\n{{ messages | xyz }}\"}]}");
     tok = NULL;
     CHECK(wna16_tokenizer_load(ctx, tmpdir, &tok) == WNA16_OK);
+    CHECK_STATUS(ctx, wna16_tokenizer_apply_chat(ctx, tok, hi, 1, true, true, &text),
+                 WNA16_ERR_UNSUPPORTED, "line 2: filter \"xyz\" is not supported");
+    wna16_tokenizer_free(tok);
+    /* chat_template.jinja beside tokenizer.json wins over the config (as in
+     * transformers): Qwen2.5's, with its default system prompt */
+    copy_to_tmp("chat_template.jinja", "tests/data/chat/templates/qwen2.5.jinja");
+    tok = NULL;
+    CHECK(wna16_tokenizer_load(ctx, tmpdir, &tok) == WNA16_OK);
+    wna16_tokenizer_get_info(tok, &info);
+    CHECK(info.chat_format == WNA16_CHAT_CHATML);
     CHECK(wna16_tokenizer_apply_chat(ctx, tok, hi, 1, true, false, &text) == WNA16_OK);
     CHECK(text && !strcmp(text, "<|im_start|>system\nYou are Qwen, created by Alibaba Cloud. You "
                                 "are a helpful assistant.<|im_end|>\n<|im_start|>user\nHi<|im_end|>"
                                 "\n<|im_start|>assistant\n"));
     free(text);
     wna16_tokenizer_free(tok);
+    /* a broken template file is a load error */
+    write_tmp("chat_template.jinja", "{{ x }}\xff");
+    tok = NULL;
+    CHECK_STATUS(ctx, wna16_tokenizer_load(ctx, tmpdir, &tok), WNA16_ERR_TOKENIZER_INVALID,
+                 "not UTF-8");
+    unlink(write_tmp("chat_template.jinja", ""));
     unlink(write_tmp("tokenizer_config.json", ""));
     tok = NULL;
     CHECK(wna16_tokenizer_load(ctx, tmpdir, &tok) == WNA16_OK);
@@ -321,7 +354,7 @@ int main(void) {
     if (!mkdtemp(tmpdir)) return 1;
     test_malformed();
     test_queries_and_decode();
-    test_chat_unrecognised();
+    test_chat_templates();
     test_cli();
     rmdir(tmpdir);
     TEST_MAIN_END();

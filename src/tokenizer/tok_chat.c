@@ -1,12 +1,17 @@
-/* tokenizer_config.json (special-token roles, chat template) and the
- * ChatML prompt formats we recognise. No Jinja: a template is matched by
- * its distinctive strings, and the recognised formats are rendered in C. */
+/* tokenizer_config.json (special-token roles, chat template), the
+ * chat_template.jinja file, and chat prompts: the model's own Jinja template
+ * rendered by our interpreter (jinja.h) with the variables transformers'
+ * apply_chat_template gives it. */
+#include "tokenizer/jinja.h"
 #include "tokenizer/tok_internal.h"
 
+#include <errno.h>
 #include <jansson.h>
+#include <stdio.h>
 #include <string.h>
 
-#define QWEN25_DEFAULT_SYSTEM "You are Qwen, created by Alibaba Cloud. You are a helpful assistant."
+/* A chat template larger than this is not a chat template. */
+#define TOK_MAX_TEMPLATE (4u << 20)
 
 /* A special-token field is a string, an AddedToken object {"content": ...}
  * or null. Returns its id, or -1. */
@@ -71,9 +76,56 @@ wna16_status tok_load_config(wna16_diag *d, wna16_tokenizer *t, const char *path
     return s;
 }
 
+/* transformers (5.x) reads chat_template.jinja beside tokenizer.json and
+ * lets it take priority over tokenizer_config.json's chat_template. */
+wna16_status tok_load_chat_template_file(wna16_diag *d, wna16_tokenizer *t) {
+    const char *slash = strrchr(t->path, '/');
+    int dirlen = slash ? (int)(slash - t->path) : 1;
+    char *path = wna16_asprintf("%.*s/chat_template.jinja", dirlen, slash ? t->path : ".");
+    if (!path) return wna16_fail(d, WNA16_ERR_OUT_OF_MEMORY, "out of memory");
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        int err = errno;
+        wna16_status s = err == ENOENT || err == ENOTDIR
+                             ? WNA16_OK
+                             : wna16_fail(d, WNA16_ERR_IO, "%s: %s", path, strerror(err));
+        wna16_free(path);
+        return s;
+    }
+    char *text = wna16_malloc(TOK_MAX_TEMPLATE + 1);
+    size_t n = text ? fread(text, 1, TOK_MAX_TEMPLATE + 1, f) : 0;
+    bool read_error = text && ferror(f);
+    fclose(f);
+    wna16_status s = WNA16_OK;
+    if (!text)
+        s = wna16_fail(d, WNA16_ERR_OUT_OF_MEMORY, "out of memory");
+    else if (read_error)
+        s = wna16_fail(d, WNA16_ERR_IO, "%s: read error", path);
+    else if (n > TOK_MAX_TEMPLATE)
+        s = wna16_fail(d, WNA16_ERR_TOKENIZER_INVALID, "%s: over %u MiB; not a chat template", path,
+                       TOK_MAX_TEMPLATE >> 20);
+    else if (memchr(text, 0, n) || tok_utf8_check((const uint8_t *)text, n) != n)
+        s = wna16_fail(d, WNA16_ERR_TOKENIZER_INVALID,
+                       "%s: not UTF-8 text (a NUL byte or an invalid sequence at offset %zu)", path,
+                       memchr(text, 0, n) ? (size_t)((char *)memchr(text, 0, n) - text)
+                                          : tok_utf8_check((const uint8_t *)text, n));
+    if (s == WNA16_OK) {
+        text[n] = 0;
+        wna16_free(t->chat_template);
+        t->chat_template = text;
+        text = NULL;
+    }
+    wna16_free(text);
+    wna16_free(path);
+    return s;
+}
+
+/* The format family, for wna16_tokenizer_info; rendering no longer depends
+ * on it (every template goes through the interpreter). */
 static wna16_chat_format detect_format(const wna16_tokenizer *t) {
     const char *tpl = t->chat_template;
-    if (!tpl || !strstr(tpl, "<|im_start|>") || !strstr(tpl, "<|im_end|>")) return WNA16_CHAT_NONE;
+    if (!tpl) return WNA16_CHAT_NONE;
+    if (!strstr(tpl, "<|im_start|>") || !strstr(tpl, "<|im_end|>")) return WNA16_CHAT_JINJA;
     return strstr(tpl, "enable_thinking") ? WNA16_CHAT_QWEN3 : WNA16_CHAT_CHATML;
 }
 
@@ -93,54 +145,6 @@ void wna16_tokenizer_get_info(const wna16_tokenizer *tok, wna16_tokenizer_info *
 
 /* ------------------------------------------------------------ rendering */
 
-static void put(wna16_buf *b, const char *s) { wna16_buf_put(b, s, strlen(s)); }
-
-/* Python's str.strip/lstrip/rstrip('\n') on [*s, *e). */
-static void strip_nl(const char **s, const char **e, bool left, bool right) {
-    while (left && *s < *e && **s == '\n') (*s)++;
-    while (right && *e > *s && (*e)[-1] == '\n') (*e)--;
-}
-
-static const char *find_last(const char *s, const char *needle) {
-    const char *last = NULL;
-    for (const char *p = strstr(s, needle); p; p = strstr(p + 1, needle)) last = p;
-    return last;
-}
-
-/* Qwen3: the assistant turn splits reasoning out of "<think>..</think>"
- * and shows it only for turns after the last real user query. */
-static void qwen3_assistant(wna16_buf *b, const char *content, bool show_think, bool is_last) {
-    const char *c = content, *ce = content + strlen(content);
-    const char *r = "", *re = r;
-    const char *close = strstr(content, "</think>");
-    if (close) {
-        c = find_last(content, "</think>") + strlen("</think>");
-        strip_nl(&c, &ce, true, false);
-        r = content, re = close;
-        strip_nl(&r, &re, false, true);
-        /* .split('<think>')[-1] within the text before the first </think> */
-        for (const char *p = r; p + 7 <= re; p++)
-            if (!memcmp(p, "<think>", 7)) r = p + 7;
-        strip_nl(&r, &re, true, false);
-    }
-    put(b, "<|im_start|>assistant\n");
-    if (show_think && (is_last || re > r)) {
-        strip_nl(&r, &re, true, true);
-        put(b, "<think>\n");
-        wna16_buf_put(b, r, (size_t)(re - r));
-        put(b, "\n</think>\n\n");
-        strip_nl(&c, &ce, true, false);
-    }
-    wna16_buf_put(b, c, (size_t)(ce - c));
-    put(b, "<|im_end|>\n");
-}
-
-static bool is_tool_response(const char *s) {
-    size_t n = strlen(s);
-    return n >= 15 + 16 && !strncmp(s, "<tool_response>", 15) &&
-           !strcmp(s + n - 16, "</tool_response>");
-}
-
 static wna16_status check_messages(wna16_diag *d, const wna16_chat_message *m, size_t n) {
     for (size_t i = 0; i < n; i++) {
         const char *r = m[i].role;
@@ -156,33 +160,44 @@ static wna16_status check_messages(wna16_diag *d, const wna16_chat_message *m, s
     return WNA16_OK;
 }
 
-static void render(wna16_buf *b, wna16_chat_format f, bool default_system,
-                   const wna16_chat_message *m, size_t n) {
-    /* Qwen3's last_query_index: the last user turn that is not a tool response. */
-    size_t last_query = n ? n - 1 : 0;
-    for (size_t k = n; k-- > 0;)
-        if (!strcmp(m[k].role, "user") && !is_tool_response(m[k].content)) {
-            last_query = k;
-            break;
+/* A special token's string for the template, when the config names one
+ * (transformers passes special_tokens_map: only the tokens that are set). */
+static int set_token(json_t *vars, const wna16_tokenizer *t, const char *key, int32_t id) {
+    const char *s = id >= 0 ? wna16_tokenizer_token_str(t, id) : NULL;
+    return s ? json_object_set_new(vars, key, json_string(s)) : 0;
+}
+
+/* The variables transformers' apply_chat_template renders with: messages,
+ * tools and documents (None), add_generation_prompt, the special tokens,
+ * and our enable_thinking (always given: true renders as if absent in the
+ * templates that read it, Qwen3's among them). */
+static wna16_status chat_vars(wna16_diag *d, const wna16_tokenizer *t, const wna16_chat_message *m,
+                              size_t n, bool gen, bool think, json_t **out) {
+    json_t *vars = json_object(), *msgs = json_array();
+    int bad = !vars || !msgs || json_object_set_new(vars, "messages", msgs);
+    if (!vars || bad) json_decref(msgs);
+    for (size_t i = 0; !bad && i < n; i++) {
+        json_t *content = json_string(m[i].content);
+        if (!content) {
+            json_decref(vars);
+            return wna16_fail(d, WNA16_ERR_INVALID_ARGUMENT,
+                              "apply_chat: messages[%zu].content is not valid UTF-8", i);
         }
-    if (default_system && (!n || strcmp(m[0].role, "system")))
-        put(b, "<|im_start|>system\n" QWEN25_DEFAULT_SYSTEM "<|im_end|>\n");
-    for (size_t i = 0; i < n; i++) {
-        const char *role = m[i].role;
-        if (!strcmp(role, "tool")) {
-            if (i == 0 || strcmp(m[i - 1].role, "tool")) put(b, "<|im_start|>user");
-            put(b, "\n<tool_response>\n");
-            put(b, m[i].content);
-            put(b, "\n</tool_response>");
-            if (i + 1 == n || strcmp(m[i + 1].role, "tool")) put(b, "<|im_end|>\n");
-        } else if (f == WNA16_CHAT_QWEN3 && !strcmp(role, "assistant")) {
-            qwen3_assistant(b, m[i].content, i > last_query, i + 1 == n);
-        } else {
-            wna16_buf_printf(b, "<|im_start|>%s\n", role);
-            put(b, m[i].content);
-            put(b, "<|im_end|>\n");
-        }
+        bad = json_array_append_new(msgs,
+                                    json_pack("{s:s,s:o}", "role", m[i].role, "content", content));
     }
+    bad = bad || json_object_set_new(vars, "tools", json_null()) ||
+          json_object_set_new(vars, "documents", json_null()) ||
+          json_object_set_new(vars, "add_generation_prompt", json_boolean(gen)) ||
+          json_object_set_new(vars, "enable_thinking", json_boolean(think)) ||
+          set_token(vars, t, "bos_token", t->bos_id) ||
+          set_token(vars, t, "eos_token", t->eos_id) || set_token(vars, t, "pad_token", t->pad_id);
+    if (bad) {
+        json_decref(vars);
+        return wna16_fail(d, WNA16_ERR_OUT_OF_MEMORY, "apply_chat: out of memory");
+    }
+    *out = vars;
+    return WNA16_OK;
 }
 
 wna16_status wna16_tokenizer_apply_chat(wna16_ctx *ctx, const wna16_tokenizer *tok,
@@ -195,29 +210,18 @@ wna16_status wna16_tokenizer_apply_chat(wna16_ctx *ctx, const wna16_tokenizer *t
         return wna16_fail(d, WNA16_ERR_INVALID_ARGUMENT,
                           "apply_chat: tok, messages and text are required");
     *text = NULL;
-    wna16_chat_format f = detect_format(tok);
-    if (f == WNA16_CHAT_NONE)
+    if (!tok->chat_template)
         return wna16_fail(d, WNA16_ERR_UNSUPPORTED,
-                          "apply_chat: %s: %s; only ChatML templates (Qwen2/2.5/3, "
-                          "<|im_start|>...<|im_end|>) are recognised; format the prompt yourself",
-                          tok->path,
-                          tok->chat_template ? "the chat_template in tokenizer_config.json is "
-                                               "not a recognised format"
-                                             : "no chat_template in tokenizer_config.json");
+                          "apply_chat: %s: no chat_template in tokenizer_config.json and no "
+                          "chat_template.jinja beside it (a base model?); format the prompt "
+                          "yourself",
+                          tok->path);
     WNA16_TRY(check_messages(d, messages, n_messages));
-    wna16_buf b = {0};
-    bool default_system =
-        f == WNA16_CHAT_CHATML && strstr(tok->chat_template, QWEN25_DEFAULT_SYSTEM);
-    render(&b, f, default_system, messages, n_messages);
-    if (add_generation_prompt) {
-        put(&b, "<|im_start|>assistant\n");
-        if (f == WNA16_CHAT_QWEN3 && !enable_thinking) put(&b, "<think>\n\n</think>\n\n");
-    }
-    wna16_buf_put(&b, "", 0);
-    if (b.failed) {
-        wna16_buf_free(&b);
-        return wna16_fail(d, WNA16_ERR_OUT_OF_MEMORY, "apply_chat: out of memory");
-    }
-    *text = b.data;
-    return WNA16_OK;
+    json_t *vars = NULL;
+    WNA16_TRY(
+        chat_vars(d, tok, messages, n_messages, add_generation_prompt, enable_thinking, &vars));
+    wna16_status s = wna16_jinja_render(d, tok->chat_template, vars, text);
+    json_decref(vars);
+    if (s != WNA16_OK) wna16_diag_prefix(d, "apply_chat: %s: ", tok->path);
+    return s;
 }

@@ -218,6 +218,9 @@ wna16_status tok_normalize(wna16_diag *d, const wna16_tokenizer *t, const char *
 
 /* Loads tokenizer_config.json fields (bos/eos, chat template). */
 wna16_status tok_load_config(wna16_diag *d, wna16_tokenizer *t, const char *config_path);
+/* Reads chat_template.jinja beside t->path, when there is one (it replaces
+ * the config's chat_template). */
+wna16_status tok_load_chat_template_file(wna16_diag *d, wna16_tokenizer *t);
 
 void tok_cache_free(tok_cache *c);
 

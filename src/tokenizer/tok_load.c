@@ -633,6 +633,7 @@ wna16_status wna16_tokenizer_load(wna16_ctx *ctx, const char *path, wna16_tokeni
     if (s == WNA16_OK) s = parse_all(d, t, root);
     json_decref(root);
     if (s == WNA16_OK && is_file(config_path)) s = tok_load_config(d, t, config_path);
+    if (s == WNA16_OK) s = tok_load_chat_template_file(d, t);
     wna16_free(config_path);
     if (s != WNA16_OK) {
         wna16_tokenizer_free(t);

@@ -1,0 +1,803 @@
+/* Evaluator of the Jinja subset: statements, expressions, scopes, calls,
+ * and wna16_jinja_render. Scoping follows jinja2: a for loop's body gets a
+ * fresh scope at every iteration (a `set` inside does not survive it, hence
+ * namespace()); if blocks share the enclosing scope; a macro body sees its
+ * parameters over the template's top level. */
+#include "tokenizer/jinja_internal.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+wna16_status jfail(jctx *c, wna16_status s, const char *fmt, ...) {
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    return wna16_fail(c->d, s, "chat template line %d: %s", c->line, msg);
+}
+
+wna16_status joom(jctx *c) {
+    if (c->a->total > JINJA_MAX_MEMORY)
+        return jfail(c, WNA16_ERR_LIMIT, "rendering needs more than %u MiB of working memory",
+                     JINJA_MAX_MEMORY >> 20);
+    return jfail(c, WNA16_ERR_OUT_OF_MEMORY, "out of memory");
+}
+
+wna16_status jsteps(jctx *c, uint64_t k) {
+    c->steps += k;
+    if (c->steps > JINJA_MAX_STEPS)
+        return jfail(c, WNA16_ERR_LIMIT,
+                     "rendering takes more than %d steps (a loop too long for a chat prompt)",
+                     JINJA_MAX_STEPS);
+    return WNA16_OK;
+}
+
+static wna16_status step(jctx *c) { return jsteps(c, 1); }
+
+static wna16_status undefined_error(jctx *c, jv v) {
+    return jfail(c, WNA16_ERR_INVALID_ARGUMENT, "'%.*s' is undefined", (int)(v.n > 80 ? 80 : v.n),
+                 v.u.s ? v.u.s : "");
+}
+
+/* ----------------------------------------------------------------- scopes */
+
+static wna16_status scope_set(jctx *c, jscope *s, const char *name, size_t n, jv v) {
+    for (size_t i = 0; i < s->n; i++)
+        if (s->vars[i].n == n && !memcmp(s->vars[i].name, name, n)) {
+            s->vars[i].v = v;
+            return WNA16_OK;
+        }
+    if (s->n == s->cap) {
+        size_t cap = s->cap ? s->cap * 2 : 8;
+        jvar *nv = jarena_alloc(c->a, cap * sizeof *nv);
+        if (!nv) return joom(c);
+        if (s->n) memcpy(nv, s->vars, s->n * sizeof *nv);
+        s->vars = nv, s->cap = cap;
+    }
+    s->vars[s->n++] = (jvar){name, n, v};
+    return WNA16_OK;
+}
+
+static jv lookup(const jctx *c, const char *name, size_t n) {
+    for (const jscope *s = c->cur; s; s = s->parent)
+        for (size_t i = s->n; i-- > 0;)
+            if (s->vars[i].n == n && !memcmp(s->vars[i].name, name, n)) return s->vars[i].v;
+    int id = jbuiltin_global(name, n);
+    if (id >= 0) {
+        jv f = {.t = JV_FUNC};
+        f.u.func = id;
+        return f;
+    }
+    return jv_undef(name, n);
+}
+
+/* ---------------------------------------------------------------- output */
+
+static wna16_status out_check(jctx *c) {
+    if (c->out->failed) return joom(c);
+    if (c->out->len > JINJA_MAX_OUTPUT)
+        return jfail(c, WNA16_ERR_LIMIT, "the rendered text is over %u MiB",
+                     JINJA_MAX_OUTPUT >> 20);
+    return WNA16_OK;
+}
+
+static wna16_status exec_body(jctx *c, const jnode *n);
+
+/* Renders a body into a string value (block set, macro call). */
+static wna16_status capture(jctx *c, const jnode *body, jv *out) {
+    wna16_buf b = {0}, *saved = c->out;
+    c->out = &b;
+    wna16_status s = exec_body(c, body);
+    c->out = saved;
+    if (s == WNA16_OK && b.failed) s = joom(c);
+    if (s == WNA16_OK) s = jv_make_str(c, b.data ? b.data : "", b.len, out);
+    wna16_buf_free(&b);
+    return s;
+}
+
+/* ------------------------------------------------------------- arithmetic */
+
+static bool is_num(jv v) { return v.t == JV_INT || v.t == JV_FLOAT || v.t == JV_BOOL; }
+static double num_f(jv v) {
+    return v.t == JV_FLOAT ? v.u.f : v.t == JV_INT ? (double)v.u.i : (double)v.u.b;
+}
+static int64_t num_i(jv v) { return v.t == JV_INT ? v.u.i : (int64_t)v.u.b; }
+static bool both_int(jv a, jv b) { return a.t != JV_FLOAT && b.t != JV_FLOAT; }
+
+static const char *const OP_NAMES[] = {"",   "+",  "-", "*",  "/", "//", "%",  "**",    "~",
+                                       "==", "!=", "<", "<=", ">", ">=", "in", "not in"};
+
+static wna16_status type_error(jctx *c, int op, jv a, jv b) {
+    if (a.t == JV_UNDEF) return undefined_error(c, a);
+    if (b.t == JV_UNDEF) return undefined_error(c, b);
+    return jfail(c, WNA16_ERR_INVALID_ARGUMENT, "unsupported operand types for %s: '%s' and '%s'",
+                 OP_NAMES[op], jv_type_name(a), jv_type_name(b));
+}
+
+static wna16_status overflow(jctx *c) {
+    return jfail(c, WNA16_ERR_UNSUPPORTED, "integer arithmetic beyond 64 bits");
+}
+
+/* s * k for a string or list (Python repetition). */
+static wna16_status repeat(jctx *c, jv seq, int64_t k, jv *out) {
+    if (k < 0) k = 0;
+    size_t unit = seq.t == JV_STR ? seq.n : seq.u.l->n;
+    uint64_t total;
+    if (!wna16_mul_u64(unit, (uint64_t)k, &total) || total > JINJA_MAX_OUTPUT)
+        return jfail(c, WNA16_ERR_LIMIT, "repetition builds more than %u MiB",
+                     JINJA_MAX_OUTPUT >> 20);
+    if (seq.t == JV_STR) {
+        char *s = jarena_alloc(c->a, total + 1);
+        if (!s) return joom(c);
+        for (int64_t i = 0; i < k; i++) memcpy(s + i * (int64_t)unit, seq.u.s, unit);
+        *out = jv_str(s, total);
+        return WNA16_OK;
+    }
+    WNA16_TRY(jv_make_list(c, total, out));
+    for (int64_t i = 0; i < k; i++)
+        memcpy(out->u.l->v + i * (int64_t)unit, seq.u.l->v, unit * sizeof(jv));
+    return WNA16_OK;
+}
+
+static wna16_status concat(jctx *c, jv a, jv b, jv *out) {
+    if (a.t == JV_STR) {
+        char *s = jarena_alloc(c->a, a.n + b.n + 1);
+        if (!s) return joom(c);
+        memcpy(s, a.u.s, a.n), memcpy(s + a.n, b.u.s, b.n);
+        *out = jv_str(s, a.n + b.n);
+        return WNA16_OK;
+    }
+    WNA16_TRY(jv_make_list(c, a.u.l->n + b.u.l->n, out));
+    if (a.u.l->n) memcpy(out->u.l->v, a.u.l->v, a.u.l->n * sizeof(jv));
+    if (b.u.l->n) memcpy(out->u.l->v + a.u.l->n, b.u.l->v, b.u.l->n * sizeof(jv));
+    out->u.l->tuple = a.u.l->tuple;
+    return WNA16_OK;
+}
+
+static wna16_status int_pow(jctx *c, int64_t base, int64_t e, jv *out) {
+    if (e < 0) {
+        *out = jv_float(pow((double)base, (double)e));
+        return WNA16_OK;
+    }
+    int64_t r = 1;
+    for (; e > 0; e--)
+        if (__builtin_mul_overflow(r, base, &r))
+            return overflow(c);
+        else if (r == 0 || r == 1)
+            break; /* 0 and 1 stay; no need to loop a huge exponent */
+    *out = jv_int(r);
+    return WNA16_OK;
+}
+
+static wna16_status divide(jctx *c, int op, jv a, jv b, jv *out) {
+    if (num_f(b) == 0) return jfail(c, WNA16_ERR_INVALID_ARGUMENT, "division by zero");
+    if (op == JOP_DIV) {
+        *out = jv_float(num_f(a) / num_f(b));
+        return WNA16_OK;
+    }
+    if (both_int(a, b)) {
+        int64_t x = num_i(a), y = num_i(b);
+        if (x == INT64_MIN && y == -1) return overflow(c);
+        int64_t q = x / y, r = x % y;
+        if (r != 0 && ((r < 0) != (y < 0))) q--, r += y; /* Python floors */
+        *out = jv_int(op == JOP_FLOORDIV ? q : r);
+        return WNA16_OK;
+    }
+    double x = num_f(a), y = num_f(b);
+    if (op == JOP_FLOORDIV) {
+        *out = jv_float(floor(x / y));
+    } else {
+        double r = fmod(x, y);
+        if (r != 0 && ((r < 0) != (y < 0))) r += y;
+        *out = jv_float(r);
+    }
+    return WNA16_OK;
+}
+
+static wna16_status arith(jctx *c, int op, jv a, jv b, jv *out) {
+    if (op == JOP_CONCAT) {
+        jv sa, sb;
+        WNA16_TRY(jv_to_str(c, a, &sa));
+        WNA16_TRY(jv_to_str(c, b, &sb));
+        return concat(c, sa, sb, out);
+    }
+    if (is_num(a) && is_num(b)) {
+        int64_t r;
+        bool ints = both_int(a, b);
+        switch (op) {
+        case JOP_ADD:
+            if (!ints) break;
+            if (__builtin_add_overflow(num_i(a), num_i(b), &r)) return overflow(c);
+            *out = jv_int(r);
+            return WNA16_OK;
+        case JOP_SUB:
+            if (!ints) break;
+            if (__builtin_sub_overflow(num_i(a), num_i(b), &r)) return overflow(c);
+            *out = jv_int(r);
+            return WNA16_OK;
+        case JOP_MUL:
+            if (!ints) break;
+            if (__builtin_mul_overflow(num_i(a), num_i(b), &r)) return overflow(c);
+            *out = jv_int(r);
+            return WNA16_OK;
+        case JOP_POW:
+            if (ints) return int_pow(c, num_i(a), num_i(b), out);
+            *out = jv_float(pow(num_f(a), num_f(b)));
+            return WNA16_OK;
+        default:
+            return divide(c, op, a, b, out);
+        }
+        double x = num_f(a), y = num_f(b);
+        *out = jv_float(op == JOP_ADD ? x + y : op == JOP_SUB ? x - y : x * y);
+        return WNA16_OK;
+    }
+    if (op == JOP_ADD && ((a.t == JV_STR && b.t == JV_STR) || (a.t == JV_LIST && b.t == JV_LIST)))
+        return concat(c, a, b, out);
+    if (op == JOP_MUL && (a.t == JV_STR || a.t == JV_LIST) && (b.t == JV_INT || b.t == JV_BOOL))
+        return repeat(c, a, num_i(b), out);
+    if (op == JOP_MUL && (b.t == JV_STR || b.t == JV_LIST) && (a.t == JV_INT || a.t == JV_BOOL))
+        return repeat(c, b, num_i(a), out);
+    if (op == JOP_MOD && a.t == JV_STR)
+        return jfail(c, WNA16_ERR_UNSUPPORTED,
+                     "operator \"%%\" on a string (printf-style "
+                     "formatting) is not supported");
+    return type_error(c, op, a, b);
+}
+
+/* ------------------------------------------------------------- comparison */
+
+static wna16_status order(jctx *c, int op, jv a, jv b, int *cmp) {
+    if (is_num(a) && is_num(b)) {
+        if (both_int(a, b))
+            *cmp = num_i(a) < num_i(b) ? -1 : num_i(a) > num_i(b);
+        else
+            *cmp = num_f(a) < num_f(b) ? -1 : num_f(a) > num_f(b) ? 1 : 0;
+        return WNA16_OK;
+    }
+    if (a.t == JV_STR && b.t == JV_STR) {
+        /* UTF-8 byte order is code point order, as Python compares. */
+        int r = memcmp(a.u.s, b.u.s, a.n < b.n ? a.n : b.n);
+        *cmp = r ? (r < 0 ? -1 : 1) : (a.n < b.n ? -1 : a.n > b.n);
+        return WNA16_OK;
+    }
+    if (a.t == JV_LIST && b.t == JV_LIST) {
+        size_t n = a.u.l->n < b.u.l->n ? a.u.l->n : b.u.l->n;
+        for (size_t i = 0; i < n; i++) {
+            if (jv_equal(a.u.l->v[i], b.u.l->v[i])) continue;
+            return order(c, op, a.u.l->v[i], b.u.l->v[i], cmp);
+        }
+        *cmp = a.u.l->n < b.u.l->n ? -1 : a.u.l->n > b.u.l->n;
+        return WNA16_OK;
+    }
+    if (a.t == JV_UNDEF) return undefined_error(c, a);
+    if (b.t == JV_UNDEF) return undefined_error(c, b);
+    return jfail(c, WNA16_ERR_INVALID_ARGUMENT,
+                 "'%s' not supported between instances of '%s' and '%s'", OP_NAMES[op],
+                 jv_type_name(a), jv_type_name(b));
+}
+
+static wna16_status contains(jctx *c, jv item, jv seq, bool *out) {
+    switch (seq.t) {
+    case JV_STR:
+        if (item.t != JV_STR)
+            return jfail(c, WNA16_ERR_INVALID_ARGUMENT,
+                         "'in <string>' requires string as left operand, not %s",
+                         jv_type_name(item));
+        *out = item.n == 0 || (item.n <= seq.n && memmem(seq.u.s, seq.n, item.u.s, item.n));
+        return WNA16_OK;
+    case JV_LIST:
+        *out = false;
+        for (size_t i = 0; i < seq.u.l->n && !*out; i++) *out = jv_equal(item, seq.u.l->v[i]);
+        return WNA16_OK;
+    case JV_DICT: {
+        jv ignored;
+        *out = jdict_get(seq.u.d, item, &ignored);
+        return WNA16_OK;
+    }
+    case JV_UNDEF:
+        *out = false;
+        return WNA16_OK;
+    default:
+        return jfail(c, WNA16_ERR_INVALID_ARGUMENT, "argument of type '%s' is not iterable",
+                     jv_type_name(seq));
+    }
+}
+
+wna16_status jcompare(jctx *c, int op, jv a, jv b, bool *out) {
+    int cmp;
+    switch (op) {
+    case JOP_EQ:
+        *out = jv_equal(a, b);
+        return WNA16_OK;
+    case JOP_NE:
+        *out = !jv_equal(a, b);
+        return WNA16_OK;
+    case JOP_IN:
+        return contains(c, a, b, out);
+    case JOP_NOTIN:
+        WNA16_TRY(contains(c, a, b, out));
+        *out = !*out;
+        return WNA16_OK;
+    default:
+        break;
+    }
+    WNA16_TRY(order(c, op, a, b, &cmp));
+    *out = op == JOP_LT ? cmp < 0 : op == JOP_LE ? cmp <= 0 : op == JOP_GT ? cmp > 0 : cmp >= 0;
+    return WNA16_OK;
+}
+
+/* ------------------------------------------------------------ expressions */
+
+static wna16_status eval_args(jctx *c, const jnode *list, jargs *a) {
+    memset(a, 0, sizeof *a);
+    size_t n = 0;
+    for (const jnode *e = list; e; e = e->next) n++;
+    if (!n) return WNA16_OK;
+    a->pos = jarena_alloc(c->a, n * sizeof(jv));
+    a->kw = jarena_alloc(c->a, n * sizeof(jv));
+    a->kwname = jarena_alloc(c->a, n * sizeof(char *));
+    a->kwlen = jarena_alloc(c->a, n * sizeof(size_t));
+    if (!a->pos || !a->kw || !a->kwname || !a->kwlen) return joom(c);
+    for (const jnode *e = list; e; e = e->next) {
+        if (e->kind == E_KWARG) {
+            a->kwname[a->nkw] = e->str, a->kwlen[a->nkw] = e->len;
+            WNA16_TRY(jeval(c, e->a, &a->kw[a->nkw++]));
+        } else {
+            WNA16_TRY(jeval(c, e, &a->pos[a->npos++]));
+        }
+    }
+    return WNA16_OK;
+}
+
+static wna16_status call_macro(jctx *c, const jnode *m, const jargs *a, jv *out) {
+    size_t nparams = 0;
+    for (const jnode *p = m->t; p; p = p->next) nparams++;
+    if (a->npos > nparams)
+        return jfail(c, WNA16_ERR_INVALID_ARGUMENT,
+                     "macro '%.*s' takes not more than %zu argument(s)", (int)m->len, m->str,
+                     nparams);
+    jscope scope = {.parent = c->root};
+    jscope *saved = c->cur;
+    int saved_in_loop = c->in_loop;
+    c->cur = &scope;
+    c->in_loop = 0; /* a break in the macro cannot reach the caller's loop */
+    wna16_status s = WNA16_OK;
+    size_t i = 0, used_kw = 0;
+    for (const jnode *p = m->t; p && s == WNA16_OK; p = p->next, i++) {
+        jv v = jv_undef(p->str, p->len);
+        bool found = i < a->npos;
+        if (found) v = a->pos[i];
+        for (size_t k = 0; k < a->nkw && !found; k++)
+            if (a->kwlen[k] == p->len && !memcmp(a->kwname[k], p->str, p->len))
+                v = a->kw[k], found = true, used_kw++;
+        if (!found && p->a) s = jeval(c, p->a, &v);
+        if (s == WNA16_OK) s = scope_set(c, &scope, p->str, p->len, v);
+    }
+    if (s == WNA16_OK && used_kw < a->nkw)
+        s = jfail(c, WNA16_ERR_INVALID_ARGUMENT,
+                  "macro '%.*s' was given an unknown keyword argument", (int)m->len, m->str);
+    if (s == WNA16_OK) s = capture(c, m->b, out);
+    c->cur = saved;
+    c->in_loop = saved_in_loop;
+    return s;
+}
+
+static wna16_status call_value(jctx *c, jv f, const jargs *a, jv *out) {
+    if (f.t == JV_MACRO) return call_macro(c, f.u.macro, a, out);
+    if (f.t == JV_FUNC) return jbuiltin_call_global(c, f.u.func, a, out);
+    if (f.t == JV_UNDEF) return undefined_error(c, f);
+    return jfail(c, WNA16_ERR_INVALID_ARGUMENT, "'%s' object is not callable", jv_type_name(f));
+}
+
+static wna16_status eval_call(jctx *c, const jnode *e, jv *out) {
+    jargs a;
+    if (e->a->kind == E_ATTR) {
+        /* obj.name(...): a method of a string, dict or loop, else an attribute to call */
+        jv obj;
+        bool handled;
+        WNA16_TRY(jeval(c, e->a->a, &obj));
+        WNA16_TRY(eval_args(c, e->t, &a));
+        c->line = e->line;
+        WNA16_TRY(jbuiltin_method(c, obj, e->a->str, e->a->len, &a, out, &handled));
+        if (handled) return WNA16_OK;
+        jv f;
+        WNA16_TRY(jv_getattr(c, obj, e->a->str, e->a->len, &f));
+        if (f.t == JV_UNDEF && (obj.t == JV_STR || obj.t == JV_DICT || obj.t == JV_LIST))
+            return jfail(c, WNA16_ERR_UNSUPPORTED, "method \"%.*s\" of a %s is not supported",
+                         (int)e->a->len, e->a->str, jv_type_name(obj));
+        return call_value(c, f, &a, out);
+    }
+    jv f;
+    WNA16_TRY(jeval(c, e->a, &f));
+    WNA16_TRY(eval_args(c, e->t, &a));
+    c->line = e->line;
+    return call_value(c, f, &a, out);
+}
+
+/* Python's slice.indices(length): start, stop, step normalized. */
+static wna16_status slice_indices(jctx *c, const jnode *e, int64_t len, int64_t *start,
+                                  int64_t *stop, int64_t *stepv) {
+    jv parts[3] = {jv_none(), jv_none(), jv_none()};
+    const jnode *nodes[3] = {e->b, e->c, e->d};
+    for (int k = 0; k < 3; k++) {
+        if (nodes[k]) WNA16_TRY(jeval(c, nodes[k], &parts[k]));
+        if (parts[k].t != JV_NONE && parts[k].t != JV_INT && parts[k].t != JV_BOOL)
+            return jfail(c, WNA16_ERR_INVALID_ARGUMENT,
+                         "slice indices must be integers or None, not %s", jv_type_name(parts[k]));
+    }
+    int64_t st = parts[2].t == JV_NONE ? 1 : num_i(parts[2]);
+    if (st == 0) return jfail(c, WNA16_ERR_INVALID_ARGUMENT, "slice step cannot be zero");
+    if (st == INT64_MIN) return overflow(c);
+    int64_t lo = st < 0 ? -1 : 0, hi = st < 0 ? len - 1 : len;
+    int64_t v[2];
+    for (int k = 0; k < 2; k++) {
+        if (parts[k].t == JV_NONE) {
+            v[k] = (k == 0) == (st > 0) ? lo : hi;
+            continue;
+        }
+        int64_t x = num_i(parts[k]);
+        if (x < 0)
+            x = x < -len ? lo : x + len;
+        else if (x > hi)
+            x = hi;
+        if (x < lo) x = lo;
+        v[k] = x;
+    }
+    if (parts[0].t == JV_NONE) v[0] = st > 0 ? 0 : len - 1;
+    if (parts[1].t == JV_NONE) v[1] = st > 0 ? len : -1;
+    *start = v[0], *stop = v[1], *stepv = st;
+    return WNA16_OK;
+}
+
+static wna16_status eval_slice(jctx *c, const jnode *e, jv *out) {
+    jv obj;
+    WNA16_TRY(jeval(c, e->a, &obj));
+    if (obj.t == JV_UNDEF) return undefined_error(c, obj);
+    if (obj.t != JV_STR && obj.t != JV_LIST)
+        return jfail(c, WNA16_ERR_INVALID_ARGUMENT, "'%s' object is not subscriptable",
+                     jv_type_name(obj));
+    bool str = obj.t == JV_STR;
+    jv items = obj;
+    if (str) WNA16_TRY(jv_iterate(c, obj, &items)); /* code points */
+    int64_t len = (int64_t)items.u.l->n, start = 0, stop = 0, st = 1;
+    WNA16_TRY(slice_indices(c, e, len, &start, &stop, &st));
+    size_t count = 0;
+    for (int64_t i = start; st > 0 ? i < stop : i > stop; i += st) count++;
+    jv res;
+    WNA16_TRY(jv_make_list(c, count, &res));
+    size_t k = 0, bytes = 0;
+    for (int64_t i = start; st > 0 ? i < stop : i > stop; i += st) {
+        res.u.l->v[k++] = items.u.l->v[i];
+        bytes += items.u.l->v[i].n;
+    }
+    res.u.l->tuple = !str && obj.u.l->tuple;
+    if (!str) {
+        *out = res;
+        return WNA16_OK;
+    }
+    char *s = jarena_alloc(c->a, bytes + 1);
+    if (!s) return joom(c);
+    size_t off = 0;
+    for (size_t i = 0; i < count; i++)
+        memcpy(s + off, res.u.l->v[i].u.s, res.u.l->v[i].n), off += res.u.l->v[i].n;
+    *out = jv_str(s, bytes);
+    return WNA16_OK;
+}
+
+static wna16_status eval_cmp(jctx *c, const jnode *e, jv *out) {
+    jv left;
+    WNA16_TRY(jeval(c, e->a, &left));
+    bool ok = true;
+    for (const jnode *s = e->t; s && ok; s = s->next) {
+        jv right;
+        WNA16_TRY(jeval(c, s->a, &right));
+        c->line = s->line;
+        WNA16_TRY(jcompare(c, s->op, left, right, &ok));
+        left = right;
+    }
+    *out = jv_bool(ok);
+    return WNA16_OK;
+}
+
+static wna16_status eval_items(jctx *c, const jnode *e, jv *out) {
+    size_t n = 0;
+    for (const jnode *i = e->t; i; i = i->next) n++;
+    if (e->kind == E_DICT) {
+        WNA16_TRY(jv_make_dict(c, out, JV_DICT));
+        for (const jnode *p = e->t; p; p = p->next) {
+            jv k, v;
+            WNA16_TRY(jeval(c, p->a, &k));
+            WNA16_TRY(jeval(c, p->b, &v));
+            WNA16_TRY(jdict_set(c, out->u.d, k, v));
+        }
+        return WNA16_OK;
+    }
+    WNA16_TRY(jv_make_list(c, n, out));
+    out->u.l->tuple = e->kind == E_TUPLE;
+    size_t k = 0;
+    for (const jnode *i = e->t; i; i = i->next) WNA16_TRY(jeval(c, i, &out->u.l->v[k++]));
+    return WNA16_OK;
+}
+
+static wna16_status eval_unary(jctx *c, const jnode *e, jv *out) {
+    jv v;
+    WNA16_TRY(jeval(c, e->a, &v));
+    if (e->kind == E_NOT) {
+        *out = jv_bool(!jv_truthy(v));
+        return WNA16_OK;
+    }
+    if (!is_num(v)) {
+        if (v.t == JV_UNDEF) return undefined_error(c, v);
+        return jfail(c, WNA16_ERR_INVALID_ARGUMENT, "bad operand type for unary %s: '%s'",
+                     e->kind == E_NEG ? "-" : "+", jv_type_name(v));
+    }
+    if (e->kind == E_POS)
+        *out = v.t == JV_BOOL ? jv_int(v.u.b) : v;
+    else if (v.t == JV_FLOAT)
+        *out = jv_float(-v.u.f);
+    else if (num_i(v) == INT64_MIN)
+        return overflow(c);
+    else
+        *out = jv_int(-num_i(v));
+    return WNA16_OK;
+}
+
+static wna16_status eval_node(jctx *c, const jnode *e, jv *out) {
+    jv a, b;
+    jargs args;
+    bool t;
+    switch (e->kind) {
+    case E_CONST:
+        *out = e->value;
+        return WNA16_OK;
+    case E_NAME:
+        *out = lookup(c, e->str, e->len);
+        return WNA16_OK;
+    case E_ATTR:
+        WNA16_TRY(jeval(c, e->a, &a));
+        c->line = e->line;
+        return jv_getattr(c, a, e->str, e->len, out);
+    case E_ITEM:
+        WNA16_TRY(jeval(c, e->a, &a));
+        WNA16_TRY(jeval(c, e->b, &b));
+        c->line = e->line;
+        return jv_getitem(c, a, b, out);
+    case E_SLICE:
+        return eval_slice(c, e, out);
+    case E_CALL:
+        return eval_call(c, e, out);
+    case E_FILTER:
+        WNA16_TRY(jeval(c, e->a, &a));
+        WNA16_TRY(eval_args(c, e->t, &args));
+        c->line = e->line;
+        return jbuiltin_filter(c, e->str, e->len, a, &args, out);
+    case E_TEST:
+        WNA16_TRY(jeval(c, e->a, &a));
+        WNA16_TRY(eval_args(c, e->t, &args));
+        c->line = e->line;
+        WNA16_TRY(jbuiltin_test(c, e->str, e->len, a, &args, &t));
+        *out = jv_bool(t != (e->op != 0));
+        return WNA16_OK;
+    case E_NEG:
+    case E_POS:
+    case E_NOT:
+        return eval_unary(c, e, out);
+    case E_AND:
+    case E_OR:
+        WNA16_TRY(jeval(c, e->a, &a));
+        if (jv_truthy(a) == (e->kind == E_OR)) {
+            *out = a;
+            return WNA16_OK;
+        }
+        return jeval(c, e->b, out);
+    case E_BIN:
+        WNA16_TRY(jeval(c, e->a, &a));
+        WNA16_TRY(jeval(c, e->b, &b));
+        c->line = e->line;
+        return arith(c, e->op, a, b, out);
+    case E_CMP:
+        return eval_cmp(c, e, out);
+    case E_COND:
+        WNA16_TRY(jeval(c, e->a, &a));
+        if (jv_truthy(a)) return jeval(c, e->b, out);
+        if (e->c) return jeval(c, e->c, out);
+        *out = jv_undef("", 0);
+        return WNA16_OK;
+    case E_LIST:
+    case E_TUPLE:
+    case E_DICT:
+        return eval_items(c, e, out);
+    default:
+        return jfail(c, WNA16_ERR_INTERNAL, "unexpected node %d in an expression", e->kind);
+    }
+}
+
+wna16_status jeval(jctx *c, const jnode *e, jv *out) {
+    c->line = e->line;
+    WNA16_TRY(step(c));
+    if (++c->depth > JINJA_MAX_DEPTH) {
+        c->depth--;
+        return jfail(c, WNA16_ERR_LIMIT, "expressions or macro calls nested deeper than %d",
+                     JINJA_MAX_DEPTH);
+    }
+    wna16_status s = eval_node(c, e, out);
+    c->depth--;
+    return s;
+}
+
+/* ------------------------------------------------------------- statements */
+
+/* Binds targets (one name, or a tuple to unpack) in scope s. */
+static wna16_status assign(jctx *c, jscope *s, const jnode *targets, jv v) {
+    if (!targets->next) return scope_set(c, s, targets->str, targets->len, v);
+    size_t n = 0;
+    for (const jnode *t = targets; t; t = t->next) n++;
+    jv items = v;
+    if (v.t != JV_LIST) WNA16_TRY(jv_iterate(c, v, &items));
+    if (items.u.l->n != n)
+        return jfail(c, WNA16_ERR_INVALID_ARGUMENT, "cannot unpack %zu values into %zu names",
+                     items.u.l->n, n);
+    size_t i = 0;
+    for (const jnode *t = targets; t; t = t->next)
+        WNA16_TRY(scope_set(c, s, t->str, t->len, items.u.l->v[i++]));
+    return WNA16_OK;
+}
+
+static wna16_status filter_items(jctx *c, const jnode *f, jv items, jv *out) {
+    jv kept;
+    WNA16_TRY(jv_make_list(c, items.u.l->n, &kept));
+    kept.u.l->n = 0;
+    jscope scope = {.parent = c->cur};
+    c->cur = &scope;
+    wna16_status s = WNA16_OK;
+    for (size_t i = 0; i < items.u.l->n && s == WNA16_OK; i++) {
+        jv keep;
+        scope.n = 0;
+        s = assign(c, &scope, f->t, items.u.l->v[i]);
+        if (s == WNA16_OK) s = jeval(c, f->d, &keep);
+        if (s == WNA16_OK && jv_truthy(keep)) kept.u.l->v[kept.u.l->n++] = items.u.l->v[i];
+    }
+    c->cur = scope.parent;
+    *out = kept;
+    return s;
+}
+
+static wna16_status exec_for(jctx *c, const jnode *f) {
+    jv seq, items;
+    WNA16_TRY(jeval(c, f->a, &seq));
+    WNA16_TRY(jv_iterate(c, seq, &items));
+    if (f->d) WNA16_TRY(filter_items(c, f, items, &items));
+    if (items.u.l->n == 0) return exec_body(c, f->c);
+    jloop *loop = jarena_alloc(c->a, sizeof *loop);
+    if (!loop) return joom(c);
+    *loop = (jloop){.items = items.u.l->v, .length = (int64_t)items.u.l->n, .depth = 1};
+    jv lv = {.t = JV_LOOP};
+    lv.u.loop = loop;
+    jscope scope = {.parent = c->cur};
+    c->cur = &scope;
+    c->in_loop++;
+    wna16_status s = WNA16_OK;
+    for (size_t i = 0; i < items.u.l->n && s == WNA16_OK; i++) {
+        loop->index0 = (int64_t)i;
+        scope.n = 0; /* a fresh scope per iteration, as jinja2 */
+        s = step(c);
+        if (s == WNA16_OK) s = assign(c, &scope, f->t, items.u.l->v[i]);
+        if (s == WNA16_OK) s = scope_set(c, &scope, "loop", 4, lv);
+        if (s == WNA16_OK) s = exec_body(c, f->b);
+        if (c->loopctl == 1) i = items.u.l->n; /* break */
+        c->loopctl = 0;
+    }
+    c->in_loop--;
+    c->cur = scope.parent;
+    return s;
+}
+
+static wna16_status exec_set(jctx *c, const jnode *n) {
+    jv v;
+    if (n->a)
+        WNA16_TRY(jeval(c, n->a, &v));
+    else
+        WNA16_TRY(capture(c, n->b, &v));
+    if (n->kind == N_SET) return assign(c, c->cur, n->t, v);
+    jv ns = lookup(c, n->str, n->len);
+    c->line = n->line;
+    if (ns.t != JV_NS)
+        return jfail(c, WNA16_ERR_INVALID_ARGUMENT,
+                     "cannot assign attribute on non-namespace object '%.*s'", (int)n->len, n->str);
+    jv key;
+    WNA16_TRY(jv_make_str(c, n->str2, n->len2, &key));
+    return jdict_set(c, ns.u.d, key, v);
+}
+
+static wna16_status exec_stmt(jctx *c, const jnode *n) {
+    jv v;
+    c->line = n->line;
+    WNA16_TRY(step(c));
+    switch (n->kind) {
+    case N_DATA:
+        wna16_buf_put(c->out, n->str, n->len);
+        return out_check(c);
+    case N_OUTPUT:
+        WNA16_TRY(jeval(c, n->a, &v));
+        WNA16_TRY(jv_to_text(c, v, false, c->out));
+        return out_check(c);
+    case N_IF:
+        for (; n; n = n->d) {
+            WNA16_TRY(jeval(c, n->a, &v));
+            if (jv_truthy(v)) return exec_body(c, n->b);
+            if (!n->d) return exec_body(c, n->c);
+        }
+        return WNA16_OK;
+    case N_FOR:
+        return exec_for(c, n);
+    case N_SET:
+    case N_SET_NS:
+        return exec_set(c, n);
+    case N_MACRO:
+        v = (jv){.t = JV_MACRO};
+        v.u.macro = n;
+        return scope_set(c, c->cur, n->str, n->len, v);
+    case N_BREAK:
+    case N_CONTINUE:
+        if (!c->in_loop)
+            return jfail(c, WNA16_ERR_INVALID_ARGUMENT, "'%s' outside of a loop",
+                         n->kind == N_BREAK ? "break" : "continue");
+        c->loopctl = n->kind == N_BREAK ? 1 : 2;
+        return WNA16_OK;
+    case N_BLOCK:
+        return exec_body(c, n->b);
+    default:
+        return jfail(c, WNA16_ERR_INTERNAL, "unexpected node %d in a body", n->kind);
+    }
+}
+
+static wna16_status exec_body(jctx *c, const jnode *n) {
+    for (; n && !c->loopctl; n = n->next) WNA16_TRY(exec_stmt(c, n));
+    return WNA16_OK;
+}
+
+/* ------------------------------------------------------------------ entry */
+
+static wna16_status bind_vars(jctx *c, const json_t *vars) {
+    if (!vars) return WNA16_OK;
+    if (!json_is_object(vars))
+        return wna16_fail(c->d, WNA16_ERR_INVALID_ARGUMENT,
+                          "chat template variables must be a JSON object");
+    const char *key;
+    const json_t *val;
+    json_object_foreach((json_t *)vars, key, val) {
+        jv v;
+        WNA16_TRY(jv_from_json(c, val, &v, 0));
+        WNA16_TRY(scope_set(c, c->root, key, strlen(key), v));
+    }
+    return WNA16_OK;
+}
+
+wna16_status wna16_jinja_render(wna16_diag *d, const char *template_src, const json_t *vars,
+                                char **out) {
+    if (out) *out = NULL;
+    if (!template_src || !out)
+        return wna16_fail(d, WNA16_ERR_INVALID_ARGUMENT,
+                          "jinja_render: template_src and out are required");
+    jarena arena = {0};
+    jnode *body = NULL;
+    wna16_status s = jinja_parse(d, &arena, template_src, strlen(template_src), &body);
+    jscope root = {0};
+    wna16_buf b = {0};
+    jctx c = {.d = d, .a = &arena, .out = &b, .root = &root, .cur = &root, .line = 1};
+    if (s == WNA16_OK) s = bind_vars(&c, vars);
+    if (s == WNA16_OK) s = exec_body(&c, body);
+    if (s == WNA16_OK) {
+        wna16_buf_put(&b, "", 0); /* NUL-terminates, and gives "" a buffer */
+        if (b.failed) s = joom(&c);
+    }
+    if (s == WNA16_OK)
+        *out = b.data;
+    else
+        wna16_buf_free(&b);
+    jarena_free(&arena);
+    return s;
+}
