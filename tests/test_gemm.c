@@ -453,6 +453,40 @@ static void test_concat(int ilv) {
     wna16_linear_set_interleave(-1);
 }
 
+/* The int16-activation paths' own rounding (docs/kernels.md §Integer
+ * activations): each activation is rounded to 2^-15 of the largest |a| of
+ * its sub-block (at most 128 k from the start of its group), so an output
+ * may move by up to 2^-15 Σ_c |w(o, c)| max_sub(c) beyond the fp32 bound.
+ * bound[i][o] gets that term for the n outputs of the m rows. */
+static void i16_bound(const wna16_qweight *w, int64_t m, const float *x, int64_t ldx,
+                      double *bound) {
+    int64_t kp = (w->k + 7) / 8 * 8;
+    int64_t gsp = w->n_groups == 1 ? kp : w->group_size, sbk = gsp < 128 ? gsp : 128;
+    double *mx = malloc((size_t)w->k * sizeof(double));
+    for (int64_t i = 0; i < m; i++) {
+        for (int64_t c0 = 0; c0 < w->k;) {
+            int64_t g = c0 / gsp, s = (c0 - g * gsp) / sbk;
+            int64_t c1 = g * gsp + (s + 1) * sbk;
+            if (c1 > (g + 1) * gsp) c1 = (g + 1) * gsp;
+            if (c1 > w->k) c1 = w->k;
+            double v = 0;
+            for (int64_t c = c0; c < c1; c++) v = fmax(v, fabs(x[i * ldx + c]));
+            for (int64_t c = c0; c < c1; c++) mx[c] = v;
+            c0 = c1;
+        }
+        for (int64_t o = 0; o < w->n; o++) {
+            double b = 0;
+            for (int64_t c = 0; c < w->k; c++) b += fabs(wna16_qweight_value(w, o, c)) * mx[c];
+            bound[i * w->n + o] = b * 0x1p-15;
+        }
+    }
+    free(mx);
+}
+
+/* Random activations spread over 2^±60 with zeros among them (the int16
+ * paths' exponents per sub-block) instead of [-1, 1). */
+static bool x_wide = false;
+
 /* One case: all ISA levels, 1 and 2 threads, and the range API, against the
  * double reference. */
 static void run_case(int64_t m, int64_t n, int64_t k, int bits, int64_t gs, bool sym, bool exact,
@@ -480,6 +514,7 @@ static void run_case(int64_t m, int64_t n, int64_t k, int bits, int64_t gs, bool
     float *xf = malloc((size_t)(m * ldx) * 4);
     for (int64_t i = 0; i < m * ldx; i++) {
         float v = exact ? (float)rnd_int(-4, 4) : rnd_unit();
+        if (x_wide && !exact) v = ldexpf(v, rnd_int(-60, 60)) * (rnd() % 7 == 0 ? 0.0f : 1.0f);
         v = round_to(xt, v);
         xf[i] = v;
         put(xp, xt, i, v);
@@ -498,6 +533,8 @@ static void run_case(int64_t m, int64_t n, int64_t k, int bits, int64_t gs, bool
     }
     double *ref = malloc((size_t)(m * n) * sizeof(double)), *sabs = malloc((size_t)(m * n) * 8);
     wna16_linear_ref_f64(&t.w, m, xf, ldx, bf, ref, sabs);
+    double *ib = malloc((size_t)(m * n) * sizeof(double));
+    i16_bound(&t.w, m, xf, ldx, ib);
     size_t ybytes = (size_t)(m * ldy + 1) * ys;
     uint8_t *y1 = malloc(ybytes), *y2 = malloc(ybytes), *y3 = malloc(ybytes);
     for (int lvl = 0; lvl <= (int)isa_max; lvl++) {
@@ -522,6 +559,8 @@ static void run_case(int64_t m, int64_t n, int64_t k, int bits, int64_t gs, bool
         free(scr);
         int bad = 0, bad_thr = 0;
         double worst = 0;
+        const wna16_kernel_table *kt = wna16_kernels();
+        bool i16 = xt == WNA16_DTYPE_BF16 && kt->gemv_q4_i16 && !kt->gemv_q4_bf16;
         for (int64_t i = 0; i < m; i++)
             for (int64_t o = 0; o < n; o++) {
                 int64_t at = i * ldy + o;
@@ -535,7 +574,8 @@ static void run_case(int64_t m, int64_t n, int64_t k, int bits, int64_t gs, bool
                         bad++;
                 } else {
                     double tol = 2 * u_out(yt) * fabs(r) +
-                                 ((double)k * 0x1p-24 + 2 * u_out(yt)) * sabs[i * n + o] + 1e-30;
+                                 ((double)k * 0x1p-24 + 2 * u_out(yt)) * sabs[i * n + o] + 1e-30 +
+                                 (i16 ? ib[i * n + o] : 0);
                     double err = fabs(got - r);
                     if (!(err <= tol)) bad++;
                     if (tol > 0 && err / tol > worst) worst = err / tol;
@@ -559,6 +599,7 @@ static void run_case(int64_t m, int64_t n, int64_t k, int bits, int64_t gs, bool
     free(y2);
     free(y3);
     free(ref);
+    free(ib);
     free(sabs);
     free(xbuf);
     free(xf);
@@ -616,6 +657,23 @@ static void test_matrix(bool quick) {
                 run_case(1, 40, 256, 4, 128, true, ex, dts[xi], dts[yi], 1, false);
                 run_case(13, 40, 256, 8, 64, false, ex, dts[xi], dts[yi], 2, true);
             }
+    /* channelwise rows longer than one 128-k sub-block, and activations of
+     * every magnitude: the int16 paths sum sub-blocks of different exponents */
+    for (int bits = 4; bits <= 8; bits += 4)
+        for (int wide = 0; wide < 2; wide++) {
+            x_wide = wide;
+            static const int64_t mw[] = {1, 3, 7, 64};
+            for (int mi = 0; mi < 4; mi++) {
+                if (quick && mi % 2) continue;
+                run_case(mw[mi], 33, 300, bits, 0, mi % 2, !wide && mi % 2, WNA16_DTYPE_BF16,
+                         wide ? WNA16_DTYPE_BF16 : dts[mi % 3], mi % 3, false); /* f16 overflows */
+                run_case(mw[mi], 20, 1000, bits, 0, mi % 2 == 0, false, WNA16_DTYPE_BF16,
+                         WNA16_DTYPE_F32, 0, false);
+                run_case(mw[mi], 40, 384, bits, 128, mi % 2, false, WNA16_DTYPE_BF16,
+                         WNA16_DTYPE_F32, 1, false);
+            }
+            x_wide = false;
+        }
     /* the panel micro-kernel for every row-tile height (forced for small m) */
     int64_t old = wna16_linear_set_decode_max_m(0);
     for (int64_t m = 1; m <= 24; m += (m < 13 ? 1 : 5)) {

@@ -94,6 +94,14 @@ static void fill_tables(void) {
     t.gemv_q4_f32 = wna16_gemv_q4_f32_2x16__avx2;
     t.gemv_q8_f32 = wna16_gemv_q8_f32_2x16__avx2;
     t.gemv_f32_mr = 2;
+    t.gemv_q4_i16 = wna16_gemv_q4_i16_4x16__avx2;
+    t.gemv_q8_i16 = wna16_gemv_q8_i16_4x16__avx2;
+    t.gemv_i16_mr = 4;
+    t.gemv_i16_max_m = 4;
+    t.dequant_q4_i16 = wna16_dequant_q4_i16_16__avx2;
+    t.dequant_q8_i16 = wna16_dequant_q8_i16_16__avx2;
+    t.gemm_i16 = wna16_gemm_i16_6x16__avx2;
+    t.gemm_i16_mr = 6;
     tables[WNA16_ISA_AVX2] = t;
     t.isa = WNA16_ISA_AVX512;
     t.to_bf16 = wna16_to_bf16__avx512;

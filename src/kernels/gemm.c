@@ -4,6 +4,8 @@
 
 #include "core/split.h"
 
+#include <float.h>
+#include <math.h>
 #include <omp.h>
 #include <string.h>
 
@@ -486,13 +488,19 @@ void wna16_linear_unpack(const wna16_packed_linear *pl, uint8_t *u, float *scale
  * 32-wide form (one stream instead of two passes over each pair).
  * BF16_GEMV: m <= 4, 32-wide decode kernel (several accumulators per row).
  * BF16_SMALL: 4 < m <= decode_max_m, 32-wide streaming kernel, tiles <= 8 rows.
- * BF16_PREFILL: dequantized panel + 12x32 micro-kernel. */
+ * BF16_PREFILL: dequantized panel + 12x32 micro-kernel.
+ * I16_GEMV / I16_PANEL: bf16 activations as int16 per sub-block on a level
+ * without a bf16 dot (docs/kernels.md §Integer activations): the streaming
+ * kernel for few rows, a dequantized int16 panel and a 6x16 micro-kernel
+ * above. */
 typedef enum path {
     PATH_F32_GEMV,
     PATH_F32_PAIR,
     PATH_BF16_GEMV,
     PATH_BF16_SMALL,
-    PATH_BF16_PREFILL
+    PATH_BF16_PREFILL,
+    PATH_I16_GEMV,
+    PATH_I16_PANEL
 } path;
 
 typedef struct plan {
@@ -506,9 +514,46 @@ typedef struct plan {
     int64_t lda;          /* activation row stride (elements) for the gemv paths */
     int64_t kpairs;       /* kp / 2 */
     int64_t chunk_groups; /* prefill: groups per dequantized panel */
+    wna16_gemv_i16_fn gemv_i16;
+    wna16_dequant_i16_fn dequant_i16;
+    int64_t sbu;          /* int16 paths: units per sub-block (<= 128 k) */
+    int64_t nsub, nsb;    /* sub-blocks per group, per row */
+    size_t inv_off, sum_off; /* int16 paths: inv[m][nsb], sum[m][nsb] in the activations */
     size_t a_bytes;       /* packed activations (shared) */
     size_t thread_bytes;  /* per-thread scratch */
 } plan;
+
+/* The int16 paths' plan: sub-blocks of at most 128 k, so that a sub-block's
+ * int32 sum cannot overflow (|a'| <= 32767, |q| <= 256). */
+static void plan_i16(const wna16_packed_linear *pl, int64_t m, plan *p) {
+    const wna16_kernel_table *t = p->t;
+    int64_t ku = pl->bits == 4 ? 8 : 4, gu = pl->L.group_units, gkp = gu * ku / 2;
+    p->sbu = 128 / ku < gu ? 128 / ku : gu;
+    p->nsub = (gu + p->sbu - 1) / p->sbu;
+    p->nsb = pl->n_groups * p->nsub;
+    size_t side = al64((size_t)(m * p->nsb) * 4);
+    if (m <= t->gemv_i16_max_m) {
+        p->path = PATH_I16_GEMV;
+        p->gemv_i16 = pl->bits == 4 ? t->gemv_q4_i16 : t->gemv_q8_i16;
+        p->mr = t->gemv_i16_mr;
+        p->lda = round_up(pl->kp, 32) + 32;
+        p->inv_off = al64((size_t)(m * p->lda) * 2);
+        p->thread_bytes = al64(p->mr * WNA16_LINEAR_NR * 4);
+    } else {
+        p->path = PATH_I16_PANEL;
+        p->dequant_i16 = pl->bits == 4 ? t->dequant_q4_i16 : t->dequant_q8_i16;
+        p->mr = t->gemm_i16_mr;
+        p->chunk_groups = PANEL_KPAIRS / gkp;
+        if (p->chunk_groups < 1) p->chunk_groups = 1;
+        if (p->chunk_groups > pl->n_groups) p->chunk_groups = pl->n_groups;
+        int64_t tiles = (m + (int64_t)p->mr - 1) / (int64_t)p->mr;
+        p->inv_off = al64((size_t)(tiles * p->kpairs * (int64_t)p->mr) * 4);
+        p->thread_bytes = al64((size_t)(p->chunk_groups * gkp) * 32 * 2) +
+                          al64((size_t)p->chunk_groups * 16 * 4) + al64((size_t)m * 16 * 4);
+    }
+    p->sum_off = p->inv_off + side;
+    p->a_bytes = p->sum_off + side;
+}
 
 static plan make_plan(const wna16_packed_linear *pl, int64_t m, wna16_dtype xt) {
     plan p = {.t = wna16_kernels()};
@@ -516,6 +561,10 @@ static plan make_plan(const wna16_packed_linear *pl, int64_t m, wna16_dtype xt) 
     bool bf16 = xt == WNA16_DTYPE_BF16 && t->gemv_q4_bf16;
     p.kpairs = pl->kp / 2;
     int64_t gkp = pl->L.group_units * (pl->bits == 4 ? 4 : 2);
+    if (xt == WNA16_DTYPE_BF16 && !bf16 && t->gemv_q4_i16) {
+        plan_i16(pl, m, &p);
+        return p;
+    }
     if (bf16 && t->gemm_bf16 && m > decode_max_m) {
         p.path = PATH_BF16_PREFILL;
         p.dequant = pl->bits == 4 ? t->dequant_q4_bf16 : t->dequant_q8_bf16;
@@ -571,13 +620,81 @@ static inline float load_act(const void *x, wna16_dtype t, int64_t i) {
     }
 }
 
+/* bf16 activations x[k0, k1) as int16 a' = a * 2^E into dst[0, len) (zeros
+ * past k1 - k0), E chosen so the largest |a| lands in [2^14, 2^15): every
+ * activation within 2^7 of the largest is exact (bf16 holds 8 significant
+ * bits), smaller ones round to 2^-15 of the largest. *inv = 2^-E (NaN when
+ * a value is not finite: the row's outputs then come out NaN), *sum = Σ a'. */
+static void quant_sub(const uint16_t *x, int64_t k0, int64_t k1, int64_t len, int16_t *dst,
+                      float *inv, int32_t *sum) {
+    float mx = 0.0f;
+    bool finite = true;
+    for (int64_t c = k0; c < k1; c++) {
+        float v = fabsf(wna16_bf16_to_f32(x[c]));
+        finite &= v <= FLT_MAX;
+        mx = v > mx ? v : mx;
+    }
+    memset(dst, 0, (size_t)len * 2);
+    *sum = 0;
+    *inv = finite ? 1.0f : NAN;
+    if (!finite || mx == 0.0f) return;
+    int e;
+    frexpf(mx, &e); /* mx in [2^(e-1), 2^e) */
+    int E = 15 - e < 126 ? 15 - e : 126;
+    float scale, back;
+    uint32_t sb = (uint32_t)(127 + E) << 23, ib = (uint32_t)(127 - E) << 23;
+    memcpy(&scale, &sb, 4);
+    memcpy(&back, &ib, 4);
+    *inv = back;
+    int32_t total = 0;
+    for (int64_t c = k0; c < k1; c++) {
+        /* round to nearest even: |r| < 2^15, far inside the magic's 2^22 */
+        float r = wna16_bf16_to_f32(x[c]) * scale;
+        r = (r + 12582912.0f) - 12582912.0f;
+        int32_t q = (int32_t)r;
+        q = q > 32767 ? 32767 : q < -32767 ? -32767 : q;
+        dst[c - k0] = (int16_t)q;
+        total += q;
+    }
+    *sum = total;
+}
+
+/* Row i of bf16 x into the int16 paths' layout: row-major int16 (streaming)
+ * or pairs in tiles (panel), with its inv and sum per sub-block. */
+static void pack_row_i16(const wna16_packed_linear *pl, const plan *p, int64_t i,
+                         const uint16_t *x, void *a) {
+    int64_t ku = pl->bits == 4 ? 8 : 4, gsp = pl->L.group_units * ku, sbk = p->sbu * ku;
+    float *inv = (float *)((uint8_t *)a + p->inv_off) + i * p->nsb;
+    int32_t *sum = (int32_t *)((uint8_t *)a + p->sum_off) + i * p->nsb;
+    int64_t mr = (int64_t)p->mr, r = i % mr;
+    uint32_t *at = (uint32_t *)a + (i / mr) * p->kpairs * mr;
+    int16_t buf[128];
+    for (int64_t g = 0, sb = 0; g < pl->n_groups; g++)
+        for (int64_t s = 0; s < p->nsub; s++, sb++) {
+            int64_t k0 = g * gsp + s * sbk, len = sbk < gsp - s * sbk ? sbk : gsp - s * sbk;
+            int64_t k1 = k0 + len < pl->k ? k0 + len : pl->k;
+            if (k1 < k0) k1 = k0;
+            if (p->path == PATH_I16_GEMV) {
+                quant_sub(x, k0, k1, len, (int16_t *)a + i * p->lda + k0, &inv[sb], &sum[sb]);
+                continue;
+            }
+            quant_sub(x, k0, k1, len, buf, &inv[sb], &sum[sb]);
+            for (int64_t c = 0; c < len; c += 2) {
+                uint32_t v = (uint16_t)buf[c] | (uint32_t)(uint16_t)buf[c + 1] << 16;
+                at[((k0 + c) / 2) * mr + r] = v;
+            }
+        }
+}
+
 /* Packs rows [r0, r1) of x into the plan's activation layout. */
 static void pack_acts(const wna16_packed_linear *pl, const plan *p, int64_t r0, int64_t r1,
                       const void *x, wna16_dtype xt, int64_t ldx, void *a) {
     size_t xs = xt == WNA16_DTYPE_F32 ? 4 : 2;
     for (int64_t i = r0; i < r1; i++) {
         const uint8_t *xr = (const uint8_t *)x + (size_t)(i * ldx) * xs;
-        if (p->path == PATH_F32_GEMV || p->path == PATH_F32_PAIR) {
+        if (p->path == PATH_I16_GEMV || p->path == PATH_I16_PANEL) {
+            pack_row_i16(pl, p, i, (const uint16_t *)xr, a);
+        } else if (p->path == PATH_F32_GEMV || p->path == PATH_F32_PAIR) {
             float *ar = (float *)a + i * p->lda;
             for (int64_t c = 0; c < pl->k; c++) ar[c] = load_act(xr, xt, c);
             memset(ar + pl->k, 0, (size_t)(p->lda - pl->k) * 4);
@@ -656,6 +773,57 @@ static int64_t row_tiles(int64_t rows, int64_t mr, int64_t mr_max) {
     return tiles;
 }
 
+/* The int16 streaming path: each block in tiles of at most mr rows. */
+static void run_i16_gemv(const wna16_packed_linear *pl, const plan *p, const io *e, int64_t b0,
+                         int64_t b1, int64_t n_end, const void *a, void *scratch) {
+    const int64_t NR = WNA16_LINEAR_NR;
+    const float *inv = (const float *)((const uint8_t *)a + p->inv_off);
+    const int32_t *sum = (const int32_t *)((const uint8_t *)a + p->sum_off);
+    float *c = scratch;
+    int64_t tiles = (e->m + (int64_t)p->mr - 1) / (int64_t)p->mr;
+    for (int64_t b = b0; b < b1; b++) {
+        const uint8_t *blk = block_at(pl, b);
+        int64_t o0 = b * NR, o1 = o0 + NR < n_end ? o0 + NR : n_end;
+        for (int64_t ti = 0, r = 0; ti < tiles; ti++) {
+            int64_t r1 = e->m * (ti + 1) / tiles;
+            p->gemv_i16(&pl->L, blk, (size_t)(r1 - r), (const int16_t *)a + r * p->lda,
+                        (size_t)p->lda, inv + r * p->nsb, sum + r * p->nsb, (size_t)p->nsb, p->sbu,
+                        c);
+            epilogue(e, r, r1 - r, o0, o1, c, NR);
+            r = r1;
+        }
+    }
+}
+
+/* The int16 panel path: per block, chunks of groups dequantized once to
+ * int16 and swept by every row tile. */
+static void run_i16_panel(const wna16_packed_linear *pl, const plan *p, const io *e, int64_t b0,
+                          int64_t b1, int64_t n_end, const void *a, void *scratch) {
+    const int64_t NR = WNA16_LINEAR_NR, mr = (int64_t)p->mr;
+    const int64_t gkp = pl->L.group_units * (pl->bits == 4 ? 4 : 2);
+    const int64_t sbkp = p->sbu * (pl->bits == 4 ? 4 : 2);
+    const float *inv = (const float *)((const uint8_t *)a + p->inv_off);
+    int16_t *panel = scratch;
+    float *sc = (float *)((uint8_t *)scratch + al64((size_t)(p->chunk_groups * gkp) * 64));
+    float *cbuf = (float *)((uint8_t *)sc + al64((size_t)p->chunk_groups * 16 * 4));
+    for (int64_t b = b0; b < b1; b++) {
+        const uint8_t *blk = block_at(pl, b);
+        memset(cbuf, 0, (size_t)e->m * 16 * 4);
+        for (int64_t g0 = 0; g0 < pl->n_groups; g0 += p->chunk_groups) {
+            int64_t g1 = g0 + p->chunk_groups < pl->n_groups ? g0 + p->chunk_groups : pl->n_groups;
+            p->dequant_i16(&pl->L, blk, g0, g1, panel, sc);
+            for (int64_t r = 0; r < e->m; r += mr) {
+                size_t rows = (size_t)(e->m - r < mr ? e->m - r : mr);
+                const uint32_t *ap = (const uint32_t *)a + (r / mr) * p->kpairs * mr + g0 * gkp * mr;
+                p->t->gemm_i16(rows, g1 - g0, gkp, sbkp, ap, panel, sc,
+                               inv + r * p->nsb + g0 * p->nsub, (size_t)p->nsb, cbuf + r * 16);
+            }
+        }
+        int64_t o0 = b * NR, o1 = o0 + NR < n_end ? o0 + NR : n_end;
+        epilogue(e, 0, e->m, o0, o1, cbuf, 16);
+    }
+}
+
 /* Computes blocks [b0, b1) (columns clipped to [.., n_end)) on this thread. */
 static void run_blocks(const wna16_packed_linear *pl, const plan *p, const io *e, int64_t b0,
                        int64_t b1, int64_t n_end, const void *a, void *scratch) {
@@ -698,6 +866,14 @@ static void run_blocks(const wna16_packed_linear *pl, const plan *p, const io *e
                 }
             }
         }
+        return;
+    }
+    if (p->path == PATH_I16_GEMV) {
+        run_i16_gemv(pl, p, e, b0, b1, n_end, a, scratch);
+        return;
+    }
+    if (p->path == PATH_I16_PANEL) {
+        run_i16_panel(pl, p, e, b0, b1, n_end, a, scratch);
         return;
     }
     if (p->path == PATH_F32_GEMV) {
@@ -828,7 +1004,7 @@ wna16_status wna16_linear_gemm_range(wna16_diag *d, const wna16_packed_linear *p
                               need);
         scratch = align64(own);
     }
-    if (p.path == PATH_BF16_PREFILL) memset(scratch, 0, p.a_bytes);
+    if (p.path == PATH_BF16_PREFILL || p.path == PATH_I16_PANEL) memset(scratch, 0, p.a_bytes);
     pack_acts(pl, &p, 0, m, x, xt, ldx, scratch);
     io e = {m, y, yt, ldy, bias, bt, p.t->to_bf16};
     int64_t b1 = (n_end + WNA16_LINEAR_NR - 1) / WNA16_LINEAR_NR;
@@ -853,13 +1029,13 @@ wna16_status wna16_linear_gemm(wna16_diag *d, const wna16_packed_linear *pl, int
     if (n_threads <= 0) n_threads = omp_get_max_threads();
     plan p = make_plan(pl, m, xt);
     /* units: blocks for the fp32 path, block pairs for the bf16 ones */
-    int64_t unit = p.path == PATH_F32_GEMV ? 1 : 2;
+    int64_t unit = p.path == PATH_F32_GEMV || p.path == PATH_I16_GEMV || p.path == PATH_I16_PANEL ? 1 : 2;
     int64_t units = (pl->n_blocks + unit - 1) / unit;
     if (n_threads > units) n_threads = (int)units;
     /* streaming calls with activations that fit in L2: each thread packs
      * all rows into its own copy, no barrier (see below) */
-    bool private_acts =
-        n_threads > 1 && p.path != PATH_BF16_PREFILL && p.a_bytes <= PRIVATE_ACTS_BYTES;
+    bool prefill = p.path == PATH_BF16_PREFILL || p.path == PATH_I16_PANEL;
+    bool private_acts = n_threads > 1 && !prefill && p.a_bytes <= PRIVATE_ACTS_BYTES;
     size_t a_stride = p.a_bytes + p.thread_bytes; /* private: per thread */
     size_t shares_off = private_acts ? a_stride * (size_t)n_threads
                                      : p.a_bytes + p.thread_bytes * (size_t)n_threads;
@@ -868,7 +1044,7 @@ wna16_status wna16_linear_gemm(wna16_diag *d, const wna16_packed_linear *pl, int
     if (!own)
         return wna16_fail(d, WNA16_ERR_OUT_OF_MEMORY, "linear gemm: %zu bytes of scratch", need);
     uint8_t *scratch = align64(own);
-    if (p.path == PATH_BF16_PREFILL) memset(scratch, 0, p.a_bytes);
+    if (prefill) memset(scratch, 0, p.a_bytes);
     io e = {m, y, yt, ldy, bias, bt, p.t->to_bf16};
     if (n_threads == 1) {
         pack_acts(pl, &p, 0, m, x, xt, ldx, scratch);
@@ -878,7 +1054,7 @@ wna16_status wna16_linear_gemm(wna16_diag *d, const wna16_packed_linear *pl, int
          * blocks) handed out in order from one counter, which measured 2-4 %
          * faster at M=512 than shares; streaming paths: contiguous shares
          * taken STREAM_CHUNK_BYTES of weights at a time (core/split.h) */
-        bool ordered = p.path == PATH_BF16_PREFILL;
+        bool ordered = prefill;
         int64_t next_unit = 0, chunk = ordered
                                            ? units / ((int64_t)n_threads * 8)
                                            : STREAM_CHUNK_BYTES / (pl->L.block_bytes * unit) + 1;
@@ -901,7 +1077,7 @@ wna16_status wna16_linear_gemm(wna16_diag *d, const wna16_packed_linear *pl, int
                 own_scratch = acts + p.a_bytes;
                 pack_acts(pl, &p, 0, m, x, xt, ldx, acts);
             } else {
-                int64_t gran = p.path == PATH_BF16_PREFILL ? (int64_t)p.mr : 1;
+                int64_t gran = prefill ? (int64_t)p.mr : 1;
                 int64_t tiles = (m + gran - 1) / gran;
                 int64_t r0 = tiles * t / nt * gran, r1 = tiles * (t + 1) / nt * gran;
                 if (r1 > m) r1 = m;

@@ -146,6 +146,30 @@ typedef void (*wna16_gemm_bf16_fn)(size_t mr, int64_t n_groups, int64_t group_kp
  * nearest even, NaN quieted): the GEMM epilogue's bf16 output. */
 typedef void (*wna16_to_bf16_fn)(const float *src, uint16_t *dst, size_t n);
 
+/* Integer-activation leaves (bf16 activations as int16 per sub-block,
+ * docs/kernels.md §Integer activations), for levels without a bf16 dot.
+ * Activations: a' = a * 2^E as int16 per (row, sub-block of sbu units of a
+ * group: at most 128 k), inv = 2^-E (NaN: the sub-block held a non-finite
+ * value), sum = Σ a' (the streaming kernel takes zero points off through
+ * it); inv and sum of row i at [i * lds + g * nsub + s], nsub = the group's
+ * sub-blocks. */
+/* Streaming (decode), mr <= gemv_i16_mr rows of one 16-channel block:
+ * a: mr rows of kp int16, stride lda; c: [mr][16] fp32, overwritten. */
+typedef void (*wna16_gemv_i16_fn)(const wna16_block_layout *L, const uint8_t *block, size_t mr,
+                                  const int16_t *a, size_t lda, const float *inv,
+                                  const int32_t *sum, size_t lds, int64_t sbu, float *c);
+/* Prefill: groups [g0, g1) of one block as int16 q = u - zero into
+ * panel[kpair][32] (e = 2c + p), scales into sc[g - g0][16]. */
+typedef void (*wna16_dequant_i16_fn)(const wna16_block_layout *L, const uint8_t *block,
+                                     int64_t g0, int64_t g1, int16_t *panel, float *sc);
+/* Prefill micro-kernel, mr <= gemm_i16_mr rows x 16 channels over n_groups
+ * groups of gkp k-pairs (sub-blocks of sbkp): ap: [kpair][gemm_i16_mr]
+ * int16 pairs; inv from the tile's first row and the panel's first
+ * sub-block, row stride lds; c: [mr][16] fp32, accumulated per group. */
+typedef void (*wna16_gemm_i16_fn)(size_t mr, int64_t n_groups, int64_t gkp, int64_t sbkp,
+                                  const uint32_t *ap, const int16_t *panel, const float *sc,
+                                  const float *inv, size_t lds, float *c);
+
 typedef struct wna16_kernel_table {
     wna16_isa isa;
     wna16_to_bf16_fn to_bf16;
@@ -167,6 +191,15 @@ typedef struct wna16_kernel_table {
     wna16_dequant_bf16_fn dequant_q4_bf16, dequant_q8_bf16;
     wna16_gemm_bf16_fn gemm_bf16;
     size_t gemm_mr;
+    /* integer activations (NULL where the level has none; a bf16 dot wins):
+     * the streaming kernel for m <= gemv_i16_max_m in tiles of gemv_i16_mr,
+     * the panel above */
+    wna16_gemv_i16_fn gemv_q4_i16, gemv_q8_i16;
+    size_t gemv_i16_mr;
+    int64_t gemv_i16_max_m;
+    wna16_dequant_i16_fn dequant_q4_i16, dequant_q8_i16;
+    wna16_gemm_i16_fn gemm_i16;
+    size_t gemm_i16_mr;
     /* dense bf16-weight dot (kernels/dense.h): every level has one */
     wna16_dense_dot_fn dense_dot;
     /* attention (kernels/attn.h) for head sizes with hd % attn_hd_mult == 0
@@ -213,6 +246,19 @@ void wna16_dequant_q8_bf16_16__avx512bf16(const wna16_block_layout *, const uint
                                           int64_t, uint16_t *, size_t, float *, size_t);
 void wna16_gemm_bf16_12x32__avx512bf16(size_t, int64_t, int64_t, const uint32_t *, const uint16_t *,
                                        const float *, float *);
+
+void wna16_gemv_q4_i16_4x16__avx2(const wna16_block_layout *, const uint8_t *, size_t,
+                                  const int16_t *, size_t, const float *, const int32_t *, size_t,
+                                  int64_t, float *);
+void wna16_gemv_q8_i16_4x16__avx2(const wna16_block_layout *, const uint8_t *, size_t,
+                                  const int16_t *, size_t, const float *, const int32_t *, size_t,
+                                  int64_t, float *);
+void wna16_dequant_q4_i16_16__avx2(const wna16_block_layout *, const uint8_t *, int64_t, int64_t,
+                                   int16_t *, float *);
+void wna16_dequant_q8_i16_16__avx2(const wna16_block_layout *, const uint8_t *, int64_t, int64_t,
+                                   int16_t *, float *);
+void wna16_gemm_i16_6x16__avx2(size_t, int64_t, int64_t, int64_t, const uint32_t *,
+                               const int16_t *, const float *, const float *, size_t, float *);
 
 void wna16_to_bf16__ref(const float *, uint16_t *, size_t);
 void wna16_to_bf16__avx2(const float *, uint16_t *, size_t);
