@@ -101,7 +101,7 @@ static void fill_tables(void) {
     t.dequant_q4_i16 = wna16_dequant_q4_i16_16__avx2;
     t.dequant_q8_i16 = wna16_dequant_q8_i16_16__avx2;
     t.gemm_i16 = wna16_gemm_i16_6x16__avx2;
-    t.gemm_i16_mr = 6;
+    t.gemm_i16_mr = WNA16_I16_TILE_AVX2;
     tables[WNA16_ISA_AVX2] = t;
     t.isa = WNA16_ISA_AVX512;
     t.to_bf16 = wna16_to_bf16__avx512;

@@ -247,6 +247,10 @@ void wna16_dequant_q8_bf16_16__avx512bf16(const wna16_block_layout *, const uint
 void wna16_gemm_bf16_12x32__avx512bf16(size_t, int64_t, int64_t, const uint32_t *, const uint16_t *,
                                        const float *, float *);
 
+/* Rows per tile of the AVX2 int16 prefill micro-kernel. */
+#ifndef WNA16_I16_TILE_AVX2
+#define WNA16_I16_TILE_AVX2 6
+#endif
 void wna16_gemv_q4_i16_4x16__avx2(const wna16_block_layout *, const uint8_t *, size_t,
                                   const int16_t *, size_t, const float *, const int32_t *, size_t,
                                   int64_t, float *);
