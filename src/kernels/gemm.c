@@ -532,7 +532,9 @@ static void plan_i16(const wna16_packed_linear *pl, int64_t m, plan *p) {
     p->nsub = (gu + p->sbu - 1) / p->sbu;
     p->nsb = pl->n_groups * p->nsub;
     size_t side = al64((size_t)(m * p->nsb) * 4);
-    if (m <= t->gemv_i16_max_m) {
+    /* bench gemm --decode-max-m (or the test knob) moves the boundary */
+    int64_t stream_max = decode_max_m != WNA16_DECODE_MAX_M ? decode_max_m : t->gemv_i16_max_m;
+    if (m <= stream_max) {
         p->path = PATH_I16_GEMV;
         p->gemv_i16 = pl->bits == 4 ? t->gemv_q4_i16 : t->gemv_q8_i16;
         p->mr = t->gemv_i16_mr;
