@@ -3,6 +3,7 @@
 #include "cli/cli.h"
 
 #ifdef WNA16_HAVE_HTTP
+#include "kernels/machine_limits.h"
 #include "server/engine.h"
 #include "server/http.h"
 
@@ -19,30 +20,31 @@ typedef struct serve_args {
 } serve_args;
 
 static void usage(FILE *f) {
-    fprintf(f,
-            "usage: wna16 serve --model DIR [--host 127.0.0.1] [--port 8000] [--tp N] [--threads N]\n"
-            "                   [--max-num-seqs N] [--max-model-len N] [--kv-cache-memory GiB]\n"
-            "                   [--api-key KEY] [--served-model-name NAME]\n"
-            "                   [--max-num-batched-tokens N] [--no-enable-prefix-caching]\n"
-            "                   [--max-waiting N] [--drain-timeout S] [--tokenizer DIR]\n\n"
-            "Serves the model over HTTP as OpenAI's API does: POST /v1/completions and\n"
-            "/v1/chat/completions (\"stream\": true for server-sent events), GET /v1/models,\n"
-            "/health and /metrics (Prometheus), POST /tokenize and /detokenize. Requests are\n"
-            "batched continuously over a paged KV cache: each step runs every decoding\n"
-            "sequence's next token and prompt chunks up to --max-num-batched-tokens (256).\n"
-            "--max-num-seqs (64) sequences run at once, --max-waiting (256) more wait; beyond\n"
-            "that a request gets 503. --kv-cache-memory sets the KV cache size (default: room for\n"
-            "max-num-seqs / 4 full contexts, at most 4 GiB, at least one context); when it runs\n"
-            "short the newest sequence is preempted and recomputed later. Prefix caching (on by\n"
-            "default) reuses the KV blocks of shared prompt prefixes. --api-key (or the\n"
-            "WNA16_API_KEY environment variable) makes every endpoint but /health ask for\n"
-            "\"Authorization: Bearer KEY\". --port 0 picks a free port. SIGTERM or Ctrl-C drains:\n"
-            "new requests get 503, running ones finish (up to --drain-timeout, 30 s), then the\n"
-            "server exits.\n\n"
-            "example:\n"
-            "  wna16 serve --model ./model --port 8000 &\n"
-            "  curl http://127.0.0.1:8000/v1/chat/completions -H 'Content-Type: application/json' \\\n"
-            "       -d '{\"messages\": [{\"role\": \"user\", \"content\": \"Hello\"}]}'\n");
+    fprintf(
+        f,
+        "usage: wna16 serve --model DIR [--host 127.0.0.1] [--port 8000] [--tp N] [--threads N]\n"
+        "                   [--max-num-seqs N] [--max-model-len N] [--kv-cache-memory GiB]\n"
+        "                   [--api-key KEY] [--served-model-name NAME]\n"
+        "                   [--max-num-batched-tokens N] [--no-enable-prefix-caching]\n"
+        "                   [--max-waiting N] [--drain-timeout S] [--tokenizer DIR]\n\n"
+        "Serves the model over HTTP as OpenAI's API does: POST /v1/completions and\n"
+        "/v1/chat/completions (\"stream\": true for server-sent events), GET /v1/models,\n"
+        "/health and /metrics (Prometheus), POST /tokenize and /detokenize. Requests are\n"
+        "batched continuously over a paged KV cache: each step runs every decoding\n"
+        "sequence's next token and prompt chunks up to --max-num-batched-tokens (256).\n"
+        "--max-num-seqs (64) sequences run at once, --max-waiting (256) more wait; beyond\n"
+        "that a request gets 503. --kv-cache-memory sets the KV cache size (default: room for\n"
+        "max-num-seqs / 4 full contexts, at most 4 GiB, at least one context); when it runs\n"
+        "short the newest sequence is preempted and recomputed later. Prefix caching (on by\n"
+        "default) reuses the KV blocks of shared prompt prefixes. --api-key (or the\n"
+        "WNA16_API_KEY environment variable) makes every endpoint but /health ask for\n"
+        "\"Authorization: Bearer KEY\". --port 0 picks a free port. SIGTERM or Ctrl-C drains:\n"
+        "new requests get 503, running ones finish (up to --drain-timeout, 30 s), then the\n"
+        "server exits.\n\n"
+        "example:\n"
+        "  wna16 serve --model ./model --port 8000 &\n"
+        "  curl http://127.0.0.1:8000/v1/chat/completions -H 'Content-Type: application/json' \\\n"
+        "       -d '{\"messages\": [{\"role\": \"user\", \"content\": \"Hello\"}]}'\n");
 }
 
 static const char *value(int argc, char **argv, int *i) {
@@ -60,9 +62,9 @@ static int parse_long(int argc, char **argv, int *i, long lo, long hi, long *out
 
 static int parse_flag(int argc, char **argv, int *i, serve_args *a) {
     const char *f = argv[*i];
-#define LONGF(name, lo, hi, field) \
+#define LONGF(name, lo, hi, field)                                                                 \
     if (!strcmp(f, name)) return parse_long(argc, argv, i, lo, hi, &a->field);
-#define STRF(name, field) \
+#define STRF(name, field)                                                                          \
     if (!strcmp(f, name)) return (a->field = value(argc, argv, i)) ? 0 : 2;
     STRF("--model", dir)
     STRF("--host", host)
@@ -90,8 +92,15 @@ static int parse_flag(int argc, char **argv, int *i, serve_args *a) {
 }
 
 static int parse(int argc, char **argv, serve_args *a) {
-    *a = (serve_args){.host = "127.0.0.1", .port = 8000, .tp = 1, .max_seqs = 64, .batched = 256,
-                      .max_waiting = 256, .drain_s = 30, .max_body_mib = 4, .prefix = true};
+    *a = (serve_args){.host = "127.0.0.1",
+                      .port = 8000,
+                      .tp = 1,
+                      .max_seqs = 64,
+                      .batched = 256,
+                      .max_waiting = 256,
+                      .drain_s = 30,
+                      .max_body_mib = 4,
+                      .prefix = true};
     for (int i = 1; i < argc; i++) {
         if (cli_is_help(argv[i])) {
             usage(stdout);
@@ -112,9 +121,9 @@ static int parse(int argc, char **argv, serve_args *a) {
 /* The KV cache's bytes: --kv-cache-memory, else max-num-seqs / 4 contexts
  * capped at 4 GiB, never less than one context. */
 static size_t kv_bytes(const serve_args *a, const wna16_model *m) {
-    size_t ctx_bytes = (size_t)((wna16_model_context(m) + WNA16_KV_BLOCK_SIZE - 1) /
-                                WNA16_KV_BLOCK_SIZE) *
-                       wna16_kv_cache_block_bytes(m);
+    size_t ctx_bytes =
+        (size_t)((wna16_model_context(m) + WNA16_KV_BLOCK_SIZE - 1) / WNA16_KV_BLOCK_SIZE) *
+        wna16_kv_cache_block_bytes(m);
     if (a->kv_gib > 0) return (size_t)(a->kv_gib * 1073741824.0);
     size_t want = ctx_bytes * (size_t)((a->max_seqs + 3) / 4), cap = (size_t)4 << 30;
     if (want > cap) want = cap;
@@ -131,18 +140,48 @@ static void wait_for_signal(void) {
     sigwait(&set, &sig);
 }
 
+/* The engine's per-step roofline (/metrics): the model's weight bytes and
+ * FLOPs, and this machine's read bandwidth (256 MiB, 8x a large L3) and
+ * compute peak measured now, on the threads the forward runs on. */
+static srv_roofline roofline(const serve_args *a, const wna16_model *m) {
+    cli_model_costs c;
+    cli_model_costs_get(m, &c);
+    const char *kind = NULL;
+    int threads = (int)a->threads;
+    srv_roofline r = {
+        .read_gbs = wna16_measure_read_bw(threads, (size_t)256 << 20, 3),
+        .peak_gflops = cli_compute_peak(threads, &kind),
+        .dense_bytes = c.dense_bytes,
+        .expert_bytes = c.expert_bytes,
+        .n_experts = (double)c.n_experts,
+        .top_k = (double)c.top_k,
+        .row_flops =
+            2 * (c.dense_params +
+                 (c.n_experts ? c.expert_params * (double)c.top_k / (double)c.n_experts : 0)),
+        .logit_flops = 2 * c.head_params};
+    fprintf(stderr,
+            "wna16 serve: machine read bandwidth %.2f GB/s, %s peak %.1f GFLOP/s; a one-row "
+            "decode step's roofline %.3f ms\n",
+            r.read_gbs, kind ? kind : "no", r.peak_gflops, 1e3 * srv_roofline_seconds(&r, 1, 1));
+    return r;
+}
+
 static int run(const serve_args *a, wna16_ctx *ctx, wna16_model *m, wna16_tokenizer *tok) {
     srv_engine_options eo = {.max_num_seqs = (int)a->max_seqs,
                              .max_batched_tokens = a->batched,
                              .max_waiting = a->max_waiting,
                              .kv_bytes = a->blocks ? 0 : kv_bytes(a, m),
                              .kv_blocks = a->blocks,
-                             .prefix_caching = a->prefix};
+                             .prefix_caching = a->prefix,
+                             .roofline = roofline(a, m)};
     srv_engine *e = NULL;
     wna16_status s = srv_engine_start(ctx, m, tok, &eo, &e);
     if (s != WNA16_OK) return cli_fail("serve", ctx, s);
-    srv_http_options ho = {.host = a->host, .port = (int)a->port, .api_key = a->api_key,
-                           .served_name = a->name, .model_dir = a->dir,
+    srv_http_options ho = {.host = a->host,
+                           .port = (int)a->port,
+                           .api_key = a->api_key,
+                           .served_name = a->name,
+                           .model_dir = a->dir,
                            .max_body_bytes = (size_t)(a->max_body_mib * 1048576.0),
                            .created = (long long)time(NULL)};
     srv_http *h = NULL;
@@ -152,10 +191,11 @@ static int run(const serve_args *a, wna16_ctx *ctx, wna16_model *m, wna16_tokeni
         srv_engine_stop(e, 0);
         return 1;
     }
-    fprintf(stderr, "wna16 serve: %s as \"%s\", max-model-len %lld, KV cache %.1f MiB%s\n",
-            a->dir, a->name, (long long)wna16_model_context(m),
+    fprintf(stderr, "wna16 serve: %s as \"%s\", max-model-len %lld, KV cache %.1f MiB%s\n", a->dir,
+            a->name, (long long)wna16_model_context(m),
             (double)(eo.kv_blocks ? (size_t)eo.kv_blocks * wna16_kv_cache_block_bytes(m)
-                                  : eo.kv_bytes) / 1048576.0,
+                                  : eo.kv_bytes) /
+                1048576.0,
             a->prefix ? ", prefix caching" : "");
     fprintf(stderr, "wna16 serve: listening on http://%s:%d\n", a->host, srv_http_port(h));
     wait_for_signal();

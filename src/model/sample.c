@@ -26,6 +26,31 @@ static int by_logit_desc(const void *a, const void *b) {
     return x->id - y->id; /* ties: lowest id first, deterministic */
 }
 
+/* Moves the k first of c[0..n) in by_logit_desc order to c[0..k)
+ * (quickselect; their order among themselves is unspecified). */
+static void select_top(cand *c, int64_t n, int64_t k) {
+    int64_t lo = 0, hi = n - 1;
+    while (lo < hi) {
+        cand pivot = c[lo + (hi - lo) / 2];
+        int64_t i = lo, j = hi;
+        while (i <= j) {
+            while (by_logit_desc(&c[i], &pivot) < 0) i++;
+            while (by_logit_desc(&c[j], &pivot) > 0) j--;
+            if (i <= j) {
+                cand t = c[i];
+                c[i++] = c[j];
+                c[j--] = t;
+            }
+        }
+        if (k - 1 <= j)
+            hi = j;
+        else if (k - 1 >= i)
+            lo = i;
+        else
+            break;
+    }
+}
+
 /* The largest logit (lowest id on ties); -1 when no logit is a number above -inf. */
 static int32_t argmax(const float *logits, int64_t vocab) {
     int64_t best = -1;
@@ -56,23 +81,28 @@ static const char *sampler_problem(const wna16_sampler_options *o, char *why, si
     if (!o) return "NULL options";
     if (!isfinite(o->temperature) || o->temperature < 0)
         return snprintf(why, cap, "temperature %g: expected a finite number >= 0 (0 = greedy)",
-                        shown(o->temperature)), why;
+                        shown(o->temperature)),
+               why;
     if (!(o->top_p >= 0 && o->top_p <= 1))
         return snprintf(why, cap, "top_p %g: expected a number in (0, 1] (0 or 1 = off)",
-                        shown(o->top_p)), why;
+                        shown(o->top_p)),
+               why;
     if (!(o->min_p >= 0 && o->min_p <= 1))
         return snprintf(why, cap, "min_p %g: expected a number in [0, 1]", shown(o->min_p)), why;
     if (!isfinite(o->repetition_penalty) || o->repetition_penalty < 0)
         return snprintf(why, cap, "repetition_penalty %g: expected a finite number > 0 (1 = off)",
-                        shown(o->repetition_penalty)), why;
+                        shown(o->repetition_penalty)),
+               why;
     if (o->top_k < -1)
-        return snprintf(why, cap, "top_k %d: expected >= 1, or 0 or -1 for all tokens", o->top_k), why;
+        return snprintf(why, cap, "top_k %d: expected >= 1, or 0 or -1 for all tokens", o->top_k),
+               why;
     return NULL;
 }
 
 wna16_status wna16_sampler_check(wna16_ctx *ctx, const wna16_sampler_options *options) {
     if (!options)
-        return wna16_fail(wna16_ctx_diag(ctx), WNA16_ERR_INVALID_ARGUMENT, "sampling: NULL options");
+        return wna16_fail(wna16_ctx_diag(ctx), WNA16_ERR_INVALID_ARGUMENT,
+                          "sampling: NULL options");
     wna16_sampler_options o;
     WNA16_TRY(wna16_options_take(wna16_ctx_diag(ctx), "sampler options", &o, sizeof o, options));
     char why[160];
@@ -88,7 +118,8 @@ int32_t wna16_sample(const wna16_sampler_options *options, float *logits, int64_
                      const int32_t *history, size_t n_history, uint64_t *rng) {
     char why[160];
     wna16_sampler_options taken;
-    if (!options || wna16_options_take(NULL, "", &taken, sizeof taken, options) != WNA16_OK) return -1;
+    if (!options || wna16_options_take(NULL, "", &taken, sizeof taken, options) != WNA16_OK)
+        return -1;
     const wna16_sampler_options *o = &taken;
     if (!logits || vocab <= 0 || !rng || sampler_problem(o, why, sizeof why)) return -1;
     if (o->repetition_penalty != 1.0f && o->repetition_penalty > 0.0f) {
@@ -106,6 +137,7 @@ int32_t wna16_sample(const wna16_sampler_options *options, float *logits, int64_
     /* as vLLM: below 1e-5 the scaled logits would overflow, so it is greedy */
     if (o->temperature < 1e-5f) return argmax(logits, vocab);
     int64_t k = o->top_k > 0 && o->top_k < vocab ? o->top_k : vocab;
+    bool top_p = o->top_p > 0.0f && o->top_p < 1.0f;
     cand *c = malloc((size_t)vocab * sizeof *c);
     double *p = malloc((size_t)k * sizeof *p);
     if (!c || !p) {
@@ -113,19 +145,28 @@ int32_t wna16_sample(const wna16_sampler_options *options, float *logits, int64_
         free(p);
         return -1;
     }
-    for (int64_t i = 0; i < vocab; i++)
+    /* No sort of the whole vocabulary (a 152k-entry qsort per token cost
+     * ~20 ms, more than a small model's forward): the best first, top-k
+     * by selection, and a sort only of what top-p must walk in order. */
+    int64_t best = 0;
+    for (int64_t i = 0; i < vocab; i++) {
         c[i] = (cand){rank_value(logits[i]) / o->temperature, (int32_t)i};
-    qsort(c, (size_t)vocab, sizeof *c, by_logit_desc);
-    if (c[0].logit == -INFINITY || c[0].logit == INFINITY) { /* nothing to weigh */
-        int32_t id = c[0].logit == INFINITY ? c[0].id : -1;
+        if (c[i].logit > c[best].logit) best = i;
+    }
+    if (c[best].logit == -INFINITY || c[best].logit == INFINITY) { /* nothing to weigh */
+        int32_t id = c[best].logit == INFINITY ? c[best].id : -1;
         free(p);
         free(c);
         return id;
     }
+    float mx = c[best].logit;
+    int32_t id = c[best].id;
+    if (k < vocab) select_top(c, vocab, k);
+    if (top_p) qsort(c, (size_t)k, sizeof *c, by_logit_desc);
     double sum = 0;
-    for (int64_t i = 0; i < k; i++) sum += p[i] = exp((double)(c[i].logit - c[0].logit));
+    for (int64_t i = 0; i < k; i++) sum += p[i] = exp((double)(c[i].logit - mx));
     int64_t keep = k;
-    if (o->top_p > 0.0f && o->top_p < 1.0f) {
+    if (top_p) {
         double acc = 0;
         for (int64_t i = 0; i < k; i++) {
             acc += p[i] / sum;
@@ -135,22 +176,18 @@ int32_t wna16_sample(const wna16_sampler_options *options, float *logits, int64_
             }
         }
     }
+    /* min-p: the best has weight 1; drop what weighs under min_p of it */
     if (o->min_p > 0.0f)
-        for (int64_t i = 1; i < keep; i++)
-            if (p[i] < o->min_p * p[0]) {
-                keep = i;
-                break;
-            }
+        for (int64_t i = 0; i < keep; i++)
+            if (p[i] < o->min_p) p[i] = 0;
     double total = 0;
     for (int64_t i = 0; i < keep; i++) total += p[i];
     double r = next_unit(rng) * total;
-    int32_t id = c[keep - 1].id;
     for (int64_t i = 0; i < keep; i++) {
+        if (p[i] <= 0) continue;
+        id = c[i].id;
         r -= p[i];
-        if (r < 0) {
-            id = c[i].id;
-            break;
-        }
+        if (r < 0) break;
     }
     free(p);
     free(c);
