@@ -39,8 +39,8 @@ static int64_t module_weight_bytes(const wna16_module *m) {
 }
 
 typedef struct model_costs {
-    double bytes_per_token;           /* decode: weights one token reads */
-    double params_per_token;          /* multiply-adds per token in linears (active experts only) */
+    double bytes_per_token;  /* decode: weights one token reads */
+    double params_per_token; /* multiply-adds per token in linears (active experts only) */
     double phase_bytes[WNA16_PHASES]; /* bytes_per_token by the phase that reads them */
 } model_costs;
 

@@ -20,31 +20,30 @@ typedef struct serve_args {
 } serve_args;
 
 static void usage(FILE *f) {
-    fprintf(
-        f,
-        "usage: wna16 serve --model DIR [--host 127.0.0.1] [--port 8000] [--tp N] [--threads N]\n"
-        "                   [--max-num-seqs N] [--max-model-len N] [--kv-cache-memory GiB]\n"
-        "                   [--api-key KEY] [--served-model-name NAME]\n"
-        "                   [--max-num-batched-tokens N] [--no-enable-prefix-caching]\n"
-        "                   [--max-waiting N] [--drain-timeout S] [--tokenizer DIR]\n\n"
-        "Serves the model over HTTP as OpenAI's API does: POST /v1/completions and\n"
-        "/v1/chat/completions (\"stream\": true for server-sent events), GET /v1/models,\n"
-        "/health and /metrics (Prometheus), POST /tokenize and /detokenize. Requests are\n"
-        "batched continuously over a paged KV cache: each step runs every decoding\n"
-        "sequence's next token and prompt chunks up to --max-num-batched-tokens (256).\n"
-        "--max-num-seqs (64) sequences run at once, --max-waiting (256) more wait; beyond\n"
-        "that a request gets 503. --kv-cache-memory sets the KV cache size (default: room for\n"
-        "max-num-seqs / 4 full contexts, at most 4 GiB, at least one context); when it runs\n"
-        "short the newest sequence is preempted and recomputed later. Prefix caching (on by\n"
-        "default) reuses the KV blocks of shared prompt prefixes. --api-key (or the\n"
-        "WNA16_API_KEY environment variable) makes every endpoint but /health ask for\n"
-        "\"Authorization: Bearer KEY\". --port 0 picks a free port. SIGTERM or Ctrl-C drains:\n"
-        "new requests get 503, running ones finish (up to --drain-timeout, 30 s), then the\n"
-        "server exits.\n\n"
-        "example:\n"
-        "  wna16 serve --model ./model --port 8000 &\n"
-        "  curl http://127.0.0.1:8000/v1/chat/completions -H 'Content-Type: application/json' \\\n"
-        "       -d '{\"messages\": [{\"role\": \"user\", \"content\": \"Hello\"}]}'\n");
+    fprintf(f,
+            "usage: wna16 serve --model DIR [--host 127.0.0.1] [--port 8000] [--tp N] [--threads N]\n"
+            "                   [--max-num-seqs N] [--max-model-len N] [--kv-cache-memory GiB]\n"
+            "                   [--api-key KEY] [--served-model-name NAME]\n"
+            "                   [--max-num-batched-tokens N] [--no-enable-prefix-caching]\n"
+            "                   [--max-waiting N] [--drain-timeout S] [--tokenizer DIR]\n\n"
+            "Serves the model over HTTP as OpenAI's API does: POST /v1/completions and\n"
+            "/v1/chat/completions (\"stream\": true for server-sent events), GET /v1/models,\n"
+            "/health and /metrics (Prometheus), POST /tokenize and /detokenize. Requests are\n"
+            "batched continuously over a paged KV cache: each step runs every decoding\n"
+            "sequence's next token and prompt chunks up to --max-num-batched-tokens (256).\n"
+            "--max-num-seqs (64) sequences run at once, --max-waiting (256) more wait; beyond\n"
+            "that a request gets 503. --kv-cache-memory sets the KV cache size (default: room for\n"
+            "max-num-seqs / 4 full contexts, at most 4 GiB, at least one context); when it runs\n"
+            "short the newest sequence is preempted and recomputed later. Prefix caching (on by\n"
+            "default) reuses the KV blocks of shared prompt prefixes. --api-key (or the\n"
+            "WNA16_API_KEY environment variable) makes every endpoint but /health ask for\n"
+            "\"Authorization: Bearer KEY\". --port 0 picks a free port. SIGTERM or Ctrl-C drains:\n"
+            "new requests get 503, running ones finish (up to --drain-timeout, 30 s), then the\n"
+            "server exits.\n\n"
+            "example:\n"
+            "  wna16 serve --model ./model --port 8000 &\n"
+            "  curl http://127.0.0.1:8000/v1/chat/completions -H 'Content-Type: application/json' \\\n"
+            "       -d '{\"messages\": [{\"role\": \"user\", \"content\": \"Hello\"}]}'\n");
 }
 
 static const char *value(int argc, char **argv, int *i) {
@@ -62,9 +61,9 @@ static int parse_long(int argc, char **argv, int *i, long lo, long hi, long *out
 
 static int parse_flag(int argc, char **argv, int *i, serve_args *a) {
     const char *f = argv[*i];
-#define LONGF(name, lo, hi, field)                                                                 \
+#define LONGF(name, lo, hi, field) \
     if (!strcmp(f, name)) return parse_long(argc, argv, i, lo, hi, &a->field);
-#define STRF(name, field)                                                                          \
+#define STRF(name, field) \
     if (!strcmp(f, name)) return (a->field = value(argc, argv, i)) ? 0 : 2;
     STRF("--model", dir)
     STRF("--host", host)
@@ -92,15 +91,8 @@ static int parse_flag(int argc, char **argv, int *i, serve_args *a) {
 }
 
 static int parse(int argc, char **argv, serve_args *a) {
-    *a = (serve_args){.host = "127.0.0.1",
-                      .port = 8000,
-                      .tp = 1,
-                      .max_seqs = 64,
-                      .batched = 256,
-                      .max_waiting = 256,
-                      .drain_s = 30,
-                      .max_body_mib = 4,
-                      .prefix = true};
+    *a = (serve_args){.host = "127.0.0.1", .port = 8000, .tp = 1, .max_seqs = 64, .batched = 256,
+                      .max_waiting = 256, .drain_s = 30, .max_body_mib = 4, .prefix = true};
     for (int i = 1; i < argc; i++) {
         if (cli_is_help(argv[i])) {
             usage(stdout);
@@ -121,9 +113,9 @@ static int parse(int argc, char **argv, serve_args *a) {
 /* The KV cache's bytes: --kv-cache-memory, else max-num-seqs / 4 contexts
  * capped at 4 GiB, never less than one context. */
 static size_t kv_bytes(const serve_args *a, const wna16_model *m) {
-    size_t ctx_bytes =
-        (size_t)((wna16_model_context(m) + WNA16_KV_BLOCK_SIZE - 1) / WNA16_KV_BLOCK_SIZE) *
-        wna16_kv_cache_block_bytes(m);
+    size_t ctx_bytes = (size_t)((wna16_model_context(m) + WNA16_KV_BLOCK_SIZE - 1) /
+                                WNA16_KV_BLOCK_SIZE) *
+                       wna16_kv_cache_block_bytes(m);
     if (a->kv_gib > 0) return (size_t)(a->kv_gib * 1073741824.0);
     size_t want = ctx_bytes * (size_t)((a->max_seqs + 3) / 4), cap = (size_t)4 << 30;
     if (want > cap) want = cap;
@@ -177,11 +169,8 @@ static int run(const serve_args *a, wna16_ctx *ctx, wna16_model *m, wna16_tokeni
     srv_engine *e = NULL;
     wna16_status s = srv_engine_start(ctx, m, tok, &eo, &e);
     if (s != WNA16_OK) return cli_fail("serve", ctx, s);
-    srv_http_options ho = {.host = a->host,
-                           .port = (int)a->port,
-                           .api_key = a->api_key,
-                           .served_name = a->name,
-                           .model_dir = a->dir,
+    srv_http_options ho = {.host = a->host, .port = (int)a->port, .api_key = a->api_key,
+                           .served_name = a->name, .model_dir = a->dir,
                            .max_body_bytes = (size_t)(a->max_body_mib * 1048576.0),
                            .created = (long long)time(NULL)};
     srv_http *h = NULL;
@@ -191,11 +180,10 @@ static int run(const serve_args *a, wna16_ctx *ctx, wna16_model *m, wna16_tokeni
         srv_engine_stop(e, 0);
         return 1;
     }
-    fprintf(stderr, "wna16 serve: %s as \"%s\", max-model-len %lld, KV cache %.1f MiB%s\n", a->dir,
-            a->name, (long long)wna16_model_context(m),
+    fprintf(stderr, "wna16 serve: %s as \"%s\", max-model-len %lld, KV cache %.1f MiB%s\n",
+            a->dir, a->name, (long long)wna16_model_context(m),
             (double)(eo.kv_blocks ? (size_t)eo.kv_blocks * wna16_kv_cache_block_bytes(m)
-                                  : eo.kv_bytes) /
-                1048576.0,
+                                  : eo.kv_bytes) / 1048576.0,
             a->prefix ? ", prefix caching" : "");
     fprintf(stderr, "wna16 serve: listening on http://%s:%d\n", a->host, srv_http_port(h));
     wait_for_signal();

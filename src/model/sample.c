@@ -81,28 +81,23 @@ static const char *sampler_problem(const wna16_sampler_options *o, char *why, si
     if (!o) return "NULL options";
     if (!isfinite(o->temperature) || o->temperature < 0)
         return snprintf(why, cap, "temperature %g: expected a finite number >= 0 (0 = greedy)",
-                        shown(o->temperature)),
-               why;
+                        shown(o->temperature)), why;
     if (!(o->top_p >= 0 && o->top_p <= 1))
         return snprintf(why, cap, "top_p %g: expected a number in (0, 1] (0 or 1 = off)",
-                        shown(o->top_p)),
-               why;
+                        shown(o->top_p)), why;
     if (!(o->min_p >= 0 && o->min_p <= 1))
         return snprintf(why, cap, "min_p %g: expected a number in [0, 1]", shown(o->min_p)), why;
     if (!isfinite(o->repetition_penalty) || o->repetition_penalty < 0)
         return snprintf(why, cap, "repetition_penalty %g: expected a finite number > 0 (1 = off)",
-                        shown(o->repetition_penalty)),
-               why;
+                        shown(o->repetition_penalty)), why;
     if (o->top_k < -1)
-        return snprintf(why, cap, "top_k %d: expected >= 1, or 0 or -1 for all tokens", o->top_k),
-               why;
+        return snprintf(why, cap, "top_k %d: expected >= 1, or 0 or -1 for all tokens", o->top_k), why;
     return NULL;
 }
 
 wna16_status wna16_sampler_check(wna16_ctx *ctx, const wna16_sampler_options *options) {
     if (!options)
-        return wna16_fail(wna16_ctx_diag(ctx), WNA16_ERR_INVALID_ARGUMENT,
-                          "sampling: NULL options");
+        return wna16_fail(wna16_ctx_diag(ctx), WNA16_ERR_INVALID_ARGUMENT, "sampling: NULL options");
     wna16_sampler_options o;
     WNA16_TRY(wna16_options_take(wna16_ctx_diag(ctx), "sampler options", &o, sizeof o, options));
     char why[160];
@@ -118,8 +113,7 @@ int32_t wna16_sample(const wna16_sampler_options *options, float *logits, int64_
                      const int32_t *history, size_t n_history, uint64_t *rng) {
     char why[160];
     wna16_sampler_options taken;
-    if (!options || wna16_options_take(NULL, "", &taken, sizeof taken, options) != WNA16_OK)
-        return -1;
+    if (!options || wna16_options_take(NULL, "", &taken, sizeof taken, options) != WNA16_OK) return -1;
     const wna16_sampler_options *o = &taken;
     if (!logits || vocab <= 0 || !rng || sampler_problem(o, why, sizeof why)) return -1;
     if (o->repetition_penalty != 1.0f && o->repetition_penalty > 0.0f) {

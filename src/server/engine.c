@@ -15,7 +15,7 @@
 #include <time.h>
 
 #define N_TTFT 12
-#define N_ITL  11
+#define N_ITL 11
 static const double ttft_bounds[N_TTFT] = {0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
                                            1,    2.5,   5,    10,  25,   60};
 static const double itl_bounds[N_ITL] = {0.001, 0.005, 0.01, 0.025, 0.05, 0.1,
@@ -182,20 +182,16 @@ static void finish(srv_engine *e, srv_request *r, const char *reason, const char
     pthread_cond_broadcast(&r->cv);
     pthread_mutex_unlock(&r->mu);
     pthread_mutex_lock(&e->mu);
-    if (!strcmp(reason, "abort"))
-        e->requests_aborted++;
-    else if (!strcmp(reason, "error"))
-        e->requests_failed++;
-    else
-        e->requests_ok++;
+    if (!strcmp(reason, "abort")) e->requests_aborted++;
+    else if (!strcmp(reason, "error")) e->requests_failed++;
+    else e->requests_ok++;
     pthread_mutex_unlock(&e->mu);
     srv_request_unref(r);
 }
 
 static void remove_running(srv_engine *e, int i) {
     pthread_mutex_lock(&e->mu);
-    memmove(&e->running[i], &e->running[i + 1],
-            (size_t)(e->n_running - i - 1) * sizeof *e->running);
+    memmove(&e->running[i], &e->running[i + 1], (size_t)(e->n_running - i - 1) * sizeof *e->running);
     e->n_running--;
     pthread_mutex_unlock(&e->mu);
 }
@@ -265,8 +261,7 @@ static int64_t build_rows(srv_engine *e, int64_t *take, bool *prefill) {
         int64_t k = left < budget - n ? left : budget - n;
         *prefill = true;
         for (int64_t j = 0; j < k; j++) {
-            e->rows[n] =
-                (wna16_batch_token){r->toks[r->fed + j], r->seq, r->fed + j + 1 == r->n_toks};
+            e->rows[n] = (wna16_batch_token){r->toks[r->fed + j], r->seq, r->fed + j + 1 == r->n_toks};
             e->owner[n++] = r;
         }
         take[i] = k;
@@ -387,8 +382,8 @@ static const char *take_token(srv_engine *e, srv_request *r, float *logits) {
     bool want_lp = r->params.top_logprobs >= 0;
     if (want_lp) memcpy(e->scratch, logits, (size_t)e->vocab * sizeof *logits);
     apply_penalties(r, logits, e->vocab);
-    int32_t id =
-        wna16_sample(&r->params.sampler, logits, e->vocab, r->toks, (size_t)r->n_toks, &r->rng);
+    int32_t id = wna16_sample(&r->params.sampler, logits, e->vocab, r->toks, (size_t)r->n_toks,
+                              &r->rng);
     if (id < 0) return "error";
     if (want_lp) logprobs_of(e->scratch, e->vocab, id, r->params.top_logprobs, &lp);
     if (!grow((void **)&r->toks, (size_t *)&r->cap_toks, (size_t)r->n_toks + 1, sizeof *r->toks))
@@ -396,10 +391,8 @@ static const char *take_token(srv_engine *e, srv_request *r, float *logits) {
     r->toks[r->n_toks++] = id;
     pthread_mutex_lock(&e->mu);
     e->generation_tokens++;
-    if (!r->completion_tokens)
-        hist_add(&e->ttft, now - r->t_submit);
-    else
-        hist_add(&e->itl, now - r->t_last);
+    if (!r->completion_tokens) hist_add(&e->ttft, now - r->t_submit);
+    else hist_add(&e->itl, now - r->t_last);
     pthread_mutex_unlock(&e->mu);
     pthread_mutex_lock(&r->mu);
     if (!r->completion_tokens) r->t_first = now;
@@ -583,8 +576,8 @@ wna16_status srv_engine_start(wna16_ctx *ctx, wna16_model *m, const wna16_tokeni
     e->owner = calloc((size_t)o->max_batched_tokens, sizeof *e->owner);
     e->logits = malloc(S * (size_t)e->vocab * sizeof *e->logits);
     e->scratch = malloc((size_t)e->vocab * sizeof *e->scratch);
-    if (s == WNA16_OK &&
-        (!e->running || !e->free_seqs || !e->rows || !e->owner || !e->logits || !e->scratch))
+    if (s == WNA16_OK && (!e->running || !e->free_seqs || !e->rows || !e->owner || !e->logits ||
+                          !e->scratch))
         s = WNA16_ERR_OUT_OF_MEMORY;
     for (int i = 0; s == WNA16_OK && i < o->max_num_seqs; i++)
         e->free_seqs[e->n_free_seqs++] = o->max_num_seqs - 1 - i;
@@ -631,8 +624,8 @@ int srv_engine_submit(srv_engine *e, srv_request *r) {
                  (long long)r->n_prompt, (long long)r->params.max_tokens);
         return 400;
     }
-    int64_t need =
-        (r->n_prompt + r->params.max_tokens + WNA16_KV_BLOCK_SIZE - 1) / WNA16_KV_BLOCK_SIZE;
+    int64_t need = (r->n_prompt + r->params.max_tokens + WNA16_KV_BLOCK_SIZE - 1) /
+                   WNA16_KV_BLOCK_SIZE;
     if (need > e->kv.blocks) {
         snprintf(r->error, sizeof r->error,
                  "the request needs %lld KV cache blocks and the server has %lld; ask for fewer "
@@ -652,16 +645,13 @@ int srv_engine_submit(srv_engine *e, srv_request *r) {
         bool draining = e->draining;
         pthread_mutex_unlock(&e->mu);
         snprintf(r->error, sizeof r->error, "%s",
-                 draining ? "the server is shutting down"
-                          : "too many requests are waiting; retry later");
+                 draining ? "the server is shutting down" : "too many requests are waiting; retry later");
         return 503;
     }
     r->refs++; /* the engine's */
     r->next = NULL;
-    if (e->wait_tail)
-        e->wait_tail->next = r;
-    else
-        e->wait_head = r;
+    if (e->wait_tail) e->wait_tail->next = r;
+    else e->wait_head = r;
     e->wait_tail = r;
     e->n_waiting++;
     e->prompt_tokens += r->n_prompt;
@@ -698,35 +688,29 @@ char *srv_engine_metrics(srv_engine *e) {
     if (!f) return NULL;
     pthread_mutex_lock(&e->mu);
     const wna16_kv_cache_stats *kv = &e->kv;
-#define GAUGE(name, help, fmt, v)                                                                  \
-    fprintf(f,                                                                                     \
-            "# HELP wna16:" name " " help "\n# TYPE wna16:" name " gauge\nwna16:" name " " fmt     \
-            "\n",                                                                                  \
-            v)
-#define COUNTER(name, help, v)                                                                     \
-    fprintf(                                                                                       \
-        f, "# HELP wna16:" name " " help "\n# TYPE wna16:" name " counter\nwna16:" name " %lld\n", \
-        (long long)(v))
+#define GAUGE(name, help, fmt, v) \
+    fprintf(f, "# HELP wna16:" name " " help "\n# TYPE wna16:" name " gauge\nwna16:" name " " fmt "\n", v)
+#define COUNTER(name, help, v)                                                              \
+    fprintf(f, "# HELP wna16:" name " " help "\n# TYPE wna16:" name " counter\nwna16:" name \
+               " %lld\n",                                                                   \
+            (long long)(v))
     GAUGE("num_requests_running", "Requests in the running batch.", "%d", e->n_running);
     GAUGE("num_requests_waiting", "Requests waiting to run.", "%lld", (long long)e->n_waiting);
-    GAUGE("kv_cache_blocks_total", "KV cache blocks of 16 positions.", "%lld",
-          (long long)kv->blocks);
+    GAUGE("kv_cache_blocks_total", "KV cache blocks of 16 positions.", "%lld", (long long)kv->blocks);
     GAUGE("kv_cache_blocks_used", "KV cache blocks held by sequences.", "%lld",
           (long long)kv->blocks_used);
-    GAUGE("kv_cache_blocks_cached", "Free KV cache blocks whose content is kept for reuse.", "%lld",
-          (long long)kv->blocks_cached);
+    GAUGE("kv_cache_blocks_cached", "Free KV cache blocks whose content is kept for reuse.",
+          "%lld", (long long)kv->blocks_cached);
     GAUGE("kv_cache_usage_perc", "Fraction of KV cache blocks in use.", "%.6f",
           kv->blocks ? (double)kv->blocks_used / (double)kv->blocks : 0.0);
-    COUNTER("prefix_cache_queries_total", "Blocks looked up in the prefix cache.",
-            kv->prefix_queries);
+    COUNTER("prefix_cache_queries_total", "Blocks looked up in the prefix cache.", kv->prefix_queries);
     COUNTER("prefix_cache_hits_total", "Blocks found in the prefix cache.", kv->prefix_hits);
     GAUGE("prefix_cache_hit_rate", "Prefix cache hits per query so far.", "%.6f",
           kv->prefix_queries ? (double)kv->prefix_hits / (double)kv->prefix_queries : 0.0);
     COUNTER("prompt_tokens_total", "Prompt tokens received.", e->prompt_tokens);
     COUNTER("generation_tokens_total", "Tokens generated.", e->generation_tokens);
     COUNTER("request_success_total", "Requests that finished (stop or length).", e->requests_ok);
-    COUNTER("request_aborted_total", "Requests aborted (client gone, shutdown).",
-            e->requests_aborted);
+    COUNTER("request_aborted_total", "Requests aborted (client gone, shutdown).", e->requests_aborted);
     COUNTER("request_failed_total", "Requests that failed.", e->requests_failed);
     COUNTER("num_preemptions_total", "Sequences preempted for KV cache blocks.", e->preemptions);
     COUNTER("steps_total", "Engine steps (one batched forward each).", e->steps);
