@@ -21,6 +21,8 @@ int wna16_cmd_tokenize(int argc, char **argv);
 int wna16_cmd_detokenize(int argc, char **argv);
 /* `wna16 bench moe` (bench_moe.c), a mode of wna16_cmd_bench. */
 int wna16_bench_moe(int argc, char **argv);
+/* `wna16 bench serve` (bench_serve.c): load generator for a running server. */
+int wna16_bench_serve(int argc, char **argv);
 int wna16_cmd_quantize(int argc, char **argv);
 int wna16_cmd_serve(int argc, char **argv);
 

@@ -323,8 +323,9 @@ static size_t longest_stop(const srv_params *p) {
     return n;
 }
 
-/* Appends the token's text; true when a stop string ended the text. */
-static bool add_text(srv_engine *e, srv_request *r, int32_t id) {
+/* Appends the token's text; true when a stop string ended the text (looked
+ * for only when check_stop: min_tokens not yet reached otherwise). */
+static bool add_text(srv_engine *e, srv_request *r, int32_t id, bool check_stop) {
     const char *t = NULL;
     size_t len = 0;
     if (!r->detok && wna16_detok_stream_create(e->ctx, e->tok, true, &r->detok) != WNA16_OK)
@@ -337,7 +338,7 @@ static bool add_text(srv_engine *e, srv_request *r, int32_t id) {
     r->text[r->text_len] = '\0';
     size_t hold = longest_stop(&r->params);
     size_t scan = from > hold ? from - hold : 0;
-    for (size_t i = 0; i < r->params.n_stop; i++) {
+    for (size_t i = 0; check_stop && i < r->params.n_stop; i++) {
         const char *hit = r->params.stop[i][0] ? strstr(r->text + scan, r->params.stop[i]) : NULL;
         if (hit) {
             r->text_len = (size_t)(hit - r->text);
@@ -401,11 +402,12 @@ static const char *take_token(srv_engine *e, srv_request *r, float *logits) {
     if (want_lp && grow((void **)&r->lps, (size_t *)&r->lps_cap, (size_t)r->n_lps + 1, sizeof lp))
         r->lps[r->n_lps++] = lp;
     pthread_mutex_unlock(&r->mu);
-    if (is_stop_id(e, r, id)) {
+    bool may_stop = r->completion_tokens >= r->params.min_tokens;
+    if (may_stop && is_stop_id(e, r, id)) {
         flush_text(e, r);
         return "stop";
     }
-    if (add_text(e, r, id)) return "stop";
+    if (add_text(e, r, id, may_stop)) return "stop";
     if (r->completion_tokens >= r->params.max_tokens || r->n_toks >= e->context) {
         flush_text(e, r);
         return "length";

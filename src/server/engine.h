@@ -49,6 +49,7 @@ typedef struct srv_params {
     int32_t *stop_ids; /* owned */
     size_t n_stop_ids;
     bool ignore_eos;
+    int64_t min_tokens; /* no EOS, stop id or stop string ends it before this many */
     int top_logprobs; /* < 0: no logprobs; else the chosen token's and this many more */
 } srv_params;
 

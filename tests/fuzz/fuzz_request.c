@@ -44,6 +44,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         FUZZ_CHECK(fabsf(p.presence_penalty) <= 2 && fabsf(p.frequency_penalty) <= 2);
         FUZZ_CHECK(p.sampler.top_k >= -1);
         FUZZ_CHECK(p.max_tokens == -1 || p.max_tokens >= 1);
+        FUZZ_CHECK(p.min_tokens >= 0);
         FUZZ_CHECK(p.top_logprobs >= -1 && p.top_logprobs <= 20);
         FUZZ_CHECK(p.n_stop <= 16);
         for (size_t i = 0; i < p.n_stop; i++) FUZZ_CHECK(p.stop[i] != NULL);
