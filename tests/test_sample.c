@@ -6,6 +6,7 @@
 #include "wna16.h"
 
 #include <jansson.h>
+#include <math.h>
 #include <stdlib.h>
 
 static void test_sampler(void) {
@@ -55,6 +56,37 @@ static void test_sampler(void) {
         any_low |= wna16_sample(&hot, l, 6, NULL, 0, &rng) == 3;
     }
     CHECK(any_low);
+    /* the draws follow softmax, with and without top-k/top-p/min-p cutting
+     * (the sampler no longer sorts the whole vocabulary: each path must keep
+     * the weights): logits ln(1..4) give 1/10, 2/10, 3/10, 4/10; top-k 2 keeps
+     * 3/7 and 4/7; top-p 0.65 keeps the same two (0.4 + 0.3 >= 0.65); min-p
+     * 0.6 keeps 3 and 4 (0.75 and 1 of the best) */
+    float w[4] = {0, logf(2), logf(3), logf(4)};
+    struct {
+        wna16_sampler_options o;
+        double want[4];
+    } dist[] = {
+        {{.temperature = 1.0f}, {0.1, 0.2, 0.3, 0.4}},
+        {{.temperature = 1.0f, .top_k = 2}, {0, 0, 3 / 7.0, 4 / 7.0}},
+        {{.temperature = 1.0f, .top_p = 0.65f}, {0, 0, 3 / 7.0, 4 / 7.0}},
+        {{.temperature = 1.0f, .min_p = 0.6f}, {0, 0, 3 / 7.0, 4 / 7.0}},
+        {{.temperature = 1.0f, .top_k = 3, .top_p = 0.99f}, {0, 2 / 9.0, 3 / 9.0, 4 / 9.0}},
+    };
+    for (size_t c = 0; c < sizeof dist / sizeof dist[0]; c++) {
+        int cnt[4] = {0};
+        uint64_t rr = 77;
+        const int N = 20000;
+        for (int i = 0; i < N; i++) {
+            float x[4];
+            memcpy(x, w, sizeof x);
+            int32_t id = wna16_sample(&dist[c].o, x, 4, NULL, 0, &rr);
+            CHECK(id >= 0 && id < 4);
+            if (id >= 0 && id < 4) cnt[id]++;
+        }
+        for (int i = 0; i < 4; i++)
+            CHECK_MSG(fabs(cnt[i] / (double)N - dist[c].want[i]) < 0.015, "case %zu id %d: %d", c,
+                      i, cnt[i]);
+    }
 }
 
 static wna16_buf streamed;

@@ -87,6 +87,30 @@ static model_costs costs(const wna16_model *m) {
     return c;
 }
 
+void cli_model_costs_get(const wna16_model *m, cli_model_costs *c) {
+    *c = (cli_model_costs){0};
+    const wna16_checkpoint *ck = m->ck;
+    for (size_t i = 0; i < ck->n_modules; i++) {
+        const wna16_module *mod = &ck->modules[i];
+        if (mod->kind == WNA16_MODULE_OTHER) continue;
+        double bytes = (double)module_weight_bytes(mod), params = (double)(mod->out * mod->in);
+        if (mod->expert >= 0) {
+            c->expert_bytes += bytes, c->expert_params += params;
+            if (mod->role == WNA16_TP_MOE_W2) c->n_experts++;
+            continue;
+        }
+        c->dense_bytes += bytes;
+        if (strcmp(mod->name, "lm_head"))
+            c->dense_params += params;
+        else
+            c->head_params += params;
+    }
+    if (c->n_experts) {
+        c->n_experts = m->cfg.num_experts;
+        c->top_k = m->cfg.num_experts_per_tok;
+    }
+}
+
 /* Decode tokens per bandwidth sample (cli_bw_rounds; ~0.1 s each at
  * 40 GB/s, not timed). */
 #define DECODE_WINDOW 8
@@ -95,7 +119,7 @@ static model_costs costs(const wna16_model *m) {
  * the instruction (its prefill runs vdpbf16ps), else the level's fp32 FMA
  * peak (its kernels are FMA; a bf16 peak of 0 made the fraction inf). *kind
  * names it ("bf16", "fp32_fma"; NULL at the reference level: no peak). */
-static double compute_peak(int threads, const char **kind) {
+double cli_compute_peak(int threads, const char **kind) {
     double p = wna16_measure_bf16_peak(threads);
     *kind = "bf16";
     if (p > 0) return p;
@@ -116,7 +140,8 @@ static const char *json_num(char buf[32], double v, int decimals) {
  * bandwidth; ranks on several hosts add theirs). */
 static void limits(wna16_comm *comm, int threads, double *bw, double *peak, const char **kind) {
     if (comm) wna16_comm_barrier(NULL, comm);
-    double v[2] = {wna16_measure_read_bw(threads, (size_t)1 << 30, 3), compute_peak(threads, kind)};
+    double v[2] = {wna16_measure_read_bw(threads, (size_t)1 << 30, 3),
+                   cli_compute_peak(threads, kind)};
     if (!comm) {
         *bw = v[0], *peak = v[1];
         return;
@@ -272,7 +297,7 @@ int wna16_bench_model(int argc, char **argv) {
          * start-of-run sample read 403 of ~1085 GFLOP/s): a second sample
          * right after the prefill, the better of the two counts. */
         if (!comm) {
-            double again = compute_peak(limit_threads, &peak_kind);
+            double again = cli_compute_peak(limit_threads, &peak_kind);
             if (again > peak) peak = again;
         }
         wna16_model_comm_stats(m, &ar_pre);

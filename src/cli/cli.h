@@ -21,6 +21,8 @@ int wna16_cmd_tokenize(int argc, char **argv);
 int wna16_cmd_detokenize(int argc, char **argv);
 /* `wna16 bench moe` (bench_moe.c), a mode of wna16_cmd_bench. */
 int wna16_bench_moe(int argc, char **argv);
+/* `wna16 bench serve` (bench_serve.c): load generator for a running server. */
+int wna16_bench_serve(int argc, char **argv);
 int wna16_cmd_quantize(int argc, char **argv);
 int wna16_cmd_serve(int argc, char **argv);
 
@@ -35,6 +37,20 @@ void cli_install_hooks(wna16_ctx *ctx, bool progress);
 void cli_catch_interrupts(void);
 bool cli_progress_wanted(void);
 bool cli_quiet(void);
+
+/* A model's weights as a step of the forward reads them (bench_model.c):
+ * bytes and multiply-adds of the linears every row runs (dense_*, lm_head
+ * apart in head_params) and of all routed experts together (expert_*; each
+ * row runs top_k of the n_experts of every MoE layer). */
+typedef struct cli_model_costs {
+    double dense_bytes, dense_params, head_params, expert_bytes, expert_params;
+    int64_t n_experts, top_k; /* 0: no MoE */
+} cli_model_costs;
+void cli_model_costs_get(const wna16_model *m, cli_model_costs *c);
+/* The compute peak (GFLOP/s) the prefill kernels can reach: the bf16-dot
+ * peak where the ISA level has one, else its fp32 FMA peak; *kind names it
+ * ("bf16", "fp32_fma", or NULL when there is none). */
+double cli_compute_peak(int threads, const char **kind);
 
 /* Shared helpers (cli_util.c). */
 bool cli_is_help(const char *arg);

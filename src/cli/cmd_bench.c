@@ -452,6 +452,8 @@ static const bench_mode bench_modes[] = {
     {"moe", wna16_bench_moe, "fused MoE layer, Qwen3-30B-A3B shapes, cold weights"},
     {"comm", wna16_bench_comm,
      "the TP all-reduce alone (threads, or one rank per process under mpirun)"},
+    {"serve", wna16_bench_serve,
+     "load test a running server: throughput, TTFT/TPOT/ITL percentiles, decode roofline"},
 };
 
 static void bench_help(FILE *f) {

@@ -3,6 +3,7 @@
 #include "cli/cli.h"
 
 #ifdef WNA16_HAVE_HTTP
+#include "kernels/machine_limits.h"
 #include "server/engine.h"
 #include "server/http.h"
 
@@ -38,7 +39,8 @@ static void usage(FILE *f) {
             "WNA16_API_KEY environment variable) makes every endpoint but /health ask for\n"
             "\"Authorization: Bearer KEY\". --port 0 picks a free port. SIGTERM or Ctrl-C drains:\n"
             "new requests get 503, running ones finish (up to --drain-timeout, 30 s), then the\n"
-            "server exits.\n\n"
+            "server exits. At start it measures the read bandwidth and compute peak for the\n"
+            "per-step roofline in /metrics (wna16 bench serve reads it).\n\n"
             "example:\n"
             "  wna16 serve --model ./model --port 8000 &\n"
             "  curl http://127.0.0.1:8000/v1/chat/completions -H 'Content-Type: application/json' \\\n"
@@ -131,13 +133,40 @@ static void wait_for_signal(void) {
     sigwait(&set, &sig);
 }
 
+/* The engine's per-step roofline (/metrics): the model's weight bytes and
+ * FLOPs, and this machine's read bandwidth (256 MiB, 8x a large L3) and
+ * compute peak measured now, on the threads the forward runs on. */
+static srv_roofline roofline(const serve_args *a, const wna16_model *m) {
+    cli_model_costs c;
+    cli_model_costs_get(m, &c);
+    const char *kind = NULL;
+    int threads = (int)a->threads;
+    srv_roofline r = {
+        .read_gbs = wna16_measure_read_bw(threads, (size_t)256 << 20, 3),
+        .peak_gflops = cli_compute_peak(threads, &kind),
+        .dense_bytes = c.dense_bytes,
+        .expert_bytes = c.expert_bytes,
+        .n_experts = (double)c.n_experts,
+        .top_k = (double)c.top_k,
+        .row_flops =
+            2 * (c.dense_params +
+                 (c.n_experts ? c.expert_params * (double)c.top_k / (double)c.n_experts : 0)),
+        .logit_flops = 2 * c.head_params};
+    fprintf(stderr,
+            "wna16 serve: machine read bandwidth %.2f GB/s, %s peak %.1f GFLOP/s; a one-row "
+            "decode step's roofline %.3f ms\n",
+            r.read_gbs, kind ? kind : "no", r.peak_gflops, 1e3 * srv_roofline_seconds(&r, 1, 1));
+    return r;
+}
+
 static int run(const serve_args *a, wna16_ctx *ctx, wna16_model *m, wna16_tokenizer *tok) {
     srv_engine_options eo = {.max_num_seqs = (int)a->max_seqs,
                              .max_batched_tokens = a->batched,
                              .max_waiting = a->max_waiting,
                              .kv_bytes = a->blocks ? 0 : kv_bytes(a, m),
                              .kv_blocks = a->blocks,
-                             .prefix_caching = a->prefix};
+                             .prefix_caching = a->prefix,
+                             .roofline = roofline(a, m)};
     srv_engine *e = NULL;
     wna16_status s = srv_engine_start(ctx, m, tok, &eo, &e);
     if (s != WNA16_OK) return cli_fail("serve", ctx, s);

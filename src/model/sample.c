@@ -26,6 +26,31 @@ static int by_logit_desc(const void *a, const void *b) {
     return x->id - y->id; /* ties: lowest id first, deterministic */
 }
 
+/* Moves the k first of c[0..n) in by_logit_desc order to c[0..k)
+ * (quickselect; their order among themselves is unspecified). */
+static void select_top(cand *c, int64_t n, int64_t k) {
+    int64_t lo = 0, hi = n - 1;
+    while (lo < hi) {
+        cand pivot = c[lo + (hi - lo) / 2];
+        int64_t i = lo, j = hi;
+        while (i <= j) {
+            while (by_logit_desc(&c[i], &pivot) < 0) i++;
+            while (by_logit_desc(&c[j], &pivot) > 0) j--;
+            if (i <= j) {
+                cand t = c[i];
+                c[i++] = c[j];
+                c[j--] = t;
+            }
+        }
+        if (k - 1 <= j)
+            hi = j;
+        else if (k - 1 >= i)
+            lo = i;
+        else
+            break;
+    }
+}
+
 /* The largest logit (lowest id on ties); -1 when no logit is a number above -inf. */
 static int32_t argmax(const float *logits, int64_t vocab) {
     int64_t best = -1;
@@ -106,6 +131,7 @@ int32_t wna16_sample(const wna16_sampler_options *options, float *logits, int64_
     /* as vLLM: below 1e-5 the scaled logits would overflow, so it is greedy */
     if (o->temperature < 1e-5f) return argmax(logits, vocab);
     int64_t k = o->top_k > 0 && o->top_k < vocab ? o->top_k : vocab;
+    bool top_p = o->top_p > 0.0f && o->top_p < 1.0f;
     cand *c = malloc((size_t)vocab * sizeof *c);
     double *p = malloc((size_t)k * sizeof *p);
     if (!c || !p) {
@@ -113,19 +139,28 @@ int32_t wna16_sample(const wna16_sampler_options *options, float *logits, int64_
         free(p);
         return -1;
     }
-    for (int64_t i = 0; i < vocab; i++)
+    /* No sort of the whole vocabulary (a 152k-entry qsort per token cost
+     * ~20 ms, more than a small model's forward): the best first, top-k
+     * by selection, and a sort only of what top-p must walk in order. */
+    int64_t best = 0;
+    for (int64_t i = 0; i < vocab; i++) {
         c[i] = (cand){rank_value(logits[i]) / o->temperature, (int32_t)i};
-    qsort(c, (size_t)vocab, sizeof *c, by_logit_desc);
-    if (c[0].logit == -INFINITY || c[0].logit == INFINITY) { /* nothing to weigh */
-        int32_t id = c[0].logit == INFINITY ? c[0].id : -1;
+        if (c[i].logit > c[best].logit) best = i;
+    }
+    if (c[best].logit == -INFINITY || c[best].logit == INFINITY) { /* nothing to weigh */
+        int32_t id = c[best].logit == INFINITY ? c[best].id : -1;
         free(p);
         free(c);
         return id;
     }
+    float mx = c[best].logit;
+    int32_t id = c[best].id;
+    if (k < vocab) select_top(c, vocab, k);
+    if (top_p) qsort(c, (size_t)k, sizeof *c, by_logit_desc);
     double sum = 0;
-    for (int64_t i = 0; i < k; i++) sum += p[i] = exp((double)(c[i].logit - c[0].logit));
+    for (int64_t i = 0; i < k; i++) sum += p[i] = exp((double)(c[i].logit - mx));
     int64_t keep = k;
-    if (o->top_p > 0.0f && o->top_p < 1.0f) {
+    if (top_p) {
         double acc = 0;
         for (int64_t i = 0; i < k; i++) {
             acc += p[i] / sum;
@@ -135,22 +170,18 @@ int32_t wna16_sample(const wna16_sampler_options *options, float *logits, int64_
             }
         }
     }
+    /* min-p: the best has weight 1; drop what weighs under min_p of it */
     if (o->min_p > 0.0f)
-        for (int64_t i = 1; i < keep; i++)
-            if (p[i] < o->min_p * p[0]) {
-                keep = i;
-                break;
-            }
+        for (int64_t i = 0; i < keep; i++)
+            if (p[i] < o->min_p) p[i] = 0;
     double total = 0;
     for (int64_t i = 0; i < keep; i++) total += p[i];
     double r = next_unit(rng) * total;
-    int32_t id = c[keep - 1].id;
     for (int64_t i = 0; i < keep; i++) {
+        if (p[i] <= 0) continue;
+        id = c[i].id;
         r -= p[i];
-        if (r < 0) {
-            id = c[i].id;
-            break;
-        }
+        if (r < 0) break;
     }
     free(p);
     free(c);

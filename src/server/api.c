@@ -89,7 +89,7 @@ int srv_parse_params(const json_t *body, bool chat, int64_t vocab, srv_request_i
                      srv_params *p, char *err) {
     int rc;
     double t = 1.0, top_p = 1.0, min_p = 0, rep = 1.0, pres = 0, freq = 0;
-    long long top_k = -1, seed = -1, max_tokens = -1, n = 1, lp = -1;
+    long long top_k = -1, seed = -1, max_tokens = -1, n = 1, lp = -1, min_tokens = 0;
     bool lp_chat = false, stream = false, echo = false, ignore_eos = false, usage = false;
     if ((rc = get_num(body, "temperature", 0, 100, &t, err)) ||
         (rc = get_num(body, "top_p", 0, 1, &top_p, err)) ||
@@ -99,10 +99,12 @@ int srv_parse_params(const json_t *body, bool chat, int64_t vocab, srv_request_i
         (rc = get_num(body, "frequency_penalty", -2, 2, &freq, err)) ||
         (rc = get_int(body, "top_k", -1, 1 << 30, &top_k, err)) ||
         (rc = get_int(body, "seed", INT64_MIN, INT64_MAX, &seed, err)) ||
-        (rc = get_int(body, chat && json_object_get(body, "max_completion_tokens")
-                                ? "max_completion_tokens"
-                                : "max_tokens",
+        (rc = get_int(body,
+                      chat && json_object_get(body, "max_completion_tokens")
+                          ? "max_completion_tokens"
+                          : "max_tokens",
                       1, 1 << 30, &max_tokens, err)) ||
+        (rc = get_int(body, "min_tokens", 0, 1 << 30, &min_tokens, err)) ||
         (rc = get_int(body, "n", 1, 1, &n, err)) || (rc = get_bool(body, "stream", &stream, err)) ||
         (rc = get_bool(body, "ignore_eos", &ignore_eos, err)) || (rc = get_stop(body, p, err)) ||
         (rc = get_stop_ids(body, p, vocab, err)))
@@ -135,6 +137,7 @@ int srv_parse_params(const json_t *body, bool chat, int64_t vocab, srv_request_i
     p->presence_penalty = (float)pres;
     p->frequency_penalty = (float)freq;
     p->ignore_eos = ignore_eos;
+    p->min_tokens = min_tokens;
     p->top_logprobs = (int)lp;
     p->max_tokens = max_tokens;
     info->stream = stream;

@@ -55,6 +55,10 @@ struct srv_engine {
     /* counters (under mu) */
     int64_t prompt_tokens, generation_tokens, requests_ok, requests_aborted, requests_failed;
     int64_t preemptions;
+    /* steps: all, and decode steps (every row a sequence's next token) with
+     * their forward time and roofline seconds */
+    int64_t steps, decode_steps, decode_rows;
+    double step_seconds, decode_seconds, decode_roofline_seconds;
     histogram ttft, itl;
     wna16_kv_cache_stats kv;
 };
@@ -238,8 +242,9 @@ static void preempt_newest(srv_engine *e) {
 
 /* This step's rows: every decoding sequence's next token, then prompt
  * chunks in admission order up to the budget. Returns the row count. */
-static int64_t build_rows(srv_engine *e, int64_t *take) {
+static int64_t build_rows(srv_engine *e, int64_t *take, bool *prefill) {
     int64_t n = 0, budget = e->o.max_batched_tokens;
+    *prefill = false;
     for (int i = 0; i < e->n_running; i++) {
         srv_request *r = e->running[i];
         take[i] = 0;
@@ -254,6 +259,7 @@ static int64_t build_rows(srv_engine *e, int64_t *take) {
         int64_t left = r->n_toks - r->fed;
         if (left <= 1) continue;
         int64_t k = left < budget - n ? left : budget - n;
+        *prefill = true;
         for (int64_t j = 0; j < k; j++) {
             e->rows[n] = (wna16_batch_token){r->toks[r->fed + j], r->seq, r->fed + j + 1 == r->n_toks};
             e->owner[n++] = r;
@@ -317,8 +323,9 @@ static size_t longest_stop(const srv_params *p) {
     return n;
 }
 
-/* Appends the token's text; true when a stop string ended the text. */
-static bool add_text(srv_engine *e, srv_request *r, int32_t id) {
+/* Appends the token's text; true when a stop string ended the text (looked
+ * for only when check_stop: min_tokens not yet reached otherwise). */
+static bool add_text(srv_engine *e, srv_request *r, int32_t id, bool check_stop) {
     const char *t = NULL;
     size_t len = 0;
     if (!r->detok && wna16_detok_stream_create(e->ctx, e->tok, true, &r->detok) != WNA16_OK)
@@ -331,7 +338,7 @@ static bool add_text(srv_engine *e, srv_request *r, int32_t id) {
     r->text[r->text_len] = '\0';
     size_t hold = longest_stop(&r->params);
     size_t scan = from > hold ? from - hold : 0;
-    for (size_t i = 0; i < r->params.n_stop; i++) {
+    for (size_t i = 0; check_stop && i < r->params.n_stop; i++) {
         const char *hit = r->params.stop[i][0] ? strstr(r->text + scan, r->params.stop[i]) : NULL;
         if (hit) {
             r->text_len = (size_t)(hit - r->text);
@@ -395,11 +402,12 @@ static const char *take_token(srv_engine *e, srv_request *r, float *logits) {
     if (want_lp && grow((void **)&r->lps, (size_t *)&r->lps_cap, (size_t)r->n_lps + 1, sizeof lp))
         r->lps[r->n_lps++] = lp;
     pthread_mutex_unlock(&r->mu);
-    if (is_stop_id(e, r, id)) {
+    bool may_stop = r->completion_tokens >= r->params.min_tokens;
+    if (may_stop && is_stop_id(e, r, id)) {
         flush_text(e, r);
         return "stop";
     }
-    if (add_text(e, r, id)) return "stop";
+    if (add_text(e, r, id, may_stop)) return "stop";
     if (r->completion_tokens >= r->params.max_tokens || r->n_toks >= e->context) {
         flush_text(e, r);
         return "length";
@@ -418,9 +426,14 @@ static bool step(srv_engine *e) {
         }
     if (!e->n_running) return false;
     int64_t take[e->o.max_num_seqs];
+    bool prefill = false;
+    int64_t rows = 0;
+    double t0 = srv_now(), t_fwd = 0;
     for (;;) {
-        int64_t n = build_rows(e, take);
-        wna16_status s = wna16_batch_eval(e->ctx, e->m, e->cache, e->rows, n, e->logits);
+        rows = build_rows(e, take, &prefill);
+        double t = srv_now();
+        wna16_status s = wna16_batch_eval(e->ctx, e->m, e->cache, e->rows, rows, e->logits);
+        t_fwd = srv_now() - t;
         if (s == WNA16_OK) break;
         if (s == WNA16_ERR_LIMIT && e->n_running > 1) {
             preempt_newest(e);
@@ -458,10 +471,34 @@ static bool step(srv_engine *e) {
         }
     wna16_kv_cache_stats kv;
     wna16_kv_cache_get_stats(e->cache, &kv);
+    double roof = prefill ? 0 : srv_roofline_seconds(&e->o.roofline, rows, rows);
     pthread_mutex_lock(&e->mu);
     e->kv = kv;
+    e->steps++;
+    e->step_seconds += srv_now() - t0;
+    if (!prefill) {
+        e->decode_steps++;
+        e->decode_rows += rows;
+        e->decode_seconds += t_fwd;
+        e->decode_roofline_seconds += roof;
+    }
     pthread_mutex_unlock(&e->mu);
     return true;
+}
+
+double srv_roofline_seconds(const srv_roofline *r, int64_t rows, int64_t logit_rows) {
+    if (r->read_gbs <= 0 || rows < 1) return 0;
+    double bytes = r->dense_bytes, T = (double)rows;
+    if (r->n_experts > 0 && r->top_k > 0) {
+        double touched = r->n_experts * (1 - pow(1 - r->top_k / r->n_experts, T));
+        bytes += r->expert_bytes * touched / r->n_experts;
+    }
+    double t = bytes / (r->read_gbs * 1e9);
+    if (r->peak_gflops > 0) {
+        double flops = r->row_flops * T + r->logit_flops * (double)logit_rows;
+        if (flops / (r->peak_gflops * 1e9) > t) t = flops / (r->peak_gflops * 1e9);
+    }
+    return t;
 }
 
 static void *engine_main(void *arg) {
@@ -678,6 +715,23 @@ char *srv_engine_metrics(srv_engine *e) {
     COUNTER("request_aborted_total", "Requests aborted (client gone, shutdown).", e->requests_aborted);
     COUNTER("request_failed_total", "Requests that failed.", e->requests_failed);
     COUNTER("num_preemptions_total", "Sequences preempted for KV cache blocks.", e->preemptions);
+    COUNTER("steps_total", "Engine steps (one batched forward each).", e->steps);
+    COUNTER("decode_steps_total", "Steps whose rows were all decode rows.", e->decode_steps);
+    COUNTER("decode_step_rows_total", "Rows (sequences) of the decode steps.", e->decode_rows);
+#define FCOUNTER(name, help, v)                                                                    \
+    fprintf(                                                                                       \
+        f, "# HELP wna16:" name " " help "\n# TYPE wna16:" name " counter\nwna16:" name " %.9f\n", \
+        (double)(v))
+    FCOUNTER("step_seconds_total", "Wall time of all steps (forward, sampling, hand-off).",
+             e->step_seconds);
+    FCOUNTER("decode_step_seconds_total", "Forward time of the decode steps.", e->decode_seconds);
+    FCOUNTER("decode_step_roofline_seconds_total",
+             "The decode steps' floor: max(distinct weight bytes / read bandwidth, FLOPs / peak).",
+             e->decode_roofline_seconds);
+    GAUGE("machine_read_bandwidth_gbs", "Read bandwidth measured at start (GB/s).", "%.3f",
+          e->o.roofline.read_gbs);
+    GAUGE("machine_peak_gflops", "Compute peak measured at start (GFLOP/s).", "%.3f",
+          e->o.roofline.peak_gflops);
     hist_text(f, "wna16:time_to_first_token_seconds", "Time to first token.", &e->ttft);
     hist_text(f, "wna16:inter_token_latency_seconds", "Time between tokens of a request.", &e->itl);
     pthread_mutex_unlock(&e->mu);

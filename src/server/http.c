@@ -479,12 +479,14 @@ static enum MHD_Result detokenize(struct MHD_Connection *c, srv_http *h, const j
 }
 
 static enum MHD_Result models(struct MHD_Connection *c, srv_http *h) {
-    return send_json(
-        c, 200,
-        json_pack("{s:s, s:[{s:s, s:s, s:I, s:s, s:s, s:I}]}", "object", "list", "data", "id",
-                  h->o.served_name, "object", "model", "created", (json_int_t)h->o.created,
-                  "owned_by", "wna16", "root", h->o.model_dir, "max_model_len",
-                  (json_int_t)h->context));
+    /* vocab_size (ours, beside vLLM's fields): token-id prompts for clients
+     * without the tokenizer (wna16 bench serve) */
+    return send_json(c, 200,
+                     json_pack("{s:s, s:[{s:s, s:s, s:I, s:s, s:s, s:I, s:I}]}", "object", "list",
+                               "data", "id", h->o.served_name, "object", "model", "created",
+                               (json_int_t)h->o.created, "owned_by", "wna16", "root",
+                               h->o.model_dir, "max_model_len", (json_int_t)h->context,
+                               "vocab_size", (json_int_t)h->vocab));
 }
 
 /* --------------------------------------------------------------- routing */
