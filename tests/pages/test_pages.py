@@ -59,23 +59,30 @@ class Browser:
     """One headless Chromium; every request and console message it sees is
     kept, so the tests can check them all at the end."""
 
-    def __init__(self, width=1280, height=800):
+    def __init__(self):
         o = Options()
         o.binary_location = shutil.which("chromium")
         for a in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
                   "--no-first-run", "--disable-extensions", "--hide-scrollbars",
-                  "--force-color-profile=srgb", f"--window-size={width},{height}"):
+                  "--force-color-profile=srgb", "--window-size=1280,820"):
             o.add_argument(a)
         o.set_capability("goog:loggingPrefs", {"browser": "ALL", "performance": "ALL"})
         self.d = webdriver.Chrome(options=o, service=Service(shutil.which("chromedriver")))
         self.d.execute_cdp_cmd("Browser.grantPermissions",
                                {"permissions": ["clipboardReadWrite", "clipboardSanitizedWrite"]})
         self.urls, self.console = [], []
+        # A 1280x820 page: the window less what the browser's frame takes.
+        self.d.get("data:text/html,")
+        inner = self.d.execute_script("return window.innerHeight")
+        self.d.set_window_size(1280, 820 + 820 - inner)
+
+    def viewport(self, width, height, scale, mobile):
+        self.d.execute_cdp_cmd("Emulation.setDeviceMetricsOverride",
+                               {"width": width, "height": height, "deviceScaleFactor": scale,
+                                "mobile": mobile})
 
     def phone(self):
-        self.d.execute_cdp_cmd("Emulation.setDeviceMetricsOverride",
-                               {"width": 390, "height": 844, "deviceScaleFactor": 2,
-                                "mobile": True})
+        self.viewport(390, 844, 2, True)
 
     def logs(self):
         for e in self.d.get_log("performance"):
