@@ -5,7 +5,7 @@ set -euo pipefail
 PACKAGES=(build-essential cmake pkg-config clang libclang-rt-14-dev
           libjansson-dev libpcre2-dev libutf8proc-dev libomp-dev
           libopenmpi-dev openmpi-bin valgrind help2man python3-venv
-          libmicrohttpd-dev libcurl4-openssl-dev curl)
+          libmicrohttpd-dev libcurl4-openssl-dev curl chromium chromium-driver)
 missing=()
 for p in "${PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -1,10 +1,12 @@
 /* HTTP for `wna16 serve` (http.h): libmicrohttpd (a thread per connection,
  * so a streaming reply may block waiting for tokens) and jansson. The
  * OpenAI endpoints, /tokenize and /detokenize, /v1/models, /health and
- * /metrics; OpenAI-shaped errors for everything refused. */
+ * /metrics; the browser pages at / and /stats (pages.c); OpenAI-shaped
+ * errors for everything refused. */
 #include "server/http.h"
 
 #include "server/api.h"
+#include "server/pages.h"
 
 #include <microhttpd.h>
 #include <netdb.h>
@@ -57,6 +59,24 @@ static enum MHD_Result send_json(struct MHD_Connection *c, int status, json_t *j
 
 static enum MHD_Result send_error(struct MHD_Connection *c, int status, const char *message) {
     return send_json(c, status, srv_error_json(message, status));
+}
+
+/* A page: static bytes, so no copy. The pages are public (a browser cannot
+ * send a key when it navigates); they ask for the key and send it as the
+ * OpenAI clients do when the API wants one. */
+static enum MHD_Result send_page(struct MHD_Connection *c, const srv_page *p) {
+    struct MHD_Response *r =
+        MHD_create_response_from_buffer(p->len, (void *)p->html, MHD_RESPMEM_PERSISTENT);
+    if (!r) return MHD_NO;
+    MHD_add_response_header(r, "Content-Type", "text/html; charset=utf-8");
+    MHD_add_response_header(r, "Content-Security-Policy", p->csp);
+    MHD_add_response_header(r, "X-Content-Type-Options", "nosniff");
+    MHD_add_response_header(r, "X-Frame-Options", "DENY");
+    MHD_add_response_header(r, "Referrer-Policy", "no-referrer");
+    MHD_add_response_header(r, "Cache-Control", "no-cache");
+    enum MHD_Result ok = MHD_queue_response(c, 200, r);
+    MHD_destroy_response(r);
+    return ok;
 }
 
 /* --------------------------------------------------------------- tokens */
@@ -535,6 +555,8 @@ static enum MHD_Result route(struct MHD_Connection *c, srv_http *h, const char *
                              const char *method, const conn *cn) {
     bool get = !strcmp(method, "GET"), post = !strcmp(method, "POST");
     if (get && !strcmp(url, "/health")) return send_text(c, 200, "text/plain", "", 0);
+    srv_page page;
+    if (get && srv_page_find(url, &page)) return send_page(c, &page);
     if (!authorized(c, h)) return send_error(c, 401, "Unauthorized: a valid API key is required");
     if (get && !strcmp(url, "/v1/models")) return models(c, h);
     if (get && !strcmp(url, "/metrics")) {
