@@ -1,6 +1,7 @@
 /* Tokenizer unit tests: malformed tokenizer.json files (status + message),
  * the query API, decoding edge cases, streaming, chat templates and errors, and the
  * CLI. */
+#include "core/common.h"
 #include "testing.h"
 #include "wna16.h"
 
@@ -128,6 +129,53 @@ static void test_malformed(void) {
                       "[{\"SpecialToken\": {\"id\": \"<s>\"}}], \"special_tokens\": {\"<s>\": "
                       "{\"ids\": [9]}}}, " MODEL_OK "}",
                       WNA16_ERR_TOKENIZER_INVALID, "token id 9");
+    /* SentencePiece-style steps: bad fields and unsupported orders */
+    expect_load_error(ctx, "{\"normalizer\": {\"type\": \"Prepend\"}, " MODEL_OK "}",
+                      WNA16_ERR_TOKENIZER_INVALID, "normalizer Prepend.prepend");
+    expect_load_error(ctx,
+                      "{\"normalizer\": {\"type\": \"Replace\", \"pattern\": {\"String\": \"\"}, "
+                      "\"content\": \"x\"}, " MODEL_OK "}",
+                      WNA16_ERR_TOKENIZER_INVALID, "normalizer Replace.pattern");
+    expect_load_error(ctx,
+                      "{\"normalizer\": {\"type\": \"Replace\", \"pattern\": {\"Regex\": \"(\"}, "
+                      "\"content\": \"x\"}, " MODEL_OK "}",
+                      WNA16_ERR_TOKENIZER_REGEX, "does not compile");
+    expect_load_error(ctx,
+                      "{\"normalizer\": {\"type\": \"Replace\", \"pattern\": {\"String\": \" \"}},"
+                      " " MODEL_OK "}",
+                      WNA16_ERR_TOKENIZER_INVALID, "normalizer Replace.content");
+    expect_load_error(
+        ctx,
+        "{\"pre_tokenizer\": {\"type\": \"Metaspace\", \"replacement\": \"ab\"}, " MODEL_OK "}",
+        WNA16_ERR_TOKENIZER_INVALID, "Metaspace.replacement");
+    expect_load_error(ctx,
+                      "{\"pre_tokenizer\": {\"type\": \"Metaspace\", \"replacement\": \"_\", "
+                      "\"prepend_scheme\": \"sometimes\"}, " MODEL_OK "}",
+                      WNA16_ERR_TOKENIZER_INVALID, "prepend_scheme");
+    expect_load_error(ctx,
+                      "{\"decoder\": {\"type\": \"Sequence\", \"decoders\": [{\"type\": "
+                      "\"Fuse\"}, {\"type\": \"Replace\", \"pattern\": {\"String\": \"_\"}, "
+                      "\"content\": \" \"}]}, " MODEL_OK "}",
+                      WNA16_ERR_UNSUPPORTED, "comes after");
+    expect_load_error(ctx,
+                      "{\"decoder\": {\"type\": \"Strip\", \"content\": \" \", \"start\": 1, "
+                      "\"stop\": 0}, " MODEL_OK "}",
+                      WNA16_ERR_UNSUPPORTED, "before Fuse");
+    expect_load_error(ctx,
+                      "{\"decoder\": {\"type\": \"Sequence\", \"decoders\": [{\"type\": "
+                      "\"Fuse\"}, {\"type\": \"Strip\", \"content\": \" \", \"start\": 0, "
+                      "\"stop\": 1}]}, " MODEL_OK "}",
+                      WNA16_ERR_UNSUPPORTED, "stop > 0");
+    expect_load_error(ctx,
+                      "{\"decoder\": {\"type\": \"Strip\", \"content\": \"\", \"start\": 1, "
+                      "\"stop\": 0}, " MODEL_OK "}",
+                      WNA16_ERR_TOKENIZER_INVALID, "Strip.content");
+    expect_load_error(ctx,
+                      "{\"decoder\": {\"type\": \"Replace\", \"pattern\": {\"Regex\": \"_\"}, "
+                      "\"content\": \" \"}, " MODEL_OK "}",
+                      WNA16_ERR_UNSUPPORTED, "Regex pattern");
+    expect_load_error(ctx, "{\"decoder\": {\"type\": \"Sequence\", \"decoders\": 3}, " MODEL_OK "}",
+                      WNA16_ERR_TOKENIZER_INVALID, "decoder.decoders");
     /* a config naming a token the tokenizer lacks */
     write_tmp("tokenizer_config.json", "{\"eos_token\": \"<|nope|>\"}");
     expect_load_error(ctx, "{" MODEL_OK "}", WNA16_ERR_TOKENIZER_INVALID, "<|nope|>");
@@ -322,21 +370,21 @@ static void test_chat_templates(void) {
 
 static void test_cli(void) {
     char out[4096];
-    CHECK(test_run_cli("tokenize --tokenizer " QWEN " --text 'Hello world' --json", out, sizeof out, 0) ==
-          0);
+    CHECK(test_run_cli("tokenize --tokenizer " QWEN " --text 'Hello world' --json", out, sizeof out,
+                       0) == 0);
     CHECK(!strcmp(out, "[9707, 1879]\n"));
     CHECK(test_run_cli("tokenize --tokenizer " QWEN "/tokenizer.json --text '<|im_end|>x'", out,
-                  sizeof out, 0) == 0);
+                       sizeof out, 0) == 0);
     CHECK(!strcmp(out, "151645 87\n"));
     CHECK(test_run_cli("tokenize --tokenizer " QWEN " --text '<|im_end|>' --no-special", out,
-                  sizeof out, 0) == 0);
+                       sizeof out, 0) == 0);
     CHECK(strcmp(out, "151645\n") && strlen(out) > 8);
-    CHECK(test_run_cli("tokenize --tokenizer " QWEN " --file tests/data/tokenizer/qwen3/README.md", out,
-                  sizeof out, 0) == 0);
+    CHECK(test_run_cli("tokenize --tokenizer " QWEN " --file tests/data/tokenizer/qwen3/README.md",
+                       out, sizeof out, 0) == 0);
     CHECK(test_run_cli("detokenize --tokenizer " QWEN " 9707 1879", out, sizeof out, 0) == 0);
     CHECK(!strcmp(out, "Hello world\n"));
     CHECK(test_run_cli("detokenize --tokenizer " QWEN " '9707,1879 151645' --skip-special", out,
-                  sizeof out, 0) == 0);
+                       sizeof out, 0) == 0);
     CHECK(!strcmp(out, "Hello world\n"));
     CHECK(test_run_cli("detokenize --tokenizer " QWEN " 99999999", out, sizeof out, 0) == 1);
     CHECK(test_run_cli("detokenize --tokenizer " QWEN " abc", out, sizeof out, 0) == 2);
@@ -344,9 +392,104 @@ static void test_cli(void) {
     CHECK(test_run_cli("detokenize --help", out, sizeof out, 0) == 0 && strstr(out, "IDS"));
     CHECK(test_run_cli("tokenize --tokenizer " QWEN, out, sizeof out, 0) == 2);
     CHECK(test_run_cli("tokenize --tokenizer /nonexistent --text x", out, sizeof out, 0) == 1);
-    CHECK(test_run_cli("tokenize --tokenizer " QWEN " --text \"$(printf '\\377')\"", out, sizeof out, 0) ==
-          1);
+    CHECK(test_run_cli("tokenize --tokenizer " QWEN " --text \"$(printf '\\377')\"", out,
+                       sizeof out, 0) == 1);
     CHECK(test_run_cli("--help", out, sizeof out, 0) == 0 && strstr(out, "detokenize"));
+}
+
+static bool ids_are(const int32_t *ids, size_t n, const int32_t *want, size_t nw) {
+    return n == nw && (!n || !memcmp(ids, want, n * sizeof *ids));
+}
+
+static bool decodes_to(wna16_ctx *ctx, wna16_tokenizer *tok, const int32_t *ids, size_t n,
+                       const char *want) {
+    char *text = NULL;
+    size_t len = 0;
+    bool ok = wna16_tokenizer_decode(ctx, tok, ids, n, false, &text, &len) == WNA16_OK &&
+              len == strlen(want) && !memcmp(text, want, len);
+    CHECK_MSG(ok, "decode gave \"%s\", want \"%s\"", text ? text : "(error)", want);
+    free(text);
+    /* the stream gives the same text */
+    wna16_detok_stream *st = NULL;
+    wna16_buf acc = {0};
+    CHECK(wna16_detok_stream_create(ctx, tok, false, &st) == WNA16_OK);
+    for (size_t i = 0; st && i <= n; i++) {
+        const char *piece = NULL;
+        size_t plen = 0;
+        if ((i < n ? wna16_detok_stream_push(ctx, st, ids[i], &piece, &plen)
+                   : wna16_detok_stream_flush(ctx, st, &piece, &plen)) == WNA16_OK)
+            wna16_buf_put(&acc, piece, plen);
+    }
+    CHECK_MSG(acc.len == strlen(want) && !memcmp(acc.data ? acc.data : "", want, acc.len),
+              "stream gave \"%.*s\", want \"%s\"", (int)acc.len, acc.data ? acc.data : "", want);
+    wna16_buf_free(&acc);
+    wna16_detok_stream_free(st);
+    return ok;
+}
+
+/* A tiny SentencePiece-style file (Llama-2 layout): byte fallback for
+ * characters outside the vocabulary, a space before the text and after
+ * each added token, invalid byte runs decoding to one U+FFFD per byte. */
+static void test_sentencepiece(void) {
+    wna16_ctx *ctx;
+    wna16_ctx_create(&ctx);
+    wna16_buf j = {0};
+    wna16_buf_printf(&j, "{\"added_tokens\": [{\"id\": 1, \"content\": \"<s>\", \"special\": "
+                         "true, \"normalized\": false}], "
+                         "\"normalizer\": {\"type\": \"Sequence\", \"normalizers\": [{\"type\": "
+                         "\"Prepend\", \"prepend\": \"\u2581\"}, {\"type\": \"Replace\", "
+                         "\"pattern\": {\"String\": \" \"}, \"content\": \"\u2581\"}]}, "
+                         "\"decoder\": {\"type\": \"Sequence\", \"decoders\": [{\"type\": "
+                         "\"Replace\", \"pattern\": {\"String\": \"\u2581\"}, \"content\": \" \"}, "
+                         "{\"type\": \"ByteFallback\"}, {\"type\": \"Fuse\"}, {\"type\": "
+                         "\"Strip\", \"content\": \" \", \"start\": 1, \"stop\": 0}]}, "
+                         "\"model\": {\"type\": \"BPE\", \"unk_token\": \"<unk>\", \"fuse_unk\": "
+                         "true, \"byte_fallback\": true, \"merges\": [\"\u2581 a\"], \"vocab\": "
+                         "{\"<unk>\": 0, \"<s>\": 1");
+    for (int b = 0; b < 256; b++) wna16_buf_printf(&j, ", \"<0x%02X>\": %d", b, 3 + b);
+    wna16_buf_printf(&j, ", \"\u2581\": 259, \"a\": 260, \"b\": 261, \"\u2581a\": 262}}}");
+    wna16_tokenizer *tok = NULL;
+    CHECK_MSG(wna16_tokenizer_load(ctx, write_tmp("tokenizer.json", j.data), &tok) == WNA16_OK,
+              "%s", wna16_ctx_error(ctx));
+    wna16_buf_free(&j);
+    int32_t *ids = NULL;
+    size_t n = 0;
+    static const int32_t ab[] = {262, 259, 261}, e_acute[] = {259, 3 + 0xC3, 3 + 0xA9},
+                         after_s[] = {262, 1, 259, 261},
+                         a_s_b_raw[] = {262, 259, 3 + '<', 3 + 's', 3 + '>', 261};
+    CHECK(tok && wna16_tokenizer_encode(ctx, tok, "a b", 3, 0, &ids, &n) == WNA16_OK &&
+          ids_are(ids, n, ab, 3));
+    free(ids);
+    CHECK(tok && wna16_tokenizer_encode(ctx, tok, "\xC3\xA9", 2, 0, &ids, &n) == WNA16_OK &&
+          ids_are(ids, n, e_acute, 3));
+    free(ids);
+    /* the text after <s> gets its own dummy prefix (Prepend per segment) */
+    CHECK(tok &&
+          wna16_tokenizer_encode(ctx, tok, "a<s>b", 5, WNA16_TOK_PARSE_SPECIAL, &ids, &n) ==
+              WNA16_OK &&
+          ids_are(ids, n, after_s, 4));
+    free(ids);
+    CHECK(tok && wna16_tokenizer_encode(ctx, tok, "a <s>b", 6, 0, &ids, &n) == WNA16_OK &&
+          ids_are(ids, n, a_s_b_raw, 6));
+    free(ids);
+    if (tok) {
+        static const int32_t d1[] = {262, 259, 261}, d2[] = {3 + 0xC3},
+                             d3[] = {262, 3 + 0xE4, 3 + 0xBD, 260},
+                             d4[] = {3 + 0x41, 3 + 0xC3, 3 + 0xA9, 260}, d5[] = {3 + ' ', 262},
+                             d6[] = {1, 262};
+        decodes_to(ctx, tok, d1, 3, "a b");
+        decodes_to(ctx, tok, d2, 1, "\xEF\xBF\xBD");
+        decodes_to(ctx, tok, d3, 4,
+                   "a\xEF\xBF\xBD\xEF\xBF\xBD"
+                   "a");
+        decodes_to(ctx, tok, d4, 4,
+                   "A\xC3\xA9"
+                   "a");
+        decodes_to(ctx, tok, d5, 2, " a"); /* Strip drops one leading space only */
+        decodes_to(ctx, tok, d6, 2, "<s> a");
+    }
+    wna16_tokenizer_free(tok);
+    wna16_ctx_free(ctx);
 }
 
 int main(void) {
@@ -355,6 +498,7 @@ int main(void) {
     test_malformed();
     test_queries_and_decode();
     test_chat_templates();
+    test_sentencepiece();
     test_cli();
     rmdir(tmpdir);
     TEST_MAIN_END();

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 #include <utf8proc.h>
 
 #define DATA "tests/data/tokenizer/"
@@ -171,6 +172,137 @@ out:
     wna16_ctx_free(ctx);
 }
 
+static bool text_is(const char *text, size_t len, const json_t *want, const json_t *input) {
+    if (json_is_null(want)) want = input; /* null: HF gives the input back */
+    return text && len == json_string_length(want) && !memcmp(text, json_string_value(want), len);
+}
+
+/* A SentencePiece-style file (BPE, byte fallback, Prepend/Replace or
+ * Metaspace, ByteFallback/Fuse/Strip decoder): ids with and without
+ * special parsing, decodes with and without special tokens, streaming,
+ * and decodes of id lists with byte-fallback runs, all equal to HF.
+ * Variants replace top-level fields of the base file ("overrides"). */
+static void run_spm(const char *name) {
+    wna16_ctx *ctx;
+    wna16_ctx_create(&ctx);
+    char exp_path[256], tok_path[512], dir[] = "/tmp/wna16_spm_XXXXXX";
+    snprintf(exp_path, sizeof exp_path, DATA "expected_%s.json", name);
+    json_t *exp = load(exp_path), *corpus = load(DATA "corpus.json"),
+           *extra = load(DATA "corpus_spm.json");
+    CHECK(exp && corpus && extra);
+    wna16_tokenizer *tok = NULL;
+    bool tmp = false;
+    if (exp && corpus && extra) {
+        const json_t *ov = json_object_get(exp, "overrides");
+        snprintf(tok_path, sizeof tok_path, DATA "%s/tokenizer.json",
+                 json_string_value(json_object_get(exp, "base")));
+        if (json_object_size(ov)) {
+            json_t *spec = load(tok_path);
+            CHECK(spec && mkdtemp(dir));
+            json_object_update(spec, (json_t *)ov);
+            snprintf(tok_path, sizeof tok_path, "%s/tokenizer.json", dir);
+            CHECK(json_dump_file(spec, tok_path, JSON_COMPACT) == 0);
+            json_decref(spec);
+            tmp = true;
+        }
+        wna16_status s = wna16_tokenizer_load(ctx, tok_path, &tok);
+        CHECK_MSG(s == WNA16_OK, "%s: %s", tok_path, wna16_ctx_error(ctx));
+    }
+    if (!tok) goto out;
+    json_t *strings = json_copy(json_object_get(corpus, "strings"));
+    json_array_extend(strings, json_object_get(extra, "strings"));
+    size_t n = json_array_size(strings), exact = 0, exact_ns = 0, dec = 0, dec_skip = 0, rt = 0;
+    for (size_t i = 0; i < n; i++) {
+        const json_t *js = json_array_get(strings, i);
+        const char *str = json_string_value(js);
+        size_t len = json_string_length(js);
+        const json_t *want = json_array_get(json_object_get(exp, "ids"), i);
+        const json_t *want_ns = json_array_get(json_object_get(exp, "ids_no_special"), i);
+        if (json_is_null(want_ns)) want_ns = want;
+        int32_t *ids = NULL, *ids_ns = NULL;
+        size_t nids = 0, nns = 0;
+        wna16_status s = wna16_tokenizer_encode(
+            ctx, tok, str, len, WNA16_TOK_ADD_SPECIAL | WNA16_TOK_PARSE_SPECIAL, &ids, &nids);
+        bool eq = s == WNA16_OK && ids_equal(ids, nids, want);
+        exact += eq;
+        CHECK_MSG(eq, "%s string %zu \"%.60s\": ids differ from HF", name, i, str);
+        if (!eq) print_ids("ids", ids, nids, want);
+        s = wna16_tokenizer_encode(ctx, tok, str, len, WNA16_TOK_ADD_SPECIAL, &ids_ns, &nns);
+        bool eq_ns = s == WNA16_OK && ids_equal(ids_ns, nns, want_ns);
+        exact_ns += eq_ns;
+        CHECK_MSG(eq_ns, "%s string %zu \"%.60s\": no-special ids differ", name, i, str);
+        if (!eq_ns) print_ids("no-special", ids_ns, nns, want_ns);
+        /* decode with special tokens kept, of HF's ids */
+        char *text = NULL;
+        size_t tlen = 0;
+        int32_t *w = malloc((json_array_size(want) + 1) * sizeof *w);
+        for (size_t k = 0; k < json_array_size(want); k++)
+            w[k] = (int32_t)json_integer_value(json_array_get(want, k));
+        s = wna16_tokenizer_decode(ctx, tok, w, json_array_size(want), false, &text, &tlen);
+        bool d1 = s == WNA16_OK &&
+                  text_is(text, tlen, json_array_get(json_object_get(exp, "decoded"), i), js);
+        dec += d1;
+        CHECK_MSG(d1, "%s string %zu \"%.60s\": decode differs from HF: \"%.60s\"", name, i, str,
+                  text ? text : "");
+        if (s == WNA16_OK) check_stream(ctx, tok, w, json_array_size(want), text, tlen, i);
+        free(text);
+        free(w);
+        /* round trip: special parsing off, special tokens skipped */
+        text = NULL;
+        s = wna16_tokenizer_decode(ctx, tok, ids_ns, nns, true, &text, &tlen);
+        const json_t *want_skip = json_array_get(json_object_get(exp, "decoded_skip"), i);
+        bool d2 = s == WNA16_OK && text_is(text, tlen, want_skip, js);
+        dec_skip += d2;
+        rt += d2 && json_is_null(want_skip);
+        CHECK_MSG(d2, "%s string %zu \"%.60s\": skip-special decode differs from HF: \"%.60s\"",
+                  name, i, str, text ? text : "");
+        free(text);
+        free(ids);
+        free(ids_ns);
+    }
+    /* id lists with byte-fallback runs (valid and invalid UTF-8) */
+    const json_t *dc = json_object_get(exp, "decode_cases");
+    const json_t *cases = json_object_get(dc, "ids");
+    size_t nc = json_array_size(cases), dc_ok = 0;
+    for (size_t i = 0; i < nc; i++) {
+        const json_t *c = json_array_get(cases, i);
+        int32_t w[64];
+        size_t m = json_array_size(c) < 64 ? json_array_size(c) : 64;
+        for (size_t k = 0; k < m; k++) w[k] = (int32_t)json_integer_value(json_array_get(c, k));
+        bool ok = true;
+        for (int skip = 0; skip < 2; skip++) {
+            char *text = NULL;
+            size_t tlen = 0;
+            wna16_status s = wna16_tokenizer_decode(ctx, tok, w, m, skip, &text, &tlen);
+            const json_t *want =
+                json_array_get(json_object_get(dc, skip ? "text_skip" : "text"), i);
+            bool eq = s == WNA16_OK && text_is(text, tlen, want, want);
+            CHECK_MSG(eq, "%s decode case %zu (skip %d): \"%s\", want \"%s\"", name, i, skip,
+                      text ? text : "", json_string_value(want));
+            ok &= eq;
+            if (s == WNA16_OK && !skip) check_stream(ctx, tok, w, m, text, tlen, i);
+            free(text);
+        }
+        dc_ok += ok;
+    }
+    printf("%s: %zu/%zu exact ids (%.1f%%), %zu/%zu exact with special parsing off, %zu/%zu "
+           "decodes and %zu/%zu skip-special decodes equal to HF (%zu round trips), %zu/%zu "
+           "byte-fallback decode cases (HF tokenizers %s)\n",
+           name, exact, n, 100.0 * (double)exact / (double)n, exact_ns, n, dec, n, dec_skip, n, rt,
+           dc_ok, nc, json_string_value(json_object_get(exp, "tokenizers_version")));
+    json_decref(strings);
+out:
+    if (tmp) {
+        unlink(tok_path);
+        rmdir(dir);
+    }
+    json_decref(exp);
+    json_decref(corpus);
+    json_decref(extra);
+    wna16_tokenizer_free(tok);
+    wna16_ctx_free(ctx);
+}
+
 static void run_chat(void) {
     wna16_ctx *ctx;
     wna16_ctx_create(&ctx);
@@ -241,15 +373,28 @@ static void run_synthetic(void) {
             s = wna16_tokenizer_encode(ctx, tok, str, strlen(str),
                                        WNA16_TOK_ADD_SPECIAL | WNA16_TOK_PARSE_SPECIAL, &ids, &n);
             bool eq = s == WNA16_OK && ids_equal(ids, n, json_array_get(cases, i));
-            total++;
-            ok += eq;
             CHECK_MSG(eq, "synthetic %s string %zu \"%s\" differs from HF", name, i, str);
             if (!eq) print_ids(name, ids, n, json_array_get(cases, i));
+            const json_t *want_text =
+                json_array_get(json_object_get(json_object_get(exp, "decoded"), name), i);
+            char *text = NULL;
+            size_t tlen = 0;
+            if (eq && want_text) {
+                s = wna16_tokenizer_decode(ctx, tok, ids, n, false, &text, &tlen);
+                bool deq = s == WNA16_OK && text_is(text, tlen, want_text, want_text);
+                CHECK_MSG(deq, "synthetic %s string %zu: decode \"%s\", HF \"%s\"", name, i,
+                          text ? text : "", json_string_value(want_text));
+                eq &= deq;
+                free(text);
+            }
+            total++;
+            ok += eq;
             free(ids);
         }
         wna16_tokenizer_free(tok);
     }
-    printf("synthetic: %zu/%zu exact ids over %zu tokenizers\n", ok, total, json_object_size(all));
+    printf("synthetic: %zu/%zu exact ids and decodes over %zu tokenizers\n", ok, total,
+           json_object_size(all));
     json_decref(exp);
     wna16_ctx_free(ctx);
 }
@@ -265,6 +410,10 @@ int main(void) {
     run_corpus("qwen3", DATA "qwen3", DATA "expected_qwen3.json", true);
     run_chat();
     run_synthetic();
+    /* SentencePiece-style files (tools/make_spm_tokenizers.py) and variants */
+    static const char *const spm[] = {"llama2", "mistral", "mistral_metaspace",
+                                      "llama2_metaspace_split"};
+    for (size_t i = 0; i < sizeof spm / sizeof spm[0]; i++) run_spm(spm[i]);
     const char *shared = shared_dir();
     char path[1024];
     struct stat st;

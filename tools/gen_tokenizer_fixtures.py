@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """Generate the tokenizer acceptance fixtures from the reference implementation.
 
-The reference is Hugging Face `tokenizers` (get it with `pip install tokenizers`;
-the chat fixture also needs `pip install transformers jinja2`). Run from the repo
-root:
+The reference is Hugging Face `tokenizers`; the chat fixture also needs
+transformers and jinja2 (pinned in scripts/requirements-dev.txt: install them
+into a venv of their own). Run from the repo root:
 
     python tools/gen_tokenizer_fixtures.py [--shared ../shared]
 
@@ -15,7 +15,16 @@ It writes, as compact JSON:
   tests/data/tokenizer/expected_gpt2.json, expected_deepseek_v3.json   same, when in shared/
   tests/data/tokenizer/chat_qwen3.json       apply_chat_template(tokenize=False) outputs
   tests/data/tokenizer/synthetic/*.json      small tokenizers for options real files lack
-  tests/data/tokenizer/expected_synthetic.json   their reference ids
+  tests/data/tokenizer/expected_synthetic.json   their reference ids (and decodes)
+  tests/data/tokenizer/corpus_spm.json       extra strings for the SentencePiece-style files
+  tests/data/tokenizer/expected_llama2.json, expected_mistral.json   ids over corpus + corpus_spm
+                                             for tests/data/tokenizer/{llama2,mistral} (made by
+                                             tools/make_spm_tokenizers.py), decodes with and
+                                             without special tokens, and decodes of id lists
+                                             mixing byte-fallback tokens (invalid UTF-8 runs)
+  tests/data/tokenizer/expected_<variant>.json   same for those files with another normalizer /
+                                             pre-tokenizer / decoder ("overrides", applied by
+                                             the test to the base file)
 and, with --bench FILE, a ~1 MB mixed-language text for the speed measurement
 (plus the time HF tokenizers takes to encode it).
 """
@@ -261,6 +270,86 @@ def bytes_to_unicode():
     return dict(zip(bs, map(chr, cs)))
 
 
+SPM_EXTRA = [
+    "<s>", "</s>", "<unk>", "<s>hello", "hello<s>", "<s> hello", "<s>  hello", "hello </s> world",
+    " <s>  x", "<s><s>", "<s></s><unk>", "</s>\n<s>", "x<unk>y", "<s>[INST] Hi [/INST]",
+    "[INST] What is 2+2? [/INST] 4</s>", " hello", "  hello", "   hello  ", "hello ", "\thello",
+    "\n hello", "\u2581", "\u2581hello", "hello\u2581world", "\u2581\u2581 \u2581", " \u2581x",
+    "<0x41>", "<0xE4><0xBD>", "<0x+F>", "a\u0300e\u0301", "\u0000 nul", "\U0001d518\U0001d52b\U0001d526",
+    "\U0001f999 llama", "\ua66e", "\U00020000\U0002a6d6 ext-B", "\U000e0041 tag", "\uac00\ud7a3",
+    "\u0d9a\u0dca\u200d\u0dbb sinhala", "\u1f00\u1f01\u1f02", "Mixtral-8x7B & Mistral-7B-v0.1",
+    "def f(x):\n    return x  # \u2581", "  \n  \n", "a" * 5 + " " * 5 + "b", "\u00a0\u00a0x",
+]
+
+# SentencePiece-style tokenizer.json files (tools/make_spm_tokenizers.py) and
+# variants of them: (base directory, top-level fields replaced). The
+# Metaspace one is what transformers' LlamaConverter writes with
+# legacy=False (prepend_scheme "first": no space after added tokens).
+SPM_FILES = {
+    "llama2": ("llama2", {}),
+    "mistral": ("mistral", {}),
+    "mistral_metaspace": ("mistral", {
+        "normalizer": None,
+        "pre_tokenizer": {"type": "Metaspace", "replacement": "\u2581", "prepend_scheme": "first",
+                          "split": False}}),
+    "llama2_metaspace_split": ("llama2", {
+        "normalizer": None,
+        "pre_tokenizer": {"type": "Metaspace", "replacement": "\u2581", "prepend_scheme": "always",
+                          "split": True},
+        "decoder": {"type": "Metaspace", "replacement": "\u2581", "prepend_scheme": "always",
+                    "split": True}}),
+}
+
+
+def spm_decode_cases(tok, n=300, seed=99):
+    """Id lists mixing byte-fallback tokens (often invalid UTF-8 runs),
+    ordinary and special tokens, with HF's decodes."""
+    rng = random.Random(seed)
+    vocab = tok.get_vocab_size()
+    byte_ids = [tok.token_to_id(f"<0x{b:02X}>") for b in range(256)]
+    utf8 = [list("é€😀中".encode()[i:j]) for i, j in ((0, 2), (2, 5), (5, 9), (9, 12))]
+    cases = []
+    for _ in range(n):
+        ids = []
+        for _ in range(rng.randint(1, 8)):
+            r = rng.random()
+            if r < 0.35:
+                ids.append(rng.choice(byte_ids))
+            elif r < 0.5:  # a whole or cut multi-byte character as byte tokens
+                seq = rng.choice(utf8)
+                ids += [byte_ids[b] for b in seq[: rng.randint(1, len(seq))]]
+            elif r < 0.6:
+                ids.append(rng.randint(0, 2))
+            else:
+                ids.append(rng.randrange(259, vocab))
+        cases.append(ids)
+    return {"ids": cases, "text": [tok.decode(c, skip_special_tokens=False) for c in cases],
+            "text_skip": [tok.decode(c, skip_special_tokens=True) for c in cases]}
+
+
+def spm_fixtures(corpus):
+    from tokenizers import Tokenizer, __version__
+    extra = [s for s in dict.fromkeys(SPM_EXTRA) if s not in set(corpus)]
+    dump(os.path.join(DATA, "corpus_spm.json"), {"strings": extra})
+    strings = corpus + extra
+    for name, (base, overrides) in SPM_FILES.items():
+        with open(os.path.join(DATA, base, "tokenizer.json"), encoding="utf-8") as f:
+            spec = json.load(f)
+        spec.update(overrides)
+        tok = Tokenizer.from_str(json.dumps(spec))
+        out = expected(tok, strings)
+        skip = []
+        for s, ns in zip(strings, out["ids_no_special"]):
+            d = tok.decode(ns, skip_special_tokens=True)
+            skip.append(None if d == s else d)
+        # null where equal to ids (most strings hold no special token)
+        out["ids_no_special"] = [None if a == b else b for a, b in zip(out["ids"],
+                                                                     out["ids_no_special"])]
+        out.update({"base": base, "overrides": overrides, "decoded_skip": skip,
+                    "decode_cases": spm_decode_cases(tok)})
+        dump(os.path.join(DATA, f"expected_{name}.json"), out)
+
+
 def synthetic_tokenizers():
     """Small byte-level BPE files that exercise options the real files do not
     use (split behaviours, invert, prefix space, added-token flags,
@@ -287,11 +376,12 @@ def synthetic_tokenizers():
          "rstrip": False, "normalized": True, "special": False},
     ]
 
-    def make(pre, normalizer=None, post=None, string_merges=False, ignore_merges=False):
+    def make(pre, normalizer=None, post=None, string_merges=False, ignore_merges=False,
+             decoder=None):
         return {"version": "1.0", "truncation": None, "padding": None, "added_tokens": added,
                 "normalizer": normalizer, "pre_tokenizer": pre, "post_processor": post,
-                "decoder": {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": True,
-                            "use_regex": True},
+                "decoder": decoder or {"type": "ByteLevel", "add_prefix_space": True,
+                                       "trim_offsets": True, "use_regex": True},
                 "model": {"type": "BPE", "dropout": None, "unk_token": None,
                           "continuing_subword_prefix": None, "end_of_word_suffix": None,
                           "fuse_unk": False, "byte_fallback": False,
@@ -330,6 +420,14 @@ def synthetic_tokenizers():
         "lookahead_removed": make(seq(split("(?=[a-z])|,", "Removed"), bl(prefix=True))),
         "nfkc_template": make(bl(regex=True), normalizer={"type": "NFKC"}, post=template,
                               ignore_merges=True),
+        # byte-level files whose decoder also names ByteFallback (as some
+        # transformers versions write, e.g. for SmolLM2)
+        "bytelevel_bytefallback": make(bl(regex=True), decoder={"type": "Sequence", "decoders": [
+            {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": True,
+             "use_regex": True}, {"type": "ByteFallback"}, {"type": "Fuse"}]}),
+        "bytefallback_bytelevel": make(bl(regex=True), decoder={"type": "Sequence", "decoders": [
+            {"type": "ByteFallback"}, {"type": "ByteLevel", "add_prefix_space": True,
+                                       "trim_offsets": True, "use_regex": True}]}),
     }
 
 
@@ -346,14 +444,15 @@ def synthetic_fixture():
     from tokenizers import Tokenizer
     outdir = os.path.join(DATA, "synthetic")
     os.makedirs(outdir, exist_ok=True)
-    result = {}
+    result, decoded = {}, {}
     for name, spec in synthetic_tokenizers().items():
         path = os.path.join(outdir, name + ".json")
         dump(path, spec)
         tok = Tokenizer.from_file(path)
         result[name] = [tok.encode(s).ids for s in SYNTHETIC_STRINGS]
+        decoded[name] = [tok.decode(ids, skip_special_tokens=False) for ids in result[name]]
     dump(os.path.join(DATA, "expected_synthetic.json"),
-         {"strings": SYNTHETIC_STRINGS, "ids": result})
+         {"strings": SYNTHETIC_STRINGS, "ids": result, "decoded": decoded})
 
 
 def dump(path, obj):
@@ -400,6 +499,7 @@ def main():
                  expected(Tokenizer.from_file(path), corpus))
     dump(os.path.join(DATA, "chat_qwen3.json"), chat_fixture(qdir, qwen))
     synthetic_fixture()
+    spm_fixtures(corpus)
     print(f"{len(corpus)} strings, {len(CONVERSATIONS) * 4} chat cases")
 
 

@@ -42,7 +42,9 @@ typedef struct enc {
     size_t mapped_cap;
     tok_span *spans; /* matches and gaps of the piece being split */
     size_t nspans, spans_cap;
+    wna16_buf scratch; /* a piece being rewritten before it joins work */
     bool parse_special;
+    bool at_origin; /* the text being handled starts at offset 0 of the input */
 } enc;
 
 static wna16_status oom(enc *e) {
@@ -336,17 +338,53 @@ static wna16_status prefix_spaces(enc *e, tok_pieces *in) {
     for (size_t i = 0; i < in->n; i++) {
         tok_piece *p = &in->v[i];
         if (p->len && e->work.data[p->off] == ' ') continue;
+        /* built aside: appending work to itself could move it mid-copy */
+        e->scratch.len = 0;
+        wna16_buf_put(&e->scratch, " ", 1);
+        wna16_buf_put(&e->scratch, e->work.data + p->off, p->len);
         size_t off = e->work.len;
-        wna16_buf_put(&e->work, " ", 1);
-        wna16_buf_put(&e->work, e->work.data + p->off, p->len);
+        if (e->scratch.failed) return oom(e);
+        wna16_buf_put(&e->work, e->scratch.data, e->scratch.len);
         if (e->work.failed) return oom(e);
         *p = (tok_piece){off, p->len + 1};
     }
     return WNA16_OK;
 }
 
+/* Metaspace: spaces become the replacement, which also goes before each
+ * piece that does not start with it (prepend_scheme always), or only
+ * before the piece at the start of the input (first; HF checks that the
+ * piece's original offset is 0, so text after an added token gets none). */
+static wna16_status metaspace(enc *e, const tok_pre *p, tok_pieces *in) {
+    for (size_t i = 0; i < in->n; i++) {
+        tok_piece *q = &in->v[i];
+        const char *s = e->work.data + q->off;
+        bool starts =
+            q->len && (s[0] == ' ' || (q->len >= p->rep_len && !memcmp(s, p->rep, p->rep_len)));
+        bool prepend = !starts && (p->prepend == PREPEND_ALWAYS ||
+                                   (p->prepend == PREPEND_FIRST && e->at_origin && q->off == 0));
+        e->scratch.len = 0;
+        if (prepend) wna16_buf_put(&e->scratch, p->rep, p->rep_len);
+        size_t last = 0;
+        for (size_t k = 0; k < q->len; k++) {
+            if (s[k] != ' ') continue;
+            wna16_buf_put(&e->scratch, s + last, k - last);
+            wna16_buf_put(&e->scratch, p->rep, p->rep_len);
+            last = k + 1;
+        }
+        wna16_buf_put(&e->scratch, s + last, q->len - last);
+        if (e->scratch.failed) return oom(e);
+        size_t off = e->work.len;
+        wna16_buf_put(&e->work, e->scratch.data, e->scratch.len);
+        if (e->work.failed) return oom(e);
+        *q = (tok_piece){off, e->scratch.len};
+    }
+    return WNA16_OK;
+}
+
 static wna16_status pre_step(enc *e, const tok_pre *p) {
     if (p->kind == PRE_BYTELEVEL && p->add_prefix_space) WNA16_TRY(prefix_spaces(e, &e->pa));
+    if (p->kind == PRE_METASPACE) WNA16_TRY(metaspace(e, p, &e->pa));
     if (!p->re) return WNA16_OK;
     e->pb.n = 0;
     for (size_t i = 0; i < e->pa.n; i++) WNA16_TRY(split_piece(e, p, e->pa.v[i], &e->pb));
@@ -411,6 +449,7 @@ typedef wna16_status (*gap_fn)(enc *e, const char *s, size_t n);
  * aho-corasick matcher), emitting their ids and passing the gaps on. */
 static wna16_status split_added(enc *e, const tok_trie *trie, const char *s, size_t n, gap_fn gap) {
     size_t start_offset = 0, i = 0;
+    bool origin = e->at_origin; /* s starts at offset 0 of the input */
     while (trie->n && i < n) {
         size_t mlen = 0;
         int32_t a = tok_trie_longest(trie, s + i, n - i, &mlen);
@@ -434,11 +473,13 @@ static wna16_status split_added(enc *e, const tok_trie *trie, const char *s, siz
                 stop += tok_utf8_valid_len((const uint8_t *)s + stop, n - stop);
         }
         if (start < start_offset) start = start_offset;
+        e->at_origin = origin && start_offset == 0;
         if (start_offset < start) WNA16_TRY(gap(e, s + start_offset, start - start_offset));
         WNA16_TRY(emit(e, x->id));
         start_offset = stop;
         if (i < stop) i = stop;
     }
+    e->at_origin = origin && start_offset == 0;
     if (start_offset < n) WNA16_TRY(gap(e, s + start_offset, n - start_offset));
     return WNA16_OK;
 }
@@ -453,34 +494,110 @@ static bool all_ascii(const char *s, size_t n) {
     return true;
 }
 
+/* Every match of re in s replaced by rep (HF NormalizedString::replace);
+ * *out stays NULL when nothing matched. Allocated with malloc. */
+static wna16_status replace_matches(wna16_diag *d, const wna16_tokenizer *t, const tok_norm *x,
+                                    const char *s, size_t n, char **out, size_t *out_len) {
+    wna16_buf b = {0};
+    size_t pos = 0, last = 0;
+    bool any = false;
+    *out = NULL;
+    while (pos <= n) {
+        int rc = pcre2_match(x->re, (PCRE2_SPTR)s, n, pos, PCRE2_NO_UTF_CHECK, x->md, NULL);
+        if (rc == PCRE2_ERROR_JIT_STACKLIMIT)
+            rc = pcre2_match(x->re, (PCRE2_SPTR)s, n, pos, PCRE2_NO_UTF_CHECK | PCRE2_NO_JIT, x->md,
+                             NULL);
+        if (rc == PCRE2_ERROR_NOMATCH) break;
+        if (rc < 0) {
+            wna16_buf_free(&b);
+            return wna16_fail(d, WNA16_ERR_TOKENIZER_REGEX,
+                              "%s: normalizer Replace pattern failed while matching (PCRE2 "
+                              "error %d)",
+                              t->path, rc);
+        }
+        PCRE2_SIZE *ov = pcre2_get_ovector_pointer(x->md);
+        size_t ms = ov[0], me = ov[1];
+        any = true;
+        wna16_buf_put(&b, s + last, ms - last);
+        wna16_buf_put(&b, x->str, x->len);
+        last = me;
+        if (me > ms)
+            pos = me;
+        else if (me >= n)
+            break;
+        else {
+            size_t cl = tok_utf8_valid_len((const uint8_t *)s + me, n - me);
+            pos = me + (cl ? cl : 1);
+        }
+    }
+    if (!any) return WNA16_OK;
+    wna16_buf_put(&b, s + last, n - last);
+    if (b.failed) {
+        wna16_buf_free(&b);
+        return wna16_fail(d, WNA16_ERR_OUT_OF_MEMORY, "out of memory while normalizing");
+    }
+    *out = malloc(b.len + 1);
+    if (*out) memcpy(*out, b.data ? b.data : "", b.len + 1);
+    *out_len = b.len;
+    wna16_buf_free(&b);
+    return *out ? WNA16_OK : wna16_fail(d, WNA16_ERR_OUT_OF_MEMORY, "out of memory");
+}
+
 wna16_status tok_normalize(wna16_diag *d, const wna16_tokenizer *t, const char *s, size_t n,
                            char **norm, size_t *norm_len) {
     *norm = NULL;
     *norm_len = n;
-    /* Every normal form maps ASCII to itself, so skip the work for it. */
-    for (int k = 0; k < t->n_norms && !all_ascii(*norm ? *norm : s, *norm_len); k++) {
-        static const int flags[] = {
-            [NORM_NFC] = UTF8PROC_STABLE | UTF8PROC_COMPOSE,
-            [NORM_NFD] = UTF8PROC_STABLE | UTF8PROC_DECOMPOSE,
-            [NORM_NFKC] = UTF8PROC_STABLE | UTF8PROC_COMPOSE | UTF8PROC_COMPAT,
-            [NORM_NFKD] = UTF8PROC_STABLE | UTF8PROC_DECOMPOSE | UTF8PROC_COMPAT,
-        };
-        utf8proc_uint8_t *out = NULL;
-        utf8proc_ssize_t r =
-            utf8proc_map((const utf8proc_uint8_t *)(*norm ? *norm : s), (utf8proc_ssize_t)*norm_len,
-                         &out, (utf8proc_option_t)flags[t->norms[k]]);
-        free(*norm);
-        *norm = NULL;
-        if (r < 0) {
-            free(out);
-            return r == UTF8PROC_ERROR_NOMEM
-                       ? wna16_fail(d, WNA16_ERR_OUT_OF_MEMORY, "out of memory while normalizing")
-                       : wna16_fail(d, WNA16_ERR_INVALID_UTF8,
-                                    "%s: the normalizer rejected the text: %s", t->path,
-                                    utf8proc_errmsg(r));
+    for (int k = 0; k < t->n_norms; k++) {
+        const tok_norm *x = &t->norms[k];
+        const char *cur = *norm ? *norm : s;
+        char *next = NULL;
+        size_t next_len = 0;
+        if (x->kind == NORM_PREPEND) {
+            if (!*norm_len) continue; /* HF prepends to non-empty text only */
+            next_len = x->len + *norm_len;
+            if (!(next = malloc(next_len + 1)))
+                return wna16_fail(d, WNA16_ERR_OUT_OF_MEMORY, "out of memory while normalizing");
+            memcpy(next, x->str, x->len);
+            memcpy(next + x->len, cur, *norm_len);
+            next[next_len] = 0;
+        } else if (x->kind == NORM_REPLACE) {
+            wna16_status st = replace_matches(d, t, x, cur, *norm_len, &next, &next_len);
+            if (st != WNA16_OK) {
+                free(*norm);
+                *norm = NULL;
+                return st;
+            }
+            if (!next) continue;
+        } else {
+            /* Every normal form maps ASCII to itself, so skip the work for it. */
+            if (all_ascii(cur, *norm_len)) continue;
+            static const int flags[] = {
+                [NORM_NFC] = UTF8PROC_STABLE | UTF8PROC_COMPOSE,
+                [NORM_NFD] = UTF8PROC_STABLE | UTF8PROC_DECOMPOSE,
+                [NORM_NFKC] = UTF8PROC_STABLE | UTF8PROC_COMPOSE | UTF8PROC_COMPAT,
+                [NORM_NFKD] = UTF8PROC_STABLE | UTF8PROC_DECOMPOSE | UTF8PROC_COMPAT,
+            };
+            utf8proc_uint8_t *out = NULL;
+            utf8proc_ssize_t r =
+                utf8proc_map((const utf8proc_uint8_t *)cur, (utf8proc_ssize_t)*norm_len, &out,
+                             (utf8proc_option_t)flags[x->kind]);
+            if (r < 0) {
+                free(out);
+                free(*norm);
+                *norm = NULL;
+                return r == UTF8PROC_ERROR_NOMEM
+                           ? wna16_fail(d, WNA16_ERR_OUT_OF_MEMORY,
+                                        "out of memory while normalizing")
+                           : wna16_fail(d, WNA16_ERR_INVALID_UTF8,
+                                        "%s: the normalizer rejected the text: %s", t->path,
+                                        utf8proc_errmsg(r));
+            }
+            next = (char *)out; /* utf8proc allocates with malloc: free with free() */
+            next_len = (size_t)r;
         }
-        *norm = (char *)out; /* utf8proc allocates with malloc: free with free() */
-        *norm_len = (size_t)r;
+        free(*norm);
+        *norm = next;
+        *norm_len = next_len;
     }
     return WNA16_OK;
 }
@@ -506,6 +623,7 @@ static void enc_free(enc *e) {
     wna16_free(e->heap);
     wna16_free(e->mapped);
     wna16_free(e->spans);
+    wna16_buf_free(&e->scratch);
 }
 
 wna16_status wna16_tokenizer_encode(wna16_ctx *ctx, wna16_tokenizer *tok, const char *text,
@@ -526,7 +644,10 @@ wna16_status wna16_tokenizer_encode(wna16_ctx *ctx, wna16_tokenizer *tok, const 
             "with byte 0x%02X at offset %zu is invalid or truncated; convert the text "
             "to UTF-8 first",
             (uint8_t)text[bad], bad);
-    enc e = {.t = tok, .d = d, .parse_special = (flags & WNA16_TOK_PARSE_SPECIAL) != 0};
+    enc e = {.t = tok,
+             .d = d,
+             .parse_special = (flags & WNA16_TOK_PARSE_SPECIAL) != 0,
+             .at_origin = true};
     wna16_status st = WNA16_OK;
     bool add = (flags & WNA16_TOK_ADD_SPECIAL) != 0;
     for (size_t i = 0; add && st == WNA16_OK && i < tok->n_post_prefix; i++)

@@ -73,7 +73,17 @@ bool tok_pieces_push(tok_pieces *p, size_t off, size_t len);
 
 /* --------------------------------------------------------------- stages */
 
-typedef enum { NORM_NFC, NORM_NFD, NORM_NFKC, NORM_NFKD } tok_norm_kind;
+typedef enum { NORM_NFC, NORM_NFD, NORM_NFKC, NORM_NFKD, NORM_PREPEND, NORM_REPLACE } tok_norm_kind;
+
+/* One normalizer step. PREPEND: str goes before non-empty text. REPLACE:
+ * every match of re (a literal for {"String": ...}) becomes str. */
+typedef struct tok_norm {
+    tok_norm_kind kind;
+    char *str;
+    size_t len;
+    pcre2_code *re;
+    pcre2_match_data *md;
+} tok_norm;
 
 /* How a Split keeps its delimiters (HF SplitDelimiterBehavior). */
 typedef enum {
@@ -84,7 +94,10 @@ typedef enum {
     SPLIT_CONTIGUOUS
 } tok_split_behavior;
 
-typedef enum { PRE_SPLIT, PRE_BYTELEVEL } tok_pre_kind;
+typedef enum { PRE_SPLIT, PRE_BYTELEVEL, PRE_METASPACE } tok_pre_kind;
+
+/* Metaspace prepend_scheme: when the replacement goes before a piece. */
+typedef enum { PREPEND_ALWAYS, PREPEND_FIRST, PREPEND_NEVER } tok_prepend;
 
 typedef struct tok_pre {
     tok_pre_kind kind;
@@ -95,11 +108,29 @@ typedef struct tok_pre {
     bool invert;
     /* PRE_BYTELEVEL */
     bool add_prefix_space;
+    /* PRE_METASPACE: spaces become rep (one character); re splits on it
+     * (MergedWithNext) when split is true, else it is NULL */
+    char rep[8];
+    size_t rep_len;
+    tok_prepend prepend;
 } tok_pre;
+
+/* A per-token decoder step (applied to each token string before the
+ * sequence-level steps): Replace of a literal, or Metaspace's
+ * replacement -> space (removed from the first token unless prepend
+ * scheme is never). */
+typedef struct tok_dec_step {
+    bool metaspace;
+    char *from, *to;
+    size_t from_len, to_len;
+    bool strip_first; /* metaspace: the first token drops its replacements */
+} tok_dec_step;
 
 typedef struct tok_added {
     char *content;
     size_t len;
+    char *norm; /* normalized=true: the normalized content (HF's id_to_token), or NULL */
+    size_t norm_len;
     int32_t id;
     bool special, lstrip, rstrip, single_word, normalized;
 } tok_added;
@@ -145,8 +176,8 @@ struct wna16_tokenizer {
     bool fuse_unk, byte_fallback, ignore_merges;
     int32_t byte_fallback_id[256];
 
-    /* normalizer: up to 4 unicode forms in sequence */
-    tok_norm_kind norms[4];
+    /* normalizer steps in sequence */
+    tok_norm norms[8];
     int n_norms;
 
     /* pre-tokenizer sequence */
@@ -154,8 +185,15 @@ struct wna16_tokenizer {
     int n_pres;
     bool byte_level; /* pieces are byte-mapped before the model */
 
-    /* decoder */
+    /* decoder: per-token steps, then (sequence level) ByteFallback runs,
+     * ByteLevel's byte map, and Strip of the whole text's start */
     bool decoder_byte_level;
+    tok_dec_step dec_steps[8];
+    int n_dec_steps;
+    bool dec_first_differs; /* the first token decodes differently (Metaspace) */
+    bool dec_byte_fallback; /* "<0xHH>" tokens are bytes; an invalid run gives U+FFFD each */
+    uint32_t dec_strip_cp;  /* Strip after Fuse: up to dec_strip_start leading copies */
+    int dec_strip_start;
 
     /* post-processor template (single sequence) */
     int32_t *post_prefix, *post_suffix;
@@ -178,6 +216,7 @@ struct wna16_tokenizer {
 #define TOK_ID_PRESENT 1u
 #define TOK_ID_ADDED   2u
 #define TOK_ID_SPECIAL 4u
+#define TOK_ID_BYTE    8u /* decodes to the one byte in the decode table (ByteFallback) */
 
 /* ByteLevel alphabet (GPT-2 bytes_to_unicode). */
 extern const uint16_t tok_byte_to_cp[256];
@@ -223,6 +262,11 @@ wna16_status tok_load_config(wna16_diag *d, wna16_tokenizer *t, const char *conf
 wna16_status tok_load_chat_template_file(wna16_diag *d, wna16_tokenizer *t);
 
 void tok_cache_free(tok_cache *c);
+
+/* Decoded bytes of one token through the per-token decoder steps and
+ * the ByteLevel map (first: it is the first token of the sequence). */
+bool tok_decode_token(const wna16_tokenizer *t, const char *s, size_t len, bool first,
+                      wna16_buf *out);
 
 /* Loads tokenizer.json text held in memory (no tokenizer_config.json is
  * read); label names it in messages. The loader behind the tokenizer fuzz

@@ -67,6 +67,57 @@ static wna16_status get_id(wna16_diag *d, const wna16_tokenizer *t, const json_t
 
 /* ------------------------------------------------------------ normalizer */
 
+static wna16_status out_of_memory(wna16_diag *d) {
+    return wna16_fail(d, WNA16_ERR_OUT_OF_MEMORY, "out of memory");
+}
+
+static wna16_status add_norm(wna16_diag *d, wna16_tokenizer *t, const char *where, tok_norm **out) {
+    if (t->n_norms == (int)(sizeof t->norms / sizeof t->norms[0]))
+        return wna16_fail(d, WNA16_ERR_LIMIT, "%s: %s: more than %d normalizers", t->path, where,
+                          (int)(sizeof t->norms / sizeof t->norms[0]));
+    *out = &t->norms[t->n_norms++];
+    memset(*out, 0, sizeof **out);
+    return WNA16_OK;
+}
+
+/* A string field that must be present (may be empty when allow_empty). */
+static wna16_status get_str(wna16_diag *d, const wna16_tokenizer *t, const json_t *obj,
+                            const char *key, const char *where, bool allow_empty, char **out,
+                            size_t *len) {
+    const json_t *v = json_object_get(obj, key);
+    if (!json_is_string(v) || (!allow_empty && !json_string_length(v))) {
+        char field[160];
+        snprintf(field, sizeof field, "%s.%s", where, key);
+        return bad_field(d, t, field, allow_empty ? "a string" : "a non-empty string", v);
+    }
+    /* JSON strings may hold NUL; token text is C strings here */
+    if (strlen(json_string_value(v)) != json_string_length(v)) {
+        char field[160];
+        snprintf(field, sizeof field, "%s.%s", where, key);
+        return bad_field(d, t, field, "a string without NUL characters", v);
+    }
+    *len = json_string_length(v);
+    if (!(*out = wna16_strdup(json_string_value(v)))) return out_of_memory(d);
+    return WNA16_OK;
+}
+
+/* {"String": "..."} or {"Regex": "..."}; literal tells which. */
+static wna16_status get_pattern(wna16_diag *d, const wna16_tokenizer *t, const json_t *obj,
+                                const char *where, const char **pat, bool *literal) {
+    const json_t *p = json_object_get(obj, "pattern");
+    const char *regex = json_string_value(json_object_get(p, "Regex"));
+    const char *lit = json_string_value(json_object_get(p, "String"));
+    if ((!regex && !lit) || (lit && !*lit) || (regex && !*regex)) {
+        char field[160];
+        snprintf(field, sizeof field, "%s.pattern", where);
+        return bad_field(d, t, field, "{\"String\": \"...\"} or {\"Regex\": \"...\"}, not empty",
+                         p);
+    }
+    *pat = regex ? regex : lit;
+    *literal = !regex;
+    return WNA16_OK;
+}
+
 static wna16_status parse_normalizer(wna16_diag *d, wna16_tokenizer *t, const json_t *n,
                                      const char *where) {
     if (!n || json_is_null(n)) return WNA16_OK;
@@ -79,21 +130,35 @@ static wna16_status parse_normalizer(wna16_diag *d, wna16_tokenizer *t, const js
             WNA16_TRY(parse_normalizer(d, t, json_array_get(list, i), where));
         return WNA16_OK;
     }
+    tok_norm *x = NULL;
+    if (!strcmp(type, "Prepend")) {
+        WNA16_TRY(add_norm(d, t, where, &x));
+        x->kind = NORM_PREPEND;
+        return get_str(d, t, n, "prepend", "normalizer Prepend", true, &x->str, &x->len);
+    }
+    if (!strcmp(type, "Replace")) {
+        const char *pat;
+        bool literal;
+        WNA16_TRY(add_norm(d, t, where, &x));
+        x->kind = NORM_REPLACE;
+        WNA16_TRY(get_pattern(d, t, n, "normalizer Replace", &pat, &literal));
+        WNA16_TRY(get_str(d, t, n, "content", "normalizer Replace", true, &x->str, &x->len));
+        return tok_regex_compile(d, t->path, "normalizer Replace.pattern", pat, literal, &x->re,
+                                 &x->md);
+    }
     static const struct {
         const char *name;
         tok_norm_kind kind;
     } forms[] = {{"NFC", NORM_NFC}, {"NFD", NORM_NFD}, {"NFKC", NORM_NFKC}, {"NFKD", NORM_NFKD}};
     for (size_t i = 0; i < sizeof forms / sizeof forms[0]; i++) {
         if (strcmp(type, forms[i].name)) continue;
-        if (t->n_norms == 4)
-            return wna16_fail(d, WNA16_ERR_LIMIT, "%s: %s: more than 4 normalizers", t->path,
-                              where);
-        t->norms[t->n_norms++] = forms[i].kind;
+        WNA16_TRY(add_norm(d, t, where, &x));
+        x->kind = forms[i].kind;
         return WNA16_OK;
     }
     return wna16_fail(d, WNA16_ERR_UNSUPPORTED,
                       "%s: %s: normalizer type \"%s\" is not supported; supported: NFC, NFD, "
-                      "NFKC, NFKD, Sequence of these, or null (byte-level BPE models)",
+                      "NFKC, NFKD, Prepend, Replace, Sequence of these, or null",
                       t->path, where, type);
 }
 
@@ -159,6 +224,62 @@ static wna16_status parse_bytelevel(wna16_diag *d, wna16_tokenizer *t, const jso
                              &pre->re, &pre->md);
 }
 
+/* The replacement character of a Metaspace (pre-tokenizer or decoder):
+ * exactly one character. */
+static wna16_status get_replacement(wna16_diag *d, const wna16_tokenizer *t, const json_t *p,
+                                    const char *where, char *rep, size_t *rep_len) {
+    const json_t *v = json_object_get(p, "replacement");
+    const char *s = json_string_value(v);
+    size_t n = s ? json_string_length(v) : 0;
+    size_t cl = n ? tok_utf8_valid_len((const uint8_t *)s, n) : 0;
+    if (!s || !cl || cl != n || (n == 1 && !*s)) {
+        char field[96];
+        snprintf(field, sizeof field, "%s.replacement", where);
+        return bad_field(d, t, field, "a string of one character", v);
+    }
+    memcpy(rep, s, n);
+    rep[n] = 0;
+    *rep_len = n;
+    return WNA16_OK;
+}
+
+/* prepend_scheme ("always", "first", "never"), or the older
+ * add_prefix_space (true: always, false: never). */
+static wna16_status get_prepend(wna16_diag *d, const wna16_tokenizer *t, const json_t *p,
+                                const char *where, tok_prepend *out) {
+    const json_t *v = json_object_get(p, "prepend_scheme");
+    if (v && !json_is_null(v)) {
+        const char *s = json_string_value(v);
+        static const char *const names[] = {"always", "first", "never"};
+        for (int i = 0; s && i < 3; i++)
+            if (!strcmp(s, names[i])) {
+                *out = (tok_prepend)i;
+                return WNA16_OK;
+            }
+        char field[96];
+        snprintf(field, sizeof field, "%s.prepend_scheme", where);
+        return bad_field(d, t, field, "\"always\", \"first\" or \"never\"", v);
+    }
+    bool add;
+    WNA16_TRY(get_bool(d, t, p, "add_prefix_space", where, true, &add));
+    *out = add ? PREPEND_ALWAYS : PREPEND_NEVER;
+    return WNA16_OK;
+}
+
+static wna16_status parse_metaspace(wna16_diag *d, wna16_tokenizer *t, const json_t *p) {
+    tok_pre *pre = NULL;
+    bool split;
+    WNA16_TRY(add_pre(d, t, &pre));
+    pre->kind = PRE_METASPACE;
+    pre->behavior = SPLIT_MERGED_NEXT;
+    WNA16_TRY(get_replacement(d, t, p, "pre_tokenizer Metaspace", pre->rep, &pre->rep_len));
+    WNA16_TRY(get_prepend(d, t, p, "pre_tokenizer Metaspace", &pre->prepend));
+    WNA16_TRY(get_bool(d, t, p, "split", "pre_tokenizer Metaspace", true, &split));
+    if (!split) return WNA16_OK;
+    return tok_regex_compile(d, t->path, "pre_tokenizer Metaspace.replacement", pre->rep, true,
+                             &pre->re, &pre->md);
+}
+
 static wna16_status parse_pre(wna16_diag *d, wna16_tokenizer *t, const json_t *p) {
     if (!p || json_is_null(p)) return WNA16_OK;
     const char *type = json_string_value(json_object_get(p, "type"));
@@ -174,32 +295,126 @@ static wna16_status parse_pre(wna16_diag *d, wna16_tokenizer *t, const json_t *p
     }
     if (!strcmp(type, "Split")) return parse_split(d, t, p);
     if (!strcmp(type, "ByteLevel")) return parse_bytelevel(d, t, p);
+    if (!strcmp(type, "Metaspace")) return parse_metaspace(d, t, p);
     return wna16_fail(d, WNA16_ERR_UNSUPPORTED,
                       "%s: pre_tokenizer type \"%s\" is not supported; supported: Split, "
-                      "ByteLevel and Sequence of these (byte-level BPE models)",
+                      "ByteLevel, Metaspace and Sequence of these",
                       t->path, type);
 }
 
 /* ------------------------------------------------------- decoder, post */
 
-static wna16_status parse_decoder(wna16_diag *d, wna16_tokenizer *t, const json_t *p) {
+/* Where a decoder sequence stands while it is parsed: the order of the
+ * steps matters, and only the orders real files use are supported. */
+typedef struct dec_state {
+    bool seq_step; /* ByteFallback, Fuse, Strip or ByteLevel seen */
+    bool fused;    /* the tokens are one text now (Fuse or ByteLevel) */
+    bool stripped;
+} dec_state;
+
+static wna16_status dec_order(wna16_diag *d, const wna16_tokenizer *t, const char *type,
+                              const char *why) {
+    return wna16_fail(d, WNA16_ERR_UNSUPPORTED,
+                      "%s: decoder %s %s; supported orders: per-token steps (Replace, "
+                      "Metaspace) first, then ByteFallback, Fuse, then Strip (start only), or "
+                      "ByteLevel",
+                      t->path, type, why);
+}
+
+static wna16_status add_dec_step(wna16_diag *d, wna16_tokenizer *t, const char *type,
+                                 const dec_state *st, tok_dec_step **out) {
+    if (st->seq_step)
+        return dec_order(d, t, type, "comes after ByteFallback, Fuse, Strip or ByteLevel");
+    if (t->n_dec_steps == (int)(sizeof t->dec_steps / sizeof t->dec_steps[0]))
+        return wna16_fail(d, WNA16_ERR_LIMIT, "%s: decoder: more than %d Replace/Metaspace steps",
+                          t->path, (int)(sizeof t->dec_steps / sizeof t->dec_steps[0]));
+    *out = &t->dec_steps[t->n_dec_steps++];
+    memset(*out, 0, sizeof **out);
+    return WNA16_OK;
+}
+
+static wna16_status parse_decoder(wna16_diag *d, wna16_tokenizer *t, const json_t *p,
+                                  dec_state *st) {
     if (!p || json_is_null(p)) return WNA16_OK;
     const char *type = json_string_value(json_object_get(p, "type"));
     if (!json_is_object(p) || !type)
         return bad_field(d, t, "decoder", "an object with a \"type\"", p);
+    tok_dec_step *x = NULL;
     if (!strcmp(type, "ByteLevel")) {
+        if (st->stripped) return dec_order(d, t, type, "comes after Strip");
         t->decoder_byte_level = true;
+        st->seq_step = st->fused = true;
         return WNA16_OK;
     }
     if (!strcmp(type, "Sequence")) {
         const json_t *list = json_object_get(p, "decoders");
+        if (!json_is_array(list)) return bad_field(d, t, "decoder.decoders", "an array", list);
         for (size_t i = 0; i < json_array_size(list); i++)
-            WNA16_TRY(parse_decoder(d, t, json_array_get(list, i)));
+            WNA16_TRY(parse_decoder(d, t, json_array_get(list, i), st));
+        return WNA16_OK;
+    }
+    if (!strcmp(type, "ByteFallback")) {
+        /* after ByteLevel the tokens are one text already: nothing to do */
+        if (!t->decoder_byte_level) t->dec_byte_fallback = true;
+        st->seq_step = true;
+        return WNA16_OK;
+    }
+    if (!strcmp(type, "Fuse")) {
+        st->seq_step = st->fused = true;
+        return WNA16_OK;
+    }
+    if (!strcmp(type, "Strip")) {
+        const json_t *c = json_object_get(p, "content"), *a = json_object_get(p, "start"),
+                     *b = json_object_get(p, "stop");
+        const char *cs = json_string_value(c);
+        size_t cl = cs ? json_string_length(c) : 0;
+        if (!cs || !cl || tok_utf8_valid_len((const uint8_t *)cs, cl) != cl)
+            return bad_field(d, t, "decoder Strip.content", "a string of one character", c);
+        if (!json_is_integer(a) || json_integer_value(a) < 0 || json_integer_value(a) > 1024)
+            return bad_field(d, t, "decoder Strip.start", "an integer 0..1024", a);
+        if (!json_is_integer(b) || json_integer_value(b) < 0)
+            return bad_field(d, t, "decoder Strip.stop", "an integer >= 0", b);
+        if (json_integer_value(b) != 0)
+            return dec_order(d, t, type, "has stop > 0 (stripping the end is not supported)");
+        if (!st->fused) return dec_order(d, t, type, "comes before Fuse");
+        if (st->stripped) return dec_order(d, t, type, "appears twice");
+        tok_utf8_decode((const uint8_t *)cs, &t->dec_strip_cp);
+        t->dec_strip_start = (int)json_integer_value(a);
+        st->seq_step = st->stripped = true;
+        return WNA16_OK;
+    }
+    if (!strcmp(type, "Replace")) {
+        const char *pat;
+        bool literal;
+        WNA16_TRY(get_pattern(d, t, p, "decoder Replace", &pat, &literal));
+        if (!literal)
+            return wna16_fail(d, WNA16_ERR_UNSUPPORTED,
+                              "%s: decoder Replace with a Regex pattern is not supported; only "
+                              "{\"String\": ...}",
+                              t->path);
+        WNA16_TRY(add_dec_step(d, t, type, st, &x));
+        if (!(x->from = wna16_strdup(pat))) return out_of_memory(d);
+        x->from_len = strlen(pat);
+        return get_str(d, t, p, "content", "decoder Replace", true, &x->to, &x->to_len);
+    }
+    if (!strcmp(type, "Metaspace")) {
+        char rep[8];
+        size_t rep_len;
+        tok_prepend scheme;
+        WNA16_TRY(get_replacement(d, t, p, "decoder Metaspace", rep, &rep_len));
+        WNA16_TRY(get_prepend(d, t, p, "decoder Metaspace", &scheme));
+        WNA16_TRY(add_dec_step(d, t, type, st, &x));
+        x->metaspace = true;
+        x->strip_first = scheme != PREPEND_NEVER;
+        t->dec_first_differs |= x->strip_first;
+        if (!(x->from = wna16_strdup(rep)) || !(x->to = wna16_strdup(" "))) return out_of_memory(d);
+        x->from_len = rep_len;
+        x->to_len = 1;
         return WNA16_OK;
     }
     return wna16_fail(d, WNA16_ERR_UNSUPPORTED,
                       "%s: decoder type \"%s\" is not supported; supported: ByteLevel, "
-                      "Sequence of it, or null",
+                      "ByteFallback, Fuse, Strip, Replace, Metaspace, Sequence of these, or null",
                       t->path, type);
 }
 
@@ -406,8 +621,7 @@ static wna16_status parse_model(wna16_diag *d, wna16_tokenizer *t, const json_t 
 
 /* HF matches normalized added tokens in a second pass, on normalized text,
  * by their normalized content; the others on the raw text. */
-static wna16_status add_to_trie(wna16_diag *d, wna16_tokenizer *t, const tok_added *x,
-                                int32_t index) {
+static wna16_status add_to_trie(wna16_diag *d, wna16_tokenizer *t, tok_added *x, int32_t index) {
     if (!x->normalized) {
         if (!tok_trie_add(&t->trie_raw, x->content, x->len, index))
             return wna16_fail(d, WNA16_ERR_OUT_OF_MEMORY, "out of memory");
@@ -417,6 +631,15 @@ static wna16_status add_to_trie(wna16_diag *d, wna16_tokenizer *t, const tok_add
     size_t len;
     WNA16_TRY(tok_normalize(d, t, x->content, x->len, &norm, &len));
     bool ok = !len || tok_trie_add(&t->trie_norm, norm ? norm : x->content, len, index);
+    /* HF names (and decodes) such a token by its normalized content */
+    if (ok && norm && len && len <= TOK_MAX_TOKEN_LEN) {
+        ok = (x->norm = wna16_malloc(len + 1)) != NULL;
+        if (ok) {
+            memcpy(x->norm, norm, len);
+            x->norm[len] = 0;
+            x->norm_len = len;
+        }
+    }
     free(norm);
     return ok ? WNA16_OK : wna16_fail(d, WNA16_ERR_OUT_OF_MEMORY, "out of memory");
 }
@@ -455,46 +678,57 @@ static wna16_status parse_added(wna16_diag *d, wna16_tokenizer *t, const json_t 
 
 /* ----------------------------------------------------------- id tables */
 
-/* The bytes an id decodes to: the ByteLevel decoder maps each character
- * back to its byte; a token holding any character outside that alphabet
- * is taken as raw UTF-8, as HF's decoder does. */
-static size_t decoded_bytes(const wna16_tokenizer *t, const char *s, size_t len, uint8_t *out) {
-    if (!t->decoder_byte_level) {
-        memcpy(out, s, len);
-        return len;
+/* Rust's u8::from_str_radix(s, 16) on two characters: two hex digits, or
+ * '+' and one. */
+static int hex_byte(const char *s) {
+    int v = 0;
+    for (int i = 0; i < 2; i++) {
+        char c = s[i];
+        int x = c >= '0' && c <= '9'   ? c - '0'
+                : c >= 'a' && c <= 'f' ? c - 'a' + 10
+                : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                                       : -1;
+        if (x < 0 && !(i == 0 && c == '+')) return -1;
+        v = x < 0 ? 0 : v * 16 + x;
     }
-    size_t n = 0;
-    for (size_t i = 0; i < len;) {
-        uint32_t cp;
-        size_t l = tok_utf8_valid_len((const uint8_t *)s + i, len - i);
-        if (!l) break;
-        tok_utf8_decode((const uint8_t *)s + i, &cp);
-        int b = tok_cp_to_byte(cp);
-        if (b < 0) {
-            memcpy(out, s, len);
-            return len;
-        }
-        out[n++] = (uint8_t)b;
-        i += l;
-    }
-    return n;
+    return v;
 }
 
 static wna16_status build_decode_table(wna16_diag *d, wna16_tokenizer *t) {
-    size_t total = 0;
-    for (size_t i = 0; i < t->n_ids; i++) total += t->id_len[i];
-    t->dec_arena = wna16_malloc(total + 1);
+    wna16_buf arena = {0}, tmp = {0};
     t->dec_off = wna16_calloc(t->n_ids, sizeof *t->dec_off);
     t->dec_len = wna16_calloc(t->n_ids, sizeof *t->dec_len);
-    if (!t->dec_arena || !t->dec_off || !t->dec_len)
+    if (!t->dec_off || !t->dec_len)
         return wna16_fail(d, WNA16_ERR_OUT_OF_MEMORY, "out of memory for the decode table");
-    size_t off = 0;
     for (size_t i = 0; i < t->n_ids; i++) {
         if (!t->id_str[i]) continue;
-        t->dec_off[i] = (uint32_t)off;
-        t->dec_len[i] = (uint32_t)decoded_bytes(t, t->id_str[i], t->id_len[i], t->dec_arena + off);
-        off += t->dec_len[i];
+        tmp.len = 0;
+        if (!tok_decode_token(t, t->id_str[i], t->id_len[i], false, &tmp)) break;
+        int b = -1;
+        if (t->dec_byte_fallback && tmp.len == 6 && !memcmp(tmp.data, "<0x", 3) &&
+            tmp.data[5] == '>')
+            b = hex_byte(tmp.data + 3);
+        if (arena.len > UINT32_MAX - tmp.len) {
+            arena.failed = true;
+            break;
+        }
+        t->dec_off[i] = (uint32_t)arena.len;
+        if (b >= 0) {
+            char c = (char)b;
+            t->id_flags[i] |= TOK_ID_BYTE;
+            wna16_buf_put(&arena, &c, 1);
+        } else {
+            wna16_buf_put(&arena, tmp.data, tmp.len);
+        }
+        t->dec_len[i] = (uint32_t)(arena.len - t->dec_off[i]);
     }
+    wna16_buf_put(&arena, "", 0);
+    wna16_buf_free(&tmp);
+    if (arena.failed || tmp.failed) {
+        wna16_buf_free(&arena);
+        return wna16_fail(d, WNA16_ERR_OUT_OF_MEMORY, "out of memory for the decode table");
+    }
+    t->dec_arena = (uint8_t *)arena.data;
     return WNA16_OK;
 }
 
@@ -522,8 +756,8 @@ static wna16_status build_id_tables(wna16_diag *d, wna16_tokenizer *t, int32_t m
     for (size_t i = 0; i < t->n_added; i++) {
         tok_added *a = &t->added[i];
         if (!t->id_flags[a->id]) t->vocab_size++;
-        t->id_str[a->id] = a->content;
-        t->id_len[a->id] = (uint32_t)a->len;
+        t->id_str[a->id] = a->norm ? a->norm : a->content;
+        t->id_len[a->id] = (uint32_t)(a->norm ? a->norm_len : a->len);
         t->id_flags[a->id] = TOK_ID_PRESENT | TOK_ID_ADDED | (a->special ? TOK_ID_SPECIAL : 0);
     }
     for (uint32_t cp = 0; cp < 512; cp++) {
@@ -578,7 +812,8 @@ static wna16_status parse_all(wna16_diag *d, wna16_tokenizer *t, const json_t *r
     int32_t max_id = -1;
     WNA16_TRY(parse_normalizer(d, t, json_object_get(root, "normalizer"), "normalizer"));
     WNA16_TRY(parse_pre(d, t, json_object_get(root, "pre_tokenizer")));
-    WNA16_TRY(parse_decoder(d, t, json_object_get(root, "decoder")));
+    dec_state dst = {0};
+    WNA16_TRY(parse_decoder(d, t, json_object_get(root, "decoder"), &dst));
     WNA16_TRY(parse_model(d, t, json_object_get(root, "model"), &max_id));
     WNA16_TRY(parse_added(d, t, json_object_get(root, "added_tokens"), &max_id));
     WNA16_TRY(parse_post(d, t, json_object_get(root, "post_processor")));
@@ -694,9 +929,21 @@ void wna16_tokenizer_free(wna16_tokenizer *t) {
         pcre2_match_data_free(t->pres[i].md);
         pcre2_code_free(t->pres[i].re);
     }
+    for (int i = 0; i < t->n_norms; i++) {
+        wna16_free(t->norms[i].str);
+        pcre2_match_data_free(t->norms[i].md);
+        pcre2_code_free(t->norms[i].re);
+    }
+    for (int i = 0; i < t->n_dec_steps; i++) {
+        wna16_free(t->dec_steps[i].from);
+        wna16_free(t->dec_steps[i].to);
+    }
     wna16_free(t->post_prefix);
     wna16_free(t->post_suffix);
-    for (size_t i = 0; i < t->n_added; i++) wna16_free(t->added[i].content);
+    for (size_t i = 0; i < t->n_added; i++) {
+        wna16_free(t->added[i].content);
+        wna16_free(t->added[i].norm);
+    }
     wna16_free(t->added);
     tok_trie_free(&t->trie_raw);
     tok_trie_free(&t->trie_norm);

@@ -4,7 +4,10 @@
  * INVALID_UTF8; valid text must encode to ids that lie in the vocabulary
  * and decode without error, and when the text is already in NFC (Qwen3's
  * only normalizer) the decode must give back exactly the input: byte-level
- * BPE is lossless and special tokens decode as their own text.
+ * BPE is lossless and special tokens decode as their own text. When bit 2
+ * of the first byte is set, the text also goes through the Mistral
+ * (SentencePiece-style) tokenizer, whose skip-special decode must give it
+ * back too (check_spm).
  *
  * The tokenizer is found through WNA16_SOURCE_DIR (set by ctest and
  * scripts/fuzz.sh) or the current directory. */
@@ -14,19 +17,44 @@
 
 #include <utf8proc.h>
 
-static wna16_tokenizer *tok;
+static wna16_tokenizer *qwen, *spm;
 static wna16_ctx *ctx;
 
-static void load_once(void) {
-    if (tok) return;
+static wna16_tokenizer *load(const char *name) {
     const char *src = getenv("WNA16_SOURCE_DIR");
     char path[4096];
-    snprintf(path, sizeof path, "%s/tests/data/tokenizer/qwen3", src ? src : ".");
-    if (wna16_ctx_create(&ctx) != WNA16_OK || wna16_tokenizer_load(ctx, path, &tok) != WNA16_OK) {
+    wna16_tokenizer *t = NULL;
+    snprintf(path, sizeof path, "%s/tests/data/tokenizer/%s", src ? src : ".", name);
+    if (wna16_tokenizer_load(ctx, path, &t) != WNA16_OK) {
         fprintf(stderr, "cannot load %s: %s (set WNA16_SOURCE_DIR to the source tree)\n", path,
-                ctx ? wna16_ctx_error(ctx) : "no context");
+                wna16_ctx_error(ctx));
         abort();
     }
+    return t;
+}
+
+static void load_once(void) {
+    if (qwen) return;
+    if (wna16_ctx_create(&ctx) != WNA16_OK) abort();
+    qwen = load("qwen3");
+    spm = load("mistral");
+}
+
+/* Mistral (SentencePiece-style, legacy): with special parsing off and
+ * special tokens skipped, decode gives the text back unless it holds the
+ * metaspace U+2581 itself (which decodes to a space, as in HF). */
+static void check_spm(const char *text, size_t len, unsigned flags) {
+    int32_t *ids = NULL;
+    size_t n = 0;
+    wna16_status s = wna16_tokenizer_encode(ctx, spm, text, len, flags, &ids, &n);
+    FUZZ_CHECK(s == WNA16_OK);
+    char *back = NULL;
+    size_t back_len = 0;
+    FUZZ_CHECK(wna16_tokenizer_decode(ctx, spm, ids, n, true, &back, &back_len) == WNA16_OK);
+    if (!(flags & WNA16_TOK_PARSE_SPECIAL) && !memmem(text, len, "\xE2\x96\x81", 3))
+        FUZZ_CHECK(back_len == len && !memcmp(back, text, len));
+    free(back);
+    free(ids);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
@@ -34,6 +62,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     load_once();
     if (size == 0) return 0;
     unsigned flags = data[0] & 3u;
+    wna16_tokenizer *tok = qwen;
     const char *text = (const char *)data + 1;
     size_t len = size - 1;
     int32_t *ids = NULL;
@@ -47,6 +76,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         return 0;
     }
     FUZZ_CHECK(s == WNA16_OK);
+    if (data[0] & 4u) check_spm(text, len, flags);
     FUZZ_CHECK((n == 0) == (ids == NULL));
     FUZZ_CHECK(n <= len + 2); /* at most one id per byte, plus post-processor ids */
     char *back = NULL;
