@@ -378,6 +378,22 @@ WNA16_API void wna16_model_reset(wna16_model *m);
 WNA16_API wna16_status wna16_model_eval(wna16_ctx *ctx, wna16_model *m, const int32_t *ids,
                                         int64_t n, float *logits);
 
+/* Scores a given sequence (perplexity, echo with logprobs): starts a new
+ * sequence (the model's cache is reset before and after), runs ids[0..n)
+ * and writes logprobs[t] = log p(ids[t] | ids[0..t)) for t in [1, n), the
+ * log-softmax of the model's fp32 logits over its whole vocabulary
+ * (accumulated in double); logprobs[0] = 0, nothing predicts the first
+ * token. With top_k > 0, top_ids and top_logprobs ([n][top_k]) get the
+ * top_k most likely tokens at each position, most likely first (row 0: ids
+ * -1, logprobs -INFINITY). Reports progress as "score" (positions done of
+ * n - 1) and honours the abort callback between chunks of 128 positions.
+ * Distributed models: rank 0 calls it, as wna16_model_eval. Errors:
+ * INVALID_ARGUMENT, TOKEN_ID, CONTEXT_OVERFLOW (n past the model's
+ * context: score windows), OUT_OF_MEMORY, ABORTED, and the forward's own. */
+WNA16_API wna16_status wna16_model_logprobs(wna16_ctx *ctx, wna16_model *m, const int32_t *ids,
+                                            int64_t n, float *logprobs, int top_k,
+                                            int32_t *top_ids, float *top_logprobs);
+
 /* ---------------------------------------------- KV caches and batched steps */
 
 /* A paged KV cache over one model, for many sequences at once (serving):

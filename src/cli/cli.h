@@ -25,6 +25,7 @@ int wna16_bench_moe(int argc, char **argv);
 int wna16_bench_serve(int argc, char **argv);
 int wna16_cmd_quantize(int argc, char **argv);
 int wna16_cmd_serve(int argc, char **argv);
+int wna16_cmd_perplexity(int argc, char **argv);
 
 /* The library's callbacks (cli_hooks.c). Takes --quiet/-q and --log-level
  * LEVEL out of argv wherever they stand; returns -1 to go on, else the exit

@@ -20,6 +20,8 @@ static const command commands[] = {
     {"synth", wna16_cmd_synth,
      "write a random-weight checkpoint with real shapes (demo, qwen3-30b-a3b)"},
     {"logits", wna16_cmd_logits, "print the last-position logits of a prompt of token ids"},
+    {"perplexity", wna16_cmd_perplexity,
+     "perplexity of a text (sliding windows), with its standard error"},
     {"bench", wna16_cmd_bench,
      "speed as fractions of this machine's limits (gemm, moe, model, comm)"},
     {"tokenize", wna16_cmd_tokenize, "encode text to token ids with a tokenizer.json"},
@@ -69,7 +71,7 @@ static double busy_neighbours(void) {
 }
 
 static bool computes(const char *command) {
-    static const char *const heavy[] = {"bench", "demo", "generate", "logits", "quantize", "serve"};
+    static const char *const heavy[] = {"bench", "demo", "generate", "logits", "perplexity", "quantize", "serve"};
     for (size_t i = 0; command && i < sizeof heavy / sizeof *heavy; i++)
         if (!strcmp(command, heavy[i])) return true;
     return false;
