@@ -25,11 +25,11 @@
 #include <sys/stat.h>
 
 enum { SKIP = 77 };
-#define LOGIT_TOL 0.02    /* of max|logit| */
-#define NEAR_TIE 0.1      /* top-two gap below which a greedy step may flip */
-#define CLEAR_GAP 0.5     /* a gap no bf16 rounding closes */
+#define LOGIT_TOL   0.02  /* of max|logit| */
+#define NEAR_TIE    0.1   /* top-two gap below which a greedy step may flip */
+#define CLEAR_GAP   0.5   /* a gap no bf16 rounding closes */
 #define LOGPROB_TOL 0.15  /* nats, any position of prompt 0 */
-#define PPL_TOL 0.005     /* relative */
+#define PPL_TOL     0.005 /* relative */
 
 static wna16_ctx *ctx;
 
@@ -39,8 +39,10 @@ static bool model_dir(char *out, size_t cap) {
         snprintf(out, cap, "%s", env);
     } else {
         const char *cache = getenv("WNA16_CACHE"), *home = getenv("HOME");
-        if (cache && *cache) snprintf(out, cap, "%s/smollm2-135m-instruct", cache);
-        else snprintf(out, cap, "%s/.cache/wna16/smollm2-135m-instruct", home ? home : ".");
+        if (cache && *cache)
+            snprintf(out, cap, "%s/smollm2-135m-instruct", cache);
+        else
+            snprintf(out, cap, "%s/.cache/wna16/smollm2-135m-instruct", home ? home : ".");
     }
     char stamp[4200];
     struct stat st;
@@ -72,7 +74,8 @@ static int32_t *our_ids(wna16_tokenizer *tok, json_t *p, size_t *n) {
     if (!strcmp(kind, "text")) {
         CHECK_STATUS(ctx,
                      wna16_tokenizer_encode(ctx, tok, text, strlen(text),
-                                            WNA16_TOK_ADD_SPECIAL | WNA16_TOK_PARSE_SPECIAL, &ids, n),
+                                            WNA16_TOK_ADD_SPECIAL | WNA16_TOK_PARSE_SPECIAL, &ids,
+                                            n),
                      WNA16_OK, NULL);
         return ids;
     }
@@ -132,8 +135,10 @@ static void greedy_check(wna16_model *m, float *logits, int64_t V, json_t *p, in
             *checked = i;
         }
         bool same = argmax(logits, V) == ref;
-        if (!tied) *agree += same;
-        else if (g >= CLEAR_GAP && !same) (*clear_miss)++;
+        if (!tied)
+            *agree += same;
+        else if (g >= CLEAR_GAP && !same)
+            (*clear_miss)++;
         if (wna16_model_eval(ctx, m, &ref, 1, logits) != WNA16_OK) break;
     }
 }
@@ -157,8 +162,10 @@ static void check_prompt(wna16_model *m, wna16_tokenizer *tok, json_t *p, int in
     greedy_check(m, logits, V, p, &agree, &checked, &clear_miss);
     CHECK_MSG(agree == checked, "prompt %d: greedy agrees for %d of the %d steps before a near-tie",
               index, agree, checked);
-    CHECK_MSG(clear_miss == 0, "prompt %d: %d teacher-forced steps with a top-two gap over %.1f "
-              "pick another token", index, clear_miss, CLEAR_GAP);
+    CHECK_MSG(clear_miss == 0,
+              "prompt %d: %d teacher-forced steps with a top-two gap over %.1f "
+              "pick another token",
+              index, clear_miss, CLEAR_GAP);
     printf("prompt %d (%s, %zu ids): logits %.2f %% of max|logit|, greedy %d/%d before a near-tie, "
            "%d clear-gap misses after it\n",
            index, json_string_value(json_object_get(p, "kind")), n_ref, 100 * err, agree, checked,
@@ -201,16 +208,17 @@ static void check_perplexity(const char *dir, json_t *ref) {
     long ctx_len = (long)json_integer_value(json_object_get(w, "ctx"));
     long stride = (long)json_integer_value(json_object_get(w, "stride"));
     char args[1900], out[4096];
-    snprintf(args, sizeof args,
-             "perplexity --model '%.1700s' --file tests/data/smollm2/%s --ctx %ld --stride %ld --json",
-             dir, file, ctx_len, stride);
+    snprintf(
+        args, sizeof args,
+        "perplexity --model '%.1700s' --file tests/data/smollm2/%s --ctx %ld --stride %ld --json",
+        dir, file, ctx_len, stride);
     int rc = test_run_cli(args, out, sizeof out, 0);
     double got = json_field(out, "\"perplexity\": ");
     CHECK_MSG(rc == 0, "wna16 %s exits %d", args, rc);
-    CHECK_MSG(fabs(got - want) <= PPL_TOL * want,
-              "perplexity %.4f, transformers %.4f (%+.2f %%)", got, want, 100 * (got - want) / want);
-    printf("perplexity (ctx %ld, stride %ld): %.4f, transformers %.4f (%+.2f %%)\n", ctx_len, stride,
-           got, want, 100 * (got - want) / want);
+    CHECK_MSG(fabs(got - want) <= PPL_TOL * want, "perplexity %.4f, transformers %.4f (%+.2f %%)",
+              got, want, 100 * (got - want) / want);
+    printf("perplexity (ctx %ld, stride %ld): %.4f, transformers %.4f (%+.2f %%)\n", ctx_len,
+           stride, got, want, 100 * (got - want) / want);
 }
 
 int main(void) {
