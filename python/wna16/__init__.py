@@ -245,20 +245,18 @@ class LLM:
 
     def logprobs(self, ids) -> np.ndarray:
         """log p(ids[i] | ids[:i]) for i = 1 .. n-1 (float64, n-1 values): the
-        sequence's score, as perplexity tools compute it."""
+        sequence's score, as perplexity tools compute it. One batched pass
+        through wna16_model_logprobs (what `wna16 perplexity` and the server's
+        echo + logprobs report); the model's cache is left empty."""
         a = _ids_array(ids)
         if a.size < 2:
             raise ValueError("logprobs: need at least two ids")
-        out = np.empty(a.size - 1, np.float64)
-        row = np.empty(self.vocab_size, np.float32)
+        out = np.empty(a.size, np.float32)
         with self._lock:
-            lib.wna16_model_reset(self._model)
-            for i in range(a.size - 1):
-                self._eval(a[i:i + 1], row)
-                z = row.astype(np.float64)
-                m = z.max()
-                out[i] = z[a[i + 1]] - (m + np.log(np.exp(z - m).sum()))
-        return out
+            self._ctx.check(lib.wna16_model_logprobs(self._ctx.ptr, self._model, _ptr32(a), a.size,
+                                                     out.ctypes.data_as(_lib.c_float_p), 0, None,
+                                                     None))
+        return out[1:].astype(np.float64)
 
     # -------------------------------------------------------- generation
     def _prompt_ids(self, prompt) -> tuple:

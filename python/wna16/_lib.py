@@ -121,6 +121,8 @@ _SIGNATURES = {
     "wna16_model_context": (ctypes.c_int64, [_P]),
     "wna16_model_reset": (None, [_P]),
     "wna16_model_eval": (_S, [_P, _P, c_int32_p, ctypes.c_int64, c_float_p]),
+    "wna16_model_logprobs": (_S, [_P, _P, c_int32_p, ctypes.c_int64, c_float_p, ctypes.c_int,
+                                  c_int32_p, c_float_p]),
     "wna16_model_release": (_S, [_P, _P, _S]),
     "wna16_sampler_options_init": (None, [ctypes.POINTER(SamplerOptions)]),
     "wna16_generate_options_init": (None, [ctypes.POINTER(GenerateOptions)]),

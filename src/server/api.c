@@ -103,7 +103,7 @@ int srv_parse_params(const json_t *body, bool chat, int64_t vocab, srv_request_i
                       chat && json_object_get(body, "max_completion_tokens")
                           ? "max_completion_tokens"
                           : "max_tokens",
-                      1, 1 << 30, &max_tokens, err)) ||
+                      chat ? 1 : 0, 1 << 30, &max_tokens, err)) ||
         (rc = get_int(body, "min_tokens", 0, 1 << 30, &min_tokens, err)) ||
         (rc = get_int(body, "n", 1, 1, &n, err)) || (rc = get_bool(body, "stream", &stream, err)) ||
         (rc = get_bool(body, "ignore_eos", &ignore_eos, err)) || (rc = get_stop(body, p, err)) ||
@@ -118,6 +118,10 @@ int srv_parse_params(const json_t *body, bool chat, int64_t vocab, srv_request_i
                (rc = get_bool(body, "echo", &echo, err))) {
         return rc;
     }
+    /* max_tokens 0 scores the prompt only (echo, as lm-eval's loglikelihood
+     * requests do); without echo there would be nothing to return */
+    if (max_tokens == 0 && !echo)
+        return bad(err, "'max_tokens' is 0: that returns nothing unless 'echo' is true");
     const json_t *so = json_object_get(body, "stream_options");
     if (so && !json_is_null(so)) {
         if (!json_is_object(so)) return bad(err, "'stream_options' must be an object");
@@ -139,6 +143,7 @@ int srv_parse_params(const json_t *body, bool chat, int64_t vocab, srv_request_i
     p->ignore_eos = ignore_eos;
     p->min_tokens = min_tokens;
     p->top_logprobs = (int)lp;
+    p->prompt_logprobs = echo && lp >= 0;
     p->max_tokens = max_tokens;
     info->stream = stream;
     info->echo = echo;

@@ -51,7 +51,8 @@ struct srv_engine {
     /* step buffers */
     wna16_batch_token *rows;
     srv_request **owner;
-    float *logits, *scratch;
+    int64_t *row_pos; /* the row's position in its sequence */
+    float *logits, *scratch; /* logits: [max_num_seqs + PROMPT_LP_ROWS][vocab] */
     /* counters (under mu) */
     int64_t prompt_tokens, generation_tokens, requests_ok, requests_aborted, requests_failed;
     int64_t preemptions;
@@ -62,6 +63,11 @@ struct srv_engine {
     histogram ttft, itl;
     wna16_kv_cache_stats kv;
 };
+
+/* Prompt rows that may ask for logits in one step (prompt logprobs), beyond
+ * the one row per running sequence that always may: it bounds the logits
+ * buffer, and a long scored prompt simply takes more steps. */
+#define PROMPT_LP_ROWS 32
 
 double srv_now(void) {
     struct timespec ts;
@@ -107,6 +113,7 @@ void srv_request_unref(srv_request *r) {
     free(r->prompt);
     free(r->pending);
     free(r->lps);
+    free(r->prompt_lps);
     free(r->toks);
     free(r->text);
     wna16_detok_stream_free(r->detok);
@@ -213,7 +220,10 @@ static void admit(srv_engine *e) {
         }
         r->seq = e->free_seqs[--e->n_free_seqs];
         int64_t reused = 0;
-        wna16_kv_cache_seq_reuse(e->ctx, e->cache, r->seq, r->toks, r->n_toks, &reused);
+        /* a scored prompt is evaluated from its first token: the cache holds
+         * no logits for the positions it would skip */
+        if (!r->params.prompt_logprobs || r->prompt_lp_next >= r->n_prompt)
+            wna16_kv_cache_seq_reuse(e->ctx, e->cache, r->seq, r->toks, r->n_toks, &reused);
         r->fed = reused;
         if (!r->preempted) r->cached_tokens = reused;
         e->running[e->n_running++] = r;
@@ -240,6 +250,8 @@ static void preempt_newest(srv_engine *e) {
     pthread_mutex_unlock(&e->mu);
 }
 
+static void logprobs_of(const float *logits, int64_t V, int32_t id, int n, srv_logprob *out);
+
 /* This step's rows: every decoding sequence's next token, then prompt
  * chunks in admission order up to the budget. Returns the row count. */
 static int64_t build_rows(srv_engine *e, int64_t *take, bool *prefill) {
@@ -250,23 +262,41 @@ static int64_t build_rows(srv_engine *e, int64_t *take, bool *prefill) {
         take[i] = 0;
         if (r->n_toks - r->fed == 1 && n < budget) {
             e->rows[n] = (wna16_batch_token){r->toks[r->fed], r->seq, true};
+            e->row_pos[n] = r->fed;
             e->owner[n++] = r;
             take[i] = 1;
         }
     }
+    int64_t lp_rows = PROMPT_LP_ROWS;
     for (int i = 0; i < e->n_running && n < budget; i++) {
         srv_request *r = e->running[i];
         int64_t left = r->n_toks - r->fed;
         if (left <= 1) continue;
         int64_t k = left < budget - n ? left : budget - n;
+        bool scored = r->params.prompt_logprobs && r->prompt_lp_next < r->n_prompt;
+        if (scored && k > lp_rows) k = lp_rows;
+        if (k < 1) continue;
+        if (scored) lp_rows -= k;
         *prefill = true;
         for (int64_t j = 0; j < k; j++) {
-            e->rows[n] = (wna16_batch_token){r->toks[r->fed + j], r->seq, r->fed + j + 1 == r->n_toks};
+            int64_t pos = r->fed + j;
+            bool logits = pos + 1 == r->n_toks || (scored && pos + 1 >= r->prompt_lp_next);
+            e->rows[n] = (wna16_batch_token){r->toks[pos], r->seq, logits};
+            e->row_pos[n] = pos;
             e->owner[n++] = r;
         }
         take[i] = k;
     }
     return n;
+}
+
+/* A prompt row's logits: the log-probability of the prompt token after it
+ * (and the top ones), as a generated token's are reported. */
+static void score_prompt_row(srv_request *r, const float *logits, int64_t V, int64_t pos) {
+    int64_t t = pos + 1;
+    if (t < r->prompt_lp_next || t >= r->n_prompt) return;
+    logprobs_of(logits, V, r->toks[t], r->params.top_logprobs, &r->prompt_lps[t]);
+    r->prompt_lp_next = t + 1;
 }
 
 static bool is_stop_id(const srv_engine *e, const srv_request *r, int32_t id) {
@@ -378,6 +408,7 @@ static void stream_text(srv_request *r) {
 /* A sampled token for r: history, text, stop conditions, timing. Returns
  * the finish reason, or NULL to go on. */
 static const char *take_token(srv_engine *e, srv_request *r, float *logits) {
+    if (r->params.max_tokens == 0) return "length"; /* scoring the prompt only (echo) */
     double now = srv_now();
     srv_logprob lp;
     bool want_lp = r->params.top_logprobs >= 0;
@@ -459,9 +490,14 @@ static bool step(srv_engine *e) {
     for (int64_t t = 0; t < n; t++) {
         if (!e->rows[t].logits) continue;
         srv_request *r = e->owner[t];
+        float *row = e->logits + j++ * e->vocab;
+        if (e->row_pos[t] + 1 < r->n_toks) {
+            score_prompt_row(r, row, e->vocab, e->row_pos[t]);
+            continue;
+        }
         int i = 0;
         while (e->running[i] != r) i++;
-        why[i] = take_token(e, r, e->logits + j++ * e->vocab);
+        why[i] = take_token(e, r, row);
     }
     for (int i = e->n_running - 1; i >= 0; i--)
         if (why[i]) {
@@ -537,6 +573,7 @@ static void engine_free(srv_engine *e) {
     free(e->free_seqs);
     free(e->rows);
     free(e->owner);
+    free(e->row_pos);
     free(e->logits);
     free(e->scratch);
     wna16_ctx_free(e->ctx);
@@ -576,9 +613,11 @@ wna16_status srv_engine_start(wna16_ctx *ctx, wna16_model *m, const wna16_tokeni
     e->free_seqs = calloc(S, sizeof *e->free_seqs);
     e->rows = calloc((size_t)o->max_batched_tokens, sizeof *e->rows);
     e->owner = calloc((size_t)o->max_batched_tokens, sizeof *e->owner);
-    e->logits = malloc(S * (size_t)e->vocab * sizeof *e->logits);
+    e->row_pos = calloc((size_t)o->max_batched_tokens, sizeof *e->row_pos);
+    e->logits = malloc((S + PROMPT_LP_ROWS) * (size_t)e->vocab * sizeof *e->logits);
     e->scratch = malloc((size_t)e->vocab * sizeof *e->scratch);
-    if (s == WNA16_OK && (!e->running || !e->free_seqs || !e->rows || !e->owner || !e->logits ||
+    if (s == WNA16_OK && (!e->running || !e->free_seqs || !e->rows || !e->owner || !e->row_pos ||
+                          !e->logits ||
                           !e->scratch))
         s = WNA16_ERR_OUT_OF_MEMORY;
     for (int i = 0; s == WNA16_OK && i < o->max_num_seqs; i++)
@@ -637,6 +676,11 @@ int srv_engine_submit(srv_engine *e, srv_request *r) {
     }
     r->toks = malloc((size_t)(r->n_prompt + 1) * sizeof *r->toks);
     if (!r->toks) return 503;
+    r->prompt_lp_next = 1; /* nothing predicts the first token */
+    if (r->params.prompt_logprobs) {
+        r->prompt_lps = calloc((size_t)r->n_prompt, sizeof *r->prompt_lps);
+        if (!r->prompt_lps) return 503;
+    }
     memcpy(r->toks, r->prompt, (size_t)r->n_prompt * sizeof *r->toks);
     r->n_toks = r->n_prompt;
     r->cap_toks = r->n_prompt + 1;

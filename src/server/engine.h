@@ -51,6 +51,8 @@ typedef struct srv_params {
     bool ignore_eos;
     int64_t min_tokens; /* no EOS, stop id or stop string ends it before this many */
     int top_logprobs; /* < 0: no logprobs; else the chosen token's and this many more */
+    bool prompt_logprobs; /* also every prompt token's (completions' echo + logprobs):
+                           * the prompt is evaluated whole, never from the prefix cache */
 } srv_params;
 
 /* One generated token's log-probabilities (when asked). */
@@ -75,6 +77,11 @@ typedef struct srv_request {
     size_t pending_len, pending_cap;
     srv_logprob *lps; /* one per generated token when logprobs were asked */
     int64_t n_lps, lps_cap, lps_taken;
+    /* with params.prompt_logprobs: prompt_lps[t] for prompt token t (t >= 1;
+     * [0] has none), all written before the first generated token is
+     * delivered (or the request ends) */
+    srv_logprob *prompt_lps;
+    int64_t prompt_lp_next; /* the next prompt token to score (engine) */
     bool done;
     const char *finish_reason; /* "stop", "length", "abort", "error" */
     char error[256];

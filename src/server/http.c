@@ -146,24 +146,35 @@ static int chat_prompt(srv_http *h, const json_t *body, bool add_gen, int32_t **
 
 /* ------------------------------------------------------------- logprobs */
 
-static json_t *completion_logprobs(srv_http *h, const srv_logprob *lp, int64_t n) {
-    json_t *tokens = json_array(), *lps = json_array(), *tops = json_array(), *off = json_array();
-    for (int64_t i = 0; i < n; i++) {
-        char *t = token_text(h, lp[i].id);
-        json_array_append_new(tokens, json_string(t));
-        json_array_append_new(lps, json_real(lp[i].logprob));
-        json_t *top = json_object();
-        for (int k = 0; k < lp[i].n_top; k++) {
-            char *tt = token_text(h, lp[i].top_ids[k]);
-            json_object_set_new(top, tt, json_real(lp[i].top_lp[k]));
-            free(tt);
-        }
-        json_array_append_new(tops, top);
-        json_array_append_new(off, json_integer(0));
-        free(t);
+/* One token of completions' logprobs; lp NULL for a prompt's first token
+ * (nothing predicts it: null logprob and top, as vLLM). text_offset counts
+ * the bytes of the tokens before it in the returned text. */
+static void completion_token(srv_http *h, json_t *a[4], int32_t id, const srv_logprob *lp,
+                             size_t *offset) {
+    char *t = token_text(h, id);
+    json_array_append_new(a[0], json_string(t));
+    json_array_append_new(a[1], lp ? json_real(lp->logprob) : json_null());
+    json_t *top = lp ? json_object() : json_null();
+    for (int k = 0; lp && k < lp->n_top; k++) {
+        char *tt = token_text(h, lp->top_ids[k]);
+        json_object_set_new(top, tt, json_real(lp->top_lp[k]));
+        free(tt);
     }
-    return json_pack("{s:o, s:o, s:o, s:o}", "tokens", tokens, "token_logprobs", lps,
-                     "top_logprobs", tops, "text_offset", off);
+    json_array_append_new(a[2], top);
+    json_array_append_new(a[3], json_integer((json_int_t)*offset));
+    *offset += strlen(t);
+    free(t);
+}
+
+/* The prompt's tokens first when it was scored (echo), then the generated. */
+static json_t *completion_logprobs(srv_http *h, const srv_request *r, bool with_prompt,
+                                   const srv_logprob *lp, int64_t n, size_t *offset) {
+    json_t *a[4] = {json_array(), json_array(), json_array(), json_array()};
+    for (int64_t t = 0; with_prompt && t < r->n_prompt; t++)
+        completion_token(h, a, r->prompt[t], t ? &r->prompt_lps[t] : NULL, offset);
+    for (int64_t i = 0; i < n; i++) completion_token(h, a, lp[i].id, &lp[i], offset);
+    return json_pack("{s:o, s:o, s:o, s:o}", "tokens", a[0], "token_logprobs", a[1],
+                     "top_logprobs", a[2], "text_offset", a[3]);
 }
 
 static json_t *chat_logprobs(srv_http *h, const srv_logprob *lp, int64_t n) {
@@ -184,8 +195,11 @@ static json_t *chat_logprobs(srv_http *h, const srv_logprob *lp, int64_t n) {
     return json_pack("{s:o}", "content", content);
 }
 
-/* The logprobs of tokens not yet reported (NULL when none were asked). */
-static json_t *take_logprobs(srv_http *h, srv_request *r, bool chat) {
+/* The logprobs of tokens not yet reported (NULL when none were asked);
+ * with_prompt: the scored prompt's before them. *offset: completions'
+ * text_offset of the next token. */
+static json_t *take_logprobs(srv_http *h, srv_request *r, bool chat, bool with_prompt,
+                             size_t *offset) {
     if (r->params.top_logprobs < 0) return NULL;
     pthread_mutex_lock(&r->mu);
     int64_t from = r->lps_taken, n = r->n_lps - from;
@@ -193,7 +207,9 @@ static json_t *take_logprobs(srv_http *h, srv_request *r, bool chat) {
     if (copy && n > 0) memcpy(copy, r->lps + from, (size_t)n * sizeof *copy);
     r->lps_taken = r->n_lps;
     pthread_mutex_unlock(&r->mu);
-    json_t *j = !copy ? NULL : chat ? chat_logprobs(h, copy, n) : completion_logprobs(h, copy, n);
+    json_t *j = !copy  ? NULL
+                : chat ? chat_logprobs(h, copy, n)
+                       : completion_logprobs(h, r, with_prompt, copy, n, offset);
     free(copy);
     return j;
 }
@@ -207,6 +223,8 @@ typedef struct call {
     char id[48];
     long long created;
     char *echo; /* completions with echo: the prompt's text */
+    bool echo_pending; /* streamed echo waiting for the prompt's logprobs */
+    size_t text_offset; /* completions' logprobs: bytes of text before the next token */
     /* streaming */
     char *out;
     size_t out_len, out_off;
@@ -251,7 +269,7 @@ static enum MHD_Result reply_whole(struct MHD_Connection *c, call *k) {
         ok = send_error(c, !strcmp(r->finish_reason, "abort") ? 503 : 500,
                         r->error[0] ? r->error : "generation failed");
     } else {
-        json_t *lp = take_logprobs(k->h, r, k->chat);
+        json_t *lp = take_logprobs(k->h, r, k->chat, r->params.prompt_logprobs, &k->text_offset);
         json_t *choice =
             k->chat ? json_pack("{s:i, s:{s:s, s:s}, s:o, s:s}", "index", 0, "message", "role",
                                 "assistant", "content", all, "logprobs", lp ? lp : json_null(),
@@ -305,8 +323,14 @@ static void next_events(call *k) {
         char *t;
         size_t n;
         bool done = srv_request_wait(r, 0.25, &t, &n);
+        if (k->echo_pending && (t || done)) {
+            /* the engine scores the whole prompt before its first token */
+            k->echo_pending = false;
+            sse(k, chunk(k, k->echo, NULL,
+                         completion_logprobs(k->h, r, true, NULL, 0, &k->text_offset)));
+        }
         if (t || (k->chat && !k->sent_role)) {
-            json_t *lp = take_logprobs(k->h, r, k->chat);
+            json_t *lp = take_logprobs(k->h, r, k->chat, false, &k->text_offset);
             sse(k, chunk(k, t ? t : "", NULL, lp));
         }
         free(t);
@@ -357,7 +381,8 @@ static void call_free(void *cls) {
 }
 
 static enum MHD_Result reply_stream(struct MHD_Connection *c, call *k) {
-    if (k->echo) sse(k, chunk(k, k->echo, NULL, NULL));
+    if (k->echo && k->r->params.prompt_logprobs) k->echo_pending = true;
+    else if (k->echo) sse(k, chunk(k, k->echo, NULL, NULL));
     struct MHD_Response *resp =
         MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, stream_read, k, call_free);
     if (!resp) {
@@ -422,9 +447,11 @@ static enum MHD_Result generate(struct MHD_Connection *c, srv_http *h, const jso
         rc = 404;
     }
     if (!rc) rc = request_prompt(h, body, chat, k, r, info.echo, err);
+    if (!rc && k->echo && !r->params.prompt_logprobs) k->text_offset = strlen(k->echo);
     if (!rc && r->params.max_tokens < 0)
         r->params.max_tokens = chat ? h->context - r->n_prompt : 16;
-    if (!rc && r->params.max_tokens < 1) r->params.max_tokens = 1;
+    if (!rc && r->params.max_tokens < 1 && !(info.echo && r->params.max_tokens == 0))
+        r->params.max_tokens = 1;
     if (!rc) rc = srv_engine_submit(h->e, r);
     if (rc) {
         if (!err[0]) snprintf(err, sizeof err, "%s", r->error[0] ? r->error : "refused");

@@ -150,6 +150,57 @@ def test_curl_sse_framing(server):
     assert json.loads(whole)["choices"][0]["message"]["role"] == "assistant"
 
 
+def cli_prompt_nll(model_dir, text):
+    """`wna16 perplexity` on text's ids: the model's own single-sequence
+    cache (wna16_model_logprobs), not the server's paged batches."""
+    ids = subprocess.run([CLI, "tokenize", "--tokenizer", model_dir, "--text", text],
+                         capture_output=True, text=True, check=True).stdout.split()
+    out = subprocess.run([CLI, "perplexity", "--model", model_dir, "--ids", ",".join(ids),
+                          "--json"], capture_output=True, text=True, check=True)
+    r = json.loads(out.stdout)
+    return r["nll_mean"], r["scored_tokens"], len(ids)
+
+
+def test_echo_logprobs_score_the_prompt(client, server, model_dir):
+    # 100+ tokens: past one step's prompt-logits rows (32) and several KV blocks,
+    # sent twice so the second would find the first's blocks in the prefix cache
+    prompt = SHARED + "Then the question: how many legs does a spider have?"
+    runs = [client.completions.create(model="demo", prompt=prompt, max_tokens=0, echo=True,
+                                      logprobs=2, temperature=0) for _ in range(2)]
+    nll, scored, n_ids = cli_prompt_nll(model_dir, prompt)
+    for r in runs:
+        c, lp = r.choices[0], r.choices[0].logprobs
+        assert c.text == prompt and c.finish_reason == "length"
+        assert r.usage.completion_tokens == 0 and r.usage.prompt_tokens == n_ids > 64
+        assert r.usage.prompt_tokens_details.cached_tokens == 0
+        assert len(lp.tokens) == n_ids and "".join(lp.tokens) == prompt
+        assert lp.token_logprobs[0] is None and lp.top_logprobs[0] is None
+        assert lp.text_offset == [sum(len(t) for t in lp.tokens[:i]) for i in range(n_ids)]
+        for got, top in zip(lp.token_logprobs[1:], lp.top_logprobs[1:]):
+            assert len(top) == 2 and got <= max(top.values()) + 1e-6 and got < 0
+        mean = -sum(lp.token_logprobs[1:]) / (n_ids - 1)
+        assert scored == n_ids - 1 and abs(mean - nll) <= 1e-4 * nll, (mean, nll)
+    assert runs[0].choices[0].logprobs == runs[1].choices[0].logprobs
+    # echo with generation: the prompt's logprobs, then the generated tokens'
+    # (the same as without echo), streamed or not
+    kw = dict(model="demo", prompt=prompt, max_tokens=4, logprobs=1, temperature=0,
+              extra_body={"ignore_eos": True})
+    gen = client.completions.create(**kw).choices[0]
+    both = client.completions.create(echo=True, **kw).choices[0]
+    assert both.text == prompt + gen.text
+    assert both.logprobs.token_logprobs == (runs[0].choices[0].logprobs.token_logprobs
+                                            + gen.logprobs.token_logprobs)
+    parts = list(client.completions.create(echo=True, stream=True, **kw))
+    assert "".join(p.choices[0].text for p in parts) == both.text
+    streamed = [x for p in parts if p.choices[0].logprobs
+                for x in p.choices[0].logprobs.token_logprobs]
+    assert streamed == both.logprobs.token_logprobs
+    offsets = [x for p in parts if p.choices[0].logprobs for x in p.choices[0].logprobs.text_offset]
+    assert offsets == both.logprobs.text_offset
+    st, b = post(server.url, "/v1/completions", {"prompt": "Hi", "max_tokens": 0})
+    assert st == 400 and "unless 'echo' is true" in b["error"]["message"]
+
+
 def test_batch_invariance(client, server, model_dir):
     alone = [greedy(client, p) for p in PROMPTS]
     with cf.ThreadPoolExecutor(16) as pool:
