@@ -34,8 +34,17 @@ static const leaf levels[] = {{"ref", WNA16_ISA_REF},
 
 static bool have(wna16_isa isa) { return wna16_isa_detected() >= isa; }
 
-static const wna16_dense_dot_fn dense_leaves[] = {wna16_dense_dot__ref, wna16_dense_dot__avx2,
-                                                  wna16_dense_dot__avx512};
+/* The x86 leaves exist in x86 builds only; elsewhere no level above ref is
+ * ever detected, so their slots hold the reference and are never run. */
+#if defined(__x86_64__) || defined(__i386__)
+#define X86_LEAF(leaf, ref) leaf
+#else
+#define X86_LEAF(leaf, ref) ref
+#endif
+
+static const wna16_dense_dot_fn dense_leaves[] = {
+    wna16_dense_dot__ref, X86_LEAF(wna16_dense_dot__avx2, wna16_dense_dot__ref),
+    X86_LEAF(wna16_dense_dot__avx512, wna16_dense_dot__ref)};
 
 /* Every dense leaf, every m = 1..8, k around the 8- and 64-element steps,
  * x rows with an odd stride and unaligned: the reference's bits, and within
@@ -133,8 +142,10 @@ static void test_to_bf16(void) {
 
 static double bf16_round(double x) { return wna16_bf16_to_f32(wna16_f32_to_bf16((float)x)); }
 
-static const wna16_attn_fn attn_leaves[] = {wna16_attn_group__ref, wna16_attn_group__avx2,
-                                            wna16_attn_group__avx512, wna16_attn_group__avx512bf16};
+static const wna16_attn_fn attn_leaves[] = {
+    wna16_attn_group__ref, X86_LEAF(wna16_attn_group__avx2, wna16_attn_group__ref),
+    X86_LEAF(wna16_attn_group__avx512, wna16_attn_group__ref),
+    X86_LEAF(wna16_attn_group__avx512bf16, wna16_attn_group__ref)};
 static const int attn_hd_mult[] = {2, 8, 16, 32};
 
 enum { NMAX = 2050, HDMAX = 256, GMAX = 10, KMAX = (NMAX + 15) / 16 * 16, LDS = NMAX + 3 };

@@ -716,7 +716,11 @@ static void test_to_bf16(void) {
         uint16_t got[N + 1], want[N + 1];
         got[n] = want[n] = 0xabcd; /* nothing past n is written */
         for (size_t i = 0; i < n; i++) want[i] = wna16_f32_to_bf16(src[i]);
+#if defined(__x86_64__) || defined(__i386__) /* the leaf exists in x86 builds only */
         wna16_to_bf16__avx512(src, got, n);
+#else
+        wna16_to_bf16__ref(src, got, n);
+#endif
         CHECK_MSG(!memcmp(got, want, (n + 1) * 2), "%zu values", n);
     }
 }

@@ -560,7 +560,7 @@ static void test_calib_text(void) {
 static void test_moe_propagation(void) {
     static const char *const archs[] = {"qwen3_moe", "mixtral", "qwen2_moe"};
     for (size_t i = 0; i < sizeof archs / sizeof *archs; i++) {
-        char src[256], out[2][512], p[700];
+        char src[256], out[2][512], p[1100];
         snprintf(src, sizeof src, "tests/data/models/%s_bf16", archs[i]);
         wna16_safetensors *st[2] = {NULL, NULL};
         for (int ref = 0; ref < 2; ref++) {

@@ -71,6 +71,10 @@ static wna16_isa detected = WNA16_ISA_REF;
 static wna16_isa active = WNA16_ISA_REF;
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 
+#ifdef WNA16_X86
+static void fill_x86(wna16_kernel_table ref);
+#endif
+
 /* Reference first, then each level overrides what it provides (BLIS-style). */
 static void fill_tables(void) {
     wna16_kernel_table t = {
@@ -85,6 +89,17 @@ static void fill_tables(void) {
         .attn_hd_max = INT64_MAX,
     };
     tables[WNA16_ISA_REF] = t;
+#ifdef WNA16_X86
+    fill_x86(t);
+#else
+    /* no leaves for this target (CMakeLists.txt builds none): detect() says
+     * ref, and every level's table is the reference's */
+    for (int i = 1; i < WNA16_ISA_COUNT; i++) tables[i] = t;
+#endif
+}
+
+#ifdef WNA16_X86
+static void fill_x86(wna16_kernel_table t) {
     t.isa = WNA16_ISA_AVX2;
     t.to_bf16 = wna16_to_bf16__avx2;
     t.dense_dot = wna16_dense_dot__avx2;
@@ -131,6 +146,7 @@ static void fill_tables(void) {
     t.attn_hd_mult = 32;
     tables[WNA16_ISA_AVX512BF16] = t;
 }
+#endif
 
 static void init(void) {
     fill_tables();

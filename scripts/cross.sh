@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# The aarch64 build: cross-compiled with Debian's gcc-aarch64-linux-gnu
+# (cmake/aarch64-linux-gnu.cmake) into build-aarch64/, and the C test suite
+# run under qemu-aarch64 (ctest's cross-compiling emulator). aarch64 has no
+# leaves of its own yet, so this proves the portable code and the reference
+# kernels on a second architecture (weak memory order, unsigned char,
+# another ABI); the host's Python, server and install tests do not run here.
+# The trained-model test is left out: minutes of emulated forward that the
+# fixture models already cover.
+# usage: cross.sh [ctest -R regex]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup_cross.sh
+bash scripts/build.sh build-aarch64 -DCMAKE_TOOLCHAIN_FILE=cmake/aarch64-linux-gnu.cmake \
+  -DWNA16_WITH_MPI=OFF
+args=(--test-dir build-aarch64 --output-on-failure -j"$(nproc)" --timeout 1200 -E '^test_smollm2$')
+if [ $# -gt 0 ]; then args+=(-R "$1"); fi
+ctest "${args[@]}"
