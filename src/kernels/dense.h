@@ -23,6 +23,34 @@ void wna16_dense_dot__avx512(const uint16_t *w, int64_t k, const float *x, int64
 /* The leaf for the active ISA level (the dispatch table's dense_dot). */
 wna16_dense_dot_fn wna16_dense_dot(void);
 
+/* y[i*ldy + o] = dot(x_i, w_o) + (bias ? bias[o] : 0) for i < m (any m),
+ * o < n, w_o = w + o*k_stride: one thread's chunk of outputs, with the
+ * reference dot's bits (its order, then the bias added as dense_gemm
+ * always did, + 0.0f without one). ws: the leaf's workspace of
+ * ws_bytes(n, k) bytes (any alignment; NULL when that is 0). */
+typedef void (*wna16_dense_block_fn)(const uint16_t *w, int64_t n, int64_t k, int64_t k_stride,
+                                     const float *bias, int64_t m, const float *x, int64_t ldx,
+                                     float *y, int64_t ldy, void *ws);
+typedef size_t (*wna16_dense_block_ws_fn)(int64_t n, int64_t k);
+/* Any level: the level's dense_dot per output, 8 rows at a time (no
+ * workspace). */
+void wna16_dense_block__dot(const uint16_t *w, int64_t n, int64_t k, int64_t k_stride,
+                            const float *bias, int64_t m, const float *x, int64_t ldx, float *y,
+                            int64_t ldy, void *ws);
+size_t wna16_dense_block_ws__dot(int64_t n, int64_t k);
+/* AVX2: 4-row x 3-output register tiles over operands packed partial-major
+ * (dense_avx2.c). */
+void wna16_dense_block__avx2(const uint16_t *w, int64_t n, int64_t k, int64_t k_stride,
+                             const float *bias, int64_t m, const float *x, int64_t ldx, float *y,
+                             int64_t ldy, void *ws);
+size_t wna16_dense_block_ws__avx2(int64_t n, int64_t k);
+
+/* dense_gemm takes the level's dense_block from this many rows (the dot
+ * per output below): < 0 restores the level's default (its table's
+ * dense_block_min_m); benches move it to compare the two. */
+void wna16_dense_set_block_min_m(int64_t m);
+int64_t wna16_dense_block_min_m(void);
+
 /* y[i*ldy + o] = Σ_k x[i*ldx+k]·w[o*k_stride + k] (+ bias[o]) for i < m, o < n. */
 void wna16_dense_gemm(const uint16_t *w, int64_t n, int64_t k, int64_t k_stride, const float *bias,
                       int64_t m, const float *x, int64_t ldx, float *y, int64_t ldy,

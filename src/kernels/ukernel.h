@@ -202,6 +202,12 @@ typedef struct wna16_kernel_table {
     size_t gemm_i16_mr;
     /* dense bf16-weight dot (kernels/dense.h): every level has one */
     wna16_dense_dot_fn dense_dot;
+    /* a thread's share of a dense linear, any m (kernels/dense.h): every
+     * level has one, wna16_dense_block__dot where nothing faster),
+     * taken from dense_block_min_m rows (the dot below) */
+    wna16_dense_block_fn dense_block;
+    wna16_dense_block_ws_fn dense_block_ws;
+    int64_t dense_block_min_m;
     /* attention (kernels/attn.h) for head sizes with hd % attn_hd_mult == 0
      * and hd <= attn_hd_max; other sizes take the next lower level's leaf
      * (wna16_attn_group walks down; the reference takes every even hd) */
@@ -246,6 +252,11 @@ void wna16_dequant_q8_bf16_16__avx512bf16(const wna16_block_layout *, const uint
                                           int64_t, uint16_t *, size_t, float *, size_t);
 void wna16_gemm_bf16_12x32__avx512bf16(size_t, int64_t, int64_t, const uint32_t *, const uint16_t *,
                                        const float *, float *);
+
+/* Rows from which the AVX2 dense linear takes its register tiles. */
+#ifndef WNA16_DENSE_BLOCK_MIN_M_AVX2
+#define WNA16_DENSE_BLOCK_MIN_M_AVX2 8
+#endif
 
 /* Rows per tile of the AVX2 int16 prefill micro-kernel. */
 #ifndef WNA16_I16_TILE_AVX2

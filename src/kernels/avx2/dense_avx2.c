@@ -125,3 +125,159 @@ void wna16_dense_dot__avx2(const uint16_t *w, int64_t k, const float *x, int64_t
         break; /* m <= 0 computes nothing */
     }
 }
+
+/* ------------------------------------------------------------ prefill tiles
+ *
+ * Many rows: the 8 partial vectors of a (row, output) pair are independent
+ * (vector p holds lanes c % 64 in [8p, 8p + 8)), so they can be computed
+ * one after another, each over all of k in order: the reference's bits.
+ * Pass p of a register tile of TILE_M rows x TILE_N outputs keeps 12 FMA
+ * chains in registers; a step loads 4 x and 3 weight vectors for 12 FMAs
+ * (the dot above: one x load per FMA), FMA-bound instead of load-bound.
+ *
+ * For pass p to read contiguous, L1-resident data, both operands are
+ * packed partial-major: element c = 64s + 8p + l at [p][s][l] (rows or
+ * outputs of a tile interleaved per step). Weights are widened to fp32
+ * once per call for a thread's chunk of outputs (all of k, reused by every
+ * row block); x is packed per block of BLK_M rows x BLK_K elements. Within
+ * a block, pass p's x (16 KiB) stays in L1 over all output groups and each
+ * group's weights (3 KiB) over the block's 4 row tiles. The partial vectors
+ * live in the workspace between k blocks (the same FMA chain, resumed) and
+ * fold there at the end as the reference folds them. Rows past m and
+ * outputs past n are zero padding whose results are dropped; padded k adds
+ * 0·0, which leaves a partial as it was (a partial is never -0: it starts
+ * at +0 and round-to-nearest gives +0 for exact cancellation). */
+#define TILE_M 4
+#define TILE_N 3
+#define BLK_M  16
+#define BLK_K  2048
+#define VEC    8
+
+typedef struct tile_ws {
+    float *wp;  /* [8][groups][steps][TILE_N][8]: the chunk's weights, fp32 */
+    float *xp;  /* [8][BLK_M / TILE_M][BLK_K / 64][TILE_M][8]: one x block */
+    float *acc; /* [BLK_M / TILE_M][groups][8][TILE_M][TILE_N][8]: partials */
+    int64_t groups, steps;
+} tile_ws;
+
+static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+size_t wna16_dense_block_ws__avx2(int64_t n, int64_t k) {
+    int64_t groups = ceil_div(n, TILE_N), steps = ceil_div(k, 64);
+    size_t wp = (size_t)(groups * TILE_N * steps * 64), xp = (size_t)BLK_M * BLK_K;
+    size_t acc = (size_t)(BLK_M / TILE_M * groups) * 8 * TILE_M * TILE_N * VEC;
+    return (wp + xp + acc) * sizeof(float) + 3 * 64;
+}
+
+static tile_ws ws_carve(void *ws, int64_t n, int64_t k) {
+    tile_ws t = {.groups = ceil_div(n, TILE_N), .steps = ceil_div(k, 64)};
+    uintptr_t p = ((uintptr_t)ws + 63) & ~(uintptr_t)63;
+    t.wp = (float *)p;
+    p += (size_t)(t.groups * TILE_N * t.steps * 64) * sizeof(float);
+    t.xp = (float *)(p = (p + 63) & ~(uintptr_t)63);
+    p += (size_t)BLK_M * BLK_K * sizeof(float);
+    t.acc = (float *)((p + 63) & ~(uintptr_t)63);
+    return t;
+}
+
+/* The chunk's weights, widened, partial-major, zero past n and k. */
+static void pack_w(const uint16_t *w, int64_t n, int64_t k, int64_t k_stride, const tile_ws *t) {
+    for (int64_t g = 0; g < t->groups; g++)
+        for (int j = 0; j < TILE_N; j++) {
+            int64_t o = g * TILE_N + j;
+            const uint16_t *row = o < n ? w + o * k_stride : w;
+            for (int64_t s = 0; s < t->steps; s++)
+                for (int p = 0; p < 8; p++) {
+                    float *dst = t->wp + (((p * t->groups + g) * t->steps + s) * TILE_N + j) * VEC;
+                    int64_t c = 64 * s + 8 * p;
+                    __m256 v = o >= n || c >= k ? _mm256_setzero_ps()
+                               : c + 8 <= k     ? bf16x8(row + c)
+                                                : bf16x8_tail(row + c, k - c);
+                    _mm256_store_ps(dst, v);
+                }
+        }
+}
+
+/* Rows [0, rows) x elements [c0, c0 + 64 steps) of x, partial-major, zero
+ * past rows and k. */
+static void pack_x(const float *x, int64_t ldx, int64_t rows, int64_t k, int64_t c0, int64_t steps,
+                   float *xp) {
+    int64_t tiles = ceil_div(rows, TILE_M);
+    for (int64_t tl = 0; tl < tiles; tl++)
+        for (int i = 0; i < TILE_M; i++) {
+            int64_t r = tl * TILE_M + i;
+            const float *row = r < rows ? x + r * ldx : x;
+            for (int64_t s = 0; s < steps; s++)
+                for (int p = 0; p < 8; p++) {
+                    float *dst = xp + (((p * tiles + tl) * steps + s) * TILE_M + i) * VEC;
+                    int64_t c = c0 + 64 * s + 8 * p;
+                    __m256 v = r >= rows || c >= k ? _mm256_setzero_ps()
+                               : c + 8 <= k        ? _mm256_loadu_ps(row + c)
+                                                   : _mm256_maskload_ps(row + c, tail_mask(k - c));
+                    _mm256_store_ps(dst, v);
+                }
+        }
+}
+
+/* One pass of one tile over `steps` 64-steps: acc[i][j] (12 vectors in the
+ * workspace) += x[i] · w[j], lane by lane. */
+INLINE void tile_pass(const float *xp, const float *wp, int64_t steps, float *acc) {
+    __m256 a[TILE_M][TILE_N];
+    for (int i = 0; i < TILE_M; i++)
+        for (int j = 0; j < TILE_N; j++) a[i][j] = _mm256_load_ps(acc + (i * TILE_N + j) * VEC);
+    for (int64_t s = 0; s < steps; s++) {
+        const float *xs = xp + s * TILE_M * VEC, *ws = wp + s * TILE_N * VEC;
+        __m256 wv[TILE_N];
+        for (int j = 0; j < TILE_N; j++) wv[j] = _mm256_load_ps(ws + j * VEC);
+        for (int i = 0; i < TILE_M; i++) {
+            __m256 xv = _mm256_load_ps(xs + i * VEC);
+            for (int j = 0; j < TILE_N; j++) a[i][j] = _mm256_fmadd_ps(xv, wv[j], a[i][j]);
+        }
+    }
+    for (int i = 0; i < TILE_M; i++)
+        for (int j = 0; j < TILE_N; j++) _mm256_store_ps(acc + (i * TILE_N + j) * VEC, a[i][j]);
+}
+
+/* Every pass, group and tile of one packed x block (k steps [s0, s0 + steps)). */
+static void block_passes(const tile_ws *t, int64_t tiles, int64_t s0, int64_t steps) {
+    for (int p = 0; p < 8; p++)
+        for (int64_t g = 0; g < t->groups; g++) {
+            const float *wp = t->wp + ((p * t->groups + g) * t->steps + s0) * TILE_N * VEC;
+            for (int64_t tl = 0; tl < tiles; tl++) {
+                const float *xp = t->xp + (p * tiles + tl) * steps * TILE_M * VEC;
+                float *acc = t->acc + ((tl * t->groups + g) * 8 + p) * TILE_M * TILE_N * VEC;
+                tile_pass(xp, wp, steps, acc);
+            }
+        }
+}
+
+/* y for rows [0, rows) of the block from its partials (+ bias). */
+static void block_fold(const tile_ws *t, int64_t rows, int64_t n, const float *bias, float *y,
+                       int64_t ldy) {
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t o = 0; o < n; o++) {
+            int64_t tl = r / TILE_M, g = o / TILE_N, i = r % TILE_M, j = o % TILE_N;
+            const float *acc = t->acc + ((tl * t->groups + g) * 8 * TILE_M + i) * TILE_N * VEC;
+            __m256 a[8];
+            for (int p = 0; p < 8; p++)
+                a[p] = _mm256_load_ps(acc + (p * TILE_M * TILE_N + j) * VEC);
+            y[r * ldy + o] = fold(a) + (bias ? bias[o] : 0.0f);
+        }
+}
+
+void wna16_dense_block__avx2(const uint16_t *w, int64_t n, int64_t k, int64_t k_stride,
+                             const float *bias, int64_t m, const float *x, int64_t ldx, float *y,
+                             int64_t ldy, void *ws) {
+    tile_ws t = ws_carve(ws, n, k);
+    pack_w(w, n, k, k_stride, &t);
+    for (int64_t i0 = 0; i0 < m; i0 += BLK_M) {
+        int64_t rows = m - i0 < BLK_M ? m - i0 : BLK_M, tiles = ceil_div(rows, TILE_M);
+        memset(t.acc, 0, (size_t)(tiles * t.groups) * 8 * TILE_M * TILE_N * VEC * sizeof(float));
+        for (int64_t s0 = 0; s0 < t.steps; s0 += BLK_K / 64) {
+            int64_t steps = t.steps - s0 < BLK_K / 64 ? t.steps - s0 : BLK_K / 64;
+            pack_x(x + i0 * ldx, ldx, rows, k, 64 * s0, steps, t.xp);
+            block_passes(&t, tiles, s0, steps);
+        }
+        block_fold(&t, rows, n, bias, y + i0 * ldy, ldy);
+    }
+}
