@@ -109,7 +109,20 @@ static void dense_ref(const uint16_t *w, int64_t n, int64_t k, int64_t ks, const
         }
 }
 
-/* The tiled block leaves (and dense_gemm through them, every level, 1 and
+/* A level's tiles on m rows, called as dense_gemm calls them: x packed by
+ * row blocks into xp (64-byte aligned), one chunk of n outputs. */
+static void tiles_direct(const wna16_kernel_table *kt, const uint16_t *w, int64_t n, int64_t k,
+                         int64_t ks, const float *bias, int64_t m, const float *x, int64_t ldx,
+                         float *y, int64_t ldy, char *xp, void *ws) {
+    int64_t rb = kt->dense_tile_rows;
+    size_t xb = kt->dense_xp_bytes(k);
+    for (int64_t b = 0; b * rb < m; b++)
+        kt->dense_pack_x(x + b * rb * ldx, ldx, m - b * rb < rb ? m - b * rb : rb, k,
+                         xp + (size_t)b * xb);
+    kt->dense_tiles(w, n, k, ks, bias, m, xp, y, ldy, ws);
+}
+
+/* The tiled leaves (and dense_gemm through them, every level, 1 and
  * 2 threads) against the reference bit for bit: m around the 4-row tile
  * and 16-row block, n around the 3-output group and a chunk, k tails and
  * more than one 2048-element k block, strided x, w and y, bias or none,
@@ -127,7 +140,9 @@ static void test_dense_tiles(void) {
     for (int64_t i = 0; i < LDX; i++) x[2 * LDX + i] = 0.0f; /* row 2: -0 products */
     for (int64_t i = 0; i < NMAX; i++) bias[i] = frand();
     const wna16_kernel_table *avx2 = have(WNA16_ISA_AVX2) ? wna16_kernels_at(WNA16_ISA_AVX2) : NULL;
-    void *ws = avx2 ? wna16_malloc(avx2->dense_block_ws(NMAX, KMAX)) : NULL;
+    void *ws = avx2 ? wna16_malloc(avx2->dense_tiles_ws(NMAX, KMAX)) : NULL;
+    void *xheap = avx2 ? wna16_malloc(avx2->dense_xp_bytes(KMAX) * MMAX + 64) : NULL;
+    char *xp = (char *)(((uintptr_t)xheap + 63) & ~(uintptr_t)63);
     int cases = 0;
     for (size_t a = 0; a < sizeof ks / sizeof *ks; a++)
         for (size_t b = 0; b < sizeof ns / sizeof *ns; b++)
@@ -139,17 +154,17 @@ static void test_dense_tiles(void) {
                 cases++;
                 if (avx2) {
                     memset(y1, 0xff, sizeof *y1 * MMAX * LDY);
-                    avx2->dense_block(w, n, k, KS, bi, m, x, LDX, y1, LDY, ws);
+                    tiles_direct(avx2, w, n, k, KS, bi, m, x, LDX, y1, LDY, xp, ws);
                     for (int64_t i = 0; i < m; i++)
                         CHECK_MSG(!memcmp(y0 + i * LDY, y1 + i * LDY, sizeof *y0 * (size_t)n),
-                                  "avx2 dense block m=%lld n=%lld k=%lld row %lld", (long long)m,
+                                  "avx2 dense tiles m=%lld n=%lld k=%lld row %lld", (long long)m,
                                   (long long)n, (long long)k, (long long)i);
                     for (int64_t i = 0; i < m; i++)
                         for (int64_t o = n; o < LDY; o++)
                             CHECK(((uint32_t *)y1)[i * LDY + o] == 0xffffffffu);
                 }
                 if (k > 2048 || m % 4 == 2) continue; /* the gemm on a lighter set */
-                wna16_dense_set_block_min_m(c % 2 ? 0 : 9);
+                wna16_dense_set_tile_min_m(c % 2 ? 0 : 9);
                 for (int l = 0; l < N_LEVELS; l++) {
                     if (!have(levels[l].isa)) continue;
                     wna16_isa_set_cap(levels[l].isa);
@@ -165,9 +180,9 @@ static void test_dense_tiles(void) {
                 }
                 wna16_isa_set_cap(WNA16_ISA_COUNT);
             }
-    wna16_dense_set_block_min_m(-1);
+    wna16_dense_set_tile_min_m(-1);
     CHECK(cases > 300);
-    wna16_free(ws);
+    wna16_free(ws), wna16_free(xheap);
     wna16_free(w), wna16_free(x), wna16_free(bias), wna16_free(y0), wna16_free(y1);
 }
 
@@ -202,6 +217,24 @@ static void test_dense_gemm_prefill(void) {
     }
     wna16_isa_set_cap(WNA16_ISA_COUNT);
     wna16_free(w), wna16_free(x), wna16_free(bias), wna16_free(y0), wna16_free(y1);
+}
+
+/* A k so long that one round of packed x (8 MiB) holds a single 16-row
+ * block: rows go in rounds, the last one partial; the reference's bits. */
+static void test_dense_rounds(void) {
+    enum { N = 7, K = 140001, M = 37 };
+    uint16_t *w = wna16_malloc(sizeof *w * N * K);
+    float *x = wna16_malloc(sizeof *x * M * K);
+    float y0[M * N], y1[M * N];
+    for (int i = 0; i < N * K; i++) w[i] = wna16_f32_to_bf16(frand());
+    for (int i = 0; i < M * K; i++) x[i] = frand();
+    dense_ref(w, N, K, K, NULL, M, x, K, y0, N);
+    for (int threads = 1; threads <= 2; threads++) {
+        memset(y1, 0, sizeof y1);
+        wna16_dense_gemm(w, N, K, K, NULL, M, x, K, y1, N, threads);
+        CHECK_MSG(!memcmp(y0, y1, sizeof y1), "dense rounds, %d threads", threads);
+    }
+    wna16_free(w), wna16_free(x);
 }
 
 /* fp32 -> bf16 at every level: the scalar's bits for NaNs (quiet and
@@ -419,6 +452,7 @@ int main(void) {
     test_dense_gemm();
     test_dense_tiles();
     test_dense_gemm_prefill();
+    test_dense_rounds();
     test_to_bf16();
     test_attention();
     test_attention_threads();

@@ -14,6 +14,7 @@
 #include "kernels/dense.h"
 
 #include <immintrin.h>
+#include <stdbool.h>
 #include <string.h>
 
 #define INLINE static inline __attribute__((always_inline))
@@ -154,77 +155,97 @@ void wna16_dense_dot__avx2(const uint16_t *w, int64_t k, const float *x, int64_t
 #define VEC    8
 
 typedef struct tile_ws {
-    float *wp;  /* [8][groups][steps][TILE_N][8]: the chunk's weights, fp32 */
-    float *xp;  /* [8][BLK_M / TILE_M][BLK_K / 64][TILE_M][8]: one x block */
-    float *acc; /* [BLK_M / TILE_M][groups][8][TILE_M][TILE_N][8]: partials */
+    float *wp;       /* [8][groups][steps][TILE_N][8]: the chunk's weights, fp32 */
+    const float *xp; /* the row block's packed x (wna16_dense_pack_x__avx2) */
+    float *acc;      /* [BLK_M / TILE_M][groups][8][TILE_M][TILE_N][8]: partials */
     int64_t groups, steps;
 } tile_ws;
 
 static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
-size_t wna16_dense_block_ws__avx2(int64_t n, int64_t k) {
+size_t wna16_dense_tiles_ws__avx2(int64_t n, int64_t k) {
     int64_t groups = ceil_div(n, TILE_N), steps = ceil_div(k, 64);
-    size_t wp = (size_t)(groups * TILE_N * steps * 64), xp = (size_t)BLK_M * BLK_K;
+    size_t wp = (size_t)(groups * TILE_N * steps * 64);
     size_t acc = (size_t)(BLK_M / TILE_M * groups) * 8 * TILE_M * TILE_N * VEC;
-    return (wp + xp + acc) * sizeof(float) + 3 * 64;
+    return (wp + acc) * sizeof(float) + 2 * 64;
 }
+
+size_t wna16_dense_xp_bytes__avx2(int64_t k) { return (size_t)(BLK_M * ceil_div(k, 64) * 64) * 4; }
 
 static tile_ws ws_carve(void *ws, int64_t n, int64_t k) {
     tile_ws t = {.groups = ceil_div(n, TILE_N), .steps = ceil_div(k, 64)};
     uintptr_t p = ((uintptr_t)ws + 63) & ~(uintptr_t)63;
     t.wp = (float *)p;
     p += (size_t)(t.groups * TILE_N * t.steps * 64) * sizeof(float);
-    t.xp = (float *)(p = (p + 63) & ~(uintptr_t)63);
-    p += (size_t)BLK_M * BLK_K * sizeof(float);
     t.acc = (float *)((p + 63) & ~(uintptr_t)63);
     return t;
 }
 
-/* The chunk's weights, widened, partial-major, zero past n and k. */
+/* One 8-element piece of a packed operand: zero past k (or for a padding
+ * row: len <= 0). */
+INLINE __m256 w_piece(const uint16_t *p, int64_t len) {
+    return len >= 8 ? bf16x8(p) : len > 0 ? bf16x8_tail(p, len) : _mm256_setzero_ps();
+}
+INLINE __m256 x_piece(const float *p, int64_t len) {
+    return len >= 8  ? _mm256_loadu_ps(p)
+           : len > 0 ? _mm256_maskload_ps(p, tail_mask(len))
+                     : _mm256_setzero_ps();
+}
+
+/* The chunk's weights, widened, partial-major, zero past n and k. Row by
+ * row, the 8 passes' destinations as 8 streams; whole 64-steps without
+ * per-piece tests. */
 static void pack_w(const uint16_t *w, int64_t n, int64_t k, int64_t k_stride, const tile_ws *t) {
-    for (int64_t g = 0; g < t->groups; g++)
-        for (int j = 0; j < TILE_N; j++) {
-            int64_t o = g * TILE_N + j;
-            const uint16_t *row = o < n ? w + o * k_stride : w;
-            for (int64_t s = 0; s < t->steps; s++)
-                for (int p = 0; p < 8; p++) {
-                    float *dst = t->wp + (((p * t->groups + g) * t->steps + s) * TILE_N + j) * VEC;
-                    int64_t c = 64 * s + 8 * p;
-                    __m256 v = o >= n || c >= k ? _mm256_setzero_ps()
-                               : c + 8 <= k     ? bf16x8(row + c)
-                                                : bf16x8_tail(row + c, k - c);
-                    _mm256_store_ps(dst, v);
-                }
-        }
+    int64_t full = k / 64, pass = t->groups * t->steps * TILE_N * VEC;
+    for (int64_t o = 0; o < t->groups * TILE_N; o++) {
+        const uint16_t *row = w + (o < n ? o : 0) * k_stride;
+        float *dst = t->wp + ((o / TILE_N) * t->steps * TILE_N + o % TILE_N) * VEC;
+        int64_t s = 0;
+        if (o < n)
+            for (; s < full; s++)
+                for (int p = 0; p < 8; p++)
+                    _mm256_store_ps(dst + p * pass + s * TILE_N * VEC,
+                                    bf16x8(row + 64 * s + 8 * p));
+        for (; s < t->steps; s++)
+            for (int p = 0; p < 8; p++) {
+                int64_t c = 64 * s + 8 * p;
+                __m256 v = w_piece(row + (c < k ? c : 0), o < n ? k - c : 0);
+                _mm256_store_ps(dst + p * pass + s * TILE_N * VEC, v);
+            }
+    }
 }
 
 /* Rows [0, rows) x elements [c0, c0 + 64 steps) of x, partial-major, zero
- * past rows and k. */
+ * past rows and k (whole 64-steps without per-piece tests). */
 static void pack_x(const float *x, int64_t ldx, int64_t rows, int64_t k, int64_t c0, int64_t steps,
                    float *xp) {
-    int64_t tiles = ceil_div(rows, TILE_M);
-    for (int64_t tl = 0; tl < tiles; tl++)
-        for (int i = 0; i < TILE_M; i++) {
-            int64_t r = tl * TILE_M + i;
-            const float *row = r < rows ? x + r * ldx : x;
-            for (int64_t s = 0; s < steps; s++)
-                for (int p = 0; p < 8; p++) {
-                    float *dst = xp + (((p * tiles + tl) * steps + s) * TILE_M + i) * VEC;
-                    int64_t c = c0 + 64 * s + 8 * p;
-                    __m256 v = r >= rows || c >= k ? _mm256_setzero_ps()
-                               : c + 8 <= k        ? _mm256_loadu_ps(row + c)
-                                                   : _mm256_maskload_ps(row + c, tail_mask(k - c));
-                    _mm256_store_ps(dst, v);
-                }
-        }
+    int64_t tiles = ceil_div(rows, TILE_M), pass = tiles * steps * TILE_M * VEC;
+    int64_t full = (k - c0) / 64 < steps ? (k - c0) / 64 : steps;
+    for (int64_t r = 0; r < tiles * TILE_M; r++) {
+        const float *row = x + (r < rows ? r : 0) * ldx + c0;
+        float *dst = xp + ((r / TILE_M) * steps * TILE_M + r % TILE_M) * VEC;
+        int64_t s = 0;
+        if (r < rows)
+            for (; s < full; s++)
+                for (int p = 0; p < 8; p++)
+                    _mm256_store_ps(dst + p * pass + s * TILE_M * VEC,
+                                    _mm256_loadu_ps(row + 64 * s + 8 * p));
+        for (; s < steps; s++)
+            for (int p = 0; p < 8; p++) {
+                int64_t c = 64 * s + 8 * p;
+                __m256 v = x_piece(row + (c0 + c < k ? c : 0), r < rows ? k - c0 - c : 0);
+                _mm256_store_ps(dst + p * pass + s * TILE_M * VEC, v);
+            }
+    }
 }
 
 /* One pass of one tile over `steps` 64-steps: acc[i][j] (12 vectors in the
  * workspace) += x[i] · w[j], lane by lane. */
-INLINE void tile_pass(const float *xp, const float *wp, int64_t steps, float *acc) {
+INLINE void tile_pass(const float *xp, const float *wp, int64_t steps, bool first, float *acc) {
     __m256 a[TILE_M][TILE_N];
     for (int i = 0; i < TILE_M; i++)
-        for (int j = 0; j < TILE_N; j++) a[i][j] = _mm256_load_ps(acc + (i * TILE_N + j) * VEC);
+        for (int j = 0; j < TILE_N; j++)
+            a[i][j] = first ? _mm256_setzero_ps() : _mm256_load_ps(acc + (i * TILE_N + j) * VEC);
     for (int64_t s = 0; s < steps; s++) {
         const float *xs = xp + s * TILE_M * VEC, *ws = wp + s * TILE_N * VEC;
         __m256 wv[TILE_N];
@@ -240,13 +261,18 @@ INLINE void tile_pass(const float *xp, const float *wp, int64_t steps, float *ac
 
 /* Every pass, group and tile of one packed x block (k steps [s0, s0 + steps)). */
 static void block_passes(const tile_ws *t, int64_t tiles, int64_t s0, int64_t steps) {
+    bool first = s0 == 0;                               /* the partials start at +0 */
+    const float *xb = t->xp + tiles * TILE_M * 64 * s0; /* this k block's part */
     for (int p = 0; p < 8; p++)
         for (int64_t g = 0; g < t->groups; g++) {
             const float *wp = t->wp + ((p * t->groups + g) * t->steps + s0) * TILE_N * VEC;
             for (int64_t tl = 0; tl < tiles; tl++) {
-                const float *xp = t->xp + (p * tiles + tl) * steps * TILE_M * VEC;
+                const float *xp = xb + (p * tiles + tl) * steps * TILE_M * VEC;
                 float *acc = t->acc + ((tl * t->groups + g) * 8 + p) * TILE_M * TILE_N * VEC;
-                tile_pass(xp, wp, steps, acc);
+                if (first)
+                    tile_pass(xp, wp, steps, true, acc);
+                else
+                    tile_pass(xp, wp, steps, false, acc);
             }
         }
 }
@@ -265,17 +291,25 @@ static void block_fold(const tile_ws *t, int64_t rows, int64_t n, const float *b
         }
 }
 
-void wna16_dense_block__avx2(const uint16_t *w, int64_t n, int64_t k, int64_t k_stride,
-                             const float *bias, int64_t m, const float *x, int64_t ldx, float *y,
-                             int64_t ldy, void *ws) {
+void wna16_dense_pack_x__avx2(const float *x, int64_t ldx, int64_t rows, int64_t k, void *xp) {
+    int64_t steps = ceil_div(k, 64), tiles = ceil_div(rows, TILE_M);
+    for (int64_t s0 = 0; s0 < steps; s0 += BLK_K / 64) {
+        int64_t ks = steps - s0 < BLK_K / 64 ? steps - s0 : BLK_K / 64;
+        pack_x(x, ldx, rows, k, 64 * s0, ks, (float *)xp + tiles * TILE_M * 64 * s0);
+    }
+}
+
+void wna16_dense_tiles__avx2(const uint16_t *w, int64_t n, int64_t k, int64_t k_stride,
+                             const float *bias, int64_t m, const void *xp, float *y, int64_t ldy,
+                             void *ws) {
     tile_ws t = ws_carve(ws, n, k);
     pack_w(w, n, k, k_stride, &t);
+    size_t xb = wna16_dense_xp_bytes__avx2(k);
     for (int64_t i0 = 0; i0 < m; i0 += BLK_M) {
         int64_t rows = m - i0 < BLK_M ? m - i0 : BLK_M, tiles = ceil_div(rows, TILE_M);
-        memset(t.acc, 0, (size_t)(tiles * t.groups) * 8 * TILE_M * TILE_N * VEC * sizeof(float));
+        t.xp = (const float *)((const char *)xp + (size_t)(i0 / BLK_M) * xb);
         for (int64_t s0 = 0; s0 < t.steps; s0 += BLK_K / 64) {
             int64_t steps = t.steps - s0 < BLK_K / 64 ? t.steps - s0 : BLK_K / 64;
-            pack_x(x + i0 * ldx, ldx, rows, k, 64 * s0, steps, t.xp);
             block_passes(&t, tiles, s0, steps);
         }
         block_fold(&t, rows, n, bias, y + i0 * ldy, ldy);
