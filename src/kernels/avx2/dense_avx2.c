@@ -277,18 +277,61 @@ static void block_passes(const tile_ws *t, int64_t tiles, int64_t s0, int64_t st
         }
 }
 
-/* y for rows [0, rows) of the block from its partials (+ bias). */
+/* The reference's vector step for one pair, its 8 partial vectors VEC *
+ * TILE_M * TILE_N floats apart: ((0+2)+(4+6)) + ((1+3)+(5+7)). */
+INLINE __m256 fold_vectors(const float *acc) {
+    __m256 a[8];
+    for (int p = 0; p < 8; p++) a[p] = _mm256_load_ps(acc + p * TILE_M * TILE_N * VEC);
+    __m256 even = _mm256_add_ps(_mm256_add_ps(a[0], a[2]), _mm256_add_ps(a[4], a[6]));
+    __m256 odd = _mm256_add_ps(_mm256_add_ps(a[1], a[3]), _mm256_add_ps(a[5], a[7]));
+    return _mm256_add_ps(even, odd);
+}
+
+/* fold()'s lane steps for 8 pairs at once, the same adds on the same
+ * operands: lane l + l+4 (halves of each pair's vector), then + l+2, then
+ * + l+1, with the pairs transposed into lanes on the way. */
+INLINE __m256 fold_lanes8(const __m256 v[8]) {
+    __m256 q[4]; /* q[h]: pairs 2h | 2h+1, 4 lanes each */
+    for (int h = 0; h < 4; h++)
+        q[h] = _mm256_add_ps(_mm256_permute2f128_ps(v[2 * h], v[2 * h + 1], 0x20),
+                             _mm256_permute2f128_ps(v[2 * h], v[2 * h + 1], 0x31));
+    __m256 r[2]; /* r[h]: pairs 4h, 4h+2 | 4h+1, 4h+3, 2 lanes each */
+    for (int h = 0; h < 2; h++) {
+        __m256d a = _mm256_castps_pd(q[2 * h]), b = _mm256_castps_pd(q[2 * h + 1]);
+        r[h] = _mm256_add_ps(_mm256_castpd_ps(_mm256_unpacklo_pd(a, b)),
+                             _mm256_castpd_ps(_mm256_unpackhi_pd(a, b)));
+    }
+    __m256 f =
+        _mm256_add_ps(_mm256_shuffle_ps(r[0], r[1], 0x88), _mm256_shuffle_ps(r[0], r[1], 0xdd));
+    /* f holds pairs 0 2 4 6 1 3 5 7 */
+    return _mm256_permutevar8x32_ps(f, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+}
+
+/* y for rows [0, rows) of the block from its partials (+ bias, or + 0 as
+ * the scalar path adds), 8 outputs at a time. */
 static void block_fold(const tile_ws *t, int64_t rows, int64_t n, const float *bias, float *y,
                        int64_t ldy) {
-    for (int64_t r = 0; r < rows; r++)
-        for (int64_t o = 0; o < n; o++) {
-            int64_t tl = r / TILE_M, g = o / TILE_N, i = r % TILE_M, j = o % TILE_N;
-            const float *acc = t->acc + ((tl * t->groups + g) * 8 * TILE_M + i) * TILE_N * VEC;
-            __m256 a[8];
-            for (int p = 0; p < 8; p++)
-                a[p] = _mm256_load_ps(acc + (p * TILE_M * TILE_N + j) * VEC);
-            y[r * ldy + o] = fold(a) + (bias ? bias[o] : 0.0f);
+    for (int64_t r = 0; r < rows; r++) {
+        int64_t tl = r / TILE_M, i = r % TILE_M, o = 0;
+        const float *row = t->acc + (tl * t->groups * 8 * TILE_M + i) * TILE_N * VEC;
+        for (; o + 8 <= n; o += 8) {
+            __m256 v[8];
+            for (int e = 0; e < 8; e++) {
+                int64_t g = (o + e) / TILE_N, j = (o + e) % TILE_N;
+                v[e] = fold_vectors(row + (g * 8 * TILE_M * TILE_N + j) * VEC);
+            }
+            __m256 b = bias ? _mm256_loadu_ps(bias + o) : _mm256_setzero_ps();
+            _mm256_storeu_ps(y + r * ldy + o, _mm256_add_ps(fold_lanes8(v), b));
         }
+        for (; o < n; o++) {
+            int64_t g = o / TILE_N, j = o % TILE_N;
+            __m256 v = fold_vectors(row + (g * 8 * TILE_M * TILE_N + j) * VEC);
+            __m128 q = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+            q = _mm_add_ps(q, _mm_movehl_ps(q, q));
+            q = _mm_add_ss(q, _mm_movehdup_ps(q));
+            y[r * ldy + o] = _mm_cvtss_f32(q) + (bias ? bias[o] : 0.0f);
+        }
+    }
 }
 
 void wna16_dense_pack_x__avx2(const float *x, int64_t ldx, int64_t rows, int64_t k, void *xp) {
