@@ -4,6 +4,7 @@
 #include "core/split.h"
 
 #include <omp.h>
+#include <pthread.h>
 
 wna16_dense_dot_fn wna16_dense_dot(void) { return wna16_kernels()->dense_dot; }
 
@@ -32,6 +33,46 @@ void wna16_dense_block__dot(const uint16_t *w, int64_t n, int64_t k, int64_t k_s
     }
 }
 
+/* Scratch kept per thread between calls, grown as needed: blocks this
+ * large are fresh pages from the OS on every malloc (glibc maps them), and
+ * faulting them in costs a small call more than it computes. Slot 0: a
+ * worker's tile workspace (under 1 MiB for k <= 4096); slot 1: the
+ * caller's packed x (at most DENSE_XP_BYTES). Freed when the thread ends. */
+typedef struct scratch {
+    void *p[2];
+    size_t n[2];
+} scratch;
+
+static pthread_key_t scratch_key;
+static pthread_once_t scratch_once = PTHREAD_ONCE_INIT;
+static bool scratch_ok;
+
+static void scratch_free(void *v) {
+    scratch *s = v;
+    wna16_free(s->p[0]), wna16_free(s->p[1]), wna16_free(s);
+}
+static void scratch_init(void) { scratch_ok = !pthread_key_create(&scratch_key, scratch_free); }
+
+/* NULL without memory (the caller takes the dot). */
+static void *scratch_get(int slot, size_t n) {
+    pthread_once(&scratch_once, scratch_init);
+    if (!scratch_ok) return NULL;
+    scratch *s = pthread_getspecific(scratch_key);
+    if (!s) {
+        if (!(s = wna16_calloc(1, sizeof *s))) return NULL;
+        if (pthread_setspecific(scratch_key, s)) {
+            wna16_free(s);
+            return NULL;
+        }
+    }
+    if (s->n[slot] < n) {
+        wna16_free(s->p[slot]);
+        s->p[slot] = wna16_malloc(n);
+        s->n[slot] = s->p[slot] ? n : 0;
+    }
+    return s->p[slot];
+}
+
 /* One call's operands. */
 typedef struct dense_args {
     const uint16_t *w;
@@ -46,7 +87,7 @@ typedef struct dense_args {
 static void thread_chunks(wna16_split_share *shares, int n_threads, int64_t chunk,
                           const wna16_kernel_table *kt, const dense_args *a, int64_t i0,
                           int64_t rows, const void *xp) {
-    void *ws = xp ? wna16_malloc(kt->dense_tiles_ws(chunk, a->k)) : NULL;
+    void *ws = xp ? scratch_get(0, kt->dense_tiles_ws(chunk, a->k)) : NULL;
     int t = omp_get_thread_num();
     int64_t o0, o1;
     while (wna16_split_next(shares, n_threads, t, chunk, &o0, &o1)) {
@@ -59,7 +100,6 @@ static void thread_chunks(wna16_split_share *shares, int n_threads, int64_t chun
             wna16_dense_block__dot(w, o1 - o0, a->k, a->k_stride, bias, rows, a->x + i0 * a->ldx,
                                    a->ldx, y, a->ldy);
     }
-    wna16_free(ws);
 }
 
 /* Packed x of at most this many bytes at a time (the rows beyond go in
@@ -77,7 +117,7 @@ static bool gemm_tiles(const wna16_kernel_table *kt, const dense_args *a, wna16_
     int64_t round = (int64_t)(DENSE_XP_BYTES / xb);
     if (round < 1) round = 1;
     if (round > n_blocks) round = n_blocks;
-    void *heap = wna16_malloc((size_t)round * xb + 64);
+    void *heap = scratch_get(1, (size_t)round * xb + 64);
     if (!heap) return false;
     char *xp = (char *)(((uintptr_t)heap + 63) & ~(uintptr_t)63);
     for (int64_t b0 = 0; b0 < n_blocks; b0 += round) {
@@ -94,7 +134,6 @@ static bool gemm_tiles(const wna16_kernel_table *kt, const dense_args *a, wna16_
             thread_chunks(shares, n_threads, chunk, kt, a, i0, rows, xp);
         }
     }
-    wna16_free(heap);
     return true;
 }
 

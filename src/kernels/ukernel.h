@@ -257,7 +257,7 @@ void wna16_gemm_bf16_12x32__avx512bf16(size_t, int64_t, int64_t, const uint32_t 
 
 /* Rows from which the AVX2 dense linear takes its register tiles. */
 #ifndef WNA16_DENSE_TILE_MIN_M_AVX2
-#define WNA16_DENSE_TILE_MIN_M_AVX2 8
+#define WNA16_DENSE_TILE_MIN_M_AVX2 4
 #endif
 
 /* Rows per tile of the AVX2 int16 prefill micro-kernel. */
