@@ -138,13 +138,17 @@ void wna16_dense_dot__avx2(const uint16_t *w, int64_t k, const float *x, int64_t
  *
  * For pass p to read contiguous, L1-resident data, both operands are
  * packed partial-major: element c = 64s + 8p + l at [p][s][l] (rows or
- * outputs of a tile interleaved per step). Weights are widened to fp32
- * once per call for a thread's chunk of outputs (all of k, reused by every
- * row block); x is packed per block of BLK_M rows x BLK_K elements. Within
- * a block, pass p's x (16 KiB) stays in L1 over all output groups and each
+ * outputs of a tile interleaved per step). x is packed once per call
+ * (dense.c: all threads, BLK_M-row blocks, each cut in BLK_K-element k
+ * blocks); a thread's chunk of outputs is widened to fp32 once per round of
+ * packed rows (all of k, reused by every row block). Within a (row block,
+ * k block), pass p's x (16 KiB) stays in L1 over all output groups and each
  * group's weights (3 KiB) over the block's 4 row tiles. The partial vectors
  * live in the workspace between k blocks (the same FMA chain, resumed) and
- * fold there at the end as the reference folds them. Rows past m and
+ * fold there at the end as the reference folds them. (Packing x per chunk
+ * instead cost a third of the passes' time; x and weights read in place,
+ * strided and widened in the loop, fell to 20-35 GFLOP/s on 2 threads
+ * from M = 128 up.) Rows past m and
  * outputs past n are zero padding whose results are dropped; padded k adds
  * 0·0, which leaves a partial as it was (a partial is never -0: it starts
  * at +0 and round-to-nearest gives +0 for exact cancellation). */
@@ -153,6 +157,9 @@ void wna16_dense_dot__avx2(const uint16_t *w, int64_t k, const float *x, int64_t
 #define BLK_M  16
 #define BLK_K  2048
 #define VEC    8
+/* the 12 accumulators must live in registers at any -O level (-O2 kept
+ * them in memory: 30 instead of 85 GFLOP/s) */
+#define UNROLL_TILE _Pragma("GCC unroll 4")
 
 typedef struct tile_ws {
     float *wp;       /* [8][groups][steps][TILE_N][8]: the chunk's weights, fp32 */
@@ -243,20 +250,29 @@ static void pack_x(const float *x, int64_t ldx, int64_t rows, int64_t k, int64_t
  * workspace) += x[i] · w[j], lane by lane. */
 INLINE void tile_pass(const float *xp, const float *wp, int64_t steps, bool first, float *acc) {
     __m256 a[TILE_M][TILE_N];
-    for (int i = 0; i < TILE_M; i++)
+    UNROLL_TILE
+    for (int i = 0; i < TILE_M; i++) {
+        UNROLL_TILE
         for (int j = 0; j < TILE_N; j++)
             a[i][j] = first ? _mm256_setzero_ps() : _mm256_load_ps(acc + (i * TILE_N + j) * VEC);
+    }
     for (int64_t s = 0; s < steps; s++) {
         const float *xs = xp + s * TILE_M * VEC, *ws = wp + s * TILE_N * VEC;
         __m256 wv[TILE_N];
+        UNROLL_TILE
         for (int j = 0; j < TILE_N; j++) wv[j] = _mm256_load_ps(ws + j * VEC);
+        UNROLL_TILE
         for (int i = 0; i < TILE_M; i++) {
             __m256 xv = _mm256_load_ps(xs + i * VEC);
+            UNROLL_TILE
             for (int j = 0; j < TILE_N; j++) a[i][j] = _mm256_fmadd_ps(xv, wv[j], a[i][j]);
         }
     }
-    for (int i = 0; i < TILE_M; i++)
+    UNROLL_TILE
+    for (int i = 0; i < TILE_M; i++) {
+        UNROLL_TILE
         for (int j = 0; j < TILE_N; j++) _mm256_store_ps(acc + (i * TILE_N + j) * VEC, a[i][j]);
+    }
 }
 
 /* Every pass, group and tile of one packed x block (k steps [s0, s0 + steps)). */
