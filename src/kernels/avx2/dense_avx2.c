@@ -157,6 +157,7 @@ void wna16_dense_dot__avx2(const uint16_t *w, int64_t k, const float *x, int64_t
 #define BLK_M  16
 #define BLK_K  2048
 #define VEC    8
+#define PAIR   (8 * VEC) /* a (row, output) pair's 64 partials */
 /* the 12 accumulators must live in registers at any -O level (-O2 kept
  * them in memory: 30 instead of 85 GFLOP/s) */
 #define UNROLL_TILE _Pragma("GCC unroll 4")
@@ -164,7 +165,7 @@ void wna16_dense_dot__avx2(const uint16_t *w, int64_t k, const float *x, int64_t
 typedef struct tile_ws {
     float *wp;       /* [8][groups][steps][TILE_N][8]: the chunk's weights, fp32 */
     const float *xp; /* the row block's packed x (wna16_dense_pack_x__avx2) */
-    float *acc;      /* [BLK_M / TILE_M][groups][8][TILE_M][TILE_N][8]: partials */
+    float *acc;      /* [BLK_M / TILE_M][groups][TILE_M][TILE_N][8][8]: partials */
     int64_t groups, steps;
 } tile_ws;
 
@@ -247,14 +248,14 @@ static void pack_x(const float *x, int64_t ldx, int64_t rows, int64_t k, int64_t
 }
 
 /* One pass of one tile over `steps` 64-steps: acc[i][j] (12 vectors in the
- * workspace) += x[i] · w[j], lane by lane. */
+ * workspace, PAIR floats apart) += x[i] · w[j], lane by lane. */
 INLINE void tile_pass(const float *xp, const float *wp, int64_t steps, bool first, float *acc) {
     __m256 a[TILE_M][TILE_N];
     UNROLL_TILE
     for (int i = 0; i < TILE_M; i++) {
         UNROLL_TILE
         for (int j = 0; j < TILE_N; j++)
-            a[i][j] = first ? _mm256_setzero_ps() : _mm256_load_ps(acc + (i * TILE_N + j) * VEC);
+            a[i][j] = first ? _mm256_setzero_ps() : _mm256_load_ps(acc + (i * TILE_N + j) * PAIR);
     }
     for (int64_t s = 0; s < steps; s++) {
         const float *xs = xp + s * TILE_M * VEC, *ws = wp + s * TILE_N * VEC;
@@ -271,7 +272,7 @@ INLINE void tile_pass(const float *xp, const float *wp, int64_t steps, bool firs
     UNROLL_TILE
     for (int i = 0; i < TILE_M; i++) {
         UNROLL_TILE
-        for (int j = 0; j < TILE_N; j++) _mm256_store_ps(acc + (i * TILE_N + j) * VEC, a[i][j]);
+        for (int j = 0; j < TILE_N; j++) _mm256_store_ps(acc + (i * TILE_N + j) * PAIR, a[i][j]);
     }
 }
 
@@ -284,7 +285,7 @@ static void block_passes(const tile_ws *t, int64_t tiles, int64_t s0, int64_t st
             const float *wp = t->wp + ((p * t->groups + g) * t->steps + s0) * TILE_N * VEC;
             for (int64_t tl = 0; tl < tiles; tl++) {
                 const float *xp = xb + (p * tiles + tl) * steps * TILE_M * VEC;
-                float *acc = t->acc + ((tl * t->groups + g) * 8 + p) * TILE_M * TILE_N * VEC;
+                float *acc = t->acc + (tl * t->groups + g) * TILE_M * TILE_N * PAIR + p * VEC;
                 if (first)
                     tile_pass(xp, wp, steps, true, acc);
                 else
@@ -293,11 +294,11 @@ static void block_passes(const tile_ws *t, int64_t tiles, int64_t s0, int64_t st
         }
 }
 
-/* The reference's vector step for one pair, its 8 partial vectors VEC *
- * TILE_M * TILE_N floats apart: ((0+2)+(4+6)) + ((1+3)+(5+7)). */
+/* The reference's vector step for one pair (its 8 partial vectors in a
+ * row): ((0+2)+(4+6)) + ((1+3)+(5+7)). */
 INLINE __m256 fold_vectors(const float *acc) {
     __m256 a[8];
-    for (int p = 0; p < 8; p++) a[p] = _mm256_load_ps(acc + p * TILE_M * TILE_N * VEC);
+    for (int p = 0; p < 8; p++) a[p] = _mm256_load_ps(acc + p * VEC);
     __m256 even = _mm256_add_ps(_mm256_add_ps(a[0], a[2]), _mm256_add_ps(a[4], a[6]));
     __m256 odd = _mm256_add_ps(_mm256_add_ps(a[1], a[3]), _mm256_add_ps(a[5], a[7]));
     return _mm256_add_ps(even, odd);
@@ -329,19 +330,19 @@ static void block_fold(const tile_ws *t, int64_t rows, int64_t n, const float *b
                        int64_t ldy) {
     for (int64_t r = 0; r < rows; r++) {
         int64_t tl = r / TILE_M, i = r % TILE_M, o = 0;
-        const float *row = t->acc + (tl * t->groups * 8 * TILE_M + i) * TILE_N * VEC;
+        const float *row = t->acc + (tl * t->groups * TILE_M + i) * TILE_N * PAIR;
         for (; o + 8 <= n; o += 8) {
             __m256 v[8];
             for (int e = 0; e < 8; e++) {
                 int64_t g = (o + e) / TILE_N, j = (o + e) % TILE_N;
-                v[e] = fold_vectors(row + (g * 8 * TILE_M * TILE_N + j) * VEC);
+                v[e] = fold_vectors(row + (g * TILE_M * TILE_N + j) * PAIR);
             }
             __m256 b = bias ? _mm256_loadu_ps(bias + o) : _mm256_setzero_ps();
             _mm256_storeu_ps(y + r * ldy + o, _mm256_add_ps(fold_lanes8(v), b));
         }
         for (; o < n; o++) {
             int64_t g = o / TILE_N, j = o % TILE_N;
-            __m256 v = fold_vectors(row + (g * 8 * TILE_M * TILE_N + j) * VEC);
+            __m256 v = fold_vectors(row + (g * TILE_M * TILE_N + j) * PAIR);
             __m128 q = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
             q = _mm_add_ps(q, _mm_movehl_ps(q, q));
             q = _mm_add_ss(q, _mm_movehdup_ps(q));
