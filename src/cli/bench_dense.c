@@ -26,7 +26,9 @@ static void dense_help(FILE *f) {
             "Default M 1,8,32,128,512 and (K,N) (2048,2048), (4096,4096); --n/--k lists form\n"
             "a cross product. --tile-min-m M sends M rows and more to the level's tiled\n"
             "kernel, fewer to the per-output dot (a huge M: the dot for every case, the path\n"
-            "before the tiles). --repeat R keeps the best of R sweeps.\n");
+            "before the tiles). --repeat R keeps the best of R sweeps. cpu_GF/s and cpu_%%pk\n"
+            "divide the flops by the best call's process CPU time per thread instead of its\n"
+            "wall time: on a loaded host, the rate while the call ran.\n");
 }
 
 typedef struct dense_case {
