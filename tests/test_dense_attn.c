@@ -106,6 +106,146 @@ static void test_dense_gemm(void) {
     wna16_isa_set_cap(WNA16_ISA_COUNT);
 }
 
+/* y of the reference order for every (row, output): the dot, + bias (or
+ * + 0.0f, as dense_gemm adds). */
+static void dense_ref(const uint16_t *w, int64_t n, int64_t k, int64_t ks, const float *bias,
+                      int64_t m, const float *x, int64_t ldx, float *y, int64_t ldy) {
+    for (int64_t i = 0; i < m; i++)
+        for (int64_t o = 0; o < n; o++) {
+            float d;
+            wna16_dense_dot__ref(w + o * ks, k, x + i * ldx, ldx, 1, &d);
+            y[i * ldy + o] = d + (bias ? bias[o] : 0.0f);
+        }
+}
+
+/* A level's tiles on m rows, called as dense_gemm calls them: x packed by
+ * row blocks into xp (64-byte aligned), one chunk of n outputs. */
+static void tiles_direct(const wna16_kernel_table *kt, const uint16_t *w, int64_t n, int64_t k,
+                         int64_t ks, const float *bias, int64_t m, const float *x, int64_t ldx,
+                         float *y, int64_t ldy, char *xp, void *ws) {
+    int64_t rb = kt->dense_tile_rows;
+    size_t xb = kt->dense_xp_bytes(k);
+    for (int64_t b = 0; b * rb < m; b++)
+        kt->dense_pack_x(x + b * rb * ldx, ldx, m - b * rb < rb ? m - b * rb : rb, k,
+                         xp + (size_t)b * xb);
+    kt->dense_tiles(w, n, k, ks, bias, m, xp, y, ldy, ws);
+}
+
+/* The tiled leaves (and dense_gemm through them, every level, 1 and
+ * 2 threads) against the reference bit for bit: m around the 4-row tile
+ * and 16-row block, n around the 3-output group and a chunk, k tails and
+ * more than one 2048-element k block, strided x, w and y, bias or none,
+ * zero rows (products of -0). Entries of y past n stay untouched. */
+static void test_dense_tiles(void) {
+    static const int64_t ms[] = {1, 2, 3, 4, 5, 8, 9, 13, 16, 17, 33, 64};
+    static const int64_t ns[] = {1, 2, 3, 4, 5, 13, 25, 40};
+    static const int64_t ks[] = {0, 1, 7, 63, 64, 65, 100, 2048, 2049, 4160};
+    enum { MMAX = 64, NMAX = 40, KMAX = 4160, LDX = KMAX + 3, KS = KMAX + 5, LDY = NMAX + 5 };
+    uint16_t *w = wna16_malloc(sizeof *w * NMAX * KS);
+    float *x = wna16_malloc(sizeof *x * MMAX * LDX), *bias = wna16_malloc(sizeof *bias * NMAX);
+    float *y0 = wna16_malloc(sizeof *y0 * MMAX * LDY), *y1 = wna16_malloc(sizeof *y1 * MMAX * LDY);
+    for (int64_t i = 0; i < NMAX * KS; i++) w[i] = wna16_f32_to_bf16(frand());
+    for (int64_t i = 0; i < MMAX * LDX; i++) x[i] = frand();
+    for (int64_t i = 0; i < LDX; i++) x[2 * LDX + i] = 0.0f; /* row 2: -0 products */
+    for (int64_t i = 0; i < NMAX; i++) bias[i] = frand();
+    const wna16_kernel_table *avx2 = have(WNA16_ISA_AVX2) ? wna16_kernels_at(WNA16_ISA_AVX2) : NULL;
+    void *ws = avx2 ? wna16_malloc(avx2->dense_tiles_ws(NMAX, KMAX)) : NULL;
+    void *xheap = avx2 ? wna16_malloc(avx2->dense_xp_bytes(KMAX) * MMAX + 64) : NULL;
+    char *xp = (char *)(((uintptr_t)xheap + 63) & ~(uintptr_t)63);
+    int cases = 0;
+    for (size_t a = 0; a < sizeof ks / sizeof *ks; a++)
+        for (size_t b = 0; b < sizeof ns / sizeof *ns; b++)
+            for (size_t c = 0; c < sizeof ms / sizeof *ms; c++) {
+                int64_t k = ks[a], n = ns[b], m = ms[c];
+                if (k > 2048 && (b + c) % 3) continue; /* the large k on a third of the cases */
+                const float *bi = (a + b + c) % 2 ? bias : NULL;
+                dense_ref(w, n, k, KS, bi, m, x, LDX, y0, LDY);
+                cases++;
+                if (avx2 && k > 0) { /* (dense_gemm takes the dot for k = 0) */
+                    memset(y1, 0xff, sizeof *y1 * MMAX * LDY);
+                    tiles_direct(avx2, w, n, k, KS, bi, m, x, LDX, y1, LDY, xp, ws);
+                    for (int64_t i = 0; i < m; i++)
+                        CHECK_MSG(!memcmp(y0 + i * LDY, y1 + i * LDY, sizeof *y0 * (size_t)n),
+                                  "avx2 dense tiles m=%lld n=%lld k=%lld row %lld", (long long)m,
+                                  (long long)n, (long long)k, (long long)i);
+                    for (int64_t i = 0; i < m; i++)
+                        for (int64_t o = n; o < LDY; o++)
+                            CHECK(((uint32_t *)y1)[i * LDY + o] == 0xffffffffu);
+                }
+                if (k > 2048 || m % 4 == 2) continue; /* the gemm on a lighter set */
+                wna16_dense_set_tile_min_m(c % 2 ? 0 : 9);
+                for (int l = 0; l < N_LEVELS; l++) {
+                    if (!have(levels[l].isa)) continue;
+                    wna16_isa_set_cap(levels[l].isa);
+                    for (int threads = 1; threads <= 2; threads++) {
+                        memset(y1, 0xff, sizeof *y1 * MMAX * LDY);
+                        wna16_dense_gemm(w, n, k, KS, bi, m, x, LDX, y1, LDY, threads);
+                        for (int64_t i = 0; i < m; i++)
+                            CHECK_MSG(!memcmp(y0 + i * LDY, y1 + i * LDY, sizeof *y0 * (size_t)n),
+                                      "dense gemm %s m=%lld n=%lld k=%lld %d threads",
+                                      levels[l].name, (long long)m, (long long)n, (long long)k,
+                                      threads);
+                    }
+                }
+                wna16_isa_set_cap(WNA16_ISA_COUNT);
+            }
+    wna16_dense_set_tile_min_m(-1);
+    CHECK(cases > 300);
+    wna16_free(ws), wna16_free(xheap);
+    wna16_free(w), wna16_free(x), wna16_free(bias), wna16_free(y0), wna16_free(y1);
+}
+
+/* The dense linear of a prefill-sized m (tiles at the default threshold)
+ * on 1 and 2 threads and every level: the reference level's bits, and the
+ * same bits for each row whatever rows share the call (batch invariance:
+ * row r alone, or among m rows). */
+static void test_dense_gemm_prefill(void) {
+    enum { N = 300, K = 777, M = 70 };
+    uint16_t *w = wna16_malloc(sizeof *w * N * K);
+    float *x = wna16_malloc(sizeof *x * M * K), *bias = wna16_malloc(sizeof *bias * N);
+    float *y0 = wna16_malloc(sizeof *y0 * M * N), *y1 = wna16_malloc(sizeof *y1 * M * N);
+    for (int i = 0; i < N * K; i++) w[i] = wna16_f32_to_bf16(frand());
+    for (int i = 0; i < M * K; i++) x[i] = frand();
+    for (int i = 0; i < N; i++) bias[i] = frand();
+    wna16_isa_set_cap(WNA16_ISA_REF);
+    wna16_dense_gemm(w, N, K, K, bias, M, x, K, y0, N, 1);
+    for (int l = 0; l < N_LEVELS; l++) {
+        if (!have(levels[l].isa)) continue;
+        wna16_isa_set_cap(levels[l].isa);
+        for (int threads = 1; threads <= 2; threads++) {
+            memset(y1, 0, sizeof *y1 * M * N);
+            wna16_dense_gemm(w, N, K, K, bias, M, x, K, y1, N, threads);
+            CHECK_MSG(!memcmp(y0, y1, sizeof *y1 * M * N), "dense prefill %s, %d threads",
+                      levels[l].name, threads);
+            for (int r = 0; r < M; r += 23) {
+                wna16_dense_gemm(w, N, K, K, bias, 1, x + r * K, K, y1, N, threads);
+                CHECK_MSG(!memcmp(y0 + r * N, y1, sizeof *y1 * N), "dense row %d alone %s", r,
+                          levels[l].name);
+            }
+        }
+    }
+    wna16_isa_set_cap(WNA16_ISA_COUNT);
+    wna16_free(w), wna16_free(x), wna16_free(bias), wna16_free(y0), wna16_free(y1);
+}
+
+/* A k so long that one round of packed x (8 MiB) holds a single 16-row
+ * block: rows go in rounds, the last one partial; the reference's bits. */
+static void test_dense_rounds(void) {
+    enum { N = 7, K = 140001, M = 37 };
+    uint16_t *w = wna16_malloc(sizeof *w * N * K);
+    float *x = wna16_malloc(sizeof *x * M * K);
+    float y0[M * N], y1[M * N];
+    for (int i = 0; i < N * K; i++) w[i] = wna16_f32_to_bf16(frand());
+    for (int i = 0; i < M * K; i++) x[i] = frand();
+    dense_ref(w, N, K, K, NULL, M, x, K, y0, N);
+    for (int threads = 1; threads <= 2; threads++) {
+        memset(y1, 0, sizeof y1);
+        wna16_dense_gemm(w, N, K, K, NULL, M, x, K, y1, N, threads);
+        CHECK_MSG(!memcmp(y0, y1, sizeof y1), "dense rounds, %d threads", threads);
+    }
+    wna16_free(w), wna16_free(x);
+}
+
 /* fp32 -> bf16 at every level: the scalar's bits for NaNs (quiet and
  * signalling, either sign, payloads in the dropped bits only), infinities,
  * zeros, denormals, ties both ways, the overflow to inf, random bits; every
@@ -321,6 +461,9 @@ int main(void) {
     test_dispatch();
     test_dense_leaves();
     test_dense_gemm();
+    test_dense_tiles();
+    test_dense_gemm_prefill();
+    test_dense_rounds();
     test_to_bf16();
     test_attention();
     test_attention_threads();

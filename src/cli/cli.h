@@ -21,6 +21,8 @@ int wna16_cmd_tokenize(int argc, char **argv);
 int wna16_cmd_detokenize(int argc, char **argv);
 /* `wna16 bench moe` (bench_moe.c), a mode of wna16_cmd_bench. */
 int wna16_bench_moe(int argc, char **argv);
+/* `wna16 bench dense` (bench_dense.c). */
+int wna16_bench_dense(int argc, char **argv);
 /* `wna16 bench serve` (bench_serve.c): load generator for a running server. */
 int wna16_bench_serve(int argc, char **argv);
 int wna16_cmd_quantize(int argc, char **argv);
@@ -57,6 +59,10 @@ double cli_compute_peak(int threads, const char **kind);
 bool cli_is_help(const char *arg);
 /* Parses a positive int flag value; prints an error and returns false if bad. */
 bool cli_parse_int(const char *flag, const char *text, long min, long max, long *out);
+/* A comma-separated list of at most cap integers in [lo, hi] into out[*n]
+ * (one value when text is NULL: cli_parse_int's error). */
+bool cli_parse_list(const char *flag, const char *text, long lo, long hi, long *out, int *n,
+                    int cap);
 /* A finite number in [min, max] (NaN and inf refused); prints an error and
  * returns false if bad. */
 bool cli_parse_double(const char *flag, const char *text, double min, double max, double *out);

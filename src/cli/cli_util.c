@@ -184,3 +184,16 @@ bool cli_parse_ids(const char *cmd, const char *text, int32_t **ids, size_t *n, 
     }
     return true;
 }
+
+bool cli_parse_list(const char *flag, const char *text, long lo, long hi, long *out, int *n,
+                    int cap) {
+    *n = 0;
+    if (!text) return cli_parse_int(flag, NULL, lo, hi, out);
+    char buf[512];
+    snprintf(buf, sizeof buf, "%s", text);
+    for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
+        if (*n == cap || !cli_parse_int(flag, tok, lo, hi, &out[*n])) return false;
+        (*n)++;
+    }
+    return *n > 0;
+}

@@ -54,19 +54,6 @@ static void measure_limits(bench_limits *l, int threads, bool quiet) {
     l->mhz = cpu_mhz();
 }
 
-static bool parse_list(const char *flag, const char *text, long lo, long hi, long *out, int *n,
-                       int cap) {
-    *n = 0;
-    if (!text) return cli_parse_int(flag, NULL, lo, hi, out);
-    char buf[512];
-    snprintf(buf, sizeof buf, "%s", text);
-    for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
-        if (*n == cap || !cli_parse_int(flag, tok, lo, hi, &out[*n])) return false;
-        (*n)++;
-    }
-    return *n > 0;
-}
-
 /* ------------------------------------------------------------ gemm */
 
 static void gemm_help(FILE *f) {
@@ -126,13 +113,13 @@ static int bench_gemm(int argc, char **argv) {
         } else if (!strcmp(a, "--asym")) {
             asym = true;
         } else if (!strcmp(a, "--m")) {
-            if (!parse_list(a, v, 1, 1 << 16, ms, &n_m, 16)) return 2;
+            if (!cli_parse_list(a, v, 1, 1 << 16, ms, &n_m, 16)) return 2;
             i++;
         } else if (!strcmp(a, "--n")) {
-            if (!parse_list(a, v, 1, 1 << 20, ns, &n_n, 8)) return 2;
+            if (!cli_parse_list(a, v, 1, 1 << 20, ns, &n_n, 8)) return 2;
             i++;
         } else if (!strcmp(a, "--k")) {
-            if (!parse_list(a, v, 1, 1 << 20, ks, &n_k, 8)) return 2;
+            if (!cli_parse_list(a, v, 1, 1 << 20, ks, &n_k, 8)) return 2;
             i++;
         } else if (!strcmp(a, "--bits")) {
             if (!cli_parse_int(a, v, 4, 8, &bits)) return 2;
@@ -448,6 +435,7 @@ typedef struct bench_mode {
 
 static const bench_mode bench_modes[] = {
     {"gemm", bench_gemm, "WNA16 linear y = x·Wᵀ, decode and prefill shapes"},
+    {"dense", wna16_bench_dense, "dense bf16-weight linear (lm_head, bf16 models) vs FMA peak"},
     {"model", wna16_bench_model, "whole-model prefill and decode vs. bandwidth and bf16 peak"},
     {"moe", wna16_bench_moe, "fused MoE layer, Qwen3-30B-A3B shapes, cold weights"},
     {"comm", wna16_bench_comm,

@@ -4,13 +4,153 @@
 #include "core/split.h"
 
 #include <omp.h>
+#include <pthread.h>
 
 wna16_dense_dot_fn wna16_dense_dot(void) { return wna16_kernels()->dense_dot; }
+
+static int64_t tile_min_m = -1; /* < 0: the level's */
+
+void wna16_dense_set_tile_min_m(int64_t m) { __atomic_store_n(&tile_min_m, m, __ATOMIC_RELAXED); }
+
+int64_t wna16_dense_tile_min_m(void) {
+    int64_t m = __atomic_load_n(&tile_min_m, __ATOMIC_RELAXED);
+    return m >= 0 ? m : wna16_kernels()->dense_tile_min_m;
+}
+
+void wna16_dense_block__dot(const uint16_t *w, int64_t n, int64_t k, int64_t k_stride,
+                            const float *bias, int64_t m, const float *x, int64_t ldx, float *y,
+                            int64_t ldy) {
+    wna16_dense_dot_fn dot = wna16_dense_dot();
+    for (int64_t o = 0; o < n; o++) {
+        float part[8];
+        /* rows of x go 8 at a time so each weight row is read once per 8 tokens */
+        for (int64_t i0 = 0; i0 < m; i0 += 8) {
+            int64_t mr = m - i0 < 8 ? m - i0 : 8;
+            dot(w + o * k_stride, k, x + i0 * ldx, ldx, mr, part);
+            for (int64_t i = 0; i < mr; i++)
+                y[(i0 + i) * ldy + o] = part[i] + (bias ? bias[o] : 0.0f);
+        }
+    }
+}
+
+/* Scratch kept per thread between calls, grown as needed: blocks this
+ * large are fresh pages from the OS on every malloc (glibc maps them), and
+ * faulting them in costs a small call more than it computes. Slot 0: a
+ * worker's tile workspace (under 1 MiB for k <= 4096); slot 1: the
+ * caller's packed x (at most DENSE_XP_BYTES). Freed when the thread ends. */
+typedef struct scratch {
+    void *p[2];
+    size_t n[2];
+} scratch;
+
+static pthread_key_t scratch_key;
+static pthread_once_t scratch_once = PTHREAD_ONCE_INIT;
+static bool scratch_ok;
+
+static void scratch_free(void *v) {
+    scratch *s = v;
+    wna16_free(s->p[0]), wna16_free(s->p[1]), wna16_free(s);
+}
+static void scratch_init(void) { scratch_ok = !pthread_key_create(&scratch_key, scratch_free); }
+
+/* NULL without memory (the caller takes the dot). */
+static void *scratch_get(int slot, size_t n) {
+    pthread_once(&scratch_once, scratch_init);
+    if (!scratch_ok) return NULL;
+    scratch *s = pthread_getspecific(scratch_key);
+    if (!s) {
+        if (!(s = wna16_calloc(1, sizeof *s))) return NULL;
+        if (pthread_setspecific(scratch_key, s)) {
+            wna16_free(s);
+            return NULL;
+        }
+    }
+    if (s->n[slot] < n) {
+        wna16_free(s->p[slot]);
+        s->p[slot] = wna16_malloc(n);
+        s->n[slot] = s->p[slot] ? n : 0;
+    }
+    return s->p[slot];
+}
+
+/* One call's operands. */
+typedef struct dense_args {
+    const uint16_t *w;
+    int64_t n, k, k_stride, m, ldx, ldy;
+    const float *bias, *x;
+    float *y;
+} dense_args;
+
+/* Thread t's chunks of outputs by the dot (xp NULL) or, for the rows
+ * [i0, i0 + rows) packed at xp, by the level's tiles in a workspace of the
+ * thread's own (the dot when there is no memory for one: the same bits). */
+static void thread_chunks(wna16_split_share *shares, int n_threads, int64_t chunk,
+                          const wna16_kernel_table *kt, const dense_args *a, int64_t i0,
+                          int64_t rows, const void *xp) {
+    void *ws = xp ? scratch_get(0, kt->dense_tiles_ws(chunk, a->k)) : NULL;
+    int t = omp_get_thread_num();
+    int64_t o0, o1;
+    while (wna16_split_next(shares, n_threads, t, chunk, &o0, &o1)) {
+        const uint16_t *w = a->w + o0 * a->k_stride;
+        const float *bias = a->bias ? a->bias + o0 : NULL;
+        float *y = a->y + i0 * a->ldy + o0;
+        if (ws)
+            kt->dense_tiles(w, o1 - o0, a->k, a->k_stride, bias, rows, xp, y, a->ldy, ws);
+        else
+            wna16_dense_block__dot(w, o1 - o0, a->k, a->k_stride, bias, rows, a->x + i0 * a->ldx,
+                                   a->ldx, y, a->ldy);
+    }
+}
+
+/* Packed x of at most this many bytes at a time (the rows beyond go in
+ * later rounds): it stays in the last-level cache while every chunk of
+ * outputs reads it, and a long prefill does not need m x k of it. */
+#define DENSE_XP_BYTES ((size_t)8 << 20)
+
+/* The tiled path: rounds of row blocks, each packed once by all threads
+ * (block b by thread b % T) and then read by every chunk of outputs.
+ * False when there is no memory for the packed x (the caller takes the dot). */
+static bool gemm_tiles(const wna16_kernel_table *kt, const dense_args *a, wna16_split_share *shares,
+                       int n_threads, int64_t chunk) {
+    int64_t rb = kt->dense_tile_rows, n_blocks = (a->m + rb - 1) / rb;
+    size_t xb = kt->dense_xp_bytes(a->k);
+    int64_t round = (int64_t)(DENSE_XP_BYTES / xb);
+    if (round < 1) round = 1;
+    if (round > n_blocks) round = n_blocks;
+    void *heap = scratch_get(1, (size_t)round * xb + 64);
+    if (!heap) return false;
+    char *xp = (char *)(((uintptr_t)heap + 63) & ~(uintptr_t)63);
+    for (int64_t b0 = 0; b0 < n_blocks; b0 += round) {
+        int64_t nb = n_blocks - b0 < round ? n_blocks - b0 : round;
+        int64_t i0 = b0 * rb, rows = a->m - i0 < nb * rb ? a->m - i0 : nb * rb;
+        wna16_split_init(shares, n_threads, a->n);
+#pragma omp parallel num_threads(n_threads)
+        {
+#pragma omp for schedule(static)
+            for (int64_t b = 0; b < nb; b++) {
+                int64_t r0 = i0 + b * rb, r = a->m - r0 < rb ? a->m - r0 : rb;
+                kt->dense_pack_x(a->x + r0 * a->ldx, a->ldx, r, a->k, xp + (size_t)b * xb);
+            }
+            thread_chunks(shares, n_threads, chunk, kt, a, i0, rows, xp);
+        }
+    }
+    return true;
+}
 
 void wna16_dense_gemm(const uint16_t *w, int64_t n, int64_t k, int64_t k_stride, const float *bias,
                       int64_t m, const float *x, int64_t ldx, float *y, int64_t ldy,
                       int n_threads) {
-    wna16_dense_dot_fn dot = wna16_dense_dot();
+    const wna16_kernel_table *kt = wna16_kernels();
+    dense_args a = {.w = w,
+                    .n = n,
+                    .k = k,
+                    .k_stride = k_stride,
+                    .m = m,
+                    .ldx = ldx,
+                    .ldy = ldy,
+                    .bias = bias,
+                    .x = x,
+                    .y = y};
     if (n_threads <= 0) n_threads = omp_get_max_threads();
     /* output rows in contiguous shares with stealing (core/split.h), taken
      * ~64 KiB of weights at a time: each thread streams its rows in address
@@ -24,23 +164,15 @@ void wna16_dense_gemm(const uint16_t *w, int64_t n, int64_t k, int64_t k_stride,
         else
             n_threads = 16; /* no memory: fewer threads */
     }
-    wna16_split_init(shares, n_threads, n);
     int64_t chunk = k_stride > 0 ? 65536 / (k_stride * 2) + 1 : n + 1;
+    /* few rows: the dot streams each weight row once per 8 rows at memory
+     * speed; more: the level's tiles (the same bits either way) over whole
+     * groups of their outputs (a multiple of 12) */
+    bool tiles = kt->dense_tiles && m > 0 && k > 0 && m >= wna16_dense_tile_min_m();
+    if (!tiles || !gemm_tiles(kt, &a, shares, n_threads, (chunk + 11) / 12 * 12)) {
+        wna16_split_init(shares, n_threads, n);
 #pragma omp parallel num_threads(n_threads)
-    {
-        int t = omp_get_thread_num();
-        int64_t o0, o1;
-        while (wna16_split_next(shares, n_threads, t, chunk, &o0, &o1))
-            for (int64_t o = o0; o < o1; o++) {
-                float part[8];
-                /* rows of x go 8 at a time so each weight row is read once per 8 tokens */
-                for (int64_t i0 = 0; i0 < m; i0 += 8) {
-                    int64_t mr = m - i0 < 8 ? m - i0 : 8;
-                    dot(w + o * k_stride, k, x + i0 * ldx, ldx, mr, part);
-                    for (int64_t i = 0; i < mr; i++)
-                        y[(i0 + i) * ldy + o] = part[i] + (bias ? bias[o] : 0.0f);
-                }
-            }
+        thread_chunks(shares, n_threads, chunk, kt, &a, 0, m, NULL);
     }
     wna16_free(heap);
 }

@@ -23,6 +23,44 @@ void wna16_dense_dot__avx512(const uint16_t *w, int64_t k, const float *x, int64
 /* The leaf for the active ISA level (the dispatch table's dense_dot). */
 wna16_dense_dot_fn wna16_dense_dot(void);
 
+/* y[i*ldy + o] = dot(x_i, w_o) + (bias ? bias[o] : 0) for i < m (any m),
+ * o < n, w_o = w + o*k_stride, with the reference dot's bits (its order,
+ * then the bias added as dense_gemm always did: + 0.0f without one). */
+
+/* Any level: the level's dense_dot per output, 8 rows at a time. */
+void wna16_dense_block__dot(const uint16_t *w, int64_t n, int64_t k, int64_t k_stride,
+                            const float *bias, int64_t m, const float *x, int64_t ldx, float *y,
+                            int64_t ldy);
+
+/* Register-tiled path (levels that have one, kernels/ukernel.h): x is
+ * packed once per call in row blocks of the level's dense_tile_rows rows,
+ * each xp_bytes(k) bytes at a 64-byte aligned address; then each thread's
+ * chunks of outputs run over all packed rows, in a workspace of its own of
+ * tiles_ws(n, k) bytes (any alignment) for a chunk of n outputs. */
+typedef void (*wna16_dense_pack_x_fn)(const float *x, int64_t ldx, int64_t rows, int64_t k,
+                                      void *xp);
+typedef size_t (*wna16_dense_xp_bytes_fn)(int64_t k);
+/* m rows from xp (ceil(m / dense_tile_rows) packed blocks in a row). */
+typedef void (*wna16_dense_tiles_fn)(const uint16_t *w, int64_t n, int64_t k, int64_t k_stride,
+                                     const float *bias, int64_t m, const void *xp, float *y,
+                                     int64_t ldy, void *ws);
+typedef size_t (*wna16_dense_tiles_ws_fn)(int64_t n, int64_t k);
+
+/* AVX2: 4-row x 3-output register tiles over operands packed partial-major
+ * (dense_avx2.c), 16-row blocks. */
+void wna16_dense_pack_x__avx2(const float *x, int64_t ldx, int64_t rows, int64_t k, void *xp);
+size_t wna16_dense_xp_bytes__avx2(int64_t k);
+void wna16_dense_tiles__avx2(const uint16_t *w, int64_t n, int64_t k, int64_t k_stride,
+                             const float *bias, int64_t m, const void *xp, float *y, int64_t ldy,
+                             void *ws);
+size_t wna16_dense_tiles_ws__avx2(int64_t n, int64_t k);
+
+/* dense_gemm takes the level's tiles from this many rows (the dot per
+ * output below): < 0 restores the level's default (its table's
+ * dense_tile_min_m); benches move it to compare the two. */
+void wna16_dense_set_tile_min_m(int64_t m);
+int64_t wna16_dense_tile_min_m(void);
+
 /* y[i*ldy + o] = Σ_k x[i*ldx+k]·w[o*k_stride + k] (+ bias[o]) for i < m, o < n. */
 void wna16_dense_gemm(const uint16_t *w, int64_t n, int64_t k, int64_t k_stride, const float *bias,
                       int64_t m, const float *x, int64_t ldx, float *y, int64_t ldy,

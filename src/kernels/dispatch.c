@@ -103,6 +103,12 @@ static void fill_x86(wna16_kernel_table t) {
     t.isa = WNA16_ISA_AVX2;
     t.to_bf16 = wna16_to_bf16__avx2;
     t.dense_dot = wna16_dense_dot__avx2;
+    t.dense_tiles = wna16_dense_tiles__avx2;
+    t.dense_tiles_ws = wna16_dense_tiles_ws__avx2;
+    t.dense_pack_x = wna16_dense_pack_x__avx2;
+    t.dense_xp_bytes = wna16_dense_xp_bytes__avx2;
+    t.dense_tile_rows = 16;
+    t.dense_tile_min_m = WNA16_DENSE_TILE_MIN_M_AVX2;
     t.attn_group = wna16_attn_group__avx2;
     t.attn_hd_mult = 8;
     t.attn_hd_max = 256;
@@ -127,6 +133,8 @@ static void fill_x86(wna16_kernel_table t) {
     t.gemv2_q8_f32 = wna16_gemv_q8_f32_2x32__avx512;
     t.gemv2_f32_mr = 2;
     t.dense_dot = wna16_dense_dot__avx512;
+    /* the AVX-512 dot for every m (the AVX2 tiles not measured there) */
+    t.dense_tiles = NULL;
     t.attn_group = wna16_attn_group__avx512;
     t.attn_hd_mult = 16;
     tables[WNA16_ISA_AVX512] = t;

@@ -202,6 +202,14 @@ typedef struct wna16_kernel_table {
     size_t gemm_i16_mr;
     /* dense bf16-weight dot (kernels/dense.h): every level has one */
     wna16_dense_dot_fn dense_dot;
+    /* the dense linear's register tiles (kernels/dense.h; NULL: the dot
+     * for every m), taken from dense_tile_min_m rows, x packed in blocks
+     * of dense_tile_rows rows */
+    wna16_dense_tiles_fn dense_tiles;
+    wna16_dense_tiles_ws_fn dense_tiles_ws;
+    wna16_dense_pack_x_fn dense_pack_x;
+    wna16_dense_xp_bytes_fn dense_xp_bytes;
+    int64_t dense_tile_rows, dense_tile_min_m;
     /* attention (kernels/attn.h) for head sizes with hd % attn_hd_mult == 0
      * and hd <= attn_hd_max; other sizes take the next lower level's leaf
      * (wna16_attn_group walks down; the reference takes every even hd) */
@@ -246,6 +254,11 @@ void wna16_dequant_q8_bf16_16__avx512bf16(const wna16_block_layout *, const uint
                                           int64_t, uint16_t *, size_t, float *, size_t);
 void wna16_gemm_bf16_12x32__avx512bf16(size_t, int64_t, int64_t, const uint32_t *, const uint16_t *,
                                        const float *, float *);
+
+/* Rows from which the AVX2 dense linear takes its register tiles. */
+#ifndef WNA16_DENSE_TILE_MIN_M_AVX2
+#define WNA16_DENSE_TILE_MIN_M_AVX2 4
+#endif
 
 /* Rows per tile of the AVX2 int16 prefill micro-kernel. */
 #ifndef WNA16_I16_TILE_AVX2

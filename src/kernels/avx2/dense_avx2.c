@@ -14,6 +14,7 @@
 #include "kernels/dense.h"
 
 #include <immintrin.h>
+#include <stdbool.h>
 #include <string.h>
 
 #define INLINE static inline __attribute__((always_inline))
@@ -123,5 +124,254 @@ void wna16_dense_dot__avx2(const uint16_t *w, int64_t k, const float *x, int64_t
         break;
     default:
         break; /* m <= 0 computes nothing */
+    }
+}
+
+/* ------------------------------------------------------------ prefill tiles
+ *
+ * Many rows: the 8 partial vectors of a (row, output) pair are independent
+ * (vector p holds lanes c % 64 in [8p, 8p + 8)), so they can be computed
+ * one after another, each over all of k in order: the reference's bits.
+ * Pass p of a register tile of TILE_M rows x TILE_N outputs keeps 12 FMA
+ * chains in registers; a step loads 4 x and 3 weight vectors for 12 FMAs
+ * (the dot above: one x load per FMA), FMA-bound instead of load-bound.
+ *
+ * For pass p to read contiguous, L1-resident data, both operands are
+ * packed partial-major: element c = 64s + 8p + l at [p][s][l] (rows or
+ * outputs of a tile interleaved per step). x is packed once per call
+ * (dense.c: all threads, BLK_M-row blocks, each cut in BLK_K-element k
+ * blocks); a thread's chunk of outputs is widened to fp32 once per round of
+ * packed rows (all of k, reused by every row block). Within a (row block,
+ * k block), pass p's x (16 KiB) stays in L1 over all output groups and each
+ * group's weights (3 KiB) over the block's 4 row tiles. The partial vectors
+ * live in the workspace between k blocks (the same FMA chain, resumed) and
+ * fold there at the end as the reference folds them. (Packing x per chunk
+ * instead cost a third of the passes' time; x and weights read in place,
+ * strided and widened in the loop, fell to 20-35 GFLOP/s on 2 threads
+ * from M = 128 up.) Rows past m and
+ * outputs past n are zero padding whose results are dropped; padded k adds
+ * 0·0, which leaves a partial as it was (a partial is never -0: it starts
+ * at +0 and round-to-nearest gives +0 for exact cancellation). */
+#define TILE_M 4
+#define TILE_N 3
+#define BLK_M  16
+#define BLK_K  2048
+#define VEC    8
+#define PAIR   (8 * VEC) /* a (row, output) pair's 64 partials */
+/* the 12 accumulators must live in registers at any -O level (-O2 kept
+ * them in memory: 30 instead of 85 GFLOP/s) */
+#define UNROLL_TILE _Pragma("GCC unroll 4")
+
+typedef struct tile_ws {
+    float *wp;       /* [8][groups][steps][TILE_N][8]: the chunk's weights, fp32 */
+    const float *xp; /* the row block's packed x (wna16_dense_pack_x__avx2) */
+    float *acc;      /* [BLK_M / TILE_M][groups][TILE_M][TILE_N][8][8]: partials */
+    int64_t groups, steps;
+} tile_ws;
+
+static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+size_t wna16_dense_tiles_ws__avx2(int64_t n, int64_t k) {
+    int64_t groups = ceil_div(n, TILE_N), steps = ceil_div(k, 64);
+    size_t wp = (size_t)(groups * TILE_N * steps * 64);
+    size_t acc = (size_t)(BLK_M / TILE_M * groups) * 8 * TILE_M * TILE_N * VEC;
+    return (wp + acc) * sizeof(float) + 2 * 64;
+}
+
+size_t wna16_dense_xp_bytes__avx2(int64_t k) { return (size_t)(BLK_M * ceil_div(k, 64) * 64) * 4; }
+
+static tile_ws ws_carve(void *ws, int64_t n, int64_t k) {
+    tile_ws t = {.groups = ceil_div(n, TILE_N), .steps = ceil_div(k, 64)};
+    uintptr_t p = ((uintptr_t)ws + 63) & ~(uintptr_t)63;
+    t.wp = (float *)p;
+    p += (size_t)(t.groups * TILE_N * t.steps * 64) * sizeof(float);
+    t.acc = (float *)((p + 63) & ~(uintptr_t)63);
+    return t;
+}
+
+/* One 8-element piece of a packed operand: zero past k (or for a padding
+ * row: len <= 0). */
+INLINE __m256 w_piece(const uint16_t *p, int64_t len) {
+    return len >= 8 ? bf16x8(p) : len > 0 ? bf16x8_tail(p, len) : _mm256_setzero_ps();
+}
+INLINE __m256 x_piece(const float *p, int64_t len) {
+    return len >= 8  ? _mm256_loadu_ps(p)
+           : len > 0 ? _mm256_maskload_ps(p, tail_mask(len))
+                     : _mm256_setzero_ps();
+}
+
+/* The chunk's weights, widened, partial-major, zero past n and k. Row by
+ * row, the 8 passes' destinations as 8 streams; whole 64-steps without
+ * per-piece tests. */
+static void pack_w(const uint16_t *w, int64_t n, int64_t k, int64_t k_stride, const tile_ws *t) {
+    int64_t full = k / 64, pass = t->groups * t->steps * TILE_N * VEC;
+    for (int64_t o = 0; o < t->groups * TILE_N; o++) {
+        const uint16_t *row = w + (o < n ? o : 0) * k_stride;
+        float *dst = t->wp + ((o / TILE_N) * t->steps * TILE_N + o % TILE_N) * VEC;
+        int64_t s = 0;
+        if (o < n)
+            for (; s < full; s++)
+                for (int p = 0; p < 8; p++)
+                    _mm256_store_ps(dst + p * pass + s * TILE_N * VEC,
+                                    bf16x8(row + 64 * s + 8 * p));
+        for (; s < t->steps; s++)
+            for (int p = 0; p < 8; p++) {
+                int64_t c = 64 * s + 8 * p;
+                __m256 v = w_piece(row + (c < k ? c : 0), o < n ? k - c : 0);
+                _mm256_store_ps(dst + p * pass + s * TILE_N * VEC, v);
+            }
+    }
+}
+
+/* Rows [0, rows) x elements [c0, c0 + 64 steps) of x, partial-major, zero
+ * past rows and k (whole 64-steps without per-piece tests). */
+static void pack_x(const float *x, int64_t ldx, int64_t rows, int64_t k, int64_t c0, int64_t steps,
+                   float *xp) {
+    int64_t tiles = ceil_div(rows, TILE_M), pass = tiles * steps * TILE_M * VEC;
+    int64_t full = (k - c0) / 64 < steps ? (k - c0) / 64 : steps;
+    for (int64_t r = 0; r < tiles * TILE_M; r++) {
+        const float *row = x + (r < rows ? r : 0) * ldx + c0;
+        float *dst = xp + ((r / TILE_M) * steps * TILE_M + r % TILE_M) * VEC;
+        int64_t s = 0;
+        if (r < rows)
+            for (; s < full; s++)
+                for (int p = 0; p < 8; p++)
+                    _mm256_store_ps(dst + p * pass + s * TILE_M * VEC,
+                                    _mm256_loadu_ps(row + 64 * s + 8 * p));
+        for (; s < steps; s++)
+            for (int p = 0; p < 8; p++) {
+                int64_t c = 64 * s + 8 * p;
+                __m256 v = x_piece(row + (c0 + c < k ? c : 0), r < rows ? k - c0 - c : 0);
+                _mm256_store_ps(dst + p * pass + s * TILE_M * VEC, v);
+            }
+    }
+}
+
+/* One pass of one tile over `steps` 64-steps: acc[i][j] (12 vectors in the
+ * workspace, PAIR floats apart) += x[i] · w[j], lane by lane. */
+INLINE void tile_pass(const float *xp, const float *wp, int64_t steps, bool first, float *acc) {
+    __m256 a[TILE_M][TILE_N];
+    UNROLL_TILE
+    for (int i = 0; i < TILE_M; i++) {
+        UNROLL_TILE
+        for (int j = 0; j < TILE_N; j++)
+            a[i][j] = first ? _mm256_setzero_ps() : _mm256_load_ps(acc + (i * TILE_N + j) * PAIR);
+    }
+    for (int64_t s = 0; s < steps; s++) {
+        const float *xs = xp + s * TILE_M * VEC, *ws = wp + s * TILE_N * VEC;
+        __m256 wv[TILE_N];
+        UNROLL_TILE
+        for (int j = 0; j < TILE_N; j++) wv[j] = _mm256_load_ps(ws + j * VEC);
+        UNROLL_TILE
+        for (int i = 0; i < TILE_M; i++) {
+            __m256 xv = _mm256_load_ps(xs + i * VEC);
+            UNROLL_TILE
+            for (int j = 0; j < TILE_N; j++) a[i][j] = _mm256_fmadd_ps(xv, wv[j], a[i][j]);
+        }
+    }
+    UNROLL_TILE
+    for (int i = 0; i < TILE_M; i++) {
+        UNROLL_TILE
+        for (int j = 0; j < TILE_N; j++) _mm256_store_ps(acc + (i * TILE_N + j) * PAIR, a[i][j]);
+    }
+}
+
+/* Every pass, group and tile of one packed x block (k steps [s0, s0 + steps)). */
+static void block_passes(const tile_ws *t, int64_t tiles, int64_t s0, int64_t steps) {
+    bool first = s0 == 0;                               /* the partials start at +0 */
+    const float *xb = t->xp + tiles * TILE_M * 64 * s0; /* this k block's part */
+    for (int p = 0; p < 8; p++)
+        for (int64_t g = 0; g < t->groups; g++) {
+            const float *wp = t->wp + ((p * t->groups + g) * t->steps + s0) * TILE_N * VEC;
+            for (int64_t tl = 0; tl < tiles; tl++) {
+                const float *xp = xb + (p * tiles + tl) * steps * TILE_M * VEC;
+                float *acc = t->acc + (tl * t->groups + g) * TILE_M * TILE_N * PAIR + p * VEC;
+                if (first)
+                    tile_pass(xp, wp, steps, true, acc);
+                else
+                    tile_pass(xp, wp, steps, false, acc);
+            }
+        }
+}
+
+/* The reference's vector step for one pair (its 8 partial vectors in a
+ * row): ((0+2)+(4+6)) + ((1+3)+(5+7)). */
+INLINE __m256 fold_vectors(const float *acc) {
+    __m256 a[8];
+    for (int p = 0; p < 8; p++) a[p] = _mm256_load_ps(acc + p * VEC);
+    __m256 even = _mm256_add_ps(_mm256_add_ps(a[0], a[2]), _mm256_add_ps(a[4], a[6]));
+    __m256 odd = _mm256_add_ps(_mm256_add_ps(a[1], a[3]), _mm256_add_ps(a[5], a[7]));
+    return _mm256_add_ps(even, odd);
+}
+
+/* fold()'s lane steps for 8 pairs at once, the same adds on the same
+ * operands: lane l + l+4 (halves of each pair's vector), then + l+2, then
+ * + l+1, with the pairs transposed into lanes on the way. */
+INLINE __m256 fold_lanes8(const __m256 v[8]) {
+    __m256 q[4]; /* q[h]: pairs 2h | 2h+1, 4 lanes each */
+    for (int h = 0; h < 4; h++)
+        q[h] = _mm256_add_ps(_mm256_permute2f128_ps(v[2 * h], v[2 * h + 1], 0x20),
+                             _mm256_permute2f128_ps(v[2 * h], v[2 * h + 1], 0x31));
+    __m256 r[2]; /* r[h]: pairs 4h, 4h+2 | 4h+1, 4h+3, 2 lanes each */
+    for (int h = 0; h < 2; h++) {
+        __m256d a = _mm256_castps_pd(q[2 * h]), b = _mm256_castps_pd(q[2 * h + 1]);
+        r[h] = _mm256_add_ps(_mm256_castpd_ps(_mm256_unpacklo_pd(a, b)),
+                             _mm256_castpd_ps(_mm256_unpackhi_pd(a, b)));
+    }
+    __m256 f =
+        _mm256_add_ps(_mm256_shuffle_ps(r[0], r[1], 0x88), _mm256_shuffle_ps(r[0], r[1], 0xdd));
+    /* f holds pairs 0 2 4 6 1 3 5 7 */
+    return _mm256_permutevar8x32_ps(f, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+}
+
+/* y for rows [0, rows) of the block from its partials (+ bias, or + 0 as
+ * the scalar path adds), 8 outputs at a time. */
+static void block_fold(const tile_ws *t, int64_t rows, int64_t n, const float *bias, float *y,
+                       int64_t ldy) {
+    for (int64_t r = 0; r < rows; r++) {
+        int64_t tl = r / TILE_M, i = r % TILE_M, o = 0;
+        const float *row = t->acc + (tl * t->groups * TILE_M + i) * TILE_N * PAIR;
+        for (; o + 8 <= n; o += 8) {
+            __m256 v[8];
+            for (int e = 0; e < 8; e++) {
+                int64_t g = (o + e) / TILE_N, j = (o + e) % TILE_N;
+                v[e] = fold_vectors(row + (g * TILE_M * TILE_N + j) * PAIR);
+            }
+            __m256 b = bias ? _mm256_loadu_ps(bias + o) : _mm256_setzero_ps();
+            _mm256_storeu_ps(y + r * ldy + o, _mm256_add_ps(fold_lanes8(v), b));
+        }
+        for (; o < n; o++) {
+            int64_t g = o / TILE_N, j = o % TILE_N;
+            __m256 v = fold_vectors(row + (g * TILE_M * TILE_N + j) * PAIR);
+            __m128 q = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+            q = _mm_add_ps(q, _mm_movehl_ps(q, q));
+            q = _mm_add_ss(q, _mm_movehdup_ps(q));
+            y[r * ldy + o] = _mm_cvtss_f32(q) + (bias ? bias[o] : 0.0f);
+        }
+    }
+}
+
+void wna16_dense_pack_x__avx2(const float *x, int64_t ldx, int64_t rows, int64_t k, void *xp) {
+    int64_t steps = ceil_div(k, 64), tiles = ceil_div(rows, TILE_M);
+    for (int64_t s0 = 0; s0 < steps; s0 += BLK_K / 64) {
+        int64_t ks = steps - s0 < BLK_K / 64 ? steps - s0 : BLK_K / 64;
+        pack_x(x, ldx, rows, k, 64 * s0, ks, (float *)xp + tiles * TILE_M * 64 * s0);
+    }
+}
+
+void wna16_dense_tiles__avx2(const uint16_t *w, int64_t n, int64_t k, int64_t k_stride,
+                             const float *bias, int64_t m, const void *xp, float *y, int64_t ldy,
+                             void *ws) {
+    tile_ws t = ws_carve(ws, n, k);
+    pack_w(w, n, k, k_stride, &t);
+    size_t xb = wna16_dense_xp_bytes__avx2(k);
+    for (int64_t i0 = 0; i0 < m; i0 += BLK_M) {
+        int64_t rows = m - i0 < BLK_M ? m - i0 : BLK_M, tiles = ceil_div(rows, TILE_M);
+        t.xp = (const float *)((const char *)xp + (size_t)(i0 / BLK_M) * xb);
+        for (int64_t s0 = 0; s0 < t.steps; s0 += BLK_K / 64) {
+            int64_t steps = t.steps - s0 < BLK_K / 64 ? t.steps - s0 : BLK_K / 64;
+            block_passes(&t, tiles, s0, steps);
+        }
+        block_fold(&t, rows, n, bias, y + i0 * ldy, ldy);
     }
 }
