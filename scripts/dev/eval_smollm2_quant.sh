@@ -21,6 +21,7 @@ CALIB=${CALIB:-$OUT/calib_vim_usr.txt}
 TAG=w4g64-n$SAMPLES
 RES=$OUT/smollm2_w4g64.jsonl
 W=build/wna16
+mkdir -p "$OUT"
 
 calib_text() {
     [ -s "$CALIB" ] || cat /usr/share/vim/vim90/doc/usr_*.txt > "$CALIB"
