@@ -689,6 +689,10 @@ typedef struct wna16_quantize_options {
     size_t n_ignore;
     int threads;            /* [all cores] */
     size_t max_shard_bytes; /* [2 GiB] */
+    /* A group size that does not divide a linear's input features is refused
+     * up front (WNA16_ERR_GROUP_SIZE, naming the linears and the sizes that
+     * would work); true leaves such linears unquantized instead [false]. */
+    bool skip_indivisible;
 } wna16_quantize_options;
 WNA16_API void wna16_quantize_options_init(wna16_quantize_options *o);
 /* Quantizes o->model into o->output, reporting progress and honouring the

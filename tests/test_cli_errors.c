@@ -105,6 +105,10 @@ static const bad_case cases[] = {
     {"quantize --model " QW " --out %2$s/q --samples 0", 2, "--samples expects"},
     {"quantize --model " QW " --out %2$s/q --scheme W3A16", 2, "--scheme W3A16"},
     {"quantize --model " QW " --out %2$s/q --actorder group", 2, "actorder"},
+    /* hidden 64: the default group size 128 does not divide it */
+    {"quantize --model tests/data/models/llama_bf16 --out %2$s/q --method rtn", 1,
+     "group sizes that divide every input: 32, 64 or -1 (channelwise); or leave those linears "
+     "unquantized with --skip-indivisible"},
     /* bench */
     {"bench gemm --m 0", 2, "--m"},
     {"bench gemm --bits 5", 2, "--bits"},

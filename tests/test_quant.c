@@ -595,6 +595,44 @@ static void test_moe_propagation(void) {
     }
 }
 
+/* A group size that does not divide a linear's input features is refused
+ * before any work, with one error naming the linears (summarised) and the
+ * sizes that would work; skip_indivisible leaves them unquantized instead. */
+static void test_indivisible(void) {
+    char out[512];
+    snprintf(out, sizeof out, "%s/indiv", tmp_root);
+    wna16_ctx *ctx;
+    wna16_ctx_create(&ctx);
+    wna16_quantize_options o;
+    wna16_quantize_options_init(&o);
+    o.model = "tests/data/models/llama_bf16"; /* hidden 64, intermediate 128, 2 layers */
+    o.output = out;
+    o.method = "rtn";
+    o.group_size = 128;
+    CHECK_STATUS(ctx, wna16_quantize_model(ctx, &o, NULL), WNA16_ERR_GROUP_SIZE,
+                 "group size 128 does not divide the input features of 12 linears such as "
+                 "model.layers.0.mlp.gate_proj (in 64)");
+    CHECK_MSG(strstr(wna16_ctx_error(ctx), "sizes that divide every input: 32, 64 or -1 (channelwise)") &&
+                  strstr(wna16_ctx_error(ctx), "--skip-indivisible"),
+              "%s", wna16_ctx_error(ctx));
+    struct stat sb;
+    CHECK(stat(out, &sb) != 0); /* refused up front: nothing written */
+    /* two input sizes (64, and 32 for the experts' w2): one example of each */
+    o.model = "tests/data/models/mixtral_bf16";
+    CHECK_STATUS(ctx, wna16_quantize_model(ctx, &o, NULL), WNA16_ERR_GROUP_SIZE,
+                 "such as model.layers.0.block_sparse_moe.experts.0.w1 (in 64), "
+                 "model.layers.0.block_sparse_moe.experts.0.w2 (in 32); group sizes that divide every "
+                 "input: 32 or -1");
+    o.model = "tests/data/models/llama_bf16";
+    o.skip_indivisible = true;
+    char *rep = NULL;
+    CHECK_STATUS(ctx, wna16_quantize_model(ctx, &o, &rep), WNA16_OK, "");
+    CHECK_MSG(rep && strstr(rep, "\"modules_quantized\": 2"), "%s", rep ? rep : "");
+    wna16_free(rep);
+    wna16_ctx_free(ctx);
+    rm_dir(out);
+}
+
 int main(void) {
     snprintf(tmp_root, sizeof tmp_root, "/tmp/wna16_test_quant_XXXXXX");
     if (!mkdtemp(tmp_root)) return 1;
@@ -609,6 +647,7 @@ int main(void) {
     test_architectures();
     test_moe_propagation();
     test_calib_text();
+    test_indivisible();
     rm_dir(tmp_root);
     TEST_MAIN_END();
 }

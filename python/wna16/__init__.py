@@ -392,9 +392,12 @@ def quantize(model: str, output: str, scheme: str = "W4A16", group_size: int = 1
              method: str = "gptq", actorder: str = "static", dampening: float = 0.01,
              calib_text: Optional[str] = None, calib_ids: Optional[Sequence[int]] = None,
              num_samples: int = 128, seq_len: int = 512, seed: int = 0,
-             ignore: Sequence[str] = (), threads: int = 0) -> dict:
+             ignore: Sequence[str] = (), threads: int = 0,
+             skip_indivisible: bool = False) -> dict:
     """Quantizes an unquantized model directory into a compressed-tensors
-    checkpoint vLLM loads (as `wna16 quantize`); returns the summary."""
+    checkpoint vLLM loads (as `wna16 quantize`); returns the summary. A
+    group size that does not divide a linear's input is refused unless
+    skip_indivisible leaves such linears unquantized."""
     o = _lib.QuantizeOptions()
     lib.wna16_quantize_options_init(ctypes.byref(o))
     keep = [x.encode() for x in ignore]
@@ -407,6 +410,7 @@ def quantize(model: str, output: str, scheme: str = "W4A16", group_size: int = 1
         else None
     o.num_samples, o.seq_len, o.seed = int(num_samples), int(seq_len), int(seed)
     o.ignore, o.n_ignore, o.threads = (ign if keep else None), len(keep), int(threads)
+    o.skip_indivisible = bool(skip_indivisible)
     ctx = _Context()
     try:
         report = ctypes.c_void_p()

@@ -87,6 +87,7 @@ class QuantizeOptions(ctypes.Structure):
         ("n_ignore", ctypes.c_size_t),
         ("threads", ctypes.c_int),
         ("max_shard_bytes", ctypes.c_size_t),
+        ("skip_indivisible", ctypes.c_bool),
     ]
 
 

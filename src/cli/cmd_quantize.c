@@ -35,6 +35,9 @@ static void quantize_help(FILE *f) {
             "                                    or re:REGEX (matched at the start, like re.match).\n"
             "                                    Always ignored: lm_head, re:.*mlp.gate$,\n"
             "                                    re:.*mlp.shared_expert_gate$, re:.*block_sparse_moe.gate$\n"
+            "  --skip-indivisible                leave linears whose input features the group size\n"
+            "                                    does not divide unquantized (without it such a\n"
+            "                                    group size is refused, naming the sizes that work)\n"
             "  --max-shard-size MiB              start a new shard past this size (2048)\n"
             "  --threads N                       compute threads (all cores)\n"
             "  --no-progress                     no progress bar\n"
@@ -135,6 +138,8 @@ int wna16_cmd_quantize(int argc, char **argv) {
             i++;
         } else if (!strcmp(a, "--ignore") && next) {
             while (i + 1 < argc && strncmp(argv[i + 1], "--", 2)) ignore[o.n_ignore++] = argv[++i];
+        } else if (!strcmp(a, "--skip-indivisible")) {
+            o.skip_indivisible = true;
         } else if (!strcmp(a, "--no-progress")) {
             o.progress = false;
         } else if (!strcmp(a, "--json")) {

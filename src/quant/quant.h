@@ -134,6 +134,8 @@ typedef struct wna16_quantize_opts {
     bool progress;          /* report progress to the context's callback */
     int threads;            /* 0: all */
     size_t max_shard_bytes; /* 0: 2 GiB */
+    bool skip_indivisible;  /* leave linears whose input the group size does not divide
+                               unquantized (else the run is refused before any work) */
     bool moe_reference;     /* tests: propagate MoE layers through the quantizer's own
                                MoE math instead of the runtime's fused layer */
 } wna16_quantize_opts;

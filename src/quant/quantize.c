@@ -343,6 +343,89 @@ static int cmp_mod(const void *a, const void *b) {
     return strcmp(((const qmodule *)a)->m->name, ((const qmodule *)b)->m->name);
 }
 
+static bool indivisible(const qmodule *q, int64_t gs) {
+    return q->quantize && gs > 0 && q->m->in % gs;
+}
+
+/* The group sizes --group-size takes that divide the input of every linear
+ * to quantize ("32, 64 or -1 (channelwise)"; -1 always does). */
+static void list_working_sizes(const qrun *r, wna16_buf *b) {
+    static const int64_t sizes[] = {32, 64, 128};
+    int shown = 0;
+    for (size_t k = 0; k < sizeof sizes / sizeof *sizes; k++) {
+        bool ok = true;
+        for (size_t i = 0; ok && i < r->n_mods; i++) ok = !indivisible(&r->mods[i], sizes[k]);
+        if (ok) wna16_buf_printf(b, "%s%lld", shown++ ? ", " : "", (long long)sizes[k]);
+    }
+    wna16_buf_printf(b, shown ? " or -1 (channelwise)" : "only -1 (channelwise)");
+}
+
+/* Layers in order, the rest (layer -1: lm_head, ...) after them. */
+static int cmp_layer_first(const void *a, const void *b) {
+    const qmodule *x = *(const qmodule *const *)a, *y = *(const qmodule *const *)b;
+    int64_t lx = x->layer < 0 ? INT64_MAX : x->layer, ly = y->layer < 0 ? INT64_MAX : y->layer;
+    if (lx != ly) return lx < ly ? -1 : 1;
+    return strcmp(x->m->name, y->m->name);
+}
+
+/* The offending linears, summarised so that the error stays one readable
+ * line on a model with hundreds: all of them when few, else the count and
+ * the first linear of each distinct input size (at most 3). */
+static wna16_status list_indivisible(const qrun *r, int64_t gs, size_t n_bad, wna16_buf *b) {
+    enum { SHOW_ALL = 4, EXAMPLES = 3 };
+    const qmodule **bad = wna16_calloc(n_bad, sizeof *bad);
+    if (!bad) return wna16_fail(r->d, WNA16_ERR_OUT_OF_MEMORY, "group size check");
+    size_t n = 0, shown = 0;
+    for (size_t i = 0; i < r->n_mods; i++)
+        if (indivisible(&r->mods[i], gs)) bad[n++] = &r->mods[i];
+    qsort(bad, n, sizeof *bad, cmp_layer_first);
+    bool all = n <= SHOW_ALL;
+    int64_t seen[EXAMPLES];
+    if (!all) wna16_buf_printf(b, "%zu linears such as ", n);
+    for (size_t i = 0; i < n && (all || shown < EXAMPLES); i++) {
+        bool dup = false;
+        for (size_t k = 0; !all && k < shown; k++) dup |= seen[k] == bad[i]->m->in;
+        if (dup) continue;
+        if (!all) seen[shown] = bad[i]->m->in;
+        wna16_buf_printf(b, "%s%s (in %lld)", shown++ ? ", " : "", bad[i]->m->name, (long long)bad[i]->m->in);
+    }
+    wna16_free(bad);
+    return WNA16_OK;
+}
+
+/* A group size must divide a linear's input features. Refused up front with
+ * one error naming the linears and the sizes that would work (as
+ * llm-compressor refuses), unless the caller asked to leave them
+ * unquantized: then they join the ignore list with one warning. */
+static wna16_status check_divisible(qrun *r) {
+    int64_t gs = r->o->group_size;
+    size_t n_bad = 0;
+    for (size_t i = 0; i < r->n_mods; i++) n_bad += indivisible(&r->mods[i], gs);
+    if (!n_bad) return WNA16_OK;
+    wna16_buf b = {0};
+    WNA16_TRY(list_indivisible(r, gs, n_bad, &b));
+    if (r->o->skip_indivisible) {
+        for (size_t i = 0; i < r->n_mods; i++)
+            if (indivisible(&r->mods[i], gs)) r->mods[i].quantize = false;
+        if (!b.failed)
+            wna16_log(r->d, WNA16_LOG_WARN,
+                      "group size %lld does not divide the input features of %s: left unquantized "
+                      "(in the ignore list)",
+                      (long long)gs, b.data);
+        wna16_buf_free(&b);
+        return WNA16_OK;
+    }
+    wna16_buf_printf(&b, "; group sizes that divide every input: ");
+    list_working_sizes(r, &b);
+    wna16_status s = b.failed ? wna16_fail(r->d, WNA16_ERR_OUT_OF_MEMORY, "group size check")
+                              : wna16_fail(r->d, WNA16_ERR_GROUP_SIZE,
+                                           "%s: group size %lld does not divide the input features of %s; "
+                                           "or leave those linears unquantized with --skip-indivisible",
+                                           r->o->src, (long long)gs, b.data);
+    wna16_buf_free(&b);
+    return s;
+}
+
 static wna16_status plan(qrun *r) {
     const wna16_quantize_opts *o = r->o;
     static const char *const defaults[] = {"lm_head", "re:.*mlp.gate$", "re:.*mlp.shared_expert_gate$",
@@ -370,16 +453,9 @@ static wna16_status plan(qrun *r) {
             WNA16_TRY(pattern_match(r->d, defaults[p], m->name, &hit));
         for (size_t p = 0; !hit && p < o->n_ignore; p++) WNA16_TRY(pattern_match(r->d, o->ignore[p], m->name, &hit));
         if (hit) q->quantize = false;
-        int64_t gs = o->group_size > 0 ? o->group_size : m->in;
-        if (q->quantize && m->in % gs) {
-            wna16_log(r->d, WNA16_LOG_WARN,
-                      "%s has %lld input features, not a multiple of the group size %lld: left "
-                      "unquantized (in the ignore list)",
-                      m->name, (long long)m->in, (long long)gs);
-            q->quantize = false;
-        }
     }
     qsort(r->mods, r->n_mods, sizeof *r->mods, cmp_mod);
+    WNA16_TRY(check_divisible(r));
     /* the explicit ignore list: layers in order, then the rest (lm_head) */
     wna16_quantize_report *rep = r->rep;
     rep->ignored = wna16_calloc(r->n_mods + 2, sizeof *rep->ignored);

@@ -58,7 +58,8 @@ static wna16_status map_options(wna16_diag *d, const wna16_quantize_options *o,
                                .n_ignore = o->n_ignore,
                                .progress = true,
                                .threads = o->threads,
-                               .max_shard_bytes = o->max_shard_bytes};
+                               .max_shard_bytes = o->max_shard_bytes,
+                               .skip_indivisible = o->skip_indivisible};
     WNA16_TRY(map_scheme(d, o->scheme, q));
     return map_method(d, o, q);
 }
