@@ -4,7 +4,7 @@
 # (multiarch). Safe to run again: apt skips what is already there.
 set -euo pipefail
 PACKAGES=(gcc-aarch64-linux-gnu libc6-arm64-cross qemu-user
-          libjansson-dev:arm64 libpcre2-dev:arm64 libutf8proc-dev:arm64)
+          libjansson-dev:arm64 libpcre2-dev:arm64 libutf8proc-dev:arm64 libgomp1:arm64)
 missing=()
 for p in "${PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
