@@ -43,7 +43,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         FUZZ_CHECK(p.sampler.repetition_penalty > 0);
         FUZZ_CHECK(fabsf(p.presence_penalty) <= 2 && fabsf(p.frequency_penalty) <= 2);
         FUZZ_CHECK(p.sampler.top_k >= -1);
-        FUZZ_CHECK(p.max_tokens == -1 || p.max_tokens >= 1);
+        /* 0 only where it means "score the prompt": completions with echo */
+        FUZZ_CHECK(p.max_tokens == -1 || p.max_tokens >= 1 ||
+                   (p.max_tokens == 0 && !chat && info.echo));
+        FUZZ_CHECK(!p.prompt_logprobs || (info.echo && p.top_logprobs >= 0));
         FUZZ_CHECK(p.min_tokens >= 0);
         FUZZ_CHECK(p.top_logprobs >= -1 && p.top_logprobs <= 20);
         FUZZ_CHECK(p.n_stop <= 16);
