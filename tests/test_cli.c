@@ -55,5 +55,12 @@ int main(void) {
     CHECK(run("synth --help") == 0 && strstr(out, "--tokenizer") && run("demo --help") == 0 &&
           run("logits --help") == 0);
     CHECK(run("logits --model tests/data/models/qwen3_w4a16 --ids 1,2,3 --top 1") == 0);
+    /* bench step: one result per batch size, each with its roofline and phases */
+    CHECK(run("bench step --help") == 0 && strstr(out, "roofline"));
+    CHECK(run("bench step --model tests/data/models/qwen3_w4a16 --batch 1,3 --context 5 --steps 5 "
+              "--breakdown --json") == 0);
+    CHECK(strstr(out, "\"batch\": 1, \"step_ms\"") && strstr(out, "\"batch\": 3, \"step_ms\""));
+    CHECK(strstr(out, "\"roofline_fraction\"") && strstr(out, "\"lm_head\"") &&
+          strstr(out, "]}\n"));
     TEST_MAIN_END();
 }

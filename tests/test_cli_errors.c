@@ -123,6 +123,11 @@ static const bad_case cases[] = {
     {"bench model --model %2$s/none", 1, "ERR_IO"},
     {"bench model --model " QW " --prompt 0", 2, "--prompt"},
     {"bench model --model " QW " --prompt 5000", 1, "ERR_CONTEXT_OVERFLOW"},
+    {"bench step --model %2$s/none", 1, "ERR_IO"},
+    {"bench step --model " QW " --batch 0", 2, "--batch"},
+    {"bench step --model " QW " --steps x", 2, "--steps"},
+    {"bench step --model " QW " --context 5000", 1, "ERR_CONTEXT_OVERFLOW"},
+    {"bench step", 2, "usage: wna16 bench step"},
     {"bench comm --tp 0", 2, "--tp"},
     {"bench nothing", 2, "nothing"},
     /* options of every command */

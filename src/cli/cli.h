@@ -15,6 +15,7 @@ int wna16_cmd_generate(int argc, char **argv);
 int wna16_cmd_synth(int argc, char **argv);
 int wna16_cmd_demo(int argc, char **argv);
 int wna16_bench_model(int argc, char **argv);
+int wna16_bench_step(int argc, char **argv);
 int wna16_bench_comm(int argc, char **argv);
 int wna16_cmd_bench(int argc, char **argv);
 int wna16_cmd_tokenize(int argc, char **argv);

@@ -437,6 +437,7 @@ static const bench_mode bench_modes[] = {
     {"gemm", bench_gemm, "WNA16 linear y = x·Wᵀ, decode and prefill shapes"},
     {"dense", wna16_bench_dense, "dense bf16-weight linear (lm_head, bf16 models) vs FMA peak"},
     {"model", wna16_bench_model, "whole-model prefill and decode vs. bandwidth and bf16 peak"},
+    {"step", wna16_bench_step, "the batched decode step a server runs, vs its roofline"},
     {"moe", wna16_bench_moe, "fused MoE layer, Qwen3-30B-A3B shapes, cold weights"},
     {"comm", wna16_bench_comm,
      "the TP all-reduce alone (threads, or one rank per process under mpirun)"},

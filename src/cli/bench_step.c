@@ -1,0 +1,239 @@
+/* `wna16 bench step`: the batched decode step a server runs, without the
+ * server. B sequences, each prefilled with its own random prompt, then
+ * decode steps of B rows (one token of every sequence) through
+ * wna16_batch_eval and a paged KV cache, as `wna16 serve` runs them. Each
+ * step is held to its roofline, the same one the server's /metrics report
+ * (server/engine.c: max(bytes of the distinct weights the step reads /
+ * read bandwidth, FLOPs / compute peak)), with the bandwidth sampled around
+ * every window of steps; --breakdown shows where a step's time goes. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/cli.h"
+#include "kernels/machine_limits.h"
+#include "model/model.h"
+#include "server/engine.h"
+
+static void step_help(FILE *f) {
+    fprintf(f,
+            "usage: wna16 bench step --model DIR [--batch LIST] [--context N] [--steps N]\n"
+            "                        [--threads T] [--breakdown] [--json]\n\n"
+            "Times the batched decode step `wna16 serve` runs: for each B of --batch (default\n"
+            "1,4,16,32), B sequences each prefilled with its own random --context-token prompt\n"
+            "(default 128), then --steps (default 16) steps of B rows, one greedy token per\n"
+            "sequence, through the paged KV cache. Reports ms per step, rows/s, and the step's\n"
+            "roofline: max(bytes of the distinct weights it reads / read bandwidth, its FLOPs /\n"
+            "the compute peak), the expected distinct experts of B random top-k routings, the\n"
+            "bandwidth sampled around every 4-step window (the fraction is roofline time /\n"
+            "step time, as `bench serve` reports from the server's /metrics). --breakdown adds\n"
+            "ms per step by forward phase (norms, q|k|v, RoPE and cache, attention, o_proj,\n"
+            "MLP/MoE, lm_head, other).\n");
+}
+
+typedef struct step_args {
+    const char *dir;
+    long batch[16];
+    int n_batch;
+    long context, steps, threads;
+    bool breakdown, json;
+} step_args;
+
+static int parse(int argc, char **argv, step_args *a) {
+    *a = (step_args){.batch = {1, 4, 16, 32}, .n_batch = 4, .context = 128, .steps = 16};
+    for (int i = 1; i < argc; i++) {
+        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (cli_is_help(argv[i]))
+            return step_help(stdout), 0;
+        else if (!strcmp(argv[i], "--model") && v)
+            a->dir = argv[++i];
+        else if (!strcmp(argv[i], "--batch")) {
+            if (!cli_parse_list("--batch", v, 1, 256, a->batch, &a->n_batch, 16)) return 2;
+            i++;
+        } else if (!strcmp(argv[i], "--context")) {
+            if (!cli_parse_int("--context", v, 1, 1 << 16, &a->context)) return 2;
+            i++;
+        } else if (!strcmp(argv[i], "--steps")) {
+            if (!cli_parse_int("--steps", v, 1, 1 << 16, &a->steps)) return 2;
+            i++;
+        } else if (!strcmp(argv[i], "--threads")) {
+            if (!cli_parse_int("--threads", v, 1, 1024, &a->threads)) return 2;
+            i++;
+        } else if (!strcmp(argv[i], "--breakdown"))
+            a->breakdown = true;
+        else if (!strcmp(argv[i], "--json"))
+            a->json = true;
+        else {
+            fprintf(stderr, "wna16 bench step: unexpected argument '%s'\n", argv[i]);
+            return 2;
+        }
+    }
+    if (!a->dir) return step_help(stderr), 2;
+    return -1;
+}
+
+/* The roofline of the model's steps on this machine (as cmd_serve.c's,
+ * bandwidth filled in per window). */
+static srv_roofline roofline_of(const wna16_model *m, double peak) {
+    cli_model_costs c;
+    cli_model_costs_get(m, &c);
+    return (srv_roofline){
+        .peak_gflops = peak,
+        .dense_bytes = c.dense_bytes,
+        .expert_bytes = c.expert_bytes,
+        .n_experts = (double)c.n_experts,
+        .top_k = (double)c.top_k,
+        .row_flops = 2 * (c.dense_params + (c.n_experts ? c.expert_params * (double)c.top_k /
+                                                              (double)c.n_experts
+                                                        : 0)),
+        .logit_flops = 2 * c.head_params};
+}
+
+typedef struct step_result {
+    long batch;
+    double step_s, roof_s; /* summed over the steps */
+    double bw_lo, bw_hi;
+    double phase_s[WNA16_PHASES];
+} step_result;
+
+static int32_t argmax(const float *v, int64_t n) {
+    int32_t best = 0;
+    for (int64_t i = 1; i < n; i++)
+        if (v[i] > v[best]) best = (int32_t)i;
+    return best;
+}
+
+/* Prefill B sequences (one call each), then the timed steps. */
+static wna16_status run_batch(wna16_ctx *ctx, wna16_model *m, const step_args *a, long B,
+                              srv_roofline roof, step_result *res) {
+    int64_t V = m->cfg.vocab_size, per_seq = a->context + a->steps + 1;
+    wna16_kv_cache_options o;
+    wna16_kv_cache_options_init(&o);
+    o.max_seqs = (int32_t)B;
+    o.n_blocks = B * ((per_seq + WNA16_KV_BLOCK_SIZE - 1) / WNA16_KV_BLOCK_SIZE + 1);
+    o.max_batch_tokens = a->context > B ? a->context : B;
+    wna16_kv_cache *cache = NULL;
+    wna16_status s = wna16_kv_cache_create(ctx, m, &o, &cache);
+    if (s != WNA16_OK) return s;
+    wna16_batch_token *rows = calloc((size_t)o.max_batch_tokens, sizeof *rows);
+    float *logits = malloc((size_t)(V * B) * sizeof *logits);
+    int32_t *next = calloc((size_t)B, sizeof *next);
+    if (!rows || !logits || !next) s = WNA16_ERR_OUT_OF_MEMORY;
+    uint64_t r = 42;
+    for (long q = 0; s == WNA16_OK && q < B; q++) {
+        for (long i = 0; i < a->context; i++) {
+            r = r * 6364136223846793005ull + 1442695040888963407ull;
+            rows[i] = (wna16_batch_token){.id = (int32_t)((r >> 33) % (uint64_t)V),
+                                          .seq = (int32_t)q,
+                                          .logits = i + 1 == a->context};
+        }
+        s = wna16_batch_eval(ctx, m, cache, rows, a->context, logits);
+        next[q] = argmax(logits, V);
+    }
+    *res = (step_result){.batch = B};
+    cli_bw_rounds bwr;
+    if (s == WNA16_OK) {
+        wna16_model_profile_enable(m, a->breakdown);
+        cli_bw_rounds_start(&bwr, m->threads);
+    }
+    for (long done = 0; s == WNA16_OK && done < a->steps; done += 4) {
+        long n = a->steps - done < 4 ? a->steps - done : 4;
+        double t_window = 0;
+        for (long k = 0; s == WNA16_OK && k < n; k++) {
+            for (long q = 0; q < B; q++)
+                rows[q] = (wna16_batch_token){.id = next[q], .seq = (int32_t)q, .logits = true};
+            double t0 = cli_now();
+            s = wna16_batch_eval(ctx, m, cache, rows, B, logits);
+            t_window += cli_now() - t0;
+            for (long q = 0; q < B; q++) next[q] = argmax(logits + q * V, V);
+        }
+        roof.read_gbs = cli_bw_rounds_next(&bwr);
+        res->step_s += t_window;
+        res->roof_s += (double)n * srv_roofline_seconds(&roof, B, B);
+    }
+    if (s == WNA16_OK) {
+        res->bw_lo = bwr.lo, res->bw_hi = bwr.hi;
+        const wna16_model_profile *p = wna16_model_profile_get(m);
+        for (int i = 0; i < WNA16_PHASES; i++) res->phase_s[i] = p->seconds[B > 1][i];
+        wna16_model_profile_enable(m, false);
+    }
+    free(rows), free(logits), free(next);
+    wna16_kv_cache_free(cache);
+    return s;
+}
+
+static void print_result(const step_args *a, const step_result *r) {
+    double ms = 1e3 * r->step_s / (double)a->steps, roof = 1e3 * r->roof_s / (double)a->steps;
+    printf("B=%-3ld %8.2f ms/step %8.1f rows/s   roofline %7.2f ms = %5.1f%% (read %.1f-%.1f "
+           "GB/s)\n",
+           r->batch, ms, (double)r->batch * a->steps / r->step_s, roof, 100 * roof / ms,
+           r->bw_lo, r->bw_hi);
+    if (!a->breakdown) return;
+    for (int i = 0; i < WNA16_PHASES; i++)
+        printf("        %-12s %8.3f ms %5.1f%%\n", wna16_phase_name((wna16_phase)i),
+               1e3 * r->phase_s[i] / (double)a->steps, 100 * r->phase_s[i] / r->step_s);
+}
+
+static void print_json(const step_args *a, const step_result *r, bool first) {
+    double ms = 1e3 * r->step_s / (double)a->steps, roof = 1e3 * r->roof_s / (double)a->steps;
+    printf("%s{\"batch\": %ld, \"step_ms\": %.4f, \"rows_per_s\": %.2f, \"roofline_ms\": %.4f, "
+           "\"roofline_fraction\": %.4f, \"read_bw_min_gbs\": %.2f, \"read_bw_max_gbs\": %.2f",
+           first ? "" : ", ", r->batch, ms, (double)r->batch * a->steps / r->step_s, roof,
+           roof / ms, r->bw_lo, r->bw_hi);
+    if (a->breakdown) {
+        printf(", \"breakdown_ms_per_step\": {");
+        for (int i = 0; i < WNA16_PHASES; i++)
+            printf("%s\"%s\": %.4f", i ? ", " : "", wna16_phase_name((wna16_phase)i),
+                   1e3 * r->phase_s[i] / (double)a->steps);
+        printf("}");
+    }
+    printf("}");
+}
+
+int wna16_bench_step(int argc, char **argv) {
+    step_args a;
+    int rc = parse(argc, argv, &a);
+    if (rc >= 0) return rc;
+    wna16_ctx *ctx;
+    if (wna16_ctx_create(&ctx) != WNA16_OK) return 1;
+    cli_install_hooks(ctx, !a.json);
+    wna16_model_options o = {.threads = (int)a.threads,
+                             .context = a.context + a.steps + 1,
+                             .progress = !a.json};
+    wna16_model *m = NULL;
+    wna16_status s = wna16_model_load(ctx, a.dir, &o, &m);
+    if (s != WNA16_OK) {
+        rc = cli_fail("bench step", ctx, s);
+        wna16_ctx_free(ctx);
+        return rc;
+    }
+    const char *kind = NULL;
+    double bw = wna16_measure_read_bw(m->threads, (size_t)1 << 30, 3);
+    double peak = cli_compute_peak(m->threads, &kind);
+    srv_roofline roof = roofline_of(m, peak);
+    if (a.json)
+        printf("{\"model\": \"%s\", \"threads\": %d, \"read_bw_gbs\": %.2f, \"compute_peak\": "
+               "%s%s%s, \"compute_peak_gflops\": %.1f, \"context\": %ld, \"steps\": %ld, "
+               "\"results\": [",
+               a.dir, m->threads, bw, kind ? "\"" : "", kind ? kind : "null", kind ? "\"" : "",
+               peak, a.context, a.steps);
+    else
+        printf("machine: %d threads, read bandwidth %.2f GB/s, %s peak %.1f GFLOP/s\n"
+               "model:   %s; each sequence %ld prompt tokens, then %ld steps\n",
+               m->threads, bw, kind ? kind : "no compute", peak, a.dir, a.context, a.steps);
+    for (int i = 0; s == WNA16_OK && i < a.n_batch; i++) {
+        step_result r;
+        s = run_batch(ctx, m, &a, a.batch[i], roof, &r);
+        if (s != WNA16_OK) break;
+        if (a.json)
+            print_json(&a, &r, i == 0);
+        else
+            print_result(&a, &r);
+        fflush(stdout);
+    }
+    if (a.json && s == WNA16_OK) printf("]}\n");
+    rc = s == WNA16_OK ? 0 : cli_fail("bench step", ctx, s);
+    wna16_model_free(m);
+    wna16_ctx_free(ctx);
+    return rc;
+}
