@@ -78,6 +78,18 @@ static void test_dense_leaves(void) {
                           levels[l].name, (long long)k, (long long)m, a[0], b[0]);
             }
         }
+        /* the row kernel (m = 1): x packed once, the dot's bits */
+        if (have(WNA16_ISA_AVX2) && wna16_kernels_at(WNA16_ISA_AVX2)->dense_row) {
+            const wna16_kernel_table *kt = wna16_kernels_at(WNA16_ISA_AVX2);
+            static _Alignas(32) float xq[KMAX + 64];
+            kt->dense_pack_xq(x, k, xq);
+            CHECK(kt->dense_xq_bytes(k) <= sizeof xq && kt->dense_xq_bytes(k) % 256 == 0);
+            wna16_dense_dot__ref(w, k, x, LDX, 1, a);
+            float bias = 0.25f;
+            kt->dense_row(w, 1, k, k, &bias, xq, b);
+            CHECK_MSG(b[0] == a[0] + bias, "dense row avx2 k=%lld: %g vs %g", (long long)k,
+                      b[0], a[0] + bias);
+        }
     }
 }
 

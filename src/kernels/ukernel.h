@@ -210,6 +210,10 @@ typedef struct wna16_kernel_table {
     wna16_dense_pack_x_fn dense_pack_x;
     wna16_dense_xp_bytes_fn dense_xp_bytes;
     int64_t dense_tile_rows, dense_tile_min_m;
+    /* the dense linear for m = 1 (NULL: the dot) */
+    wna16_dense_row_fn dense_row;
+    wna16_dense_pack_xq_fn dense_pack_xq;
+    wna16_dense_xq_bytes_fn dense_xq_bytes;
     /* attention (kernels/attn.h) for head sizes with hd % attn_hd_mult == 0
      * and hd <= attn_hd_max; other sizes take the next lower level's leaf
      * (wna16_attn_group walks down; the reference takes every even hd) */

@@ -127,6 +127,80 @@ void wna16_dense_dot__avx2(const uint16_t *w, int64_t k, const float *x, int64_t
     }
 }
 
+/* ------------------------------------------------------------ one row
+ *
+ * m = 1 (decode: lm_head, routers) over a chunk of outputs. The dot above
+ * widens 8 bf16 per instruction pair (vpmovzxwd, then a shift); here one
+ * 32-byte load of 16 bf16 is widened by vpunpck{l,h}wd with zero, which
+ * puts each bf16 in the high half of a 32-bit lane: exactly its fp32. The
+ * unpacks take lanes {0-3, 8-11} and {4-7, 12-15} of the 16, so x is
+ * packed once per call in that order (its middle quarters swapped, zero
+ * past k) and each accumulator lane still holds one partial c % 64 in
+ * order c; the fold below regroups the lanes to the reference's tree. Per
+ * 64 weights: 4 weight loads, 8 unpacks, 8 FMAs with their x loads, where
+ * the dot issues 8 + 8 loads and 8 widenings + 8 shifts. */
+size_t wna16_dense_xq_bytes__avx2(int64_t k) { return (size_t)((k + 63) / 64 * 64) * sizeof(float); }
+
+void wna16_dense_pack_xq__avx2(const float *x, int64_t k, float *xq) {
+    int64_t kp = (k + 63) / 64 * 64;
+    for (int64_t c = 0; c < kp; c++) {
+        int64_t j = c % 16, q = j / 4;
+        int64_t src = c - j + (q == 1 ? j + 4 : q == 2 ? j - 4 : j); /* quarters 1 and 2 swap */
+        xq[c] = src < k ? x[src] : 0.0f;
+    }
+}
+
+/* Prefetch distance of the row kernel, into L2. */
+#define ROW_PREFETCH 4096
+
+INLINE void row_step(const uint16_t *w, const float *xq, __m256 acc[8]) {
+    const __m256i zero = _mm256_setzero_si256();
+    for (int q = 0; q < 4; q++) {
+        __m256i v = _mm256_loadu_si256((const __m256i *)(w + 16 * q));
+        __m256 lo = _mm256_castsi256_ps(_mm256_unpacklo_epi16(zero, v));
+        __m256 hi = _mm256_castsi256_ps(_mm256_unpackhi_epi16(zero, v));
+        acc[2 * q] = _mm256_fmadd_ps(lo, _mm256_load_ps(xq + 16 * q), acc[2 * q]);
+        acc[2 * q + 1] = _mm256_fmadd_ps(hi, _mm256_load_ps(xq + 16 * q + 8), acc[2 * q + 1]);
+    }
+}
+
+/* acc[2q] holds partials 16q + {0-3, 8-11}, acc[2q + 1] 16q + {4-7, 12-15}:
+ * even = the reference's 16-lane vector at lanes {0-3, 8-11}, odd at the
+ * rest; its 8-wide step is then each one's halves added, and the 4-wide
+ * step the two results added. */
+INLINE float fold_unpacked(const __m256 a[8]) {
+    __m256 even = _mm256_add_ps(_mm256_add_ps(a[0], a[2]), _mm256_add_ps(a[4], a[6]));
+    __m256 odd = _mm256_add_ps(_mm256_add_ps(a[1], a[3]), _mm256_add_ps(a[5], a[7]));
+    __m128 e = _mm_add_ps(_mm256_castps256_ps128(even), _mm256_extractf128_ps(even, 1));
+    __m128 o = _mm_add_ps(_mm256_castps256_ps128(odd), _mm256_extractf128_ps(odd, 1));
+    __m128 q = _mm_add_ps(e, o);
+    q = _mm_add_ps(q, _mm_movehl_ps(q, q));
+    q = _mm_add_ss(q, _mm_movehdup_ps(q));
+    return _mm_cvtss_f32(q);
+}
+
+INLINE float row_dot(const uint16_t *w, int64_t k, const float *xq) {
+    __m256 acc[8];
+    for (int p = 0; p < 8; p++) acc[p] = _mm256_setzero_ps();
+    int64_t c = 0;
+    for (; c + 64 <= k; c += 64) {
+        _mm_prefetch((const char *)(w + c) + ROW_PREFETCH, _MM_HINT_T1);
+        _mm_prefetch((const char *)(w + c) + ROW_PREFETCH + 64, _MM_HINT_T1);
+        row_step(w + c, xq + c, acc);
+    }
+    if (c < k) { /* the last, partial step: zero weights against xq's zeros */
+        uint16_t tail[64] = {0};
+        memcpy(tail, w + c, (size_t)(k - c) * sizeof *w);
+        row_step(tail, xq + c, acc);
+    }
+    return fold_unpacked(acc);
+}
+
+void wna16_dense_row__avx2(const uint16_t *w, int64_t n, int64_t k, int64_t k_stride,
+                           const float *bias, const float *xq, float *y) {
+    for (int64_t o = 0; o < n; o++) y[o] = row_dot(w + o * k_stride, k, xq) + (bias ? bias[o] : 0.0f);
+}
+
 /* ------------------------------------------------------------ prefill tiles
  *
  * Many rows: the 8 partial vectors of a (row, output) pair are independent
