@@ -78,17 +78,22 @@ static void test_dense_leaves(void) {
                           levels[l].name, (long long)k, (long long)m, a[0], b[0]);
             }
         }
-        /* the row kernel (m = 1): x packed once, the dot's bits */
-        if (have(WNA16_ISA_AVX2) && wna16_kernels_at(WNA16_ISA_AVX2)->dense_row) {
+        /* the row kernel (m <= 4): x packed once, the dot's bits */
+        if (have(WNA16_ISA_AVX2) && wna16_kernels_at(WNA16_ISA_AVX2)->dense_rows) {
             const wna16_kernel_table *kt = wna16_kernels_at(WNA16_ISA_AVX2);
-            static _Alignas(32) float xq[KMAX + 64];
-            kt->dense_pack_xq(x, k, xq);
-            CHECK(kt->dense_xq_bytes(k) <= sizeof xq && kt->dense_xq_bytes(k) % 256 == 0);
-            wna16_dense_dot__ref(w, k, x, LDX, 1, a);
-            float bias = 0.25f;
-            kt->dense_row(w, 1, k, k, &bias, xq, b);
-            CHECK_MSG(b[0] == a[0] + bias, "dense row avx2 k=%lld: %g vs %g", (long long)k,
-                      b[0], a[0] + bias);
+            static _Alignas(32) float xq[4 * (KMAX + 64)];
+            float bias = 0.25f, y[4 * 3];
+            for (int64_t m = 1; m <= kt->dense_rows_max_m; m++) {
+                CHECK(kt->dense_xq_bytes(m, k) <= sizeof xq && kt->dense_xq_bytes(m, k) % 256 == 0);
+                kt->dense_pack_xq(x, LDX, m, k, xq);
+                wna16_dense_dot__ref(w, k, x, LDX, m, a);
+                memset(y, 0xff, sizeof y);
+                kt->dense_rows(w, 1, k, k, &bias, m, xq, y, 3);
+                for (int64_t i = 0; i < m; i++)
+                    CHECK_MSG(y[3 * i] == a[i] + bias && ((uint32_t *)y)[3 * i + 1] == 0xffffffffu,
+                              "dense rows avx2 k=%lld m=%lld row %lld: %g vs %g", (long long)k,
+                              (long long)m, (long long)i, y[3 * i], a[i] + bias);
+            }
         }
     }
 }

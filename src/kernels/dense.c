@@ -36,7 +36,7 @@ void wna16_dense_block__dot(const uint16_t *w, int64_t n, int64_t k, int64_t k_s
 /* Scratch kept per thread between calls, grown as needed: blocks this
  * large are fresh pages from the OS on every malloc (glibc maps them), and
  * faulting them in costs a small call more than it computes. Slot 0: a
- * worker's tile workspace (under 1 MiB for k <= 4096) or its packed x row; slot 1: the
+ * worker's tile workspace (under 1 MiB for k <= 4096) or its packed x rows; slot 1: the
  * caller's packed x (at most DENSE_XP_BYTES). Freed when the thread ends. */
 typedef struct scratch {
     void *p[2];
@@ -88,12 +88,22 @@ static void thread_chunks(wna16_split_share *shares, int n_threads, int64_t chun
                           const wna16_kernel_table *kt, const dense_args *a, int64_t i0,
                           int64_t rows, const void *xp) {
     void *ws = xp ? scratch_get(0, kt->dense_tiles_ws(chunk, a->k)) : NULL;
-    /* one row: x packed once per thread for the level's row kernel */
+    /* few rows: x packed once per thread for the level's row kernel, in
+     * one or two groups of at most dense_rows_max_m rows */
     float *xq = NULL;
-    if (!xp && rows == 1 && kt->dense_row) {
-        void *heap = scratch_get(0, kt->dense_xq_bytes(a->k) + 32);
+    int64_t groups = 0, per = 0;
+    size_t xqb = 0;
+    if (!xp && kt->dense_rows && rows > 0 && rows <= 2 * kt->dense_rows_max_m) {
+        groups = (rows + kt->dense_rows_max_m - 1) / kt->dense_rows_max_m;
+        per = (rows + groups - 1) / groups;
+        xqb = (kt->dense_xq_bytes(per, a->k) + 31) & ~(size_t)31;
+        void *heap = scratch_get(0, (size_t)groups * xqb + 32);
         xq = heap ? (float *)(((uintptr_t)heap + 31) & ~(uintptr_t)31) : NULL;
-        if (xq) kt->dense_pack_xq(a->x + i0 * a->ldx, a->k, xq);
+        for (int64_t g = 0; xq && g < groups; g++) {
+            int64_t r0 = g * per, r = rows - r0 < per ? rows - r0 : per;
+            kt->dense_pack_xq(a->x + (i0 + r0) * a->ldx, a->ldx, r, a->k,
+                              (float *)((char *)xq + (size_t)g * xqb));
+        }
     }
     int t = omp_get_thread_num();
     int64_t o0, o1;
@@ -102,7 +112,12 @@ static void thread_chunks(wna16_split_share *shares, int n_threads, int64_t chun
         const float *bias = a->bias ? a->bias + o0 : NULL;
         float *y = a->y + i0 * a->ldy + o0;
         if (xq)
-            kt->dense_row(w, o1 - o0, a->k, a->k_stride, bias, xq, y);
+            for (int64_t g = 0; g < groups; g++) {
+                int64_t r0 = g * per, r = rows - r0 < per ? rows - r0 : per;
+                kt->dense_rows(w, o1 - o0, a->k, a->k_stride, bias, r,
+                               (const float *)((const char *)xq + (size_t)g * xqb),
+                               y + r0 * a->ldy, a->ldy);
+            }
         else if (ws)
             kt->dense_tiles(w, o1 - o0, a->k, a->k_stride, bias, rows, xp, y, a->ldy, ws);
         else

@@ -55,17 +55,19 @@ void wna16_dense_tiles__avx2(const uint16_t *w, int64_t n, int64_t k, int64_t k_
                              void *ws);
 size_t wna16_dense_tiles_ws__avx2(int64_t n, int64_t k);
 
-/* One row (m = 1) over n outputs, x packed once per call by pack_xq
- * (xq_bytes(k) bytes, 32-byte aligned): the dot's bits, without re-reading
- * x in the dot's order for every output. */
-typedef void (*wna16_dense_pack_xq_fn)(const float *x, int64_t k, float *xq);
-typedef size_t (*wna16_dense_xq_bytes_fn)(int64_t k);
-typedef void (*wna16_dense_row_fn)(const uint16_t *w, int64_t n, int64_t k, int64_t k_stride,
-                                   const float *bias, const float *xq, float *y);
-void wna16_dense_pack_xq__avx2(const float *x, int64_t k, float *xq);
-size_t wna16_dense_xq_bytes__avx2(int64_t k);
-void wna16_dense_row__avx2(const uint16_t *w, int64_t n, int64_t k, int64_t k_stride,
-                           const float *bias, const float *xq, float *y);
+/* Few rows (1 <= m <= dense_rows_max_m) over n outputs, x packed once per
+ * call by pack_xq (xq_bytes(m, k) bytes, 32-byte aligned): the dot's bits,
+ * without re-reading x in the dot's order for every output. */
+typedef void (*wna16_dense_pack_xq_fn)(const float *x, int64_t ldx, int64_t m, int64_t k,
+                                       float *xq);
+typedef size_t (*wna16_dense_xq_bytes_fn)(int64_t m, int64_t k);
+typedef void (*wna16_dense_rows_fn)(const uint16_t *w, int64_t n, int64_t k, int64_t k_stride,
+                                    const float *bias, int64_t m, const float *xq, float *y,
+                                    int64_t ldy);
+void wna16_dense_pack_xq__avx2(const float *x, int64_t ldx, int64_t m, int64_t k, float *xq);
+size_t wna16_dense_xq_bytes__avx2(int64_t m, int64_t k);
+void wna16_dense_rows__avx2(const uint16_t *w, int64_t n, int64_t k, int64_t k_stride,
+                            const float *bias, int64_t m, const float *xq, float *y, int64_t ldy);
 
 /* dense_gemm takes the level's tiles from this many rows (the dot per
  * output below): < 0 restores the level's default (its table's

@@ -109,7 +109,8 @@ static void fill_x86(wna16_kernel_table t) {
     t.dense_xp_bytes = wna16_dense_xp_bytes__avx2;
     t.dense_tile_rows = 16;
     t.dense_tile_min_m = WNA16_DENSE_TILE_MIN_M_AVX2;
-    t.dense_row = wna16_dense_row__avx2;
+    t.dense_rows = wna16_dense_rows__avx2;
+    t.dense_rows_max_m = 4;
     t.dense_pack_xq = wna16_dense_pack_xq__avx2;
     t.dense_xq_bytes = wna16_dense_xq_bytes__avx2;
     t.attn_group = wna16_attn_group__avx2;
@@ -138,7 +139,7 @@ static void fill_x86(wna16_kernel_table t) {
     t.dense_dot = wna16_dense_dot__avx512;
     /* the AVX-512 dot for every m (the AVX2 tiles not measured there) */
     t.dense_tiles = NULL;
-    t.dense_row = NULL;
+    t.dense_rows = NULL;
     t.attn_group = wna16_attn_group__avx512;
     t.attn_hd_mult = 16;
     tables[WNA16_ISA_AVX512] = t;

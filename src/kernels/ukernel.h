@@ -210,8 +210,9 @@ typedef struct wna16_kernel_table {
     wna16_dense_pack_x_fn dense_pack_x;
     wna16_dense_xp_bytes_fn dense_xp_bytes;
     int64_t dense_tile_rows, dense_tile_min_m;
-    /* the dense linear for m = 1 (NULL: the dot) */
-    wna16_dense_row_fn dense_row;
+    /* the dense linear for m <= dense_rows_max_m (NULL: the dot) */
+    wna16_dense_rows_fn dense_rows;
+    int64_t dense_rows_max_m;
     wna16_dense_pack_xq_fn dense_pack_xq;
     wna16_dense_xq_bytes_fn dense_xq_bytes;
     /* attention (kernels/attn.h) for head sizes with hd % attn_hd_mult == 0
@@ -259,9 +260,12 @@ void wna16_dequant_q8_bf16_16__avx512bf16(const wna16_block_layout *, const uint
 void wna16_gemm_bf16_12x32__avx512bf16(size_t, int64_t, int64_t, const uint32_t *, const uint16_t *,
                                        const float *, float *);
 
-/* Rows from which the AVX2 dense linear takes its register tiles. */
+/* Rows from which the AVX2 dense linear takes its register tiles (fewer:
+ * the row kernel, in two groups above 4 rows). lm_head shape (2048 x
+ * 151936, 2 threads, Zen 1): rows 68 / 86 / 123 ms at m = 4 / 6 / 8,
+ * tiles 75 / 123 / 109. */
 #ifndef WNA16_DENSE_TILE_MIN_M_AVX2
-#define WNA16_DENSE_TILE_MIN_M_AVX2 4
+#define WNA16_DENSE_TILE_MIN_M_AVX2 7
 #endif
 
 /* Rows per tile of the AVX2 int16 prefill micro-kernel. */

@@ -127,45 +127,86 @@ void wna16_dense_dot__avx2(const uint16_t *w, int64_t k, const float *x, int64_t
     }
 }
 
-/* ------------------------------------------------------------ one row
+/* ------------------------------------------------------------ few rows
  *
- * m = 1 (decode: lm_head, routers) over a chunk of outputs. The dot above
- * widens 8 bf16 per instruction pair (vpmovzxwd, then a shift); here one
- * 32-byte load of 16 bf16 is widened by vpunpck{l,h}wd with zero, which
- * puts each bf16 in the high half of a 32-bit lane: exactly its fp32. The
- * unpacks take lanes {0-3, 8-11} and {4-7, 12-15} of the 16, so x is
- * packed once per call in that order (its middle quarters swapped, zero
- * past k) and each accumulator lane still holds one partial c % 64 in
- * order c; the fold below regroups the lanes to the reference's tree. Per
- * 64 weights: 4 weight loads, 8 unpacks, 8 FMAs with their x loads, where
- * the dot issues 8 + 8 loads and 8 widenings + 8 shifts. */
-size_t wna16_dense_xq_bytes__avx2(int64_t k) { return (size_t)((k + 63) / 64 * 64) * sizeof(float); }
+ * m <= 4 (decode: lm_head, routers; small batched steps) over a chunk of
+ * outputs. The dot above widens 8 bf16 per instruction pair (vpmovzxwd,
+ * then a shift); here one 32-byte load of 16 bf16 is widened by
+ * vpunpck{l,h}wd with zero, which puts each bf16 in the high half of a
+ * 32-bit lane: exactly its fp32. The unpacks take lanes {0-3, 8-11} and
+ * {4-7, 12-15} of the 16, so x is packed once per call in that order (the
+ * middle quarters of every 16 swapped, zero past k) and each accumulator
+ * lane still holds one partial c % 64 in order c; the fold regroups the
+ * lanes to the reference's tree.
+ *
+ * Packed x: for each 64-element step, for each quarter q (16 elements),
+ * the rows' 16 values one after another, so a pass over quarter q reads
+ * its rows' x contiguously (rows 8 KiB apart in x alias in L1). Rows x 8
+ * accumulators do not fit in 16 registers beyond one row, so the rows run
+ * in passes over quarters (4 per pass for one row, 2 for two, 1 for three
+ * or four): every weight vector is loaded and widened once per pass, the
+ * passes after the first find the weight row (4 KiB at k = 2048) in L1. */
+static int64_t steps64(int64_t k) { return (k + 63) / 64; }
 
-void wna16_dense_pack_xq__avx2(const float *x, int64_t k, float *xq) {
-    int64_t kp = (k + 63) / 64 * 64;
-    for (int64_t c = 0; c < kp; c++) {
+size_t wna16_dense_xq_bytes__avx2(int64_t m, int64_t k) {
+    return (size_t)(steps64(k) * 64 * m) * sizeof(float);
+}
+
+void wna16_dense_pack_xq__avx2(const float *x, int64_t ldx, int64_t m, int64_t k, float *xq) {
+    for (int64_t c = 0; c < steps64(k) * 64; c++) {
         int64_t j = c % 16, q = j / 4;
         int64_t src = c - j + (q == 1 ? j + 4 : q == 2 ? j - 4 : j); /* quarters 1 and 2 swap */
-        xq[c] = src < k ? x[src] : 0.0f;
+        float *dst = xq + (c / 16) * 16 * m + j;
+        for (int64_t i = 0; i < m; i++) dst[16 * i] = src < k ? x[i * ldx + src] : 0.0f;
     }
 }
 
 /* Prefetch distance of the row kernel, into L2. */
 #define ROW_PREFETCH 4096
 
-INLINE void row_step(const uint16_t *w, const float *xq, __m256 acc[8]) {
+/* Quarters [q0, q0 + NQ) of one 64-step for MR rows: xs is the step's x
+ * (4 quarters x MR rows x 16). */
+INLINE void rows_step(const uint16_t *w, const float *xs, const int MR, const int NQ, int q0,
+                      __m256 acc[4][8]) {
     const __m256i zero = _mm256_setzero_si256();
-    for (int q = 0; q < 4; q++) {
+    for (int dq = 0; dq < NQ; dq++) {
+        int q = q0 + dq;
         __m256i v = _mm256_loadu_si256((const __m256i *)(w + 16 * q));
         __m256 lo = _mm256_castsi256_ps(_mm256_unpacklo_epi16(zero, v));
         __m256 hi = _mm256_castsi256_ps(_mm256_unpackhi_epi16(zero, v));
-        acc[2 * q] = _mm256_fmadd_ps(lo, _mm256_load_ps(xq + 16 * q), acc[2 * q]);
-        acc[2 * q + 1] = _mm256_fmadd_ps(hi, _mm256_load_ps(xq + 16 * q + 8), acc[2 * q + 1]);
+        for (int i = 0; i < MR; i++) {
+            const float *xi = xs + (q * MR + i) * 16;
+            acc[i][2 * dq] = _mm256_fmadd_ps(lo, _mm256_load_ps(xi), acc[i][2 * dq]);
+            acc[i][2 * dq + 1] = _mm256_fmadd_ps(hi, _mm256_load_ps(xi + 8), acc[i][2 * dq + 1]);
+        }
     }
 }
 
-/* acc[2q] holds partials 16q + {0-3, 8-11}, acc[2q + 1] 16q + {4-7, 12-15}:
- * even = the reference's 16-lane vector at lanes {0-3, 8-11}, odd at the
+/* part[i][2q], part[i][2q + 1]: partials 16q + {0-3, 8-11} and 16q + {4-7,
+ * 12-15} of row i. */
+INLINE void rows_pass(const uint16_t *w, int64_t k, const float *xq, const int MR, const int NQ,
+                      int q0, __m256 part[4][8]) {
+    __m256 acc[4][8];
+    for (int i = 0; i < MR; i++)
+        for (int p = 0; p < 2 * NQ; p++) acc[i][p] = _mm256_setzero_ps();
+    int64_t c = 0;
+    for (; c + 64 <= k; c += 64) {
+        if (q0 == 0) {
+            _mm_prefetch((const char *)(w + c) + ROW_PREFETCH, _MM_HINT_T1);
+            _mm_prefetch((const char *)(w + c) + ROW_PREFETCH + 64, _MM_HINT_T1);
+        }
+        rows_step(w + c, xq + c * MR, MR, NQ, q0, acc);
+    }
+    if (c < k) { /* the last, partial step: zero weights against xq's zeros */
+        uint16_t tail[64] = {0};
+        memcpy(tail, w + c, (size_t)(k - c) * sizeof *w);
+        rows_step(tail, xq + c * MR, MR, NQ, q0, acc);
+    }
+    for (int i = 0; i < MR; i++)
+        for (int p = 0; p < 2 * NQ; p++) part[i][2 * q0 + p] = acc[i][p];
+}
+
+/* even = the reference's 16-lane vector at lanes {0-3, 8-11}, odd at the
  * rest; its 8-wide step is then each one's halves added, and the 4-wide
  * step the two results added. */
 INLINE float fold_unpacked(const __m256 a[8]) {
@@ -179,26 +220,25 @@ INLINE float fold_unpacked(const __m256 a[8]) {
     return _mm_cvtss_f32(q);
 }
 
-INLINE float row_dot(const uint16_t *w, int64_t k, const float *xq) {
-    __m256 acc[8];
-    for (int p = 0; p < 8; p++) acc[p] = _mm256_setzero_ps();
-    int64_t c = 0;
-    for (; c + 64 <= k; c += 64) {
-        _mm_prefetch((const char *)(w + c) + ROW_PREFETCH, _MM_HINT_T1);
-        _mm_prefetch((const char *)(w + c) + ROW_PREFETCH + 64, _MM_HINT_T1);
-        row_step(w + c, xq + c, acc);
+INLINE void rows_block(const uint16_t *w, int64_t n, int64_t k, int64_t k_stride,
+                       const float *bias, const float *xq, float *y, int64_t ldy, const int MR) {
+    const int NQ = MR == 1 ? 4 : MR == 2 ? 2 : 1;
+    for (int64_t o = 0; o < n; o++) {
+        __m256 part[4][8];
+        for (int q0 = 0; q0 < 4; q0 += NQ) rows_pass(w + o * k_stride, k, xq, MR, NQ, q0, part);
+        for (int i = 0; i < MR; i++) y[i * ldy + o] = fold_unpacked(part[i]) + (bias ? bias[o] : 0.0f);
     }
-    if (c < k) { /* the last, partial step: zero weights against xq's zeros */
-        uint16_t tail[64] = {0};
-        memcpy(tail, w + c, (size_t)(k - c) * sizeof *w);
-        row_step(tail, xq + c, acc);
-    }
-    return fold_unpacked(acc);
 }
 
-void wna16_dense_row__avx2(const uint16_t *w, int64_t n, int64_t k, int64_t k_stride,
-                           const float *bias, const float *xq, float *y) {
-    for (int64_t o = 0; o < n; o++) y[o] = row_dot(w + o * k_stride, k, xq) + (bias ? bias[o] : 0.0f);
+void wna16_dense_rows__avx2(const uint16_t *w, int64_t n, int64_t k, int64_t k_stride,
+                            const float *bias, int64_t m, const float *xq, float *y, int64_t ldy) {
+    switch (m) {
+    case 1: rows_block(w, n, k, k_stride, bias, xq, y, ldy, 1); break;
+    case 2: rows_block(w, n, k, k_stride, bias, xq, y, ldy, 2); break;
+    case 3: rows_block(w, n, k, k_stride, bias, xq, y, ldy, 3); break;
+    case 4: rows_block(w, n, k, k_stride, bias, xq, y, ldy, 4); break;
+    default: break; /* callers give 1..4 rows */
+    }
 }
 
 /* ------------------------------------------------------------ prefill tiles
