@@ -87,12 +87,8 @@ int wna16_bench_dense(int argc, char **argv) {
             ok = cli_parse_int(a, v, 0, 1L << 40, &mm), i++;
             if (ok) wna16_dense_set_tile_min_m(mm);
         } else if (!strcmp(a, "--isa")) {
-            wna16_isa isa;
-            if (!wna16_isa_parse(v, &isa)) {
-                fprintf(stderr, "wna16 bench dense: --isa takes ref, avx2, avx512 or avx512bf16\n");
-                return 2;
-            }
-            wna16_isa_set_cap(isa), i++;
+            if (!cli_set_isa("bench dense", v)) return 2;
+            i++;
         } else {
             fprintf(stderr, "wna16 bench dense: unexpected argument '%s'\n", a);
             dense_help(stderr);

@@ -5,6 +5,7 @@
  * is compute-bound: its FLOPs over the compute peak of the active ISA level
  * (the bf16-dot peak where the level has one, else its fp32 FMA peak). */
 #include "cli/cli.h"
+#include "kernels/gemm.h"
 #include "format/checkpoint.h"
 #include "kernels/machine_limits.h"
 #include "model/model.h"
@@ -18,7 +19,7 @@ static void bench_model_help(FILE *f) {
     fprintf(
         f,
         "usage: wna16 bench model --model DIR [--prompt N] [--decode N] [--threads N] [--tp N] "
-        "[--mpi] [--breakdown] [--json]\n\n"
+        "[--mpi] [--breakdown] [--isa NAME] [--json]\n\n"
         "Prefills a random N-token prompt (default 512) in one pass, then decodes --decode tokens\n"
         "(default 32) greedily, and reports tok/s beside the bandwidth floor (decode) and the\n"
         "compute peak (prefill: the bf16-dot peak, or the fp32 FMA peak on a level without a\n"
@@ -27,7 +28,8 @@ static void bench_model_help(FILE *f) {
         "Under mpirun -np N (or --mpi) each process runs one TP rank (--tp must equal N).\n"
         "--breakdown times each phase of the forward on rank 0 (norms, q|k|v, RoPE and cache,\n"
         "attention, o_proj, MLP/MoE, lm_head, other) and reports prefill ms and decode\n"
-        "ms/token per phase.\n");
+        "ms/token per phase. --isa caps the kernel level (ref, avx2, avx512, avx512bf16; as\n"
+        "WNA16_ISA does); the level is printed with the machine's limits.\n");
 }
 
 static int64_t module_weight_bytes(const wna16_module *m) {
@@ -235,7 +237,10 @@ int wna16_bench_model(int argc, char **argv) {
             mpi = true;
         else if (!strcmp(argv[i], "--breakdown"))
             breakdown = true;
-        else {
+        else if (!strcmp(argv[i], "--isa")) {
+            if (!cli_set_isa("bench model", v)) return 2;
+            i++;
+        } else {
             fprintf(stderr, "wna16 bench model: unexpected argument '%s'\n", argv[i]);
             return 2;
         }
@@ -362,7 +367,8 @@ int wna16_bench_model(int argc, char **argv) {
         double ar_kb_tok = (double)ar_dec.all_reduce_bytes / (double)decode / 1024.0;
         if (json) {
             char fb[32];
-            printf("{\"model\": \"%s\", \"threads\": %d, \"tp\": %ld, \"read_bw_gbs\": %.2f, "
+            printf("{\"model\": \"%s\", \"isa\": \"%s\", \"threads\": %d, \"tp\": %ld, "
+                   "\"read_bw_gbs\": %.2f, "
                    "\"bf16_peak_gflops\": %.1f, \"compute_peak\": %s%s%s, "
                    "\"compute_peak_gflops\": %.1f, "
                    "\"load_seconds\": %.2f, \"prompt_tokens\": %ld, \"prefill_seconds\": %.4f, "
@@ -377,7 +383,7 @@ int wna16_bench_model(int argc, char **argv) {
                    "\"allreduce_prefill_seconds\": %.4f, \"allreduce_prefill_share\": %.4f, "
                    "\"decode_read_bw_gbs\": %.2f, \"read_bw_min_gbs\": %.2f, \"read_bw_max_gbs\": "
                    "%.2f, \"decode_best_window_fraction\": %.4f",
-                   dir, limit_threads, tp, bw, bf16_peak ? peak : 0.0, peak_kind ? "\"" : "",
+                   dir, wna16_isa_name(wna16_isa_active()), limit_threads, tp, bw, bf16_peak ? peak : 0.0, peak_kind ? "\"" : "",
                    peak_kind ? peak_kind : "null", peak_kind ? "\"" : "", peak, load_s, prompt,
                    prefill_s, prompt / prefill_s, prefill_gflops, json_num(fb, prefill_frac, 4),
                    decode, decode_tok_s, c.bytes_per_token, decode_gbs, decode_gbs / decode_bw,
@@ -393,9 +399,10 @@ int wna16_bench_model(int argc, char **argv) {
             }
             printf("}\n");
         } else {
-            printf("machine: %d threads%s, read bandwidth %.2f GB/s, %s peak %.1f GFLOP/s\n",
-                   limit_threads, comm ? " per rank (limits summed over ranks)" : "", bw, peak_name,
-                   peak);
+            printf("machine: %d threads%s, isa %s, read bandwidth %.2f GB/s, %s peak %.1f "
+                   "GFLOP/s\n",
+                   limit_threads, comm ? " per rank (limits summed over ranks)" : "",
+                   wna16_isa_name(wna16_isa_active()), bw, peak_name, peak);
             printf("model:   %s, loaded in %.2fs, peak RSS %.0f MiB\n", dir, load_s,
                    cli_peak_rss_mib());
             printf("prefill: %ld tokens in %.3fs = %.1f tok/s, %.1f GFLOP/s", prompt, prefill_s,

@@ -21,7 +21,7 @@ static void moe_help(FILE *f) {
     fprintf(f,
             "usage: wna16 bench moe [--tokens N[,N...]] [--threads T] [--experts E] [--top-k K]\n"
             "                       [--hidden H] [--inter I] [--bits 4|8] [--group G]\n"
-            "                       [--min-time S] [--json]\n\n"
+            "                       [--isa NAME] [--min-time S] [--json]\n\n"
             "Times one fused MoE layer (router, top-k, grouped experts, combine) per token\n"
             "count, default Qwen3-30B-A3B: H 2048, I 768, 128 experts, top-8, int4 sym g128,\n"
             "tokens 1,8,32,128,512. Weights are random and cold (enough layer copies rotated\n"
@@ -29,7 +29,8 @@ static void moe_help(FILE *f) {
             "run. Reports the best time and, measured in the same run, the fraction of the\n"
             "bandwidth floor (distinct experts' bytes / read bandwidth) and of the bf16-dot\n"
             "peak (2*tokens*top_k*3*H*I / peak). Targets: n=1 >= 90%% of the floor, n=8/32\n"
-            ">= 85%% of the floor, n>=128 >= 60%% of the bf16 peak.\n");
+            ">= 85%% of the floor, n>=128 >= 60%% of the bf16 peak. --isa caps the kernel level\n"
+            "(ref, avx2, avx512, avx512bf16; as WNA16_ISA does).\n");
 }
 
 typedef struct moe_result {
@@ -173,6 +174,10 @@ int wna16_bench_moe(int argc, char **argv) {
                 n_tok++;
             }
             if (!n_tok) return cli_parse_int(a, NULL, 1, 1, &tokens[0]) ? 2 : 2;
+            i++;
+            continue;
+        } else if (!strcmp(a, "--isa")) {
+            if (!cli_set_isa("bench moe", v)) return 2;
             i++;
             continue;
         } else if (!strcmp(a, "--min-time")) {

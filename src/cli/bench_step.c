@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "kernels/gemm.h"
 #include "kernels/machine_limits.h"
 #include "model/model.h"
 #include "server/engine.h"
@@ -18,7 +19,7 @@
 static void step_help(FILE *f) {
     fprintf(f,
             "usage: wna16 bench step --model DIR [--batch LIST] [--context N] [--steps N]\n"
-            "                        [--threads T] [--breakdown] [--json]\n\n"
+            "                        [--threads T] [--isa NAME] [--breakdown] [--json]\n\n"
             "Times the batched decode step `wna16 serve` runs: for each B of --batch (default\n"
             "1,4,16,32), B sequences each prefilled with its own random --context-token prompt\n"
             "(default 128), then --steps (default 16) steps of B rows, one greedy token per\n"
@@ -28,7 +29,8 @@ static void step_help(FILE *f) {
             "bandwidth sampled around every 4-step window (the fraction is roofline time /\n"
             "step time, as `bench serve` reports from the server's /metrics). --breakdown adds\n"
             "ms per step by forward phase (norms, q|k|v, RoPE and cache, attention, o_proj,\n"
-            "MLP/MoE, lm_head, other).\n");
+            "MLP/MoE, lm_head, other). --isa caps the kernel level (ref, avx2, avx512,\n"
+            "avx512bf16; as WNA16_ISA does).\n");
 }
 
 typedef struct step_args {
@@ -58,6 +60,9 @@ static int parse(int argc, char **argv, step_args *a) {
             i++;
         } else if (!strcmp(argv[i], "--threads")) {
             if (!cli_parse_int("--threads", v, 1, 1024, &a->threads)) return 2;
+            i++;
+        } else if (!strcmp(argv[i], "--isa")) {
+            if (!cli_set_isa("bench step", v)) return 2;
             i++;
         } else if (!strcmp(argv[i], "--breakdown"))
             a->breakdown = true;
@@ -212,15 +217,17 @@ int wna16_bench_step(int argc, char **argv) {
     double peak = cli_compute_peak(m->threads, &kind);
     srv_roofline roof = roofline_of(m, peak);
     if (a.json)
-        printf("{\"model\": \"%s\", \"threads\": %d, \"read_bw_gbs\": %.2f, \"compute_peak\": "
+        printf("{\"model\": \"%s\", \"isa\": \"%s\", \"threads\": %d, \"read_bw_gbs\": %.2f, "
+               "\"compute_peak\": "
                "%s%s%s, \"compute_peak_gflops\": %.1f, \"context\": %ld, \"steps\": %ld, "
                "\"results\": [",
-               a.dir, m->threads, bw, kind ? "\"" : "", kind ? kind : "null", kind ? "\"" : "",
+               a.dir, wna16_isa_name(wna16_isa_active()), m->threads, bw, kind ? "\"" : "", kind ? kind : "null", kind ? "\"" : "",
                peak, a.context, a.steps);
     else
-        printf("machine: %d threads, read bandwidth %.2f GB/s, %s peak %.1f GFLOP/s\n"
+        printf("machine: %d threads, isa %s, read bandwidth %.2f GB/s, %s peak %.1f GFLOP/s\n"
                "model:   %s; each sequence %ld prompt tokens, then %ld steps\n",
-               m->threads, bw, kind ? kind : "no compute", peak, a.dir, a.context, a.steps);
+               m->threads, wna16_isa_name(wna16_isa_active()), bw, kind ? kind : "no compute", peak,
+               a.dir, a.context, a.steps);
     for (int i = 0; s == WNA16_OK && i < a.n_batch; i++) {
         step_result r;
         s = run_batch(ctx, m, &a, a.batch[i], roof, &r);

@@ -99,6 +99,10 @@ void cli_bw_rounds_start(cli_bw_rounds *r, int threads);
  * held to (GB/s). */
 double cli_bw_rounds_next(cli_bw_rounds *r);
 
+/* --isa NAME: caps the kernel level for the rest of the process (as
+ * WNA16_ISA does); prints an error naming cmd and returns false if bad. */
+bool cli_set_isa(const char *cmd, const char *text);
+
 /* Parses a duration in (0, 100) seconds; prints an error naming cmd if bad. */
 bool cli_parse_seconds(const char *cmd, const char *flag, const char *text, double *out);
 

@@ -1,4 +1,5 @@
 #include "cli/cli.h"
+#include "kernels/gemm.h"
 #include "kernels/machine_limits.h"
 
 #include <errno.h>
@@ -196,4 +197,14 @@ bool cli_parse_list(const char *flag, const char *text, long lo, long hi, long *
         (*n)++;
     }
     return *n > 0;
+}
+
+bool cli_set_isa(const char *cmd, const char *text) {
+    wna16_isa isa;
+    if (!text || !wna16_isa_parse(text, &isa)) {
+        fprintf(stderr, "wna16 %s: --isa takes ref, avx2, avx512 or avx512bf16\n", cmd);
+        return false;
+    }
+    wna16_isa_set_cap(isa);
+    return true;
 }

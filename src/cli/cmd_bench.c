@@ -158,12 +158,7 @@ static int bench_gemm(int argc, char **argv) {
             wna16_linear_set_decode_max_m(mx);
             i++;
         } else if (!strcmp(a, "--isa")) {
-            wna16_isa isa;
-            if (!wna16_isa_parse(v, &isa)) {
-                fprintf(stderr, "wna16 bench gemm: --isa takes ref, avx2, avx512 or avx512bf16\n");
-                return 2;
-            }
-            wna16_isa_set_cap(isa);
+            if (!cli_set_isa("bench gemm", v)) return 2;
             i++;
         } else {
             fprintf(stderr, "wna16 bench gemm: unexpected argument '%s'\n", a);
