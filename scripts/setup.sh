@@ -6,15 +6,7 @@ PACKAGES=(build-essential cmake pkg-config clang libclang-rt-14-dev
           libjansson-dev libpcre2-dev libutf8proc-dev libomp-dev
           libopenmpi-dev openmpi-bin valgrind help2man python3-venv
           libmicrohttpd-dev libcurl4-openssl-dev curl chromium chromium-driver)
-missing=()
-for p in "${PACKAGES[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-done
-if ((${#missing[@]})); then
-  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO=sudo
-  $SUDO apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}"
-fi
+bash "$(dirname "$0")/apt_install.sh" "${PACKAGES[@]}"
 
 # The Python tests' virtual environment (pinned test dependencies). Skipped
 # with WNA16_NO_VENV=1 (a build-only machine); the Python tests then report
