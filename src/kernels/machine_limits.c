@@ -16,7 +16,6 @@ double wna16_now(void) {
 }
 
 static volatile uint64_t sink_u64;
-static volatile float sink_f32;
 
 double wna16_measure_read_bw(int n_threads, size_t bytes, int reps) {
     if (n_threads <= 0) n_threads = omp_get_max_threads();
@@ -65,6 +64,10 @@ double wna16_measure_read_bw(int n_threads, size_t bytes, int reps) {
     return (double)(words * sizeof(uint64_t)) / best * 1e-9;
 }
 
+#if defined(__x86_64__) || defined(__i386__)
+static volatile float sink_f32;
+
+/* The best of 5 timed runs of a register-resident loop on every thread. */
 static double peak(int n_threads, float (*loop)(int64_t), double flops_per_iter) {
     if (n_threads <= 0) n_threads = omp_get_max_threads();
     const int64_t iters = 4 << 20;
@@ -86,7 +89,6 @@ static double peak(int n_threads, float (*loop)(int64_t), double flops_per_iter)
     return flops_per_iter * (double)iters * n_threads / best * 1e-9;
 }
 
-#if defined(__x86_64__) || defined(__i386__)
 double wna16_measure_bf16_peak(int n_threads) {
     if (wna16_isa_active() < WNA16_ISA_AVX512BF16) return 0.0;
     return peak(n_threads, wna16_peak_bf16_loop__avx512bf16, WNA16_PEAK_BF16_FLOPS);
@@ -104,7 +106,6 @@ double wna16_measure_fma_peak(int n_threads) {
 /* No peak loop for this target yet: 0 means "unknown" to every caller. */
 double wna16_measure_bf16_peak(int n_threads) {
     (void)n_threads;
-    (void)peak;
     return 0.0;
 }
 
