@@ -201,6 +201,19 @@ def test_echo_logprobs_score_the_prompt(client, server, model_dir):
     assert st == 400 and "unless 'echo' is true" in b["error"]["message"]
 
 
+def test_concurrent_scored_prompts(client, server):
+    # three scored prompts at once share one step's 32 prompt-logits rows: a
+    # request left without rows in a step waits for the next (engine.c
+    # build_rows), and each gets the logprobs it gets alone
+    prompts = [SHARED + f"Question {i}: what comes after {i}?" for i in range(3)]
+    kw = dict(model="demo", max_tokens=0, echo=True, logprobs=1, temperature=0)
+    alone = [client.completions.create(prompt=p, **kw).choices[0].logprobs for p in prompts]
+    with cf.ThreadPoolExecutor(len(prompts)) as pool:
+        together = list(pool.map(lambda p: client.completions.create(prompt=p, **kw), prompts))
+    for a, t in zip(alone, together):
+        assert t.choices[0].logprobs == a and len(a.tokens) > 32
+
+
 def test_batch_invariance(client, server, model_dir):
     alone = [greedy(client, p) for p in PROMPTS]
     with cf.ThreadPoolExecutor(16) as pool:
