@@ -10,6 +10,8 @@
 
 #include <microhttpd.h>
 #include <netdb.h>
+#include <pthread.h>
+#include <stdbool.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -79,14 +81,39 @@ static enum MHD_Result send_page(struct MHD_Connection *c, const srv_page *p) {
     return ok;
 }
 
+/* ------------------------------------------------------- contexts */
+
+/* The HTTP thread's library context, made on its first call and freed when
+ * the thread ends: tokenizing and decoding (every logprob token has its text
+ * decoded) need a context for their errors, and one per call was a malloc
+ * and free per token. NULL without memory. */
+static pthread_key_t ctx_key;
+static pthread_once_t ctx_once = PTHREAD_ONCE_INIT;
+static bool ctx_key_ok;
+
+static void ctx_free(void *ctx) { wna16_ctx_free(ctx); }
+static void ctx_key_init(void) { ctx_key_ok = !pthread_key_create(&ctx_key, ctx_free); }
+
+static wna16_ctx *thread_ctx(void) {
+    pthread_once(&ctx_once, ctx_key_init);
+    if (!ctx_key_ok) return NULL;
+    wna16_ctx *ctx = pthread_getspecific(ctx_key);
+    if (ctx) return ctx;
+    if (wna16_ctx_create(&ctx) != WNA16_OK) return NULL;
+    if (pthread_setspecific(ctx_key, ctx)) {
+        wna16_ctx_free(ctx);
+        return NULL;
+    }
+    return ctx;
+}
+
 /* --------------------------------------------------------------- tokens */
 
 static char *token_text(srv_http *h, int32_t id) {
     char *t = NULL;
-    wna16_ctx *ctx = NULL;
-    if (wna16_ctx_create(&ctx) != WNA16_OK) return strdup("");
+    wna16_ctx *ctx = thread_ctx();
+    if (!ctx) return strdup("");
     if (wna16_tokenizer_decode(ctx, h->tok, &id, 1, false, &t, NULL) != WNA16_OK) t = NULL;
-    wna16_ctx_free(ctx);
     char *s = strdup(t ? t : "");
     wna16_free(t);
     return s;
@@ -95,8 +122,8 @@ static char *token_text(srv_http *h, int32_t id) {
 /* Text to ids under the tokenizer lock; 400 with err for bad UTF-8. */
 static int encode(srv_http *h, const char *text, bool special, int32_t **ids, int64_t *n,
                   char *err) {
-    wna16_ctx *ctx = NULL;
-    if (wna16_ctx_create(&ctx) != WNA16_OK) return 503;
+    wna16_ctx *ctx = thread_ctx();
+    if (!ctx) return 503;
     size_t k = 0;
     int32_t *out = NULL;
     pthread_mutex_lock(&h->tok_mu);
@@ -105,9 +132,10 @@ static int encode(srv_http *h, const char *text, bool special, int32_t **ids, in
                                                     : WNA16_TOK_PARSE_SPECIAL,
                                             &out, &k);
     pthread_mutex_unlock(&h->tok_mu);
-    if (s != WNA16_OK) snprintf(err, SRV_ERR_MAX, "%s", wna16_ctx_error(ctx));
-    wna16_ctx_free(ctx);
-    if (s != WNA16_OK) return 400;
+    if (s != WNA16_OK) {
+        snprintf(err, SRV_ERR_MAX, "%s", wna16_ctx_error(ctx));
+        return 400;
+    }
     *ids = malloc((k ? k : 1) * sizeof **ids);
     if (!*ids) {
         wna16_free(out);
@@ -127,8 +155,8 @@ static int chat_prompt(srv_http *h, const json_t *body, bool add_gen, int32_t **
     int rc = srv_parse_messages(body, &msgs, &nm, err);
     char *text = NULL;
     if (!rc) {
-        wna16_ctx *ctx = NULL;
-        if (wna16_ctx_create(&ctx) != WNA16_OK) rc = 503;
+        wna16_ctx *ctx = thread_ctx();
+        if (!ctx) rc = 503;
         pthread_mutex_lock(&h->tok_mu);
         if (!rc && wna16_tokenizer_apply_chat(ctx, h->tok, msgs, nm, add_gen, true, &text) !=
                        WNA16_OK) {
@@ -136,7 +164,6 @@ static int chat_prompt(srv_http *h, const json_t *body, bool add_gen, int32_t **
             rc = 400;
         }
         pthread_mutex_unlock(&h->tok_mu);
-        wna16_ctx_free(ctx);
     }
     srv_messages_free(msgs, nm);
     if (!rc) rc = encode(h, text, false, ids, n, err);
@@ -411,14 +438,12 @@ static int request_prompt(srv_http *h, const json_t *body, bool chat, call *k, s
         if (text) {
             k->echo = strdup(text);
         } else {
-            wna16_ctx *ctx = NULL;
+            wna16_ctx *ctx = thread_ctx();
             char *t = NULL;
-            if (wna16_ctx_create(&ctx) == WNA16_OK &&
-                wna16_tokenizer_decode(ctx, h->tok, r->prompt, (size_t)r->n_prompt, true, &t,
-                                       NULL) == WNA16_OK)
+            if (ctx && wna16_tokenizer_decode(ctx, h->tok, r->prompt, (size_t)r->n_prompt, true,
+                                              &t, NULL) == WNA16_OK)
                 k->echo = strdup(t);
             wna16_free(t);
-            wna16_ctx_free(ctx);
         }
     }
     return rc;
@@ -509,10 +534,10 @@ static enum MHD_Result detokenize(struct MHD_Connection *c, srv_http *h, const j
         }
         ids[i] = (int32_t)json_integer_value(x);
     }
-    wna16_ctx *ctx = NULL;
+    wna16_ctx *ctx = thread_ctx();
     char *text = NULL;
     enum MHD_Result ok;
-    if (wna16_ctx_create(&ctx) != WNA16_OK) {
+    if (!ctx) {
         ok = send_error(c, 503, "out of memory");
     } else if (wna16_tokenizer_decode(ctx, h->tok, ids, n, false, &text, NULL) != WNA16_OK) {
         ok = send_error(c, 400, wna16_ctx_error(ctx));
@@ -520,7 +545,6 @@ static enum MHD_Result detokenize(struct MHD_Connection *c, srv_http *h, const j
         ok = send_json(c, 200, json_pack("{s:s}", "prompt", text));
     }
     wna16_free(text);
-    wna16_ctx_free(ctx);
     free(ids);
     return ok;
 }
