@@ -9,6 +9,7 @@
 #include "kernels/dense.h"
 #include "kernels/gemm.h"
 #include "kernels/ukernel.h"
+#include "kernels/vec_math.h"
 #include "testing.h"
 
 #include <math.h>
@@ -33,6 +34,10 @@ static const leaf levels[] = {{"ref", WNA16_ISA_REF},
 #define N_LEVELS (int)(sizeof levels / sizeof *levels)
 
 static bool have(wna16_isa isa) { return wna16_isa_detected() >= isa; }
+
+typedef struct vec_ops_pair {
+    const wna16_vec_ops *o[2]; /* the reference's, a level's */
+} vec_ops_pair;
 
 /* The x86 leaves exist in x86 builds only; elsewhere no level above ref is
  * ever detected, so their slots hold the reference and are never run. */
@@ -472,6 +477,55 @@ static void test_dispatch(void) {
     CHECK(wna16_isa_active() == det);
 }
 
+/* The vector-math leaves (kernels/vec_math.h) of every level this machine
+ * has: the reference level's bits for each op at lengths around the 16-lane
+ * step (and the experts' fours), with NaN and large inputs to silu; the
+ * dispatch table's vec is the level's own (WNA16_ISA caps it). */
+static void test_vec_math(void) {
+    enum { H = 75, E = 11 };
+    static float x0[H], x1[H], w[E * H], g[H], u[H], o[4][E], y[2][H];
+    static uint16_t wb[E * H], act[2][H];
+    static double yd[2][H], xd[H];
+    for (int i = 0; i < H; i++) x0[i] = frand(), x1[i] = frand(), xd[i] = frand();
+    for (int i = 0; i < E * H; i++) w[i] = frand(), wb[i] = wna16_f32_to_bf16(frand());
+    for (int i = 0; i < H; i++) g[i] = 40.0f * frand(), u[i] = frand();
+    g[3] = NAN, g[7] = 200.0f, g[9] = -200.0f;
+    const wna16_vec_ops *ref = wna16_kernels_at(WNA16_ISA_REF)->vec;
+    CHECK(ref == &wna16_vec_ops__ref);
+    for (int l = 1; l < N_LEVELS; l++) {
+        if (!have(levels[l].isa)) continue;
+        const wna16_vec_ops *v = wna16_kernels_at(levels[l].isa)->vec;
+        wna16_isa_set_cap(levels[l].isa);
+        CHECK(wna16_vec() == v && v != ref);
+        wna16_isa_set_cap(WNA16_ISA_COUNT);
+        for (int n = 1; n <= H; n += 7) {
+            const vec_ops_pair p = {{ref, v}};
+            for (int k = 0; k < 2; k++) {
+                float d = p.o[k]->moe_dot_f32(x0, x1, n);
+                memcpy(&o[k][0], &d, sizeof d);
+                p.o[k]->moe_dot_rows(x0, w, 1, E, n, o[2 + k]);
+                p.o[k]->moe_silu_mul_bf16(g, u, n, act[k]);
+                for (int i = 0; i < n; i++) y[k][i] = x1[i], yd[k][i] = xd[i];
+                p.o[k]->axpy_neg(y[k], 0.37f, x0, n);
+                p.o[k]->moe_axpy(y[k], -1.5f, u, n, false);
+                p.o[k]->axpy_neg_d(yd[k], 0.37, xd, n);
+            }
+            CHECK_MSG(!memcmp(o[0], o[1], sizeof(float)) && !memcmp(o[2], o[3], (E - 1) * 4) &&
+                          !memcmp(act[0], act[1], (size_t)n * 2) &&
+                          !memcmp(y[0], y[1], (size_t)n * 4) && !memcmp(yd[0], yd[1], (size_t)n * 8),
+                      "vec math %s n=%d", levels[l].name, n);
+            p.o[0]->moe_dot_rows_bf16(x0, wb, 0, E, n, o[0]);
+            p.o[1]->moe_dot_rows_bf16(x0, wb, 0, E, n, o[1]);
+            p.o[0]->moe_dot_rows2(x0, x1, w, 2, E, n, o[2], o[3]);
+            float r2[2][E];
+            p.o[1]->moe_dot_rows2(x0, x1, w, 2, E, n, r2[0], r2[1]);
+            CHECK_MSG(!memcmp(o[0], o[1], E * 4) && !memcmp(o[2], r2[0], (E - 2) * 4) &&
+                          !memcmp(o[3], r2[1], (E - 2) * 4),
+                      "vec dot rows %s n=%d", levels[l].name, n);
+        }
+    }
+}
+
 int main(void) {
     printf("detected %s, active %s\n", wna16_isa_name(wna16_isa_detected()),
            wna16_isa_name(wna16_isa_active()));
@@ -484,5 +538,6 @@ int main(void) {
     test_to_bf16();
     test_attention();
     test_attention_threads();
+    test_vec_math();
     TEST_MAIN_END();
 }

@@ -87,6 +87,7 @@ static void fill_tables(void) {
         .attn_group = wna16_attn_group__ref,
         .attn_hd_mult = 2,
         .attn_hd_max = INT64_MAX,
+        .vec = &wna16_vec_ops__ref,
     };
     tables[WNA16_ISA_REF] = t;
 #ifdef WNA16_X86
@@ -114,6 +115,7 @@ static void fill_x86(wna16_kernel_table t) {
     t.dense_pack_xq = wna16_dense_pack_xq__avx2;
     t.dense_xq_bytes = wna16_dense_xq_bytes__avx2;
     t.attn_group = wna16_attn_group__avx2;
+    t.vec = &wna16_vec_ops__avx2;
     t.attn_hd_mult = 8;
     t.attn_hd_max = 256;
     t.gemv_q4_f32 = wna16_gemv_q4_f32_2x16__avx2;
@@ -141,6 +143,7 @@ static void fill_x86(wna16_kernel_table t) {
     t.dense_tiles = NULL;
     t.dense_rows = NULL;
     t.attn_group = wna16_attn_group__avx512;
+    t.vec = &wna16_vec_ops__avx512;
     t.attn_hd_mult = 16;
     tables[WNA16_ISA_AVX512] = t;
     t.isa = WNA16_ISA_AVX512BF16;
@@ -203,6 +206,8 @@ const wna16_kernel_table *wna16_kernels_at(wna16_isa isa) {
     pthread_once(&once, init);
     return &tables[(unsigned)isa < (unsigned)active ? isa : active];
 }
+
+const wna16_vec_ops *wna16_vec(void) { return wna16_kernels()->vec; }
 
 void wna16_f32_to_bf16_n(const float *src, uint16_t *dst, size_t n) {
     wna16_kernels()->to_bf16(src, dst, n);

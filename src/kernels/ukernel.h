@@ -49,6 +49,7 @@
 #include "kernels/attn.h"
 #include "kernels/dense.h"
 #include "kernels/gemm.h"
+#include "kernels/vec_math.h"
 
 typedef struct wna16_block_layout {
     int64_t n_groups;    /* groups per block */
@@ -220,6 +221,8 @@ typedef struct wna16_kernel_table {
      * (wna16_attn_group walks down; the reference takes every even hd) */
     wna16_attn_fn attn_group;
     int64_t attn_hd_mult, attn_hd_max;
+    /* vector math outside the linears (kernels/vec_math.h) */
+    const wna16_vec_ops *vec;
 } wna16_kernel_table;
 
 /* The table of the active ISA level (filled once, see dispatch.c). */

@@ -2,6 +2,7 @@
  * calculate_qparams and _quantize in the weight dtype), and GPTQ as
  * llm-compressor 0.14 runs it (quantize_weight / factorize_hessian /
  * gptq_block_update). docs/quantizer.md, shared algorithms.md §1. */
+#include "kernels/vec_math.h"
 #include "quant/quant.h"
 
 #include <math.h>
@@ -124,25 +125,10 @@ void wna16_quant_rtn(const float *w, wna16_qlinear *out) {
         }
 }
 
-/* y[0..n) -= a * x[0..n): the inner loop of the sweep and of the Hessian.
- * Compiler-multiversioned (no intrinsics): the widest vector ISA the CPU
- * has is picked at load time. */
-/* Not under TSan either: clang instruments the ifunc resolver, which runs
- * during relocation before the TSan runtime exists (segfault at startup). */
-#if defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define WNA16_NO_MULTIVERSION 1
-#endif
-#endif
-#if defined(__GNUC__) && defined(__x86_64__) && !defined(__SANITIZE_ADDRESS__) &&                 \
-    !defined(__SANITIZE_THREAD__) && !defined(WNA16_NO_MULTIVERSION)
-#define WNA16_MULTIVERSION __attribute__((target_clones("avx512f", "avx2", "default")))
-#else
-#define WNA16_MULTIVERSION
-#endif
-
-WNA16_MULTIVERSION static void axpy_neg(float *restrict y, float a, const float *restrict x, int64_t n) {
-    for (int64_t j = 0; j < n; j++) y[j] -= a * x[j];
+/* y[0..n) -= a * x[0..n): the inner loop of the sweep and of the Hessian,
+ * the level's vector-math leaf (kernels/vec_math.h). */
+static void axpy_neg(float *y, float a, const float *x, int64_t n) {
+    wna16_vec()->axpy_neg(y, a, x, n);
 }
 
 /* ---------------------------------------------------------------- Hessian */
@@ -188,8 +174,8 @@ static int cmp_desc(const void *a, const void *b) {
     return x->i < y->i ? -1 : x->i > y->i;
 }
 
-WNA16_MULTIVERSION static void axpy_neg_d(double *restrict y, double a, const double *restrict x, int64_t n) {
-    for (int64_t j = 0; j < n; j++) y[j] -= a * x[j];
+static void axpy_neg_d(double *y, double a, const double *x, int64_t n) {
+    wna16_vec()->axpy_neg_d(y, a, x, n);
 }
 
 /* In-place lower Cholesky of a [k][k] (row-major, lower triangle read and
