@@ -560,7 +560,7 @@ static void run_case(int64_t m, int64_t n, int64_t k, int bits, int64_t gs, bool
         int bad = 0, bad_thr = 0;
         double worst = 0;
         const wna16_kernel_table *kt = wna16_kernels();
-        bool i16 = xt == WNA16_DTYPE_BF16 && kt->gemv_q4_i16 && !kt->gemv_q4_bf16;
+        bool i16 = xt == WNA16_DTYPE_BF16 && kt->gemv_i16[WNA16_WFMT_Q4] && !kt->gemv_bf16[WNA16_WFMT_Q4];
         for (int64_t i = 0; i < m; i++)
             for (int64_t o = 0; o < n; o++) {
                 int64_t at = i * ldy + o;

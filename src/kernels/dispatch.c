@@ -66,6 +66,11 @@ static wna16_isa detect(void) {
 #endif
 }
 
+const wna16_wfmt_traits wna16_wfmts[WNA16_WFMTS] = {
+    [WNA16_WFMT_Q4] = {.bits = 4, .unit_k = 8, .unit_kpairs = 4, .word_vals = 8, .sym_zero = 8},
+    [WNA16_WFMT_Q8] = {.bits = 8, .unit_k = 4, .unit_kpairs = 2, .word_vals = 4, .sym_zero = 128},
+};
+
 static wna16_kernel_table tables[WNA16_ISA_COUNT];
 static wna16_isa detected = WNA16_ISA_REF;
 static wna16_isa active = WNA16_ISA_REF;
@@ -80,8 +85,7 @@ static void fill_tables(void) {
     wna16_kernel_table t = {
         .isa = WNA16_ISA_REF,
         .to_bf16 = wna16_to_bf16__ref,
-        .gemv_q4_f32 = wna16_gemv_q4_f32_4x16__ref,
-        .gemv_q8_f32 = wna16_gemv_q8_f32_4x16__ref,
+        .gemv_f32 = {wna16_gemv_q4_f32_4x16__ref, wna16_gemv_q8_f32_4x16__ref},
         .gemv_f32_mr = 4,
         .dense_dot = wna16_dense_dot__ref,
         .attn_group = wna16_attn_group__ref,
@@ -118,25 +122,25 @@ static void fill_x86(wna16_kernel_table t) {
     t.vec = &wna16_vec_ops__avx2;
     t.attn_hd_mult = 8;
     t.attn_hd_max = 256;
-    t.gemv_q4_f32 = wna16_gemv_q4_f32_2x16__avx2;
-    t.gemv_q8_f32 = wna16_gemv_q8_f32_2x16__avx2;
+    t.gemv_f32[WNA16_WFMT_Q4] = wna16_gemv_q4_f32_2x16__avx2;
+    t.gemv_f32[WNA16_WFMT_Q8] = wna16_gemv_q8_f32_2x16__avx2;
     t.gemv_f32_mr = 2;
-    t.gemv_q4_i16 = wna16_gemv_q4_i16_4x16__avx2;
-    t.gemv_q8_i16 = wna16_gemv_q8_i16_4x16__avx2;
+    t.gemv_i16[WNA16_WFMT_Q4] = wna16_gemv_q4_i16_4x16__avx2;
+    t.gemv_i16[WNA16_WFMT_Q8] = wna16_gemv_q8_i16_4x16__avx2;
     t.gemv_i16_mr = 4;
     t.gemv_i16_max_m = 4;
-    t.dequant_q4_i16 = wna16_dequant_q4_i16_16__avx2;
-    t.dequant_q8_i16 = wna16_dequant_q8_i16_16__avx2;
+    t.dequant_i16[WNA16_WFMT_Q4] = wna16_dequant_q4_i16_16__avx2;
+    t.dequant_i16[WNA16_WFMT_Q8] = wna16_dequant_q8_i16_16__avx2;
     t.gemm_i16 = wna16_gemm_i16_6x16__avx2;
     t.gemm_i16_mr = WNA16_I16_TILE_AVX2;
     tables[WNA16_ISA_AVX2] = t;
     t.isa = WNA16_ISA_AVX512;
     t.to_bf16 = wna16_to_bf16__avx512;
-    t.gemv_q4_f32 = wna16_gemv_q4_f32_4x16__avx512;
-    t.gemv_q8_f32 = wna16_gemv_q8_f32_4x16__avx512;
+    t.gemv_f32[WNA16_WFMT_Q4] = wna16_gemv_q4_f32_4x16__avx512;
+    t.gemv_f32[WNA16_WFMT_Q8] = wna16_gemv_q8_f32_4x16__avx512;
     t.gemv_f32_mr = 4;
-    t.gemv2_q4_f32 = wna16_gemv_q4_f32_2x32__avx512;
-    t.gemv2_q8_f32 = wna16_gemv_q8_f32_2x32__avx512;
+    t.gemv2_f32[WNA16_WFMT_Q4] = wna16_gemv_q4_f32_2x32__avx512;
+    t.gemv2_f32[WNA16_WFMT_Q8] = wna16_gemv_q8_f32_2x32__avx512;
     t.gemv2_f32_mr = 2;
     t.dense_dot = wna16_dense_dot__avx512;
     /* the AVX-512 dot for every m (the AVX2 tiles not measured there) */
@@ -147,15 +151,15 @@ static void fill_x86(wna16_kernel_table t) {
     t.attn_hd_mult = 16;
     tables[WNA16_ISA_AVX512] = t;
     t.isa = WNA16_ISA_AVX512BF16;
-    t.gemv_q4_bf16 = wna16_gemv_q4_bf16_4x32__avx512bf16;
-    t.gemv_q8_bf16 = wna16_gemv_q8_bf16_4x32__avx512bf16;
+    t.gemv_bf16[WNA16_WFMT_Q4] = wna16_gemv_q4_bf16_4x32__avx512bf16;
+    t.gemv_bf16[WNA16_WFMT_Q8] = wna16_gemv_q8_bf16_4x32__avx512bf16;
     t.gemv_bf16_mr = 4;
-    t.gemv2_q4_bf16 = wna16_gemv_q4_bf16_8x32__avx512bf16;
-    t.gemv2_q8_bf16 = wna16_gemv_q8_bf16_8x32__avx512bf16;
+    t.gemv2_bf16[WNA16_WFMT_Q4] = wna16_gemv_q4_bf16_8x32__avx512bf16;
+    t.gemv2_bf16[WNA16_WFMT_Q8] = wna16_gemv_q8_bf16_8x32__avx512bf16;
     t.gemv2_bf16_mr = 8;
     t.gemv2_bf16_mr_max = 10;
-    t.dequant_q4_bf16 = wna16_dequant_q4_bf16_16__avx512bf16;
-    t.dequant_q8_bf16 = wna16_dequant_q8_bf16_16__avx512bf16;
+    t.dequant_bf16[WNA16_WFMT_Q4] = wna16_dequant_q4_bf16_16__avx512bf16;
+    t.dequant_bf16[WNA16_WFMT_Q8] = wna16_dequant_q8_bf16_16__avx512bf16;
     t.gemm_bf16 = wna16_gemm_bf16_12x32__avx512bf16;
     t.gemm_mr = 12;
     t.attn_group = wna16_attn_group__avx512bf16;

@@ -60,6 +60,7 @@ int64_t wna16_linear_set_decode_max_m(int64_t m) {
 struct wna16_packed_linear {
     int64_t n, k, kp, group_size, n_groups, n_blocks;
     int bits;
+    wna16_wfmt fmt; /* bits as a format (ukernel.h: its traits, its kernels) */
     bool symmetric;
     wna16_block_layout L;
     uint8_t *data; /* 64-byte aligned; blocks at wna16_block_at() */
@@ -145,7 +146,7 @@ static inline void store_le32(uint8_t *p, uint32_t v) {
  * (tests compare the two). */
 static bool pack_words(const wna16_qweight *w, int64_t o, int64_t col0, int64_t len, int64_t ls,
                        int c, uint8_t *rec) {
-    int64_t per_word = w->bits == 4 ? 8 : 4, first = w->col_offset + col0;
+    int64_t per_word = wna16_wfmts[wna16_wfmt_of(w->bits)].word_vals, first = w->col_offset + col0;
     if (first % per_word != 0 || col0 + len > w->k || len % per_word != 0 || pack_words_off)
         return false;
     const uint32_t *src = w->packed + o * w->row_words + first / per_word;
@@ -184,7 +185,7 @@ int wna16_linear_set_interleave(int ilv) {
 static int interleave_for_pack(void) {
     if (pack_ilv > 0) return pack_ilv;
     const wna16_kernel_table *t = wna16_kernels();
-    return t->gemv2_q4_bf16 || t->gemv2_q4_f32 ? 2 : 1;
+    return t->gemv2_bf16[WNA16_WFMT_Q4] || t->gemv2_f32[WNA16_WFMT_Q4] ? 2 : 1;
 }
 
 static uint8_t *block_at(const wna16_packed_linear *pl, int64_t b) {
@@ -207,7 +208,7 @@ static bool scales_bf16_exact(const wna16_qweight *w) {
  * zero point as every weight. */
 static void pack_block(wna16_packed_linear *pl, const wna16_qweight *w, int64_t b) {
     const bool asym = !pl->symmetric;
-    const int64_t gsp = pl->L.group_units * (pl->bits == 4 ? 8 : 4), ls = pl->L.ls;
+    const int64_t gsp = pl->L.group_units * wna16_wfmts[pl->fmt].unit_k, ls = pl->L.ls;
     uint8_t *blk = block_at(pl, b);
     for (int c = 0; c < WNA16_LINEAR_NR; c++) {
         int64_t o = b * WNA16_LINEAR_NR + c;
@@ -215,7 +216,7 @@ static void pack_block(wna16_packed_linear *pl, const wna16_qweight *w, int64_t 
         for (int64_t g = 0; g < pl->n_groups; g++) {
             uint8_t *rec = (uint8_t *)wna16_group_w(&pl->L, blk, g);
             void *sc = (void *)wna16_group_s(&pl->L, blk, g);
-            uint32_t z = valid ? wna16_qweight_zero(w, o, g) : (asym ? 0 : 1u << (w->bits - 1));
+            uint32_t z = valid ? wna16_qweight_zero(w, o, g) : (asym ? 0 : wna16_wfmts[pl->fmt].sym_zero);
             float s = valid ? w->scales[o * w->scale_stride + g] : 0.0f;
             if (pl->L.scale_bf16)
                 ((uint16_t *)sc)[c] = wna16_f32_to_bf16(s);
@@ -288,10 +289,11 @@ wna16_status wna16_linear_pack(wna16_diag *d, const wna16_qweight *w, wna16_pack
     pl->n_groups = w->n_groups;
     pl->n_blocks = (w->n + WNA16_LINEAR_NR - 1) / WNA16_LINEAR_NR;
     pl->bits = w->bits;
+    pl->fmt = wna16_wfmt_of(w->bits);
     pl->symmetric = !asym;
     int64_t gsp = pl->n_groups == 1 ? pl->kp : gs;
     pl->L.n_groups = pl->n_groups;
-    pl->L.group_units = gsp / (w->bits == 4 ? 8 : 4);
+    pl->L.group_units = gsp / wna16_wfmts[pl->fmt].unit_k;
     pl->L.ilv = interleave_for_pack();
     pl->L.ls = 64 * pl->L.ilv;
     pl->L.wbytes = pl->L.group_units * pl->L.ls;
@@ -453,7 +455,7 @@ size_t wna16_linear_footprint(const wna16_packed_linear *pl) {
 }
 
 void wna16_linear_unpack(const wna16_packed_linear *pl, uint8_t *u, float *scales, uint8_t *zeros) {
-    int64_t gsp = pl->L.group_units * (pl->bits == 4 ? 8 : 4);
+    int64_t gsp = pl->L.group_units * wna16_wfmts[pl->fmt].unit_k;
     for (int64_t o = 0; o < pl->n; o++) {
         int64_t b = o / WNA16_LINEAR_NR;
         int c = (int)(o % WNA16_LINEAR_NR);
@@ -468,7 +470,7 @@ void wna16_linear_unpack(const wna16_packed_linear *pl, uint8_t *u, float *scale
             }
             if (zeros)
                 zeros[o * pl->n_groups + g] =
-                    pl->L.asym ? (uint8_t)zw[2 * c] : (uint8_t)(1u << (pl->bits - 1));
+                    pl->L.asym ? (uint8_t)zw[2 * c] : (uint8_t)wna16_wfmts[pl->fmt].sym_zero;
             if (u)
                 for (int64_t kk = 0; kk < gsp; kk++) {
                     int64_t col = g * gsp + kk;
@@ -527,7 +529,7 @@ typedef struct plan {
  * int32 sum cannot overflow (|a'| <= 32767, |q| <= 256). */
 static void plan_i16(const wna16_packed_linear *pl, int64_t m, plan *p) {
     const wna16_kernel_table *t = p->t;
-    int64_t ku = pl->bits == 4 ? 8 : 4, gu = pl->L.group_units, gkp = gu * ku / 2;
+    int64_t ku = wna16_wfmts[pl->fmt].unit_k, gu = pl->L.group_units, gkp = gu * ku / 2;
     p->sbu = 128 / ku < gu ? 128 / ku : gu;
     p->nsub = (gu + p->sbu - 1) / p->sbu;
     p->nsb = pl->n_groups * p->nsub;
@@ -536,14 +538,14 @@ static void plan_i16(const wna16_packed_linear *pl, int64_t m, plan *p) {
     int64_t stream_max = decode_max_m != WNA16_DECODE_MAX_M ? decode_max_m : t->gemv_i16_max_m;
     if (m <= stream_max) {
         p->path = PATH_I16_GEMV;
-        p->gemv_i16 = pl->bits == 4 ? t->gemv_q4_i16 : t->gemv_q8_i16;
+        p->gemv_i16 = t->gemv_i16[pl->fmt];
         p->mr = t->gemv_i16_mr;
         p->lda = round_up(pl->kp, 32) + 32;
         p->inv_off = al64((size_t)(m * p->lda) * 2);
         p->thread_bytes = al64(p->mr * WNA16_LINEAR_NR * 4);
     } else {
         p->path = PATH_I16_PANEL;
-        p->dequant_i16 = pl->bits == 4 ? t->dequant_q4_i16 : t->dequant_q8_i16;
+        p->dequant_i16 = t->dequant_i16[pl->fmt];
         p->mr = t->gemm_i16_mr;
         p->chunk_groups = PANEL_KPAIRS / gkp;
         if (p->chunk_groups < 1) p->chunk_groups = 1;
@@ -560,16 +562,16 @@ static void plan_i16(const wna16_packed_linear *pl, int64_t m, plan *p) {
 static plan make_plan(const wna16_packed_linear *pl, int64_t m, wna16_dtype xt) {
     plan p = {.t = wna16_kernels()};
     const wna16_kernel_table *t = p.t;
-    bool bf16 = xt == WNA16_DTYPE_BF16 && t->gemv_q4_bf16;
+    bool bf16 = xt == WNA16_DTYPE_BF16 && t->gemv_bf16[pl->fmt];
     p.kpairs = pl->kp / 2;
-    int64_t gkp = pl->L.group_units * (pl->bits == 4 ? 4 : 2);
-    if (xt == WNA16_DTYPE_BF16 && !bf16 && t->gemv_q4_i16) {
+    int64_t gkp = pl->L.group_units * wna16_wfmts[pl->fmt].unit_kpairs;
+    if (xt == WNA16_DTYPE_BF16 && !bf16 && t->gemv_i16[pl->fmt]) {
         plan_i16(pl, m, &p);
         return p;
     }
     if (bf16 && t->gemm_bf16 && m > decode_max_m) {
         p.path = PATH_BF16_PREFILL;
-        p.dequant = pl->bits == 4 ? t->dequant_q4_bf16 : t->dequant_q8_bf16;
+        p.dequant = t->dequant_bf16[pl->fmt];
         p.mr = t->gemm_mr;
         p.chunk_groups = PANEL_KPAIRS / gkp;
         if (p.chunk_groups < 1) p.chunk_groups = 1;
@@ -583,22 +585,21 @@ static plan make_plan(const wna16_packed_linear *pl, int64_t m, wna16_dtype xt) 
          * small-batch one (tiles of <= 8 rows) above */
         bool small = m > (int64_t)t->gemv_bf16_mr;
         p.path = small ? PATH_BF16_SMALL : PATH_BF16_GEMV;
-        p.gemv2 = small ? (pl->bits == 4 ? t->gemv2_q4_bf16 : t->gemv2_q8_bf16)
-                        : (pl->bits == 4 ? t->gemv_q4_bf16 : t->gemv_q8_bf16);
+        p.gemv2 = small ? t->gemv2_bf16[pl->fmt] : t->gemv_bf16[pl->fmt];
         p.mr = small ? t->gemv2_bf16_mr : t->gemv_bf16_mr;
         p.mr_max = small && t->gemv2_bf16_mr_max > p.mr ? t->gemv2_bf16_mr_max : p.mr;
         p.thread_bytes = al64(p.mr_max * 32 * 4);
-    } else if (t->gemv2_q4_f32 && pl->L.ilv == 2 && m <= (int64_t)t->gemv2_f32_mr) {
+    } else if (t->gemv2_f32[pl->fmt] && pl->L.ilv == 2 && m <= (int64_t)t->gemv2_f32_mr) {
         /* one block at a time over interleaved pairs ran M=1 8-13 % slower:
          * its pass over the even block pulls both blocks' lines from memory,
          * the odd block's pass none */
         p.path = PATH_F32_PAIR;
-        p.gemv2 = pl->bits == 4 ? t->gemv2_q4_f32 : t->gemv2_q8_f32;
+        p.gemv2 = t->gemv2_f32[pl->fmt];
         p.mr = p.mr_max = t->gemv2_f32_mr;
         p.thread_bytes = al64(p.mr * 32 * 4);
     } else {
         p.path = PATH_F32_GEMV;
-        p.gemv = pl->bits == 4 ? t->gemv_q4_f32 : t->gemv_q8_f32;
+        p.gemv = t->gemv_f32[pl->fmt];
         p.mr = t->gemv_f32_mr;
         p.thread_bytes = al64(p.mr * WNA16_LINEAR_NR * 4);
     }
@@ -665,7 +666,7 @@ static void quant_sub(const uint16_t *x, int64_t k0, int64_t k1, int64_t len, in
  * or pairs in tiles (panel), with its inv and sum per sub-block. */
 static void pack_row_i16(const wna16_packed_linear *pl, const plan *p, int64_t i,
                          const uint16_t *x, void *a) {
-    int64_t ku = pl->bits == 4 ? 8 : 4, gsp = pl->L.group_units * ku, sbk = p->sbu * ku;
+    int64_t ku = wna16_wfmts[pl->fmt].unit_k, gsp = pl->L.group_units * ku, sbk = p->sbu * ku;
     float *inv = (float *)((uint8_t *)a + p->inv_off) + i * p->nsb;
     int32_t *sum = (int32_t *)((uint8_t *)a + p->sum_off) + i * p->nsb;
     int64_t mr = (int64_t)p->mr, r = i % mr;
@@ -802,8 +803,8 @@ static void run_i16_gemv(const wna16_packed_linear *pl, const plan *p, const io 
 static void run_i16_panel(const wna16_packed_linear *pl, const plan *p, const io *e, int64_t b0,
                           int64_t b1, int64_t n_end, const void *a, void *scratch) {
     const int64_t NR = WNA16_LINEAR_NR, mr = (int64_t)p->mr;
-    const int64_t gkp = pl->L.group_units * (pl->bits == 4 ? 4 : 2);
-    const int64_t sbkp = p->sbu * (pl->bits == 4 ? 4 : 2);
+    const int64_t gkp = pl->L.group_units * wna16_wfmts[pl->fmt].unit_kpairs;
+    const int64_t sbkp = p->sbu * wna16_wfmts[pl->fmt].unit_kpairs;
     const float *inv = (const float *)((const uint8_t *)a + p->inv_off);
     int16_t *panel = scratch;
     float *sc = (float *)((uint8_t *)scratch + al64((size_t)(p->chunk_groups * gkp) * 64));
@@ -896,7 +897,7 @@ static void run_blocks(const wna16_packed_linear *pl, const plan *p, const io *e
         return;
     }
     /* prefill: units of two blocks (32 channels) */
-    const int64_t gkp = pl->L.group_units * (pl->bits == 4 ? 4 : 2), mr = (int64_t)p->mr;
+    const int64_t gkp = pl->L.group_units * wna16_wfmts[pl->fmt].unit_kpairs, mr = (int64_t)p->mr;
     uint16_t *panel = scratch;
     float *sc = (float *)((uint8_t *)scratch + al64((size_t)(p->chunk_groups * gkp) * 128));
     float *cbuf = (float *)((uint8_t *)sc + al64((size_t)p->chunk_groups * 32 * 4));

@@ -51,6 +51,21 @@
 #include "kernels/gemm.h"
 #include "kernels/vec_math.h"
 
+/* The weight formats of the packed layout, described once: the driver
+ * (gemm.c) reads these instead of testing bits, and the table holds each
+ * kernel once per format. The leaves stay specialised per format. */
+typedef enum wna16_wfmt { WNA16_WFMT_Q4, WNA16_WFMT_Q8, WNA16_WFMTS } wna16_wfmt;
+typedef struct wna16_wfmt_traits {
+    int bits;
+    int64_t unit_k;      /* k per 64-byte unit of a block: 8 (int4), 4 (int8) */
+    int64_t unit_kpairs; /* k-pairs per unit (the bf16-pair element order) */
+    int64_t word_vals;   /* values per 32-bit word of a checkpoint's packed rows */
+    uint32_t sym_zero;   /* the zero point of symmetric weights: 2^(bits - 1) */
+} wna16_wfmt_traits;
+extern const wna16_wfmt_traits wna16_wfmts[WNA16_WFMTS];
+/* The format of bits-wide weights (4 or 8; callers validate). */
+static inline wna16_wfmt wna16_wfmt_of(int bits) { return bits == 4 ? WNA16_WFMT_Q4 : WNA16_WFMT_Q8; }
+
 typedef struct wna16_block_layout {
     int64_t n_groups;    /* groups per block */
     int64_t group_units; /* 64-byte weight units per group (8 k for int4, 4 k for int8) */
@@ -176,29 +191,29 @@ typedef struct wna16_kernel_table {
     wna16_to_bf16_fn to_bf16;
     /* fp32 activations (every ISA), and where a level has it the pair form
      * for few rows (weights packed with interleaved pairs: one stream). */
-    wna16_gemv_fn gemv_q4_f32, gemv_q8_f32;
+    wna16_gemv_fn gemv_f32[WNA16_WFMTS];
     size_t gemv_f32_mr;
-    wna16_gemv2_fn gemv2_q4_f32, gemv2_q8_f32;
+    wna16_gemv2_fn gemv2_f32[WNA16_WFMTS];
     size_t gemv2_f32_mr;
     /* bf16 activations (NULL when the ISA has no bf16 dot): decode (few
      * rows, several accumulators per row) and small-batch 32-wide kernels. */
-    wna16_gemv2_fn gemv_q4_bf16, gemv_q8_bf16;
+    wna16_gemv2_fn gemv_bf16[WNA16_WFMTS];
     size_t gemv_bf16_mr;
-    wna16_gemv2_fn gemv2_q4_bf16, gemv2_q8_bf16;
+    wna16_gemv2_fn gemv2_bf16[WNA16_WFMTS];
     /* small batch: tiles of gemv2_bf16_mr rows, or up to gemv2_bf16_mr_max
      * where that saves a tile (a remainder of 1-2 rows spread over the
      * others; 0: gemv2_bf16_mr) */
     size_t gemv2_bf16_mr, gemv2_bf16_mr_max;
-    wna16_dequant_bf16_fn dequant_q4_bf16, dequant_q8_bf16;
+    wna16_dequant_bf16_fn dequant_bf16[WNA16_WFMTS];
     wna16_gemm_bf16_fn gemm_bf16;
     size_t gemm_mr;
     /* integer activations (NULL where the level has none; a bf16 dot wins):
      * the streaming kernel for m <= gemv_i16_max_m in tiles of gemv_i16_mr,
      * the panel above */
-    wna16_gemv_i16_fn gemv_q4_i16, gemv_q8_i16;
+    wna16_gemv_i16_fn gemv_i16[WNA16_WFMTS];
     size_t gemv_i16_mr;
     int64_t gemv_i16_max_m;
-    wna16_dequant_i16_fn dequant_q4_i16, dequant_q8_i16;
+    wna16_dequant_i16_fn dequant_i16[WNA16_WFMTS];
     wna16_gemm_i16_fn gemm_i16;
     size_t gemm_i16_mr;
     /* dense bf16-weight dot (kernels/dense.h): every level has one */
