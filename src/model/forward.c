@@ -426,10 +426,84 @@ static wna16_status run_rank(wna16_diag *d, rank_job *job) {
     return st;
 }
 
-static void *rank_thread(void *arg) {
-    rank_job *job = arg;
-    job->status = run_rank(&job->diag, job);
+/* TP ranks as threads: ranks 1..tp-1 run on threads of their own that live
+ * as long as the model and wait for each step's jobs (rank 0 runs on the
+ * caller). A thread per rank per step was a pthread_create and join per
+ * decoded token, and each new thread built a new OpenMP team for its
+ * regions. Steps through one model are serialised by the caller. */
+typedef struct wna16_rank_crew {
+    pthread_mutex_t mu;
+    pthread_cond_t go, done;
+    uint64_t gen;      /* bumped per step */
+    int pending;       /* ranks of this step still running */
+    bool stop;
+    rank_job *jobs;    /* [tp]; this step's */
+    int n;             /* threads started (ranks 1..n) */
+    pthread_t threads[64];
+} wna16_rank_crew;
+
+typedef struct crew_arg {
+    wna16_rank_crew *crew;
+    int rank;
+} crew_arg;
+
+static void *crew_thread(void *arg) {
+    wna16_rank_crew *c = ((crew_arg *)arg)->crew;
+    int rank = ((crew_arg *)arg)->rank;
+    wna16_free(arg);
+    uint64_t seen = 0;
+    pthread_mutex_lock(&c->mu);
+    for (;;) {
+        while (c->gen == seen && !c->stop) pthread_cond_wait(&c->go, &c->mu);
+        if (c->stop) break;
+        seen = c->gen;
+        rank_job *job = &c->jobs[rank];
+        pthread_mutex_unlock(&c->mu);
+        job->status = run_rank(&job->diag, job);
+        pthread_mutex_lock(&c->mu);
+        if (--c->pending == 0) pthread_cond_signal(&c->done);
+    }
+    pthread_mutex_unlock(&c->mu);
     return NULL;
+}
+
+void wna16_model_crew_free(wna16_model *m) {
+    wna16_rank_crew *c = m->crew;
+    if (!c) return;
+    pthread_mutex_lock(&c->mu);
+    c->stop = true;
+    pthread_cond_broadcast(&c->go);
+    pthread_mutex_unlock(&c->mu);
+    for (int r = 1; r <= c->n; r++) pthread_join(c->threads[r - 1], NULL);
+    pthread_mutex_destroy(&c->mu);
+    pthread_cond_destroy(&c->go);
+    pthread_cond_destroy(&c->done);
+    wna16_free(c->jobs);
+    wna16_free(c);
+    m->crew = NULL;
+}
+
+static wna16_status crew_start(wna16_diag *d, wna16_model *m) {
+    wna16_rank_crew *c = wna16_calloc(1, sizeof *c);
+    if (!c || !(c->jobs = wna16_calloc((size_t)m->tp, sizeof *c->jobs))) {
+        wna16_free(c);
+        return wna16_fail(d, WNA16_ERR_OUT_OF_MEMORY, "rank threads");
+    }
+    pthread_mutex_init(&c->mu, NULL);
+    pthread_cond_init(&c->go, NULL);
+    pthread_cond_init(&c->done, NULL);
+    m->crew = c;
+    for (int r = 1; r < m->tp; r++) {
+        crew_arg *a = wna16_malloc(sizeof *a);
+        if (a) *a = (crew_arg){c, r};
+        if (!a || pthread_create(&c->threads[r - 1], NULL, crew_thread, a) != 0) {
+            wna16_free(a);
+            wna16_model_crew_free(m);
+            return wna16_fail(d, WNA16_ERR_INTERNAL, "cannot start rank thread %d", r);
+        }
+        c->n = r;
+    }
+    return WNA16_OK;
 }
 
 wna16_status wna16_model_step(wna16_diag *d, wna16_model *m, wna16_kv_cache *c,
@@ -438,19 +512,27 @@ wna16_status wna16_model_step(wna16_diag *d, wna16_model *m, wna16_kv_cache *c,
         rank_job job = {.m = m, .rank = m->my_rank, .cache = c, .rows = rows};
         return run_rank(d, &job);
     }
-    rank_job jobs[64];
-    pthread_t threads[64];
-    for (int r = 0; r < m->tp; r++) {
-        jobs[r] = (rank_job){.m = m, .rank = r, .cache = c, .rows = rows};
-        jobs[r].diag.detail[0] = '\0';
+    if (m->tp == 1) {
+        rank_job job = {.m = m, .rank = 0, .cache = c, .rows = rows};
+        job.status = run_rank(&job.diag, &job);
+        return job.status == WNA16_OK
+                   ? WNA16_OK
+                   : wna16_fail(d, job.status, "rank 0: %s", job.diag.detail);
     }
-    for (int r = 1; r < m->tp; r++)
-        if (pthread_create(&threads[r], NULL, rank_thread, &jobs[r]) != 0) {
-            for (int j = 1; j < r; j++) pthread_join(threads[j], NULL);
-            return wna16_fail(d, WNA16_ERR_INTERNAL, "cannot start rank thread %d", r);
-        }
-    rank_thread(&jobs[0]);
-    for (int r = 1; r < m->tp; r++) pthread_join(threads[r], NULL);
+    if (!m->crew) WNA16_TRY(crew_start(d, m));
+    wna16_rank_crew *crew = m->crew;
+    pthread_mutex_lock(&crew->mu);
+    for (int r = 0; r < m->tp; r++)
+        crew->jobs[r] = (rank_job){.m = m, .rank = r, .cache = c, .rows = rows};
+    crew->pending = m->tp - 1;
+    crew->gen++;
+    pthread_cond_broadcast(&crew->go);
+    pthread_mutex_unlock(&crew->mu);
+    rank_job *jobs = crew->jobs;
+    jobs[0].status = run_rank(&jobs[0].diag, &jobs[0]);
+    pthread_mutex_lock(&crew->mu);
+    while (crew->pending > 0) pthread_cond_wait(&crew->done, &crew->mu);
+    pthread_mutex_unlock(&crew->mu);
     for (int r = 0; r < m->tp; r++)
         if (jobs[r].status != WNA16_OK)
             return wna16_fail(d, jobs[r].status, "rank %d: %s", r, jobs[r].diag.detail);

@@ -477,6 +477,7 @@ void wna16_model_free(wna16_model *m) {
         if (m->my_rank == 0) wna16_model_release(NULL, m, WNA16_OK);
         if (m->comms) m->comms[m->my_rank] = NULL; /* borrowed */
     }
+    wna16_model_crew_free(m);
     for (int r = 0; m->ranks && r < m->tp; r++) {
         for (int64_t L = 0; m->ranks[r].layers && L < m->cfg.num_layers; L++)
             free_layer(&m->ranks[r].layers[L]);

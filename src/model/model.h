@@ -168,6 +168,8 @@ typedef struct wna16_model_profile {
 
 /* Turns the per-phase timers on (and clears them) or off. */
 void wna16_model_profile_enable(wna16_model *m, bool on);
+/* Stops and joins the rank threads of a TP > 1 model (wna16_model_free). */
+void wna16_model_crew_free(wna16_model *m);
 const wna16_model_profile *wna16_model_profile_get(const wna16_model *m);
 const char *wna16_phase_name(wna16_phase p);
 
@@ -192,6 +194,7 @@ struct wna16_model {
     int my_rank;             /* this process's rank when dist */
     bool released;           /* dist, rank 0: followers were told to return */
     wna16_kv_cache *cache;   /* wna16_model_eval's: one sequence (0) of the whole context */
+    struct wna16_rank_crew *crew; /* TP > 1 in one process: ranks 1.. (forward.c) */
     wna16_model_profile profile;
     int32_t *eos;
     size_t n_eos;

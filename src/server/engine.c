@@ -522,21 +522,6 @@ static bool step(srv_engine *e) {
     return true;
 }
 
-double srv_roofline_seconds(const srv_roofline *r, int64_t rows, int64_t logit_rows) {
-    if (r->read_gbs <= 0 || rows < 1) return 0;
-    double bytes = r->dense_bytes, T = (double)rows;
-    if (r->n_experts > 0 && r->top_k > 0) {
-        double touched = r->n_experts * (1 - pow(1 - r->top_k / r->n_experts, T));
-        bytes += r->expert_bytes * touched / r->n_experts;
-    }
-    double t = bytes / (r->read_gbs * 1e9);
-    if (r->peak_gflops > 0) {
-        double flops = r->row_flops * T + r->logit_flops * (double)logit_rows;
-        if (flops / (r->peak_gflops * 1e9) > t) t = flops / (r->peak_gflops * 1e9);
-    }
-    return t;
-}
-
 static void *engine_main(void *arg) {
     srv_engine *e = arg;
     for (;;) {

@@ -5,6 +5,7 @@
 #ifndef WNA16_SERVER_ENGINE_H
 #define WNA16_SERVER_ENGINE_H
 
+#include "server/roofline.h"
 #include "wna16.h"
 
 #include <pthread.h>
@@ -14,20 +15,6 @@
 
 typedef struct srv_engine srv_engine;
 
-/* The engine's yardstick for a step (docs/serving.md, "Roofline"): a step
- * of T rows reads the weights every row reads once (dense_bytes: attention,
- * norms, routers, shared experts, dense MLPs, lm_head) and the distinct
- * routed experts its rows pick, estimated as E * (1 - (1 - k/E)^T) per MoE
- * layer (uniform routing; exact for T = 1); its floor is
- * max(bytes / read_gbs, flops / peak_gflops). Zero bandwidth: no estimate. */
-typedef struct srv_roofline {
-    double read_gbs, peak_gflops; /* measured at server start */
-    double dense_bytes;           /* bytes every step reads once */
-    double expert_bytes;          /* all routed experts of all layers */
-    double n_experts, top_k;      /* E, k (0: no MoE) */
-    double row_flops;             /* per row: 2 * multiply-adds of the linears but lm_head */
-    double logit_flops;           /* per row that needs logits: 2 * lm_head's */
-} srv_roofline;
 
 typedef struct srv_engine_options {
     int max_num_seqs;           /* running sequences at most */
@@ -121,9 +108,6 @@ bool srv_request_wait(srv_request *r, double timeout_s, char **text, size_t *len
 
 /* Prometheus text for /metrics (malloc'd). */
 char *srv_engine_metrics(srv_engine *e);
-/* The roofline seconds of a step of rows rows (logit_rows of them needing
- * logits): 0 without an estimate. */
-double srv_roofline_seconds(const srv_roofline *r, int64_t rows, int64_t logit_rows);
 /* Running and waiting requests, blocks used/total, prefix hit rate. */
 void srv_engine_load(srv_engine *e, int *running, int *waiting);
 int64_t srv_engine_context(const srv_engine *e);
