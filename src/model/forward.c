@@ -440,17 +440,15 @@ typedef struct wna16_rank_crew {
     rank_job *jobs;    /* [tp]; this step's */
     int n;             /* threads started (ranks 1..n) */
     pthread_t threads[64];
+    struct crew_arg {
+        struct wna16_rank_crew *crew;
+        int rank;
+    } args[64]; /* thread r - 1's argument */
 } wna16_rank_crew;
 
-typedef struct crew_arg {
-    wna16_rank_crew *crew;
-    int rank;
-} crew_arg;
-
 static void *crew_thread(void *arg) {
-    wna16_rank_crew *c = ((crew_arg *)arg)->crew;
-    int rank = ((crew_arg *)arg)->rank;
-    wna16_free(arg);
+    wna16_rank_crew *c = ((struct crew_arg *)arg)->crew;
+    int rank = ((struct crew_arg *)arg)->rank;
     uint64_t seen = 0;
     pthread_mutex_lock(&c->mu);
     for (;;) {
@@ -494,10 +492,8 @@ static wna16_status crew_start(wna16_diag *d, wna16_model *m) {
     pthread_cond_init(&c->done, NULL);
     m->crew = c;
     for (int r = 1; r < m->tp; r++) {
-        crew_arg *a = wna16_malloc(sizeof *a);
-        if (a) *a = (crew_arg){c, r};
-        if (!a || pthread_create(&c->threads[r - 1], NULL, crew_thread, a) != 0) {
-            wna16_free(a);
+        c->args[r - 1] = (struct crew_arg){c, r};
+        if (pthread_create(&c->threads[r - 1], NULL, crew_thread, &c->args[r - 1]) != 0) {
             wna16_model_crew_free(m);
             return wna16_fail(d, WNA16_ERR_INTERNAL, "cannot start rank thread %d", r);
         }
