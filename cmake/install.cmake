@@ -25,7 +25,7 @@ install(FILES ${PROJECT_BINARY_DIR}/wna16Config.cmake ${PROJECT_BINARY_DIR}/wna1
 
 # pkg-config: the shared library needs nothing else on the link line; a
 # static link (pkg-config --static) adds the dependencies.
-set(WNA16_PC_LIBS_PRIVATE "${OpenMP_C_FLAGS} -lpthread -lm -ldl")
+set(WNA16_PC_LIBS_PRIVATE "-lpthread -lm -ldl")
 configure_file(${PROJECT_SOURCE_DIR}/cmake/wna16.pc.in ${PROJECT_BINARY_DIR}/wna16.pc @ONLY)
 install(FILES ${PROJECT_BINARY_DIR}/wna16.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
 

@@ -3,7 +3,7 @@
 # Safe to run again: apt skips what is already there.
 set -euo pipefail
 PACKAGES=(build-essential cmake pkg-config clang libclang-rt-14-dev
-          libjansson-dev libpcre2-dev libutf8proc-dev libomp-dev
+          libjansson-dev libpcre2-dev libutf8proc-dev
           libopenmpi-dev openmpi-bin valgrind help2man python3-venv
           libmicrohttpd-dev libcurl4-openssl-dev curl chromium chromium-driver)
 bash "$(dirname "$0")/apt_install.sh" "${PACKAGES[@]}"

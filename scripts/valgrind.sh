@@ -22,8 +22,8 @@ if ((${#tests[@]} == 0)); then
          fuzz_safetensors fuzz_config fuzz_shard fuzz_checkpoint)
 fi
 export WNA16_SOURCE_DIR=$PWD WNA16_CLI=$PWD/build-valgrind/wna16
-# One OpenMP thread: libgomp's thread pool is reported as "possibly lost"
-# at exit otherwise (not a leak of ours), and memcheck serialises threads anyway.
+# One compute thread: the thread pool's workers live until exit (their stacks
+# would show as "possibly lost"), and memcheck serialises threads anyway.
 export OMP_NUM_THREADS=1
 vg=(valgrind --tool=memcheck --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite
     --show-leak-kinds=definite --track-origins=yes --quiet)

@@ -1,9 +1,11 @@
 #include "core/common.h"
+#include "core/pool.h"
 #include "core/split.h"
 #include "format/qweight.h"
 
 #include "testing.h"
-#include <omp.h>
+#include <dirent.h>
+#include <pthread.h>
 
 static void test_status_names(void) {
     CHECK(!strcmp(wna16_status_str(WNA16_OK), "OK"));
@@ -99,6 +101,26 @@ static void test_dequant_example(void) {
 /* Every unit is taken exactly once, however many of the shares' threads
  * run (the runtime may start fewer than asked: their shares are stolen),
  * and a share's owner takes its units front to back. */
+typedef struct split_job {
+    wna16_split_share *sh;
+    int n;
+    int64_t units, chunk;
+    int *taken;
+    int out_of_order;
+} split_job;
+
+static void split_thread(void *arg, int t, int nt) {
+    (void)nt;
+    split_job *j = arg;
+    int64_t u0, u1, own_next = j->units * t / j->n;
+    while (wna16_split_next(j->sh, j->n, t, j->chunk, &u0, &u1)) {
+        bool own = u0 >= j->units * t / j->n && u1 <= j->units * (t + 1) / j->n;
+        if (own && u0 != own_next) __atomic_fetch_add(&j->out_of_order, 1, __ATOMIC_RELAXED);
+        if (own) own_next = u1;
+        for (int64_t u = u0; u < u1; u++) __atomic_fetch_add(&j->taken[u], 1, __ATOMIC_RELAXED);
+    }
+}
+
 static void test_split(void) {
     enum { MAXU = 1000 };
     static int taken[MAXU];
@@ -111,20 +133,9 @@ static void test_split(void) {
                     wna16_split_share sh[5];
                     wna16_split_init(sh, n, units);
                     memset(taken, 0, sizeof taken);
-                    int out_of_order = 0;
-#pragma omp parallel num_threads(run)
-                    {
-                        int t = omp_get_thread_num();
-                        int64_t u0, u1, own_next = units * t / n;
-                        while (wna16_split_next(sh, n, t, chunk, &u0, &u1)) {
-                            bool own = u0 >= units * t / n && u1 <= units * (t + 1) / n;
-                            if (own && u0 != own_next)
-                                __atomic_fetch_add(&out_of_order, 1, __ATOMIC_RELAXED);
-                            if (own) own_next = u1;
-                            for (int64_t u = u0; u < u1; u++)
-                                __atomic_fetch_add(&taken[u], 1, __ATOMIC_RELAXED);
-                        }
-                    }
+                    split_job j = {sh, n, units, chunk, taken, 0};
+                    wna16_parallel(run, split_thread, &j);
+                    int out_of_order = j.out_of_order;
                     int wrong = 0;
                     for (int64_t u = 0; u < units; u++) wrong += taken[u] != 1;
                     CHECK_MSG(wrong == 0 && out_of_order == 0,
@@ -164,6 +175,129 @@ static void test_huge_alloc(void) {
     CHECK(wna16_huge_alloc_fit(0) == NULL);
 }
 
+/* ------------------------------------------------------------ the pool */
+
+typedef struct cover_job {
+    int64_t n;
+    int *hits;
+    int *tid_of;
+    int bad_share; /* static: a thread's range not its contiguous share */
+    int nt_seen;
+} cover_job;
+
+static void cover_range(void *arg, int64_t i0, int64_t i1, int tid) {
+    cover_job *j = arg;
+    for (int64_t i = i0; i < i1; i++) {
+        __atomic_fetch_add(&j->hits[i], 1, __ATOMIC_RELAXED);
+        j->tid_of[i] = tid;
+    }
+}
+
+/* Every iteration exactly once, static shares contiguous and in thread
+ * order, at thread counts below, at and above the cores. */
+static void test_pool_for(void) {
+    enum { N = 1000 };
+    static int hits[N], tid_of[N];
+    const int64_t sizes[] = {0, 1, 2, 7, 999, N};
+    for (int si = 0; si < 6; si++)
+        for (int nt = 1; nt <= 9; nt += 2)
+            for (int dyn = 0; dyn < 2; dyn++) {
+                int64_t n = sizes[si];
+                memset(hits, 0, sizeof hits);
+                cover_job j = {n, hits, tid_of, 0, 0};
+                if (dyn)
+                    wna16_parallel_for_dynamic(nt, n, 3, cover_range, &j);
+                else
+                    wna16_parallel_for(nt, n, cover_range, &j);
+                int wrong = 0, order = 0;
+                for (int64_t i = 0; i < n; i++) wrong += hits[i] != 1;
+                for (int64_t i = 1; !dyn && i < n; i++) order += tid_of[i] < tid_of[i - 1];
+                CHECK_MSG(!wrong && !order, "n %lld nt %d %s: %d wrong, %d out of order",
+                          (long long)n, nt, dyn ? "dynamic" : "static", wrong, order);
+            }
+}
+
+typedef struct phase_job {
+    int rounds;
+    int *count;     /* arrivals per round */
+    int violations; /* a thread saw a round's count short after the barrier */
+    int max_tid, nt;
+} phase_job;
+
+static void phase_thread(void *arg, int tid, int nt) {
+    phase_job *j = arg;
+    for (int r = 0; r < j->rounds; r++) {
+        __atomic_fetch_add(&j->count[r], 1, __ATOMIC_RELAXED);
+        wna16_barrier();
+        if (__atomic_load_n(&j->count[r], __ATOMIC_RELAXED) != nt)
+            __atomic_fetch_add(&j->violations, 1, __ATOMIC_RELAXED);
+    }
+    int seen = __atomic_load_n(&j->max_tid, __ATOMIC_RELAXED);
+    while (tid > seen && !__atomic_compare_exchange_n(&j->max_tid, &seen, tid, false,
+                                                      __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+    }
+    if (tid == 0) j->nt = nt;
+}
+
+static void nested_thread(void *arg, int tid, int nt) {
+    (void)tid, (void)nt;
+    phase_job inner = {4, (int[4]){0}, 0, 0, 0};
+    wna16_parallel(4, phase_thread, &inner); /* runs inline: one thread */
+    if (inner.nt != 1 || inner.violations) __atomic_fetch_add((int *)arg, 1, __ATOMIC_RELAXED);
+}
+
+/* A barrier holds every thread of the region until all arrive, round after
+ * round; a region started inside a region runs on one thread. */
+static void test_pool_barrier(void) {
+    enum { ROUNDS = 500 };
+    static int count[ROUNDS];
+    for (int nt = 1; nt <= 5; nt++) {
+        memset(count, 0, sizeof count);
+        phase_job j = {ROUNDS, count, 0, 0, 0};
+        wna16_parallel(nt, phase_thread, &j);
+        CHECK_MSG(j.violations == 0 && j.nt == nt && j.max_tid == nt - 1,
+                  "barrier at %d threads: %d violations, nt %d, max tid %d", nt, j.violations,
+                  j.nt, j.max_tid);
+    }
+    int bad = 0;
+    wna16_parallel(3, nested_thread, &bad);
+    CHECK_MSG(bad == 0, "nested regions: %d ran wrong", bad);
+    wna16_barrier(); /* outside a region: returns at once */
+}
+
+static int task_count(void) {
+    DIR *d = opendir("/proc/self/task");
+    if (!d) return -1;
+    int n = 0;
+    for (struct dirent *e; (e = readdir(d));) n += e->d_name[0] != '.';
+    closedir(d);
+    return n;
+}
+
+static void *region_then_exit(void *arg) {
+    phase_job *j = arg;
+    wna16_parallel(3, phase_thread, j);
+    return NULL;
+}
+
+/* A thread that starts regions gets a team of its own, joined when that
+ * thread exits (TP rank threads, a server's engine): no worker outlives it. */
+static void test_pool_thread_exit(void) {
+    int before = task_count();
+    int bad = 0;
+    for (int i = 0; i < 20; i++) {
+        int count[8] = {0};
+        phase_job j = {8, count, 0, 0, 0};
+        pthread_t th;
+        CHECK(pthread_create(&th, NULL, region_then_exit, &j) == 0);
+        pthread_join(th, NULL);
+        bad += j.violations != 0 || j.nt != 3;
+    }
+    CHECK_MSG(bad == 0, "%d of 20 threads' regions ran wrong", bad);
+    CHECK_MSG(task_count() == before, "threads before %d, after %d", before, task_count());
+    CHECK(wna16_threads_default() >= 1 && wna16_cpus_available() >= 1);
+}
+
 int main(void) {
     test_status_names();
     test_half_conversions();
@@ -171,5 +305,8 @@ int main(void) {
     test_dequant_example();
     test_huge_alloc();
     test_split();
+    test_pool_for();
+    test_pool_barrier();
+    test_pool_thread_exit();
     TEST_MAIN_END();
 }

@@ -5,6 +5,7 @@
  * the dispatch: each level's table names its leaves, WNA16_ISA caps them
  * all (ctest runs this once more with WNA16_ISA=avx2). */
 #include "core/common.h"
+#include "core/pool.h"
 #include "kernels/attn.h"
 #include "kernels/dense.h"
 #include "kernels/gemm.h"
@@ -13,7 +14,6 @@
 #include "testing.h"
 
 #include <math.h>
-#include <omp.h>
 
 static uint64_t rng = 88172645463325252ull;
 static uint64_t next_u64(void) {
@@ -430,6 +430,19 @@ static void test_attention(void) {
     CHECK(worst == 0);
 }
 
+typedef struct attn_pair_job {
+    int l;
+    attn_case *c;
+    float (*s)[GMAX * LDS], (*o)[GMAX * HDMAX];
+} attn_pair_job;
+
+static void attn_pair_thread(void *arg, int t, int nt) {
+    const attn_pair_job *j = arg;
+    for (int i = t; i < 2; i += nt)
+        attn_leaves[j->l](j->c[i].q, 8, &j->c[i].kv, j->c[i].n, 128, j->c[i].scale, j->s[i], LDS,
+                          j->o[i]);
+}
+
 /* Two KV groups on two threads give the bits one thread gives them (a
  * leaf keeps no state between calls). */
 static void test_attention_threads(void) {
@@ -442,9 +455,8 @@ static void test_attention_threads(void) {
             attn_fill(&c[t]);
             attn_leaves[l](c[t].q, 8, &c[t].kv, c[t].n, 128, c[t].scale, s[t], LDS, o1[t]);
         }
-#pragma omp parallel for num_threads(2)
-        for (int t = 0; t < 2; t++)
-            attn_leaves[l](c[t].q, 8, &c[t].kv, c[t].n, 128, c[t].scale, s[t], LDS, o2[t]);
+        attn_pair_job j = {l, c, s, o2};
+        wna16_parallel(2, attn_pair_thread, &j);
         CHECK_MSG(!memcmp(o1, o2, sizeof o1), "attention %s on 2 threads", levels[l].name);
     }
 }

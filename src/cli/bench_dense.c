@@ -3,7 +3,6 @@
  * the fraction of the in-run fp32 FMA peak (prefill is compute-bound) and
  * the weight read rate against read bandwidth (decode is memory-bound). */
 #include <math.h>
-#include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,6 +10,7 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "core/pool.h"
 #include "core/common.h"
 #include "kernels/dense.h"
 #include "kernels/gemm.h"
@@ -62,7 +62,7 @@ static void time_case(uint16_t **w, int n_copies, long M, long N, long K, const 
 int wna16_bench_dense(int argc, char **argv) {
     long ms[16] = {1, 8, 32, 128, 512}, ns[8] = {0}, ks[8] = {0};
     int n_m = 5, n_n = 0, n_k = 0;
-    long threads = omp_get_max_threads(), repeat = 1;
+    long threads = wna16_threads_default(), repeat = 1;
     double min_time = 0.3;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;

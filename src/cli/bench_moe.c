@@ -5,13 +5,13 @@
  * distinct experts touched / read bandwidth) and the bf16-dot peak
  * (expert FLOPs / peak). */
 #include <math.h>
-#include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "core/pool.h"
 #include "core/common.h"
 #include "kernels/gemm.h"
 #include "kernels/machine_limits.h"
@@ -153,7 +153,7 @@ static void limits_refresh(int nt, int rounds, double *read_gbs, double *peak) {
 int wna16_bench_moe(int argc, char **argv) {
     long tokens[16] = {1, 8, 32, 128, 512};
     int n_tok = 5;
-    long threads = omp_get_max_threads(), E = 128, K = 8, H = 2048, I = 768, bits = 4, group = 128;
+    long threads = wna16_threads_default(), E = 128, K = 8, H = 2048, I = 768, bits = 4, group = 128;
     double min_time = 0.5;
     bool json = false;
     for (int i = 1; i < argc; i++) {

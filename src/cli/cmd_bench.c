@@ -2,13 +2,13 @@
  * machine's measured limits (kernels/machine_limits.h). Each mode is one
  * entry of bench_modes[] (gemm here; moe and model can be added alongside). */
 #include <math.h>
-#include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "core/pool.h"
 #include "core/common.h"
 #include "format/qweight.h"
 #include "kernels/gemm.h"
@@ -99,7 +99,7 @@ static const char *dt_name(wna16_dtype t) {
 static int bench_gemm(int argc, char **argv) {
     long ms[16] = {1, 8, 32, 128, 512}, ns[8] = {4096}, ks[8] = {4096, 2048};
     int n_m = 5, n_n = 0, n_k = 0;
-    long bits = 4, group = 128, threads = omp_get_max_threads(), repeat = 1;
+    long bits = 4, group = 128, threads = wna16_threads_default(), repeat = 1;
     bool asym = false, json = false;
     double min_time = 0.3;
     wna16_dtype dt = WNA16_DTYPE_BF16;

@@ -3,8 +3,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
-#include <unistd.h>
 
 typedef struct command {
     const char *name;
@@ -42,64 +40,7 @@ static void usage(FILE *f) {
                "Progress bars are drawn only when stderr is a terminal.\n");
 }
 
-/* Runnable threads on the machine right now (procs_running in /proc/stat,
- * which counts this one), or -1 when unreadable. */
-static long procs_running(void) {
-    FILE *f = fopen("/proc/stat", "r");
-    if (!f) return -1;
-    char line[256];
-    long n = -1;
-    while (fgets(line, sizeof line, f))
-        if (sscanf(line, "procs_running %ld", &n) == 1) break;
-    fclose(f);
-    return n;
-}
-
-/* Other threads busy on the machine: the mean of a few samples 4 ms apart
- * (the load average is a minute-long memory that includes this tool's own
- * previous run, and chose passive waits right after every benchmark). */
-static double busy_neighbours(void) {
-    enum { SAMPLES = 5 };
-    double sum = 0;
-    for (int i = 0; i < SAMPLES; i++) {
-        long n = procs_running();
-        if (n < 0) return 1e9;
-        sum += (double)(n - 1);
-        if (i + 1 < SAMPLES) nanosleep(&(struct timespec){0, 4000000}, NULL);
-    }
-    return sum / SAMPLES;
-}
-
-static bool computes(const char *command) {
-    static const char *const heavy[] = {"bench", "demo", "generate", "logits", "perplexity", "quantize", "serve"};
-    for (size_t i = 0; command && i < sizeof heavy / sizeof *heavy; i++)
-        if (!strcmp(command, heavy[i])) return true;
-    return false;
-}
-
-/* OpenMP threads that spin while waiting steal the core from the thread they
- * wait for whenever anything else runs on the machine (measured: decode 11x
- * slower on a 2-core host with one busy neighbour), while on an idle machine
- * sleeping between the many short parallel regions of a decode step costs a
- * third of the speed. libgomp reads its policy when it is loaded, before
- * main, so unless the user chose one, a command that computes samples how
- * many other threads are runnable and re-executes itself once: bounded
- * spinning when they leave at least half the cores free, passive waits when
- * they do not. */
-static void choose_wait_policy(int argc, char **argv) {
-    if (getenv("OMP_WAIT_POLICY") || getenv("GOMP_SPINCOUNT") || argc < 2 || !computes(argv[1]))
-        return;
-    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-    if (busy_neighbours() < 0.5 * (double)(cpus > 0 ? cpus : 1))
-        setenv("GOMP_SPINCOUNT", "200000", 1);
-    else
-        setenv("OMP_WAIT_POLICY", "passive", 1);
-    execv("/proc/self/exe", argv);
-    /* exec failed: run on with the default policy */
-}
-
 int main(int argc, char **argv) {
-    choose_wait_policy(argc, argv);
     int rc = cli_take_global_flags(&argc, argv);
     if (rc >= 0) return rc;
     if (argc < 2 || cli_is_help(argv[1])) {

@@ -1,9 +1,9 @@
 #include "kernels/dense.h"
 #include "kernels/ukernel.h"
 
+#include "core/pool.h"
 #include "core/split.h"
 
-#include <omp.h>
 #include <pthread.h>
 
 wna16_dense_dot_fn wna16_dense_dot(void) { return wna16_kernels()->dense_dot; }
@@ -84,7 +84,7 @@ typedef struct dense_args {
 /* Thread t's chunks of outputs by the dot (xp NULL) or, for the rows
  * [i0, i0 + rows) packed at xp, by the level's tiles in a workspace of the
  * thread's own (the dot when there is no memory for one: the same bits). */
-static void thread_chunks(wna16_split_share *shares, int n_threads, int64_t chunk,
+static void thread_chunks(wna16_split_share *shares, int n_threads, int t, int64_t chunk,
                           const wna16_kernel_table *kt, const dense_args *a, int64_t i0,
                           int64_t rows, const void *xp) {
     void *ws = xp ? scratch_get(0, kt->dense_tiles_ws(chunk, a->k)) : NULL;
@@ -105,7 +105,6 @@ static void thread_chunks(wna16_split_share *shares, int n_threads, int64_t chun
                               (float *)((char *)xq + (size_t)g * xqb));
         }
     }
-    int t = omp_get_thread_num();
     int64_t o0, o1;
     while (wna16_split_next(shares, n_threads, t, chunk, &o0, &o1)) {
         const uint16_t *w = a->w + o0 * a->k_stride;
@@ -124,6 +123,34 @@ static void thread_chunks(wna16_split_share *shares, int n_threads, int64_t chun
             wna16_dense_block__dot(w, o1 - o0, a->k, a->k_stride, bias, rows, a->x + i0 * a->ldx,
                                    a->ldx, y, a->ldy);
     }
+}
+
+/* One round of the dense linear on the pool's threads: the packing of x's
+ * row blocks (tiles only; all packed before any thread reads them), then
+ * each thread's chunks of outputs. */
+typedef struct dense_region {
+    wna16_split_share *shares;
+    int n_shares;
+    int64_t chunk, i0, rows, nb;
+    const wna16_kernel_table *kt;
+    const dense_args *a;
+    char *xp; /* NULL: no tiles */
+    size_t xb;
+} dense_region;
+
+static void dense_thread(void *arg, int t, int nt) {
+    const dense_region *r = arg;
+    if (r->xp) {
+        int64_t rb = r->kt->dense_tile_rows, b0, b1;
+        wna16_share(r->nb, t, nt, &b0, &b1);
+        for (int64_t b = b0; b < b1; b++) {
+            int64_t r0 = r->i0 + b * rb, n = r->a->m - r0 < rb ? r->a->m - r0 : rb;
+            r->kt->dense_pack_x(r->a->x + r0 * r->a->ldx, r->a->ldx, n, r->a->k,
+                                r->xp + (size_t)b * r->xb);
+        }
+        wna16_barrier();
+    }
+    thread_chunks(r->shares, r->n_shares, t, r->chunk, r->kt, r->a, r->i0, r->rows, r->xp);
 }
 
 /* Packed x of at most this many bytes at a time (the rows beyond go in
@@ -148,15 +175,8 @@ static bool gemm_tiles(const wna16_kernel_table *kt, const dense_args *a, wna16_
         int64_t nb = n_blocks - b0 < round ? n_blocks - b0 : round;
         int64_t i0 = b0 * rb, rows = a->m - i0 < nb * rb ? a->m - i0 : nb * rb;
         wna16_split_init(shares, n_threads, a->n);
-#pragma omp parallel num_threads(n_threads)
-        {
-#pragma omp for schedule(static)
-            for (int64_t b = 0; b < nb; b++) {
-                int64_t r0 = i0 + b * rb, r = a->m - r0 < rb ? a->m - r0 : rb;
-                kt->dense_pack_x(a->x + r0 * a->ldx, a->ldx, r, a->k, xp + (size_t)b * xb);
-            }
-            thread_chunks(shares, n_threads, chunk, kt, a, i0, rows, xp);
-        }
+        dense_region r = {shares, n_threads, chunk, i0, rows, nb, kt, a, xp, xb};
+        wna16_parallel(n_threads, dense_thread, &r);
     }
     return true;
 }
@@ -175,7 +195,7 @@ void wna16_dense_gemm(const uint16_t *w, int64_t n, int64_t k, int64_t k_stride,
                     .bias = bias,
                     .x = x,
                     .y = y};
-    if (n_threads <= 0) n_threads = omp_get_max_threads();
+    if (n_threads <= 0) n_threads = wna16_threads_default();
     /* output rows in contiguous shares with stealing (core/split.h), taken
      * ~64 KiB of weights at a time: each thread streams its rows in address
      * order and none waits long for a slowed other */
@@ -195,8 +215,8 @@ void wna16_dense_gemm(const uint16_t *w, int64_t n, int64_t k, int64_t k_stride,
     bool tiles = kt->dense_tiles && m > 0 && k > 0 && m >= wna16_dense_tile_min_m();
     if (!tiles || !gemm_tiles(kt, &a, shares, n_threads, (chunk + 11) / 12 * 12)) {
         wna16_split_init(shares, n_threads, n);
-#pragma omp parallel num_threads(n_threads)
-        thread_chunks(shares, n_threads, chunk, kt, &a, 0, m, NULL);
+        dense_region r = {shares, n_threads, chunk, 0, m, 0, kt, &a, NULL, 0};
+        wna16_parallel(n_threads, dense_thread, &r);
     }
     wna16_free(heap);
 }

@@ -2,11 +2,11 @@
  * epilogue. Portable: the arithmetic lives in the leaves (ukernel.h). */
 #include "kernels/gemm.h"
 
+#include "core/pool.h"
 #include "core/split.h"
 
 #include <float.h>
 #include <math.h>
-#include <omp.h>
 #include <string.h>
 
 #include "kernels/ukernel.h"
@@ -1024,12 +1024,59 @@ static bool next_in_order(int64_t *next, int64_t units, int64_t chunk, int64_t *
     return *u0 < units;
 }
 
+/* One multi-threaded wna16_linear_gemm call, shared by its threads. */
+typedef struct gemm_region {
+    const wna16_packed_linear *pl;
+    const plan *p;
+    const io *e;
+    const void *x;
+    wna16_dtype xt;
+    int64_t ldx;
+    uint8_t *scratch;
+    int64_t m, units, unit, chunk;
+    size_t a_stride;
+    wna16_split_share *shares;
+    int n_shares;
+    bool private_acts, prefill, ordered;
+    int64_t next_unit; /* ordered: the next unit not handed out */
+} gemm_region;
+
+static void gemm_thread(void *arg, int t, int nt) {
+    gemm_region *r = arg;
+    const plan *p = r->p;
+    const wna16_packed_linear *pl = r->pl;
+    /* Activations: a private copy per thread for small streaming calls,
+     * which spares the barrier and reads of rows the other core wrote (M = 8
+     * at K = 2048: 155-164 -> 141-149 us, 4096: 290-300 -> 276-290 us; M =
+     * 32 2-4 % faster). Else one copy packed in parallel: whole tiles for
+     * prefill (interleaved rows), any rows otherwise. */
+    uint8_t *acts = r->scratch, *own_scratch = r->scratch + p->a_bytes + p->thread_bytes * (size_t)t;
+    if (r->private_acts) {
+        acts = r->scratch + r->a_stride * (size_t)t;
+        own_scratch = acts + p->a_bytes;
+        pack_acts(pl, p, 0, r->m, r->x, r->xt, r->ldx, acts);
+    } else {
+        int64_t gran = r->prefill ? (int64_t)p->mr : 1;
+        int64_t tiles = (r->m + gran - 1) / gran;
+        int64_t r0 = tiles * t / nt * gran, r1 = tiles * (t + 1) / nt * gran;
+        if (r1 > r->m) r1 = r->m;
+        if (r0 < r1) pack_acts(pl, p, r0, r1, r->x, r->xt, r->ldx, r->scratch);
+        wna16_barrier();
+    }
+    int64_t u0, u1;
+    while (r->ordered ? next_in_order(&r->next_unit, r->units, r->chunk, &u0, &u1)
+                      : wna16_split_next(r->shares, r->n_shares, t, r->chunk, &u0, &u1)) {
+        int64_t b0 = u0 * r->unit, b1 = u1 * r->unit < pl->n_blocks ? u1 * r->unit : pl->n_blocks;
+        run_blocks(pl, p, r->e, b0, b1, pl->n, acts, own_scratch);
+    }
+}
+
 wna16_status wna16_linear_gemm(wna16_diag *d, const wna16_packed_linear *pl, int64_t m,
                                const void *x, wna16_dtype xt, int64_t ldx, void *y, wna16_dtype yt,
                                int64_t ldy, const void *bias, wna16_dtype bt, int n_threads) {
     WNA16_TRY(check_args(d, pl, m, x, xt, ldx, y, yt, ldy, bias, bt));
     if (m == 0) return WNA16_OK;
-    if (n_threads <= 0) n_threads = omp_get_max_threads();
+    if (n_threads <= 0) n_threads = wna16_threads_default();
     plan p = make_plan(pl, m, xt);
     /* units: blocks for the fp32 path, block pairs for the bf16 ones */
     int64_t unit = p.path == PATH_F32_GEMV || p.path == PATH_I16_GEMV || p.path == PATH_I16_PANEL ? 1 : 2;
@@ -1058,42 +1105,14 @@ wna16_status wna16_linear_gemm(wna16_diag *d, const wna16_packed_linear *pl, int
          * faster at M=512 than shares; streaming paths: contiguous shares
          * taken STREAM_CHUNK_BYTES of weights at a time (core/split.h) */
         bool ordered = prefill;
-        int64_t next_unit = 0, chunk = ordered
-                                           ? units / ((int64_t)n_threads * 8)
-                                           : STREAM_CHUNK_BYTES / (pl->L.block_bytes * unit) + 1;
+        int64_t chunk = ordered ? units / ((int64_t)n_threads * 8)
+                                : STREAM_CHUNK_BYTES / (pl->L.block_bytes * unit) + 1;
         if (ordered && chunk * unit < 4) chunk = (4 + unit - 1) / unit;
         wna16_split_share *shares = (wna16_split_share *)(scratch + shares_off);
         wna16_split_init(shares, n_threads, units);
-#pragma omp parallel num_threads(n_threads)
-        {
-            int t = omp_get_thread_num(), nt = omp_get_num_threads();
-            /* Activations: a private copy per thread for small streaming
-             * calls, which spares the barrier and reads of rows the other
-             * core wrote (M = 8 at K = 2048: 155-164 -> 141-149 us, 4096:
-             * 290-300 -> 276-290 us; M = 32 2-4 % faster). Else one copy
-             * packed in parallel: whole tiles for prefill (interleaved
-             * rows), any rows otherwise. */
-            uint8_t *acts = scratch,
-                    *own_scratch = scratch + p.a_bytes + p.thread_bytes * (size_t)t;
-            if (private_acts) {
-                acts = scratch + a_stride * (size_t)t;
-                own_scratch = acts + p.a_bytes;
-                pack_acts(pl, &p, 0, m, x, xt, ldx, acts);
-            } else {
-                int64_t gran = prefill ? (int64_t)p.mr : 1;
-                int64_t tiles = (m + gran - 1) / gran;
-                int64_t r0 = tiles * t / nt * gran, r1 = tiles * (t + 1) / nt * gran;
-                if (r1 > m) r1 = m;
-                if (r0 < r1) pack_acts(pl, &p, r0, r1, x, xt, ldx, scratch);
-#pragma omp barrier
-            }
-            int64_t u0, u1;
-            while (ordered ? next_in_order(&next_unit, units, chunk, &u0, &u1)
-                           : wna16_split_next(shares, n_threads, t, chunk, &u0, &u1)) {
-                int64_t b0 = u0 * unit, b1 = u1 * unit < pl->n_blocks ? u1 * unit : pl->n_blocks;
-                run_blocks(pl, &p, &e, b0, b1, pl->n, acts, own_scratch);
-            }
-        }
+        gemm_region r = {pl, &p, &e, x, xt, ldx, scratch, m, units, unit, chunk, a_stride,
+                         shares, n_threads, private_acts, prefill, ordered, 0};
+        wna16_parallel(n_threads, gemm_thread, &r);
     }
     wna16_free(own);
     return WNA16_OK;

@@ -110,7 +110,7 @@ void wna16_linear_unpack(const wna16_packed_linear *pl, uint8_t *u, float *scale
  * x: m rows of k elements, row stride ldx elements, dtype xt (BF16, F16, F32).
  * y: m rows of n elements, row stride ldy, dtype yt (BF16, F16, F32).
  * bias: NULL, or n elements of dtype bt (F32 or yt).
- * n_threads: OpenMP threads over N blocks (<= 0: omp_get_max_threads()).
+ * n_threads: threads over N blocks (<= 0: wna16_threads_default()).
  * Results are bitwise identical for every n_threads. m == 0 is a no-op.
  * Errors: WNA16_ERR_INVALID_ARGUMENT (NULL pointers, m < 0, ldx < k,
  * ldy < n, x and y overlapping), WNA16_ERR_BAD_DTYPE, WNA16_ERR_OUT_OF_MEMORY

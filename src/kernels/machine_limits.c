@@ -1,24 +1,51 @@
 #include "kernels/machine_limits.h"
 
-#include <omp.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <time.h>
 
+#include "core/pool.h"
 #include "kernels/ukernel.h"
 
-double wna16_now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+static uint64_t sink_u64; /* keeps the sums live */
+
+typedef struct bw_job {
+    uint64_t *buf;
+    size_t words;
+    uint64_t (*sum)(const void *, size_t, int);
+    int reps;
+    double best; /* thread 0's */
+} bw_job;
+
+/* Each thread sums its share of the buffer, all starting together; thread
+ * 0 times each pass from barrier to barrier. */
+static void bw_thread(void *arg, int t, int nt) {
+    bw_job *j = arg;
+    size_t w0 = j->words / (size_t)nt * (size_t)t, w1 = j->words / (size_t)nt * (size_t)(t + 1);
+    for (size_t i = w0; i < w1; i++) j->buf[i] = i;
+    for (int r = 0; r < j->reps * (j->sum ? 2 : 1); r++) {
+        wna16_barrier();
+        double t0 = wna16_now();
+        uint64_t tot = 0;
+        if (j->sum) {
+            tot = j->sum(j->buf + w0, (w1 - w0) * sizeof *j->buf, r & 1);
+        } else {
+            uint64_t s[8] = {0};
+            for (size_t i = w0; i < w1; i += 8)
+                for (int k = 0; k < 8; k++) s[k] += j->buf[i + k];
+            for (int k = 0; k < 8; k++) tot += s[k];
+        }
+        __atomic_fetch_add(&sink_u64, tot, __ATOMIC_RELAXED);
+        wna16_barrier();
+        double dt = wna16_now() - t0;
+        if (t == 0 && dt < j->best) j->best = dt;
+    }
 }
 
-static volatile uint64_t sink_u64;
-
 double wna16_measure_read_bw(int n_threads, size_t bytes, int reps) {
-    if (n_threads <= 0) n_threads = omp_get_max_threads();
+    if (n_threads <= 0) n_threads = wna16_threads_default();
     size_t words = bytes / sizeof(uint64_t);
     words -= words % (size_t)(32 * n_threads);
     uint64_t (*sum)(const void *, size_t, int) = NULL;
@@ -33,60 +60,51 @@ double wna16_measure_read_bw(int n_threads, size_t bytes, int reps) {
 #ifdef MADV_HUGEPAGE
     (void)madvise(buf, words * sizeof *buf, MADV_HUGEPAGE); /* as packed weights do */
 #endif
-    double best = 1e30;
-#pragma omp parallel num_threads(n_threads)
-    {
-        int t = omp_get_thread_num(), nt = omp_get_num_threads();
-        size_t w0 = words / (size_t)nt * (size_t)t, w1 = words / (size_t)nt * (size_t)(t + 1);
-        for (size_t i = w0; i < w1; i++) buf[i] = i;
-        for (int r = 0; r < reps * (sum ? 2 : 1); r++) {
-#pragma omp barrier
-            double t0 = wna16_now();
-            uint64_t tot = 0;
-            if (sum) {
-                tot = sum(buf + w0, (w1 - w0) * sizeof *buf, r & 1);
-            } else {
-                uint64_t s[8] = {0};
-                for (size_t i = w0; i < w1; i += 8)
-                    for (int j = 0; j < 8; j++) s[j] += buf[i + j];
-                for (int j = 0; j < 8; j++) tot += s[j];
-            }
-            sink_u64 += tot;
-#pragma omp barrier
-#pragma omp master
-            {
-                double dt = wna16_now() - t0;
-                if (dt < best) best = dt;
-            }
-        }
-    }
+    bw_job j = {buf, words, sum, reps, 1e30};
+    wna16_parallel(n_threads, bw_thread, &j);
+    double best = j.best;
     free(buf);
     return (double)(words * sizeof(uint64_t)) / best * 1e-9;
 }
 
 #if defined(__x86_64__) || defined(__i386__)
-static volatile float sink_f32;
+static uint32_t sink_f32_bits; /* keeps the loops live */
+
+typedef struct peak_job {
+    float (*loop)(int64_t);
+    int64_t iters;
+    double dt; /* thread 0's */
+    int nt;
+} peak_job;
+
+/* Every thread runs the loop, all starting together; thread 0 times it
+ * from barrier to barrier. */
+static void peak_thread(void *arg, int t, int nt) {
+    peak_job *j = arg;
+    wna16_barrier();
+    double t0 = wna16_now();
+    float v = j->loop(j->iters);
+    wna16_barrier();
+    if (t == 0) {
+        j->dt = wna16_now() - t0;
+        j->nt = nt;
+    }
+    uint32_t bits;
+    memcpy(&bits, &v, sizeof bits);
+    __atomic_fetch_xor(&sink_f32_bits, bits, __ATOMIC_RELAXED);
+}
 
 /* The best of 5 timed runs of a register-resident loop on every thread. */
 static double peak(int n_threads, float (*loop)(int64_t), double flops_per_iter) {
-    if (n_threads <= 0) n_threads = omp_get_max_threads();
-    const int64_t iters = 4 << 20;
+    if (n_threads <= 0) n_threads = wna16_threads_default();
     double best = 1e30;
+    int ran = 1;
     for (int rep = 0; rep < 5; rep++) {
-        double t0 = 0, dt = 0;
-#pragma omp parallel num_threads(n_threads)
-        {
-#pragma omp barrier
-#pragma omp master
-            t0 = wna16_now();
-            sink_f32 += loop(iters);
-#pragma omp barrier
-#pragma omp master
-            dt = wna16_now() - t0;
-        }
-        if (dt < best) best = dt;
+        peak_job j = {loop, 4 << 20, 0, 1};
+        wna16_parallel(n_threads, peak_thread, &j);
+        if (j.dt < best) best = j.dt, ran = j.nt;
     }
-    return flops_per_iter * (double)iters * n_threads / best * 1e-9;
+    return flops_per_iter * (double)(4 << 20) * ran / best * 1e-9;
 }
 
 double wna16_measure_bf16_peak(int n_threads) {

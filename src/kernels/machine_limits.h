@@ -18,7 +18,7 @@ double wna16_measure_read_bw(int n_threads, size_t bytes, int reps);
 double wna16_measure_bf16_peak(int n_threads);
 double wna16_measure_fma_peak(int n_threads);
 
-/* Monotonic seconds. */
-double wna16_now(void);
+/* Monotonic seconds (core/pool.h). */
+#include "core/pool.h"
 
 #endif

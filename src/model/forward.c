@@ -5,10 +5,10 @@
  * all-reduced (one each per layer). */
 #include "kernels/attn.h"
 #include "kernels/dense.h"
+#include "core/pool.h"
 #include "model/model.h"
 
 #include <math.h>
-#include <omp.h>
 #include <pthread.h>
 #include <string.h>
 
@@ -46,7 +46,7 @@ const char *wna16_phase_name(wna16_phase p) {
 static void phase_end(wna16_model *m, const wna16_rank_model *r, int64_t n, scratch *s,
                       wna16_phase p) {
     if (!m->profile.on || r->rank != 0) return;
-    double now = omp_get_wtime();
+    double now = wna16_now();
     m->profile.seconds[n > 1][p] += now - s->stamp;
     s->stamp = now;
 }
@@ -58,11 +58,25 @@ static void to_bf16_run(const float *src, int64_t n, uint16_t *hb, float *hf) {
 
 /* rows x cols of src to bf16 (hb) and its fp32 value (hf); a prompt's rows
  * on the threads (one token's row is too short to split). */
+typedef struct rows_job {
+    const float *src, *w;
+    int64_t cols;
+    double eps;
+    float *out, *hf;
+    uint16_t *hb;
+} rows_job;
+
+static void to_bf16_rows(void *arg, int64_t t0, int64_t t1, int tid) {
+    (void)tid;
+    const rows_job *j = arg;
+    for (int64_t t = t0; t < t1; t++)
+        to_bf16_run(j->src + t * j->cols, j->cols, j->hb + t * j->cols, j->hf + t * j->cols);
+}
+
 static void to_bf16(const float *src, int64_t rows, int64_t cols, uint16_t *hb, float *hf,
                     int threads) {
-#pragma omp parallel for num_threads(threads) if (rows > 1 && threads > 1) schedule(static)
-    for (int64_t t = 0; t < rows; t++)
-        to_bf16_run(src + t * cols, cols, hb + t * cols, hf + t * cols);
+    rows_job j = {.src = src, .cols = cols, .hb = hb, .hf = hf};
+    wna16_parallel_for(threads, rows, to_bf16_rows, &j);
 }
 
 /* Σ x² in double over eight interleaved partial sums: independent chains
@@ -86,13 +100,20 @@ static void rmsnorm_row(const float *x, int64_t n, const float *w, double eps, f
 
 /* rmsnorm of rows x H rows of x into out, then out to bf16 (hb, hf): a
  * prompt's rows on the threads; each row's bits do not depend on them. */
+static void norm_rows(void *arg, int64_t t0, int64_t t1, int tid) {
+    (void)tid;
+    const rows_job *j = arg;
+    int64_t H = j->cols;
+    for (int64_t t = t0; t < t1; t++) {
+        rmsnorm_row(j->src + t * H, H, j->w, j->eps, j->out + t * H);
+        to_bf16_run(j->out + t * H, H, j->hb + t * H, j->hf + t * H);
+    }
+}
+
 static void norm_to_bf16(const float *x, int64_t rows, int64_t H, const float *w, double eps,
                          float *out, uint16_t *hb, float *hf, int threads) {
-#pragma omp parallel for num_threads(threads) if (rows > 1 && threads > 1) schedule(static)
-    for (int64_t t = 0; t < rows; t++) {
-        rmsnorm_row(x + t * H, H, w, eps, out + t * H);
-        to_bf16_run(out + t * H, H, hb + t * H, hf + t * H);
-    }
+    rows_job j = {.src = x, .w = w, .cols = H, .eps = eps, .out = out, .hb = hb, .hf = hf};
+    wna16_parallel_for(threads, rows, norm_rows, &j);
 }
 
 static void head_norm(float *v, int64_t hd, const float *w, double eps) {
@@ -196,25 +217,43 @@ static void attend_head(const wna16_model *m, const wna16_rank_model *r, int64_t
  * in one region, so the per-head RoPE and cache store run on both threads
  * and cost no second fork and join (rope_cache then reads ~0); each item
  * also asks for its part of the layer's MoE router, read after o_proj. */
+typedef struct attn_job {
+    const wna16_model *m;
+    const wna16_rank_model *r;
+    int64_t L, n;
+    scratch *s;
+    wna16_attn_fn attend;
+} attn_job;
+
+/* items [i0, i1) of (position, KV head) pairs */
+static void prepare_items(void *arg, int64_t i0, int64_t i1, int tid) {
+    (void)tid;
+    const attn_job *j = arg;
+    for (int64_t i = i0; i < i1; i++)
+        prepare_head(j->m, j->r, j->L, i / j->r->kv_heads, i % j->r->kv_heads, j->s);
+}
+
+static void attend_items(void *arg, int64_t i0, int64_t i1, int tid) {
+    (void)tid;
+    const attn_job *j = arg;
+    int64_t kvh_n = j->r->kv_heads;
+    for (int64_t i = i0; i < i1; i++) {
+        int64_t t = i / kvh_n, kvh = i % kvh_n;
+        if (j->n == 1) {
+            wna16_moe_layer_prefetch_router(j->r->layers[j->L].moe, (int)kvh, (int)kvh_n);
+            prepare_head(j->m, j->r, j->L, t, kvh, j->s);
+        }
+        attend_head(j->m, j->r, j->L, t, kvh, j->s, j->attend);
+    }
+}
+
 static void attention(wna16_model *m, const wna16_rank_model *r, int64_t L, int64_t n, scratch *s,
                       int threads) {
-    wna16_attn_fn attend = wna16_attn_group(m->cfg.head_dim);
-    int64_t kvh_n = r->kv_heads;
-    if (n > 1) {
-#pragma omp parallel for collapse(2) num_threads(threads) schedule(static)
-        for (int64_t t = 0; t < n; t++)
-            for (int64_t kvh = 0; kvh < kvh_n; kvh++) prepare_head(m, r, L, t, kvh, s);
-    }
+    attn_job j = {m, r, L, n, s, wna16_attn_group(m->cfg.head_dim)};
+    int64_t items = n * r->kv_heads;
+    if (n > 1) wna16_parallel_for(threads, items, prepare_items, &j);
     phase_end(m, r, n, s, WNA16_PHASE_ROPE);
-#pragma omp parallel for collapse(2) num_threads(threads) schedule(dynamic)
-    for (int64_t t = 0; t < n; t++)
-        for (int64_t kvh = 0; kvh < kvh_n; kvh++) {
-            if (n == 1) {
-                wna16_moe_layer_prefetch_router(r->layers[L].moe, (int)kvh, (int)kvh_n);
-                prepare_head(m, r, L, t, kvh, s);
-            }
-            attend_head(m, r, L, t, kvh, s, attend);
-        }
+    wna16_parallel_for_dynamic(threads, items, 1, attend_items, &j);
 }
 
 static void capture(const wna16_model *m, const wna16_rank_model *r, int64_t L, const char *what,
@@ -233,8 +272,7 @@ static wna16_status attn_block(wna16_diag *d, wna16_model *m, wna16_rank_model *
     if (ly->qkv.n) {
         int64_t w = qn + 2 * kvn;
         WNA16_TRY(wna16_lin_forward(d, &ly->qkv, n, s->hb, s->hf, H, s->qkv, w, threads));
-#pragma omp parallel for num_threads(threads) if (n > 1 && threads > 1) schedule(static)
-        for (int64_t t = 0; t < n; t++) {
+        for (int64_t t = 0; t < n; t++) { /* memory-bound: one thread keeps up */
             const float *row = s->qkv + t * w;
             memcpy(s->q + t * qn, row, (size_t)qn * sizeof(float));
             memcpy(s->k + t * kvn, row + qn, (size_t)kvn * sizeof(float));
@@ -400,7 +438,7 @@ static wna16_status run_rank(wna16_diag *d, rank_job *job) {
     wna16_kv_rank *kr = &job->cache->ranks[job->rank];
     const wna16_rows *rows = job->rows;
     int threads = m->dist ? m->threads : m->threads / m->tp > 0 ? m->threads / m->tp : 1;
-    double start = m->profile.on ? omp_get_wtime() : 0;
+    double start = m->profile.on ? wna16_now() : 0;
     scratch *s = NULL;
     WNA16_TRY(scratch_get(d, m, r, kr, rows->n, &s));
     s->stamp = start;

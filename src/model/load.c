@@ -1,6 +1,7 @@
 /* Loading a model: validate the checkpoint, check the whole TP plan before
  * any rank allocates, then build each rank's shards (repacking quantized
  * weights once) and its KV cache. */
+#include "core/pool.h"
 #include "io/safetensors.h"
 #include "kernels/machine_limits.h"
 #include "model/model.h"
@@ -9,7 +10,6 @@
 #ifdef __GLIBC__
 #include <malloc.h>
 #endif
-#include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -297,9 +297,9 @@ static wna16_status load_globals(wna16_diag *d, wna16_model *m) {
 /* Distributed default: the cores this process may run on, shared with the
  * other ranks on this host unless the launcher already bound us to a subset. */
 static int dist_threads(const wna16_model *m) {
-    if (getenv("OMP_NUM_THREADS")) return omp_get_max_threads();
+    if (getenv("OMP_NUM_THREADS")) return wna16_threads_default();
     long online = sysconf(_SC_NPROCESSORS_ONLN);
-    int mine = omp_get_num_procs();
+    int mine = wna16_cpus_available();
     if (online > 0 && mine < online) return mine > 0 ? mine : 1;
     int t = mine / wna16_comm_local_size(m->comms ? m->comms[m->my_rank] : NULL);
     return t > 0 ? t : 1;
@@ -330,7 +330,7 @@ static wna16_status prepare(wna16_diag *d, wna16_model *m, const char *dir,
                               o->tp, wna16_comm_size(o->comm), o->tp);
         m->tp = wna16_comm_size(o->comm);
     }
-    m->threads = o->threads > 0 ? o->threads : m->dist ? dist_threads(m) : omp_get_max_threads();
+    m->threads = o->threads > 0 ? o->threads : m->dist ? dist_threads(m) : wna16_threads_default();
     m->context =
         o->context > 0
             ? o->context

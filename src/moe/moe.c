@@ -5,15 +5,16 @@
  * all of its tokens (gate|up in one packed matrix) -> silu(gate)*up rounded
  * to bf16 -> one w2 GEMM -> the routing-weighted sum per token in top-k
  * order, plus the shared expert. Work items are (expert, N-range) pairs run
- * by OpenMP threads from a dynamic queue; every output column is computed by
+ * by the pool's threads from a dynamic queue; every output column is computed by
  * exactly one kernel call whose rows and bits do not depend on the thread
  * count, so results are bitwise identical for any n_threads. */
 #include <math.h>
-#include <omp.h>
+#include <pthread.h>
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/pool.h"
 #include "moe/moe_internal.h"
 #include "parallel/shard.h"
 
@@ -511,39 +512,51 @@ static void combine_token(const fwd *f, int64_t t) {
  * first, then w2 items in the order their experts' w13 items finish); a w2
  * item waits only for its own expert, the combine only for the last w2
  * item. A thread that is descheduled while holding nothing delays no one. */
-static void run_queue(fwd *f, int nt, wna16_status *status, wna16_diag *d) {
-    int64_t n_w2 = f->n_items - f->n_w13;
-    int64_t comb_chunk = f->T / (4 * (int64_t)nt) + 1;
-#pragma omp parallel num_threads(nt) if (nt > 1)
-    {
-        int tid = omp_get_thread_num();
-        uint8_t *scratch = f->scratch + (size_t)tid * f->scratch_bytes;
-        wna16_diag local = {0};
-        wna16_status mine = WNA16_OK;
-        for (;;) {
-            int64_t i = __atomic_fetch_add(&f->next, 1, __ATOMIC_RELAXED);
-            if (i >= f->n_items) break;
-            const item *it = &f->items[i];
-            if (it->phase == 1) wait_for(&f->done13[it->slot], f->need13[it->slot]);
-            if (mine == WNA16_OK) mine = run_item(&local, f, it, scratch);
-            __atomic_fetch_add(it->phase == 0 ? &f->done13[it->slot] : &f->done_w2, 1,
-                               __ATOMIC_RELEASE);
-        }
-        wait_for(&f->done_w2, n_w2);
-        for (;;) {
-            int64_t t0 = __atomic_fetch_add(&f->next_comb, comb_chunk, __ATOMIC_RELAXED);
-            if (t0 >= f->T) break;
-            int64_t t1 = t0 + comb_chunk < f->T ? t0 + comb_chunk : f->T;
-            for (int64_t t = t0; t < t1; t++) combine_token(f, t);
-        }
-        if (mine != WNA16_OK) {
-#pragma omp critical /* unnamed: a named one is an exported symbol */
-            if (*status == WNA16_OK) {
-                *status = mine;
-                if (d) memcpy(d->detail, local.detail, sizeof d->detail); /* not its hooks */
-            }
-        }
+typedef struct queue_job {
+    fwd *f;
+    int64_t n_w2, comb_chunk;
+    wna16_status *status;
+    wna16_diag *d;
+    pthread_mutex_t lock; /* the first failure's detail */
+} queue_job;
+
+static void queue_thread(void *arg, int tid, int nt) {
+    (void)nt;
+    queue_job *q = arg;
+    fwd *f = q->f;
+    uint8_t *scratch = f->scratch + (size_t)tid * f->scratch_bytes;
+    wna16_diag local = {0};
+    wna16_status mine = WNA16_OK;
+    for (;;) {
+        int64_t i = __atomic_fetch_add(&f->next, 1, __ATOMIC_RELAXED);
+        if (i >= f->n_items) break;
+        const item *it = &f->items[i];
+        if (it->phase == 1) wait_for(&f->done13[it->slot], f->need13[it->slot]);
+        if (mine == WNA16_OK) mine = run_item(&local, f, it, scratch);
+        __atomic_fetch_add(it->phase == 0 ? &f->done13[it->slot] : &f->done_w2, 1,
+                           __ATOMIC_RELEASE);
     }
+    wait_for(&f->done_w2, q->n_w2);
+    for (;;) {
+        int64_t t0 = __atomic_fetch_add(&f->next_comb, q->comb_chunk, __ATOMIC_RELAXED);
+        if (t0 >= f->T) break;
+        int64_t t1 = t0 + q->comb_chunk < f->T ? t0 + q->comb_chunk : f->T;
+        for (int64_t t = t0; t < t1; t++) combine_token(f, t);
+    }
+    if (mine != WNA16_OK) {
+        pthread_mutex_lock(&q->lock);
+        if (*q->status == WNA16_OK) {
+            *q->status = mine;
+            if (q->d) memcpy(q->d->detail, local.detail, sizeof q->d->detail); /* not its hooks */
+        }
+        pthread_mutex_unlock(&q->lock);
+    }
+}
+
+static void run_queue(fwd *f, int nt, wna16_status *status, wna16_diag *d) {
+    queue_job q = {f, f->n_items - f->n_w13, f->T / (4 * (int64_t)nt) + 1, status, d,
+                   PTHREAD_MUTEX_INITIALIZER};
+    wna16_parallel(nt, queue_thread, &q);
 }
 
 static wna16_status check_ids(wna16_diag *d, const wna16_moe_layer *L, int64_t T,
@@ -706,7 +719,7 @@ static wna16_status check_forward(wna16_diag *d, const wna16_moe_layer *L, int64
     return WNA16_OK;
 }
 
-static int threads_of(int n_threads) { return n_threads > 0 ? n_threads : omp_get_max_threads(); }
+static int threads_of(int n_threads) { return n_threads > 0 ? n_threads : wna16_threads_default(); }
 
 /* Router logits, routing and the shared gate for tokens [0, T): arrays in a
  * separate allocation (they live across forward_core). */
@@ -764,30 +777,44 @@ void wna16_moe_layer_prefetch_router(const wna16_moe_layer *L, int part, int par
 /* One token (decode): the router is a 1 MiB fp32 read per layer (512 KiB
  * from router16), so the threads split the experts (in fours, so every logit has the bits of the
  * single-thread dot), then one thread picks the top-k. */
+typedef struct route_job {
+    const wna16_moe_layer *L;
+    const uint16_t *x;
+    int64_t ldx, T;
+    bool route;
+    uint8_t *thread_base;
+    size_t per_thread, rs;
+    routing *r;
+} route_job;
+
+static void decode_routing_thread(void *arg, int t, int n) {
+    const route_job *j = arg;
+    const wna16_moe_layer *L = j->L;
+    routing *r = j->r;
+    int64_t E = L->cfg.num_experts, H = L->cfg.hidden, quads = (E + 3) / 4;
+    uint8_t *mine = j->thread_base + j->per_thread * (size_t)t;
+    float *xf = (float *)(mine + j->rs);
+    int64_t e0 = quads * t / n * 4, e1 = quads * (t + 1) / n * 4;
+    if (e1 > E) e1 = E;
+    for (int64_t h = 0; h < H; h++) xf[h] = wna16_bf16_to_f32(j->x[h]);
+    if (e0 < e1) {
+        if (L->router16)
+            wna16_moe_dot_rows_bf16(xf, L->router16, e0, e1, H, r->logits + e0);
+        else
+            wna16_moe_dot_rows(xf, L->router, e0, e1, H, r->logits + e0);
+    }
+    wna16_barrier();
+    if (t == 0) {
+        wna16_moe_route_rows(&L->cfg, 0, 1, r->logits, L->bias, r->ids, r->wts, mine);
+        if (L->shared_gate) r->sg[0] = shared_gate(L, xf);
+    }
+}
+
 static void decode_routing(const wna16_moe_layer *L, const uint16_t *x, int nt,
                            uint8_t *thread_base, size_t per_thread, size_t rs, routing *r) {
-    int64_t E = L->cfg.num_experts, H = L->cfg.hidden, quads = (E + 3) / 4;
-#pragma omp parallel num_threads(nt)
-    {
-        int t = omp_get_thread_num(), n = omp_get_num_threads();
-        uint8_t *mine = thread_base + per_thread * (size_t)t;
-        float *xf = (float *)(mine + rs);
-        int64_t e0 = quads * t / n * 4, e1 = quads * (t + 1) / n * 4;
-        if (e1 > E) e1 = E;
-        for (int64_t h = 0; h < H; h++) xf[h] = wna16_bf16_to_f32(x[h]);
-        if (e0 < e1) {
-            if (L->router16)
-                wna16_moe_dot_rows_bf16(xf, L->router16, e0, e1, H, r->logits + e0);
-            else
-                wna16_moe_dot_rows(xf, L->router, e0, e1, H, r->logits + e0);
-        }
-#pragma omp barrier
-#pragma omp master
-        {
-            wna16_moe_route_rows(&L->cfg, 0, 1, r->logits, L->bias, r->ids, r->wts, mine);
-            if (L->shared_gate) r->sg[0] = shared_gate(L, xf);
-        }
-    }
+    route_job j = {.L = L, .x = x, .thread_base = thread_base, .per_thread = per_thread, .rs = rs,
+                   .r = r};
+    wna16_parallel(nt, decode_routing_thread, &j);
 }
 
 /* A few tokens touch a few experts: their descriptors (cold, one layer of
@@ -800,6 +827,31 @@ static void prefetch_experts(const wna16_moe_layer *L, const int32_t *ids, int64
         const wna16_packed_linear *w13 = L->w13[ids[p]], *w2 = L->w2[ids[p]];
         if (w13) wna16_linear_prefetch(w13);
         if (w2) wna16_linear_prefetch(w2);
+    }
+}
+
+/* Token pairs [q0, q1): their router logits, routing and shared gate, in
+ * the thread's own scratch. */
+static void route_pairs(void *arg, int64_t q0, int64_t q1, int tid) {
+    const route_job *j = arg;
+    const wna16_moe_layer *L = j->L;
+    routing *r = j->r;
+    int64_t H = L->cfg.hidden, T = j->T;
+    uint8_t *mine = j->thread_base + j->per_thread * (size_t)tid;
+    float *xf = (float *)(mine + j->rs);
+    for (int64_t q = q0; q < q1; q++) {
+        int64_t t0 = 2 * q;
+        int n = t0 + 1 < T ? 2 : 1;
+        if (j->route) {
+            logits_rows(L, j->x, j->ldx, t0, n, xf, r->logits);
+            wna16_moe_route_rows(&L->cfg, t0, t0 + n, r->logits, L->bias, r->ids, r->wts, mine);
+        }
+        for (int i = 0; i < n && L->shared_gate; i++) {
+            if (!j->route)
+                for (int64_t h = 0; h < H; h++)
+                    xf[i * H + h] = wna16_bf16_to_f32(j->x[(t0 + i) * j->ldx + h]);
+            r->sg[t0 + i] = shared_gate(L, xf + i * H);
+        }
     }
 }
 
@@ -830,28 +882,23 @@ static wna16_status compute_routing(wna16_diag *d, const wna16_moe_layer *L, int
         decode_routing(L, x, nt, thread_base, per_thread, rs, r);
         return WNA16_OK;
     }
-    int64_t pairs = (T + 1) / 2;
-#pragma omp parallel num_threads(nt) if (parallel_router(L, nt, T))
-    {
-        uint8_t *mine = thread_base + per_thread * (size_t)omp_get_thread_num();
-        float *xf = (float *)(mine + rs);
-#pragma omp for schedule(static)
-        for (int64_t q = 0; q < pairs; q++) {
-            int64_t t0 = 2 * q;
-            int n = t0 + 1 < T ? 2 : 1;
-            if (route) {
-                logits_rows(L, x, ldx, t0, n, xf, r->logits);
-                wna16_moe_route_rows(&L->cfg, t0, t0 + n, r->logits, L->bias, r->ids, r->wts, mine);
-            }
-            for (int i = 0; i < n && L->shared_gate; i++) {
-                if (!route)
-                    for (int64_t h = 0; h < H; h++)
-                        xf[i * H + h] = wna16_bf16_to_f32(x[(t0 + i) * ldx + h]);
-                r->sg[t0 + i] = shared_gate(L, xf + i * H);
-            }
-        }
-    }
+    route_job j = {L, x, ldx, T, route, thread_base, per_thread, rs, r};
+    wna16_parallel_for(parallel_router(L, nt, T) ? nt : 1, (T + 1) / 2, route_pairs, &j);
     return WNA16_OK;
+}
+
+typedef struct logits_job {
+    const wna16_moe_layer *L;
+    const uint16_t *x;
+    int64_t ldx, T;
+    float *xf, *logits;
+} logits_job;
+
+static void logits_pairs(void *arg, int64_t q0, int64_t q1, int tid) {
+    const logits_job *j = arg;
+    float *xf = j->xf + 2 * j->L->cfg.hidden * tid;
+    for (int64_t q = q0; q < q1; q++)
+        logits_rows(j->L, j->x, j->ldx, 2 * q, 2 * q + 1 < j->T ? 2 : 1, xf, j->logits);
 }
 
 wna16_status wna16_moe_layer_logits(wna16_diag *d, const wna16_moe_layer *L, int64_t T,
@@ -861,10 +908,8 @@ wna16_status wna16_moe_layer_logits(wna16_diag *d, const wna16_moe_layer *L, int
     int64_t H = L->cfg.hidden, pairs = (T + 1) / 2;
     float *xf = wna16_malloc((size_t)(2 * H * nt) * 4);
     if (!xf) return wna16_fail(d, WNA16_ERR_OUT_OF_MEMORY, "moe logits");
-#pragma omp parallel for num_threads(nt) if (parallel_router(L, nt, T)) schedule(static)
-    for (int64_t q = 0; q < pairs; q++)
-        logits_rows(L, x, ldx, 2 * q, 2 * q + 1 < T ? 2 : 1, xf + 2 * H * omp_get_thread_num(),
-                    logits);
+    logits_job j = {L, x, ldx, T, xf, logits};
+    wna16_parallel_for(parallel_router(L, nt, T) ? nt : 1, pairs, logits_pairs, &j);
     wna16_free(xf);
     return WNA16_OK;
 }

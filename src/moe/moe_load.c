@@ -2,10 +2,11 @@
  * compressed-tensors (or GPTQ) modules -> this rank's slices (the sharding
  * plan) -> fused, repacked w13 and w2. Every expert is planned before
  * anything is allocated, so an indivisible split is refused up front. */
-#include <omp.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 
+#include "core/pool.h"
 #include "format/checkpoint.h"
 #include "moe/moe_internal.h"
 #include "parallel/shard.h"
@@ -102,25 +103,39 @@ static wna16_status load_mlp(wna16_diag *d, const wna16_checkpoint *ck, wna16_mo
  * The failure reported is the one of the lowest expert, whatever the
  * thread count: an expert is handed out only after every lower one, and
  * none after a failure below it. */
+typedef struct experts_job {
+    wna16_diag *d;
+    const wna16_checkpoint *ck;
+    wna16_moe_layer *L;
+    const mlp_mods *mods;
+    int64_t first_bad;
+    wna16_status first_st;
+    pthread_mutex_t lock;
+} experts_job;
+
+static void load_expert_range(void *arg, int64_t e0, int64_t e1, int tid) {
+    (void)tid;
+    experts_job *j = arg;
+    for (int64_t e = e0; e < e1; e++) {
+        if (__atomic_load_n(&j->first_bad, __ATOMIC_RELAXED) < e) continue;
+        wna16_diag local = {0};
+        wna16_status st = load_mlp(&local, j->ck, j->L, e, &j->mods[e], NULL);
+        if (st == WNA16_OK) continue;
+        pthread_mutex_lock(&j->lock);
+        if (e < j->first_bad) {
+            __atomic_store_n(&j->first_bad, e, __ATOMIC_RELAXED);
+            j->first_st = st;
+            if (j->d) memcpy(j->d->detail, local.detail, sizeof j->d->detail); /* not its hooks */
+        }
+        pthread_mutex_unlock(&j->lock);
+    }
+}
+
 static wna16_status load_experts(wna16_diag *d, const wna16_checkpoint *ck, wna16_moe_layer *L,
                                  const mlp_mods *mods, int64_t n, int nt) {
-    int64_t first_bad = n;
-    wna16_status first_st = WNA16_OK;
-#pragma omp parallel for schedule(dynamic) num_threads(nt) if (nt > 1)
-    for (int64_t e = 0; e < n; e++) {
-        if (__atomic_load_n(&first_bad, __ATOMIC_RELAXED) < e) continue;
-        wna16_diag local = {0};
-        wna16_status st = load_mlp(&local, ck, L, e, &mods[e], NULL);
-        if (st != WNA16_OK) {
-#pragma omp critical /* unnamed: a named one is an exported symbol */
-            if (e < first_bad) {
-                __atomic_store_n(&first_bad, e, __ATOMIC_RELAXED);
-                first_st = st;
-                if (d) memcpy(d->detail, local.detail, sizeof d->detail); /* not its hooks */
-            }
-        }
-    }
-    return first_st;
+    experts_job j = {d, ck, L, mods, n, WNA16_OK, PTHREAD_MUTEX_INITIALIZER};
+    wna16_parallel_for_dynamic(nt, n, 1, load_expert_range, &j);
+    return j.first_st;
 }
 
 /* A float tensor [rows, cols] (BF16/F16/F32) as fp32. */
@@ -198,7 +213,7 @@ wna16_status wna16_moe_layer_load(wna16_diag *d, const wna16_checkpoint *ck, con
     if (st == WNA16_OK) st = wna16_moe_layer_create(d, cfg, tp, rank, &L);
     if (st == WNA16_OK) st = wna16_moe_layer_set_router(d, L, router, bias);
     if (st == WNA16_OK)
-        st = load_experts(d, ck, L, mods, E, n_threads > 0 ? n_threads : omp_get_max_threads());
+        st = load_experts(d, ck, L, mods, E, n_threads > 0 ? n_threads : wna16_threads_default());
     if (st == WNA16_OK && cfg->shared_intermediate) st = load_mlp(d, ck, L, E, &mods[E], sgate);
     wna16_free(mods);
     wna16_free(router);

@@ -2,11 +2,11 @@
  * calculate_qparams and _quantize in the weight dtype), and GPTQ as
  * llm-compressor 0.14 runs it (quantize_weight / factorize_hessian /
  * gptq_block_update). docs/quantizer.md, shared algorithms.md §1. */
+#include "core/pool.h"
 #include "kernels/vec_math.h"
 #include "quant/quant.h"
 
 #include <math.h>
-#include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -133,22 +133,40 @@ static void axpy_neg(float *y, float a, const float *x, int64_t n) {
 
 /* ---------------------------------------------------------------- Hessian */
 
+typedef struct hess_job {
+    float *h;
+    int64_t k;
+    const float *x;
+    int64_t ldx;
+    float scale;
+    int64_t t0, t1;
+} hess_job;
+
+/* rows [i0, i1) of H += scale * x^T x over tokens [t0, t1) (upper part) */
+static void hessian_rows(void *arg, int64_t i0, int64_t i1, int tid) {
+    (void)tid;
+    const hess_job *j = arg;
+    int64_t k = j->k;
+    for (int64_t i = i0; i < i1; i++) {
+        float *hr = j->h + i * k;
+        for (int64_t t = j->t0; t < j->t1; t++) {
+            const float *xr = j->x + t * j->ldx;
+            float a = xr[i] * j->scale;
+            if (a == 0) continue;
+            axpy_neg(hr + i, -a, xr + i, k - i);
+        }
+    }
+}
+
 void wna16_hessian_add(float *h, int64_t k, const float *x, int64_t rows, int64_t ldx,
                        float scale, int n_threads) {
-    if (n_threads <= 0) n_threads = omp_get_max_threads();
+    if (n_threads <= 0) n_threads = wna16_threads_default();
     const int64_t TB = 64; /* tokens per pass: the block stays in cache */
     for (int64_t t0 = 0; t0 < rows; t0 += TB) {
         int64_t t1 = t0 + TB < rows ? t0 + TB : rows;
-#pragma omp parallel for schedule(dynamic, 8) num_threads(n_threads) if (k * k * (t1 - t0) > (1 << 20))
-        for (int64_t i = 0; i < k; i++) {
-            float *hr = h + i * k;
-            for (int64_t t = t0; t < t1; t++) {
-                const float *xr = x + t * ldx;
-                float a = xr[i] * scale;
-                if (a == 0) continue;
-                axpy_neg(hr + i, -a, xr + i, k - i);
-            }
-        }
+        hess_job j = {h, k, x, ldx, scale, t0, t1};
+        wna16_parallel_for_dynamic(k * k * (t1 - t0) > (1 << 20) ? n_threads : 1, k, 8,
+                                   hessian_rows, &j);
     }
 }
 
@@ -178,6 +196,40 @@ static void axpy_neg_d(double *y, double a, const double *x, int64_t n) {
     wna16_vec()->axpy_neg_d(y, a, x, n);
 }
 
+typedef struct chol_job {
+    double *a, *panel;
+    int64_t k, kb, nb, k2;
+} chol_job;
+
+/* rows k2 + [i0, i1) of the panel below the diagonal block */
+static void chol_panel(void *arg, int64_t i0, int64_t i1, int tid) {
+    (void)tid;
+    const chol_job *c = arg;
+    int64_t k = c->k, kb = c->kb;
+    for (int64_t i = c->k2 + i0; i < c->k2 + i1; i++) {
+        double *ri = c->a + i * k;
+        for (int64_t j = kb; j < c->k2; j++) {
+            const double *rj = c->a + j * k;
+            double acc = ri[j];
+            for (int64_t p = kb; p < j; p++) acc -= ri[p] * rj[p];
+            ri[j] = acc / rj[j];
+        }
+        for (int64_t p = 0; p < c->nb; p++) c->panel[p * k + i] = ri[kb + p];
+    }
+}
+
+/* rows k2 + [i0, i1) of the trailing update, lower part */
+static void chol_trailing(void *arg, int64_t i0, int64_t i1, int tid) {
+    (void)tid;
+    const chol_job *c = arg;
+    int64_t k = c->k, k2 = c->k2;
+    for (int64_t i = k2 + i0; i < k2 + i1; i++) {
+        double *ri = c->a + i * k;
+        for (int64_t p = 0; p < c->nb; p++)
+            axpy_neg_d(ri + k2, ri[c->kb + p], c->panel + p * k + k2, i - k2 + 1);
+    }
+}
+
 /* In-place lower Cholesky of a [k][k] (row-major, lower triangle read and
  * written), blocked right-looking: the trailing update is written as AXPYs
  * over a transposed panel so it vectorizes with no reassociation. false when
@@ -205,25 +257,28 @@ static bool cholesky_lower(double *a, int64_t k, int n_threads) {
             }
         }
         if (!ok || k2 == k) break;
-#pragma omp parallel for schedule(static) num_threads(n_threads) if ((k - k2) * nb * nb > (1 << 18))
-        for (int64_t i = k2; i < k; i++) { /* the panel below it */
-            double *ri = a + i * k;
-            for (int64_t j = kb; j < k2; j++) {
-                const double *rj = a + j * k;
-                double acc = ri[j];
-                for (int64_t p = kb; p < j; p++) acc -= ri[p] * rj[p];
-                ri[j] = acc / rj[j];
-            }
-            for (int64_t p = 0; p < nb; p++) panel[p * k + i] = ri[kb + p];
-        }
-#pragma omp parallel for schedule(dynamic, 16) num_threads(n_threads) if ((k - k2) * (k - k2) * nb > (1 << 20))
-        for (int64_t i = k2; i < k; i++) { /* trailing update, lower part */
-            double *ri = a + i * k;
-            for (int64_t p = 0; p < nb; p++) axpy_neg_d(ri + k2, ri[kb + p], panel + p * k + k2, i - k2 + 1);
-        }
+        chol_job j = {a, panel, k, kb, nb, k2};
+        wna16_parallel_for((k - k2) * nb * nb > (1 << 18) ? n_threads : 1, k - k2, chol_panel, &j);
+        wna16_parallel_for_dynamic((k - k2) * (k - k2) * nb > (1 << 20) ? n_threads : 1, k - k2, 16,
+                                   chol_trailing, &j);
     }
     free(panel);
     return ok;
+}
+
+typedef struct inv_job {
+    const double *l;
+    double *x;
+    int64_t k, ib;
+} inv_job;
+
+/* rows ib + [i0, i1) of X take every earlier block's rows */
+static void inverse_rows(void *arg, int64_t i0, int64_t i1, int tid) {
+    (void)tid;
+    const inv_job *j = arg;
+    int64_t k = j->k;
+    for (int64_t i = j->ib + i0; i < j->ib + i1; i++)
+        for (int64_t p = 0; p < j->ib; p++) axpy_neg_d(j->x + i * k, j->l[i * k + p], j->x + p * k, p + 1);
 }
 
 /* X = L^-1 (lower) by rows, blocked: rows of one block first take every
@@ -234,9 +289,8 @@ static void lower_inverse(const double *l, int64_t k, double *x, int n_threads) 
     for (int64_t ib = 0; ib < k; ib += RB) {
         int64_t i2 = ib + RB <= k ? ib + RB : k;
         for (int64_t i = ib; i < i2; i++) x[i * k + i] = 1.0;
-#pragma omp parallel for schedule(static) num_threads(n_threads) if (ib * ib * (i2 - ib) > (1 << 20))
-        for (int64_t i = ib; i < i2; i++)
-            for (int64_t p = 0; p < ib; p++) axpy_neg_d(x + i * k, l[i * k + p], x + p * k, p + 1);
+        inv_job j = {l, x, k, ib};
+        wna16_parallel_for(ib * ib * (i2 - ib) > (1 << 20) ? n_threads : 1, i2 - ib, inverse_rows, &j);
         for (int64_t i = ib; i < i2; i++) {
             for (int64_t p = ib; p < i; p++) axpy_neg_d(x + i * k, l[i * k + p], x + p * k, p + 1);
             double inv = 1.0 / l[i * k + i];
@@ -248,7 +302,7 @@ static void lower_inverse(const double *l, int64_t k, double *x, int n_threads) 
 wna16_status wna16_gptq_factor_build(wna16_diag *d, float *h, int64_t k, const wna16_gptq_opts *o,
                                      wna16_gptq_factor *f) {
     memset(f, 0, sizeof *f);
-    int nt = omp_get_max_threads();
+    int nt = wna16_threads_default();
     f->k = k;
     f->perm = wna16_malloc((size_t)k * sizeof *f->perm);
     f->dead = wna16_calloc((size_t)k, sizeof *f->dead);
@@ -311,13 +365,91 @@ wna16_status wna16_gptq_factor_build(wna16_diag *d, float *h, int64_t k, const w
 
 #define ROW_TILE 8
 
+typedef struct sweep_job {
+    const float *w;
+    const wna16_gptq_factor *f;
+    const wna16_qspec *s;
+    wna16_qlinear *out;
+    const float *U;
+    int64_t k, ng, gs, B;
+    float qmin, qmax;
+    double *tile_loss;
+    bool oom;
+    int64_t next_tile;
+} sweep_job;
+
+/* Row tile r0 (nr rows) of the sweep, in wt/err scratch; returns its loss. */
+static double sweep_tile(const sweep_job *j, int64_t r0, int64_t nr, float *wt, float *err) {
+    const wna16_gptq_factor *f = j->f;
+    wna16_qlinear *out = j->out;
+    int64_t k = j->k, ng = j->ng, gs = j->gs, B = j->B;
+    double total = 0;
+    /* permuted working rows; dead columns zeroed */
+    for (int64_t r = 0; r < nr; r++)
+        for (int64_t c2 = 0; c2 < k; c2++) {
+            int64_t c = f->perm[c2];
+            wt[r * k + c2] = f->dead[c] ? 0.0f : j->w[(r0 + r) * k + c];
+        }
+    for (int64_t i1 = 0; i1 < k; i1 += B) {
+        int64_t i2 = i1 + B < k ? i1 + B : k;
+        for (int64_t i = i1; i < i2; i++) {
+            const float *ui = j->U + i * k;
+            float dgi = ui[i];
+            int64_t c = f->perm[i], g = c / gs;
+            for (int64_t r = 0; r < nr; r++) {
+                float *wr = wt + r * k;
+                float sc = out->scale[(r0 + r) * ng + g];
+                float z = (float)out->zp[(r0 + r) * ng + g];
+                float v = wr[i] / sc + z;
+                if (v < j->qmin) v = j->qmin;
+                if (v > j->qmax) v = j->qmax;
+                float q = rintf(v);
+                out->q[(r0 + r) * k + c] = (int8_t)q;
+                float deq = wna16_round_dtype(j->s->dtype, (q - z) * sc);
+                float e = (wr[i] - deq) / dgi;
+                total += (double)e * e / 2;
+                err[r * B + (i - i1)] = e;
+                axpy_neg(wr + i, e, ui + i, i2 - i);
+            }
+        }
+        /* lazy batch update of everything right of the block (each U row
+         * is read once per row tile) */
+        for (int64_t p = 0; i2 < k && p < i2 - i1; p++) {
+            const float *up = j->U + (i1 + p) * k + i2;
+            for (int64_t r = 0; r < nr; r++) axpy_neg(wt + r * k + i2, err[r * B + p], up, k - i2);
+        }
+    }
+    return total;
+}
+
+/* One thread of the sweep: row tiles from a shared counter. */
+static void sweep_thread(void *arg, int tid, int nt) {
+    (void)tid, (void)nt;
+    sweep_job *j = arg;
+    int64_t n = j->out->n;
+    float *wt = malloc((size_t)(ROW_TILE * j->k) * sizeof(float));
+    float *err = malloc((size_t)(ROW_TILE * j->B) * sizeof(float));
+    if (!wt || !err) {
+        __atomic_store_n(&j->oom, true, __ATOMIC_RELAXED);
+    } else {
+        for (;;) {
+            int64_t t = __atomic_fetch_add(&j->next_tile, 1, __ATOMIC_RELAXED);
+            if (t * ROW_TILE >= n) break;
+            int64_t r0 = t * ROW_TILE, nr = r0 + ROW_TILE <= n ? ROW_TILE : n - r0;
+            j->tile_loss[t] = sweep_tile(j, r0, nr, wt, err);
+        }
+    }
+    free(wt);
+    free(err);
+}
+
 wna16_status wna16_gptq_quantize(wna16_diag *d, const float *w, const wna16_gptq_factor *f,
                                  const wna16_gptq_opts *o, wna16_qlinear *out, double *loss,
                                  int n_threads) {
     int64_t n = out->n, k = out->k, ng = out->n_groups, gs = k / ng;
     if (f->k != k) return wna16_fail(d, WNA16_ERR_SHAPE_MISMATCH, "GPTQ: factor %lld vs weight %lld columns",
                                      (long long)f->k, (long long)k);
-    if (n_threads <= 0) n_threads = omp_get_max_threads();
+    if (n_threads <= 0) n_threads = wna16_threads_default();
     const wna16_qspec *s = &out->spec;
     /* group scales once, from the original weights, before the sweep */
     wna16_quant_params(s, w, n, k, out->scale, out->zp);
@@ -325,59 +457,16 @@ wna16_status wna16_gptq_quantize(wna16_diag *d, const float *w, const wna16_gptq
     qrange(s->bits, &qmin, &qmax);
     int64_t B = o->blocksize > 0 ? o->blocksize : 128;
     const float *U = f->u;
+    int64_t tiles = (n + ROW_TILE - 1) / ROW_TILE;
+    double *tile_loss = wna16_calloc((size_t)tiles, sizeof *tile_loss);
+    if (!tile_loss) return wna16_fail(d, WNA16_ERR_OUT_OF_MEMORY, "GPTQ scratch");
+    sweep_job j = {w, f, s, out, U, k, ng, gs, B, qmin, qmax, tile_loss, false, 0};
+    wna16_parallel(n * k * k > (1 << 22) ? n_threads : 1, sweep_thread, &j);
+    /* the loss summed in row order: the same bits at any thread count */
     double total = 0;
-    bool oom = false;
-#pragma omp parallel num_threads(n_threads) reduction(+ : total) if (n * k * k > (1 << 22))
-    {
-        float *wt = malloc((size_t)(ROW_TILE * k) * sizeof(float));
-        float *err = malloc((size_t)(ROW_TILE * B) * sizeof(float));
-        if (!wt || !err) {
-#pragma omp atomic write
-            oom = true;
-        }
-#pragma omp for schedule(dynamic, 1)
-        for (int64_t r0 = 0; r0 < n; r0 += ROW_TILE) {
-            if (!wt || !err) continue;
-            int64_t nr = r0 + ROW_TILE <= n ? ROW_TILE : n - r0;
-            /* permuted working rows; dead columns zeroed */
-            for (int64_t r = 0; r < nr; r++)
-                for (int64_t j = 0; j < k; j++) {
-                    int64_t c = f->perm[j];
-                    wt[r * k + j] = f->dead[c] ? 0.0f : w[(r0 + r) * k + c];
-                }
-            for (int64_t i1 = 0; i1 < k; i1 += B) {
-                int64_t i2 = i1 + B < k ? i1 + B : k;
-                for (int64_t i = i1; i < i2; i++) {
-                    const float *ui = U + i * k;
-                    float dgi = ui[i];
-                    int64_t c = f->perm[i], g = c / gs;
-                    for (int64_t r = 0; r < nr; r++) {
-                        float *wr = wt + r * k;
-                        float sc = out->scale[(r0 + r) * ng + g];
-                        float z = (float)out->zp[(r0 + r) * ng + g];
-                        float v = wr[i] / sc + z;
-                        if (v < qmin) v = qmin;
-                        if (v > qmax) v = qmax;
-                        float q = rintf(v);
-                        out->q[(r0 + r) * k + c] = (int8_t)q;
-                        float deq = wna16_round_dtype(s->dtype, (q - z) * sc);
-                        float e = (wr[i] - deq) / dgi;
-                        total += (double)e * e / 2;
-                        err[r * B + (i - i1)] = e;
-                        axpy_neg(wr + i, e, ui + i, i2 - i);
-                    }
-                }
-                /* lazy batch update of everything right of the block (each
-                 * U row is read once per row tile) */
-                for (int64_t p = 0; i2 < k && p < i2 - i1; p++) {
-                    const float *up = U + (i1 + p) * k + i2;
-                    for (int64_t r = 0; r < nr; r++) axpy_neg(wt + r * k + i2, err[r * B + p], up, k - i2);
-                }
-            }
-        }
-        free(wt);
-        free(err);
-    }
+    for (int64_t t = 0; t < tiles; t++) total += tile_loss[t];
+    wna16_free(tile_loss);
+    bool oom = j.oom;
     if (oom) return wna16_fail(d, WNA16_ERR_OUT_OF_MEMORY, "GPTQ scratch");
     if (loss) *loss = total;
     return WNA16_OK;

@@ -3,6 +3,7 @@
  * only one layer's quantized weights and the calibration hidden states are
  * held; unchanged tensors are copied from the mapping. The output is built
  * in DST.tmp-XXXXXX and renamed to DST when complete. docs/quantizer.md. */
+#include "core/pool.h"
 #include "format/checkpoint.h"
 #include "io/safetensors.h"
 #include "kernels/machine_limits.h"
@@ -12,7 +13,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
-#include <omp.h>
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
 #include <stddef.h>
@@ -636,7 +636,7 @@ wna16_status wna16_quantize(wna16_diag *d, const wna16_quantize_opts *o, wna16_q
     r.o = o;
     r.rep = rep;
     r.t0 = wna16_now();
-    r.threads = o->threads > 0 ? o->threads : omp_get_max_threads();
+    r.threads = o->threads > 0 ? o->threads : wna16_threads_default();
     r.gopts = (wna16_gptq_opts){.dampening = o->dampening > 0 ? o->dampening : 0.01,
                                 .actorder = o->actorder, .blocksize = 128};
     wna16_status s = run(&r);
