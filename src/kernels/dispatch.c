@@ -231,6 +231,16 @@ static void fill_aarch64(wna16_kernel_table t) {
     t.gemv_f32[WNA16_WFMT_Q4] = wna16_gemv_q4_f32_4x16__neon;
     t.gemv_f32[WNA16_WFMT_Q8] = wna16_gemv_q8_f32_4x16__neon;
     t.gemv_f32_mr = 4;
+    /* bf16 activations as int16 (smlal), AVX2's design: the weights stay
+     * integers (not measured on hardware yet; qemu only) */
+    t.gemv_i16[WNA16_WFMT_Q4] = wna16_gemv_q4_i16_4x16__neon;
+    t.gemv_i16[WNA16_WFMT_Q8] = wna16_gemv_q8_i16_4x16__neon;
+    t.gemv_i16_mr = 4;
+    t.gemv_i16_max_m = 4;
+    t.dequant_i16[WNA16_WFMT_Q4] = wna16_dequant_q4_i16_16__neon;
+    t.dequant_i16[WNA16_WFMT_Q8] = wna16_dequant_q8_i16_16__neon;
+    t.gemm_i16 = wna16_gemm_i16_6x16__neon;
+    t.gemm_i16_mr = WNA16_I16_TILE_NEON;
     t.dense_dot = wna16_dense_dot__neon;
     t.attn_group = wna16_attn_group__neon;
     t.attn_hd_mult = 4;

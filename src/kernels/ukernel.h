@@ -314,6 +314,22 @@ void wna16_gemv_q4_f32_4x16__neon(const wna16_block_layout *, const uint8_t *, s
 void wna16_gemv_q8_f32_4x16__neon(const wna16_block_layout *, const uint8_t *, size_t, const void *,
                                   size_t, float *);
 void wna16_to_bf16__neon(const float *, uint16_t *, size_t);
+/* Rows per tile of the NEON int16 prefill micro-kernel. */
+#ifndef WNA16_I16_TILE_NEON
+#define WNA16_I16_TILE_NEON 6
+#endif
+void wna16_gemv_q4_i16_4x16__neon(const wna16_block_layout *, const uint8_t *, size_t,
+                                  const int16_t *, size_t, const float *, const int32_t *, size_t,
+                                  int64_t, float *);
+void wna16_gemv_q8_i16_4x16__neon(const wna16_block_layout *, const uint8_t *, size_t,
+                                  const int16_t *, size_t, const float *, const int32_t *, size_t,
+                                  int64_t, float *);
+void wna16_dequant_q4_i16_16__neon(const wna16_block_layout *, const uint8_t *, int64_t, int64_t,
+                                   int16_t *, float *);
+void wna16_dequant_q8_i16_16__neon(const wna16_block_layout *, const uint8_t *, int64_t, int64_t,
+                                   int16_t *, float *);
+void wna16_gemm_i16_6x16__neon(size_t, int64_t, int64_t, int64_t, const uint32_t *,
+                               const int16_t *, const float *, const float *, size_t, float *);
 
 /* Machine-limit loops (machine_limits.c): n_iter iterations of a
  * register-resident loop; return a value that depends on the result. */
