@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The aarch64 build: cross-compiled with Debian's gcc-aarch64-linux-gnu
 # (cmake/aarch64-linux-gnu.cmake) into build-aarch64/, and the whole C test
-# suite run under qemu-aarch64 (ctest's cross-compiling emulator; ~5 min on
+# suite run under qemu-aarch64 (ctest's cross-compiling emulator; ~10 min on
 # 2 cores). This proves the portable code, the reference kernels and the
 # NEON leaves (src/kernels/neon) on a second architecture (weak memory
 # order, unsigned char, another ABI): qemu's default CPU reports FEAT_BF16,
