@@ -3,7 +3,9 @@
  * the conversions are bitwise equal by construction (same summation order,
  * same rounding); attention agrees with a double-precision reference. Also
  * the dispatch: each level's table names its leaves, WNA16_ISA caps them
- * all (ctest runs this once more with WNA16_ISA=avx2). */
+ * all (ctest runs this once more with WNA16_ISA=avx2 on x86, neon on
+ * aarch64). The levels are this build's architecture's: ref and its
+ * family's, lowest first. */
 #include "core/common.h"
 #include "core/pool.h"
 #include "kernels/attn.h"
@@ -24,32 +26,40 @@ static float frand(void) { return (float)((next_u64() >> 40) * 0x1.0p-24) * 2.0f
 
 typedef struct leaf {
     const char *name;
-    wna16_isa isa; /* the level the leaf needs */
+    wna16_isa isa;            /* the level the leaf needs */
+    wna16_dense_dot_fn dense; /* the level's own dense dot */
+    wna16_attn_fn attn;       /* its attention leaf and the head sizes it takes */
+    int64_t attn_hd_mult;
+    bool attn_bf16; /* the attention leaf rounds q and the weights to bf16 */
 } leaf;
 
-static const leaf levels[] = {{"ref", WNA16_ISA_REF},
-                              {"avx2", WNA16_ISA_AVX2},
-                              {"avx512", WNA16_ISA_AVX512},
-                              {"avx512bf16", WNA16_ISA_AVX512BF16}};
+/* Each architecture's leaves exist in its builds only. */
+static const leaf levels[] = {
+    {"ref", WNA16_ISA_REF, wna16_dense_dot__ref, wna16_attn_group__ref, 2, false},
+#if defined(__x86_64__) || defined(__i386__)
+    {"avx2", WNA16_ISA_AVX2, wna16_dense_dot__avx2, wna16_attn_group__avx2, 8, false},
+    {"avx512", WNA16_ISA_AVX512, wna16_dense_dot__avx512, wna16_attn_group__avx512, 16, false},
+    /* the BF16 level keeps the AVX-512 dense dot */
+    {"avx512bf16", WNA16_ISA_AVX512BF16, wna16_dense_dot__avx512, wna16_attn_group__avx512bf16,
+     32, true},
+#elif defined(__aarch64__)
+    {"neon", WNA16_ISA_NEON, wna16_dense_dot__neon, wna16_attn_group__neon, 4, false},
+    /* FEAT_BF16 keeps NEON's leaves */
+    {"neonbf16", WNA16_ISA_NEONBF16, wna16_dense_dot__neon, wna16_attn_group__neon, 4, false},
+#endif
+};
 #define N_LEVELS (int)(sizeof levels / sizeof *levels)
 
-static bool have(wna16_isa isa) { return wna16_isa_detected() >= isa; }
+static bool have(wna16_isa isa) { return wna16_isa_le(isa, wna16_isa_detected()); }
+
+/* The AVX2 table where this machine has it (its tiles and row kernel). */
+static const wna16_kernel_table *avx2_table(void) {
+    return have(WNA16_ISA_AVX2) ? wna16_kernels_at(WNA16_ISA_AVX2) : NULL;
+}
 
 typedef struct vec_ops_pair {
     const wna16_vec_ops *o[2]; /* the reference's, a level's */
 } vec_ops_pair;
-
-/* The x86 leaves exist in x86 builds only; elsewhere no level above ref is
- * ever detected, so their slots hold the reference and are never run. */
-#if defined(__x86_64__) || defined(__i386__)
-#define X86_LEAF(leaf, ref) leaf
-#else
-#define X86_LEAF(leaf, ref) ref
-#endif
-
-static const wna16_dense_dot_fn dense_leaves[] = {
-    wna16_dense_dot__ref, X86_LEAF(wna16_dense_dot__avx2, wna16_dense_dot__ref),
-    X86_LEAF(wna16_dense_dot__avx512, wna16_dense_dot__ref)};
 
 /* Every dense leaf, every m = 1..8, k around the 8- and 64-element steps,
  * x rows with an odd stride and unaligned: the reference's bits, and within
@@ -75,17 +85,17 @@ static void test_dense_leaves(void) {
                 }
                 CHECK(fabs(a[i] - ref) <= (double)k * 0x1p-23 * mag + 1e-30);
             }
-            for (int l = 1; l < 3; l++) {
+            for (int l = 1; l < N_LEVELS; l++) {
                 if (!have(levels[l].isa)) continue;
                 memset(b, 0xff, sizeof b);
-                dense_leaves[l](w, k, x, LDX, m, b);
+                levels[l].dense(w, k, x, LDX, m, b);
                 CHECK_MSG(!memcmp(a, b, (size_t)m * sizeof *a), "dense %s k=%lld m=%lld: %g vs %g",
                           levels[l].name, (long long)k, (long long)m, a[0], b[0]);
             }
         }
         /* the row kernel (m <= 4): x packed once, the dot's bits */
-        if (have(WNA16_ISA_AVX2) && wna16_kernels_at(WNA16_ISA_AVX2)->dense_rows) {
-            const wna16_kernel_table *kt = wna16_kernels_at(WNA16_ISA_AVX2);
+        if (avx2_table() && avx2_table()->dense_rows) {
+            const wna16_kernel_table *kt = avx2_table();
             static _Alignas(32) float xq[4 * (KMAX + 64)];
             float bias = 0.25f, y[4 * 3];
             for (int64_t m = 1; m <= kt->dense_rows_max_m; m++) {
@@ -170,7 +180,7 @@ static void test_dense_tiles(void) {
     for (int64_t i = 0; i < MMAX * LDX; i++) x[i] = frand();
     for (int64_t i = 0; i < LDX; i++) x[2 * LDX + i] = 0.0f; /* row 2: -0 products */
     for (int64_t i = 0; i < NMAX; i++) bias[i] = frand();
-    const wna16_kernel_table *avx2 = have(WNA16_ISA_AVX2) ? wna16_kernels_at(WNA16_ISA_AVX2) : NULL;
+    const wna16_kernel_table *avx2 = avx2_table();
     void *ws = avx2 ? wna16_malloc(avx2->dense_tiles_ws(NMAX, KMAX)) : NULL;
     void *xheap = avx2 ? wna16_malloc(avx2->dense_xp_bytes(KMAX) * MMAX + 64) : NULL;
     char *xp = (char *)(((uintptr_t)xheap + 63) & ~(uintptr_t)63);
@@ -304,11 +314,6 @@ static void test_to_bf16(void) {
 
 static double bf16_round(double x) { return wna16_bf16_to_f32(wna16_f32_to_bf16((float)x)); }
 
-static const wna16_attn_fn attn_leaves[] = {
-    wna16_attn_group__ref, X86_LEAF(wna16_attn_group__avx2, wna16_attn_group__ref),
-    X86_LEAF(wna16_attn_group__avx512, wna16_attn_group__ref),
-    X86_LEAF(wna16_attn_group__avx512bf16, wna16_attn_group__ref)};
-static const int attn_hd_mult[] = {2, 8, 16, 32};
 
 enum { NMAX = 2050, HDMAX = 256, GMAX = 10, KMAX = (NMAX + 15) / 16 * 16, LDS = NMAX + 3 };
 enum { NBLK = KMAX / 16, PBLK = NBLK + 5 }; /* logical blocks; physical ones (some unused) */
@@ -379,7 +384,7 @@ static void attn_weights(const attn_case *c, int64_t h, bool bf16, double *wt) {
  * can round the other way than the double reference's). */
 static int attn_check(const attn_case *c, int l, const float *o, int worst) {
     static double wt[NMAX];
-    bool bf16 = levels[l].isa == WNA16_ISA_AVX512BF16;
+    bool bf16 = levels[l].attn_bf16;
     for (int64_t h = 0; h < c->g; h++) {
         attn_weights(c, h, bf16, wt);
         for (int64_t i = 0; i < c->hd; i++) {
@@ -421,9 +426,10 @@ static void test_attention(void) {
                 if (c.n >= 1000 && c.g != 1 && c.g != 4 && c.g != 8) continue;
                 attn_fill(&c);
                 for (int l = 0; l < N_LEVELS; l++) {
-                    if (!have(levels[l].isa) || c.hd % attn_hd_mult[l] || c.hd > 256) continue;
+                    if (!have(levels[l].isa) || c.hd % levels[l].attn_hd_mult || c.hd > 256)
+                        continue;
                     memset(o, 0xff, sizeof o);
-                    attn_leaves[l](c.q, c.g, &c.kv, c.n, c.hd, c.scale, s, LDS, o);
+                    levels[l].attn(c.q, c.g, &c.kv, c.n, c.hd, c.scale, s, LDS, o);
                     worst = attn_check(&c, l, o, worst);
                 }
             }
@@ -439,7 +445,7 @@ typedef struct attn_pair_job {
 static void attn_pair_thread(void *arg, int t, int nt) {
     const attn_pair_job *j = arg;
     for (int i = t; i < 2; i += nt)
-        attn_leaves[j->l](j->c[i].q, 8, &j->c[i].kv, j->c[i].n, 128, j->c[i].scale, j->s[i], LDS,
+        levels[j->l].attn(j->c[i].q, 8, &j->c[i].kv, j->c[i].n, 128, j->c[i].scale, j->s[i], LDS,
                           j->o[i]);
 }
 
@@ -453,7 +459,7 @@ static void test_attention_threads(void) {
         for (int t = 0; t < 2; t++) {
             c[t].hd = 128, c[t].n = 300 + 77 * t, c[t].g = 8;
             attn_fill(&c[t]);
-            attn_leaves[l](c[t].q, 8, &c[t].kv, c[t].n, 128, c[t].scale, s[t], LDS, o1[t]);
+            levels[l].attn(c[t].q, 8, &c[t].kv, c[t].n, 128, c[t].scale, s[t], LDS, o1[t]);
         }
         attn_pair_job j = {l, c, s, o2};
         wna16_parallel(2, attn_pair_thread, &j);
@@ -467,23 +473,29 @@ static void test_dispatch(void) {
     wna16_isa det = wna16_isa_detected();
     const char *env = getenv("WNA16_ISA");
     wna16_isa cap;
-    if (env && wna16_isa_parse(env, &cap)) CHECK(wna16_isa_active() <= cap);
+    if (env && wna16_isa_parse(env, &cap)) CHECK(wna16_isa_le(wna16_isa_active(), cap));
+    /* a level of another architecture caps to ref */
+    for (int i = 0; i < WNA16_ISA_COUNT; i++)
+        if (!wna16_isa_le((wna16_isa)i, det) && !wna16_isa_le(det, (wna16_isa)i)) {
+            CHECK(wna16_isa_set_cap((wna16_isa)i) == WNA16_ISA_REF);
+            CHECK(wna16_kernels() == wna16_kernels_at(WNA16_ISA_REF));
+        }
     for (int l = 0; l < N_LEVELS; l++) {
         if (!have(levels[l].isa)) continue;
         wna16_isa a = wna16_isa_set_cap(levels[l].isa);
         CHECK(a == levels[l].isa);
-        int d = l < 3 ? l : 2; /* the BF16 level keeps the AVX-512 dense dot */
-        CHECK(wna16_dense_dot() == dense_leaves[d]);
-        CHECK(wna16_kernels()->dense_dot == dense_leaves[d]);
+        CHECK(wna16_dense_dot() == levels[l].dense);
+        CHECK(wna16_kernels()->dense_dot == levels[l].dense);
         /* attention: the highest level <= l whose leaf takes hd */
         static const int64_t hds[] = {2, 6, 8, 24, 48, 96, 128, 256, 264, 512};
         for (size_t i = 0; i < sizeof hds / sizeof *hds; i++) {
             int want = l;
-            while (want > 0 && (hds[i] % attn_hd_mult[want] || hds[i] > 256)) want--;
-            CHECK_MSG(wna16_attn_group(hds[i]) == attn_leaves[want], "attn dispatch %s hd=%lld",
+            while (want > 0 && (hds[i] % levels[want].attn_hd_mult || hds[i] > 256)) want--;
+            CHECK_MSG(wna16_attn_group(hds[i]) == levels[want].attn, "attn dispatch %s hd=%lld",
                       levels[l].name, (long long)hds[i]);
         }
-        CHECK(wna16_kernels_at(WNA16_ISA_COUNT - 1) == wna16_kernels());
+        CHECK(wna16_kernels_at(levels[N_LEVELS - 1].isa) == wna16_kernels());
+        CHECK(wna16_kernels_at(WNA16_ISA_COUNT) == wna16_kernels());
     }
     wna16_isa_set_cap(WNA16_ISA_COUNT);
     CHECK(wna16_isa_active() == det);

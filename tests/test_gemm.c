@@ -122,6 +122,18 @@ static const wna16_dtype dts[3] = {WNA16_DTYPE_BF16, WNA16_DTYPE_F16, WNA16_DTYP
 static int n_cases, n_runs;
 static wna16_isa isa_max;
 
+/* The levels tested: ref up to isa_max within its family (the other
+ * architecture's levels are not this machine's). */
+#define FOR_LEVELS(lvl)                                                                            \
+    for (int lvl = 0; lvl < WNA16_ISA_COUNT; lvl++)                                                \
+        if (wna16_isa_le((wna16_isa)lvl, isa_max))
+
+static int n_levels(void) {
+    int n = 0;
+    FOR_LEVELS(l) n++;
+    return n;
+}
+
 static void test_roundtrip(void) {
     for (int ilv = 1; ilv <= 2; ilv++)
         for (int bits = 4; bits <= 8; bits += 4)
@@ -328,7 +340,7 @@ static void test_errors(void) {
                                          sizeof small),
                  WNA16_ERR_INVALID_ARGUMENT, "scratch");
     /* NaN in one activation row poisons that row only, on every ISA */
-    for (int lvl = 0; lvl <= (int)isa_max; lvl++) {
+    FOR_LEVELS(lvl) {
         wna16_isa_set_cap((wna16_isa)lvl);
         for (int xi = 0; xi < 3; xi++) {
             uint16_t xb[3 * 256];
@@ -355,9 +367,29 @@ static void test_isa_and_clone(void) {
         CHECK(wna16_isa_parse(wna16_isa_name((wna16_isa)i), &got) && got == (wna16_isa)i);
         wna16_isa act = wna16_isa_set_cap((wna16_isa)i);
         wna16_isa det = wna16_isa_detected();
-        CHECK(act == ((wna16_isa)i < det ? (wna16_isa)i : det));
+        CHECK(act == wna16_isa_min((wna16_isa)i, det));
         CHECK(wna16_isa_active() == act);
+        /* within a family the lower level; across families ref */
+        CHECK(wna16_isa_le(act, det) && wna16_isa_le(act, (wna16_isa)i));
+        CHECK(wna16_isa_le((wna16_isa)i, det) ? act == (wna16_isa)i
+              : wna16_isa_le(det, (wna16_isa)i) ? act == det
+                                                 : act == WNA16_ISA_REF);
+        CHECK(wna16_isa_le(wna16_isa_lower((wna16_isa)i), (wna16_isa)i));
+        CHECK(i == WNA16_ISA_REF ? wna16_isa_lower((wna16_isa)i) == WNA16_ISA_REF
+                                 : wna16_isa_lower((wna16_isa)i) != (wna16_isa)i);
     }
+    /* the families: x86 and aarch64 levels are not comparable */
+    CHECK(wna16_isa_le(WNA16_ISA_AVX2, WNA16_ISA_AVX512BF16) &&
+          !wna16_isa_le(WNA16_ISA_AVX512, WNA16_ISA_AVX2));
+    CHECK(wna16_isa_le(WNA16_ISA_NEON, WNA16_ISA_NEONBF16) &&
+          !wna16_isa_le(WNA16_ISA_NEONBF16, WNA16_ISA_NEON));
+    CHECK(!wna16_isa_le(WNA16_ISA_AVX2, WNA16_ISA_NEONBF16) &&
+          !wna16_isa_le(WNA16_ISA_NEON, WNA16_ISA_AVX512BF16));
+    CHECK(wna16_isa_min(WNA16_ISA_AVX512BF16, WNA16_ISA_NEONBF16) == WNA16_ISA_REF);
+    CHECK(wna16_isa_min(WNA16_ISA_AVX512BF16, WNA16_ISA_AVX2) == WNA16_ISA_AVX2);
+    CHECK(wna16_isa_lower(WNA16_ISA_NEON) == WNA16_ISA_REF &&
+          wna16_isa_lower(WNA16_ISA_NEONBF16) == WNA16_ISA_NEON &&
+          wna16_isa_lower(WNA16_ISA_AVX2) == WNA16_ISA_REF);
     wna16_isa dummy;
     CHECK(!wna16_isa_parse("sse9", &dummy) && !wna16_isa_parse(NULL, &dummy));
     CHECK(wna16_isa_name(WNA16_ISA_COUNT) == NULL);
@@ -537,7 +569,7 @@ static void run_case(int64_t m, int64_t n, int64_t k, int bits, int64_t gs, bool
     i16_bound(&t.w, m, xf, ldx, ib);
     size_t ybytes = (size_t)(m * ldy + 1) * ys;
     uint8_t *y1 = malloc(ybytes), *y2 = malloc(ybytes), *y3 = malloc(ybytes);
-    for (int lvl = 0; lvl <= (int)isa_max; lvl++) {
+    FOR_LEVELS(lvl) {
         wna16_isa_set_cap((wna16_isa)lvl);
         memset(y1, 0xA5, ybytes);
         memset(y2, 0x5A, ybytes);
@@ -711,7 +743,7 @@ static void test_to_bf16(void) {
         uint32_t u = i < 16 ? special[i] : (r = r * 1664525u + 1013904223u);
         memcpy(&src[i], &u, 4);
     }
-    if (wna16_isa_detected() < WNA16_ISA_AVX512) return;
+    if (!wna16_isa_le(WNA16_ISA_AVX512, wna16_isa_detected())) return;
     for (size_t n = 0; n <= N; n += n < 40 ? 1 : 37) {
         uint16_t got[N + 1], want[N + 1];
         got[n] = want[n] = 0xabcd; /* nothing past n is written */
@@ -730,7 +762,8 @@ int main(int argc, char **argv) {
     const char *q = getenv("WNA16_TEST_QUICK");
     bool quick = q && *q && strcmp(q, "0");
     isa_max = wna16_isa_active();
-    printf("ISA levels tested: ref..%s (detected %s)\n", wna16_isa_name(isa_max),
+    printf("ISA levels tested: ref..%s, %d levels (detected %s)\n", wna16_isa_name(isa_max),
+           n_levels(),
            wna16_isa_name(wna16_isa_detected()));
     test_to_bf16();
     test_roundtrip();
@@ -741,6 +774,6 @@ int main(int argc, char **argv) {
     test_errors();
     test_matrix(quick);
     printf("%d cases, %d gemm runs per thread count over %d ISA levels\n", n_cases, n_runs,
-           (int)isa_max + 1);
+           n_levels());
     TEST_MAIN_END();
 }

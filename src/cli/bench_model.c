@@ -28,8 +28,8 @@ static void bench_model_help(FILE *f) {
         "Under mpirun -np N (or --mpi) each process runs one TP rank (--tp must equal N).\n"
         "--breakdown times each phase of the forward on rank 0 (norms, q|k|v, RoPE and cache,\n"
         "attention, o_proj, MLP/MoE, lm_head, other) and reports prefill ms and decode\n"
-        "ms/token per phase. --isa caps the kernel level (ref, avx2, avx512, avx512bf16; as\n"
-        "WNA16_ISA does); the level is printed with the machine's limits.\n");
+        "ms/token per phase. --isa caps the kernel level (ref, avx2, avx512, avx512bf16,\n"
+        "neon, neonbf16; as WNA16_ISA does); the level is printed with the machine's limits.\n");
 }
 
 static int64_t module_weight_bytes(const wna16_module *m) {

@@ -30,7 +30,7 @@ static void moe_help(FILE *f) {
             "bandwidth floor (distinct experts' bytes / read bandwidth) and of the bf16-dot\n"
             "peak (2*tokens*top_k*3*H*I / peak). Targets: n=1 >= 90%% of the floor, n=8/32\n"
             ">= 85%% of the floor, n>=128 >= 60%% of the bf16 peak. --isa caps the kernel level\n"
-            "(ref, avx2, avx512, avx512bf16; as WNA16_ISA does).\n");
+            "(ref, avx2, avx512, avx512bf16, neon, neonbf16; as WNA16_ISA does).\n");
 }
 
 typedef struct moe_result {

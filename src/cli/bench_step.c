@@ -30,7 +30,7 @@ static void step_help(FILE *f) {
             "step time, as `bench serve` reports from the server's /metrics). --breakdown adds\n"
             "ms per step by forward phase (norms, q|k|v, RoPE and cache, attention, o_proj,\n"
             "MLP/MoE, lm_head, other). --isa caps the kernel level (ref, avx2, avx512,\n"
-            "avx512bf16; as WNA16_ISA does).\n");
+            "avx512bf16, neon, neonbf16; as WNA16_ISA does).\n");
 }
 
 typedef struct step_args {

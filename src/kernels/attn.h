@@ -18,7 +18,8 @@
  * last block at or past n are not read.
  * q and out are [g][hd] fp32; scores is scratch of g rows of lds >= n floats.
  * Leaves: ref (any even hd), avx2 (hd % 8 == 0, hd <= 256), avx512
- * (hd % 16 == 0, hd <= 256), avx512bf16 (hd % 32 == 0, hd <= 256); the
+ * (hd % 16 == 0, hd <= 256), avx512bf16 (hd % 32 == 0, hd <= 256), neon
+ * (hd % 4 == 0, hd <= 256; neonbf16 runs it too); the
  * dispatch table holds each level's leaf and the sizes it takes. A group's
  * result does not depend on threads or on other groups. */
 #ifndef WNA16_KERNELS_ATTN_H
@@ -77,6 +78,8 @@ void wna16_attn_group__avx2(const float *q, int64_t g, const wna16_attn_kv *kv, 
 void wna16_attn_group__avx512(const float *q, int64_t g, const wna16_attn_kv *kv, int64_t n,
                      int64_t hd, float scale, float *scores, int64_t lds, float *out);
 void wna16_attn_group__avx512bf16(const float *q, int64_t g, const wna16_attn_kv *kv, int64_t n,
+                     int64_t hd, float scale, float *scores, int64_t lds, float *out);
+void wna16_attn_group__neon(const float *q, int64_t g, const wna16_attn_kv *kv, int64_t n,
                      int64_t hd, float scale, float *scores, int64_t lds, float *out);
 
 /* The leaf for the active ISA level and this head size: the active level's

@@ -1,13 +1,21 @@
 /* The chunked online-softmax skeleton shared by the SIMD attention leaves
- * (AVX2 and both AVX-512 levels; see kernels/attn.h for the layouts).
- * Include only from ISA files: the prefetches are SSE intrinsics. */
+ * (AVX2, both AVX-512 levels and NEON; see kernels/attn.h for the layouts).
+ * Include only from ISA files: on x86 the prefetches are SSE intrinsics. */
 #ifndef WNA16_KERNELS_ATTN_CHUNK_H
 #define WNA16_KERNELS_ATTN_CHUNK_H
 
 #include <math.h>
 #include <stdbool.h>
 #include <stdint.h>
+#if defined(__x86_64__) || defined(__i386__)
 #include <xmmintrin.h>
+#define WNA16_ATTN_PREFETCH_L1(p) _mm_prefetch((const char *)(p), _MM_HINT_T0)
+#define WNA16_ATTN_PREFETCH_L2(p) _mm_prefetch((const char *)(p), _MM_HINT_T1)
+#else
+/* locality 3: PLDL1KEEP; 2: PLDL2KEEP (aarch64) */
+#define WNA16_ATTN_PREFETCH_L1(p) __builtin_prefetch((p), 0, 3)
+#define WNA16_ATTN_PREFETCH_L2(p) __builtin_prefetch((p), 0, 2)
+#endif
 
 #include "kernels/attn.h"
 
@@ -33,8 +41,8 @@
  * run of lines is found through the block table, once per block. */
 WNA16_ATTN_INLINE void wna16_attn_chunk_prefetch(const uint16_t *kahead, const uint16_t *vblk,
                                                  int64_t line, bool v) {
-    if (kahead) _mm_prefetch((const char *)kahead + line * 64, _MM_HINT_T0);
-    if (v) _mm_prefetch((const char *)vblk + line * 64, _MM_HINT_T1);
+    if (kahead) WNA16_ATTN_PREFETCH_L1((const char *)kahead + line * 64);
+    if (v) WNA16_ATTN_PREFETCH_L2((const char *)vblk + line * 64);
 }
 
 /* K lines of the chunk after the one ending at p1 (0 past n). */
@@ -73,7 +81,7 @@ WNA16_ATTN_INLINE void wna16_attn_knext_seek(wna16_attn_knext *kn, int64_t li) {
 /* Fetches the cursor's line, if any is left, and moves on. */
 WNA16_ATTN_INLINE void wna16_attn_knext_step(wna16_attn_knext *kn) {
     if (kn->li >= kn->lines) return;
-    _mm_prefetch(kn->blk[kn->b] + kn->off * 64, _MM_HINT_T1);
+    WNA16_ATTN_PREFETCH_L2(kn->blk[kn->b] + kn->off * 64);
     kn->li++;
     if (++kn->off == kn->per) kn->off = 0, kn->b++;
 }

@@ -19,6 +19,8 @@ void wna16_dense_dot__avx2(const uint16_t *w, int64_t k, const float *x, int64_t
                            float *out);
 void wna16_dense_dot__avx512(const uint16_t *w, int64_t k, const float *x, int64_t ldx, int64_t m,
                              float *out);
+void wna16_dense_dot__neon(const uint16_t *w, int64_t k, const float *x, int64_t ldx, int64_t m,
+                           float *out);
 
 /* The leaf for the active ISA level (the dispatch table's dense_dot). */
 wna16_dense_dot_fn wna16_dense_dot(void);

@@ -10,6 +10,16 @@
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
 #define WNA16_X86 1
+#elif defined(__aarch64__)
+#include <sys/auxv.h>
+#define WNA16_AARCH64 1
+/* (older headers lack them; the kernel's values) */
+#ifndef HWCAP_ASIMD
+#define HWCAP_ASIMD (1UL << 1)
+#endif
+#ifndef HWCAP2_BF16
+#define HWCAP2_BF16 (1UL << 14)
+#endif
 #endif
 
 static const char *const isa_names[WNA16_ISA_COUNT] = {
@@ -17,7 +27,43 @@ static const char *const isa_names[WNA16_ISA_COUNT] = {
     [WNA16_ISA_AVX2] = "avx2",
     [WNA16_ISA_AVX512] = "avx512",
     [WNA16_ISA_AVX512BF16] = "avx512bf16",
+    [WNA16_ISA_NEON] = "neon",
+    [WNA16_ISA_NEONBF16] = "neonbf16",
 };
+
+/* The architecture family of a level (0: ref, which is in every family). */
+enum { FAMILY_ANY, FAMILY_X86, FAMILY_AARCH64 };
+static int isa_family(wna16_isa isa) {
+    switch (isa) {
+    case WNA16_ISA_AVX2:
+    case WNA16_ISA_AVX512:
+    case WNA16_ISA_AVX512BF16:
+        return FAMILY_X86;
+    case WNA16_ISA_NEON:
+    case WNA16_ISA_NEONBF16:
+        return FAMILY_AARCH64;
+    default:
+        return FAMILY_ANY;
+    }
+}
+
+/* Within a family the enum's order is the inclusion order (each family's
+ * levels are consecutive values, lowest first). */
+bool wna16_isa_le(wna16_isa a, wna16_isa b) {
+    if (a == WNA16_ISA_REF) return true;
+    return isa_family(a) == isa_family(b) && a <= b;
+}
+
+wna16_isa wna16_isa_min(wna16_isa a, wna16_isa b) {
+    if (wna16_isa_le(a, b)) return a;
+    if (wna16_isa_le(b, a)) return b;
+    return WNA16_ISA_REF;
+}
+
+wna16_isa wna16_isa_lower(wna16_isa isa) {
+    wna16_isa below = (wna16_isa)(isa - 1);
+    return isa != WNA16_ISA_REF && isa_family(below) == isa_family(isa) ? below : WNA16_ISA_REF;
+}
 
 const char *wna16_isa_name(wna16_isa isa) {
     return (unsigned)isa < WNA16_ISA_COUNT ? isa_names[isa] : NULL;
@@ -61,6 +107,11 @@ static wna16_isa detect(void) {
     __get_cpuid_count(7, 1, &a1, &b1, &c1, &d1);
     bool bf16 = a1 & (1u << 5);
     return bf16 ? WNA16_ISA_AVX512BF16 : WNA16_ISA_AVX512;
+#elif defined(WNA16_AARCH64)
+    /* Advanced SIMD is architectural on aarch64 Linux; the check keeps a
+     * kernel that says otherwise on the reference */
+    if (!(getauxval(AT_HWCAP) & HWCAP_ASIMD)) return WNA16_ISA_REF;
+    return getauxval(AT_HWCAP2) & HWCAP2_BF16 ? WNA16_ISA_NEONBF16 : WNA16_ISA_NEON;
 #else
     return WNA16_ISA_REF;
 #endif
@@ -79,6 +130,9 @@ static pthread_once_t once = PTHREAD_ONCE_INIT;
 #ifdef WNA16_X86
 static void fill_x86(wna16_kernel_table ref);
 #endif
+#ifdef WNA16_AARCH64
+static void fill_aarch64(wna16_kernel_table ref);
+#endif
 
 /* Reference first, then each level overrides what it provides (BLIS-style). */
 static void fill_tables(void) {
@@ -93,13 +147,15 @@ static void fill_tables(void) {
         .attn_hd_max = INT64_MAX,
         .vec = &wna16_vec_ops__ref,
     };
-    tables[WNA16_ISA_REF] = t;
+    /* every level starts as the reference: the other family's levels are
+     * never active here (wna16_isa_min), and a target without leaves
+     * (CMakeLists.txt builds none) detects ref */
+    for (int i = 0; i < WNA16_ISA_COUNT; i++) tables[i] = t;
 #ifdef WNA16_X86
     fill_x86(t);
-#else
-    /* no leaves for this target (CMakeLists.txt builds none): detect() says
-     * ref, and every level's table is the reference's */
-    for (int i = 1; i < WNA16_ISA_COUNT; i++) tables[i] = t;
+#endif
+#ifdef WNA16_AARCH64
+    fill_aarch64(t);
 #endif
 }
 
@@ -168,6 +224,35 @@ static void fill_x86(wna16_kernel_table t) {
 }
 #endif
 
+#ifdef WNA16_AARCH64
+static void fill_aarch64(wna16_kernel_table t) {
+    t.isa = WNA16_ISA_NEON;
+    t.to_bf16 = wna16_to_bf16__neon;
+    t.gemv_f32[WNA16_WFMT_Q4] = wna16_gemv_q4_f32_4x16__neon;
+    t.gemv_f32[WNA16_WFMT_Q8] = wna16_gemv_q8_f32_4x16__neon;
+    t.gemv_f32_mr = 4;
+    /* bf16 activations as int16 (smlal), AVX2's design: the weights stay
+     * integers (not measured on hardware yet; qemu only) */
+    t.gemv_i16[WNA16_WFMT_Q4] = wna16_gemv_q4_i16_4x16__neon;
+    t.gemv_i16[WNA16_WFMT_Q8] = wna16_gemv_q8_i16_4x16__neon;
+    t.gemv_i16_mr = 4;
+    t.gemv_i16_max_m = 4;
+    t.dequant_i16[WNA16_WFMT_Q4] = wna16_dequant_q4_i16_16__neon;
+    t.dequant_i16[WNA16_WFMT_Q8] = wna16_dequant_q8_i16_16__neon;
+    t.gemm_i16 = wna16_gemm_i16_6x16__neon;
+    t.gemm_i16_mr = WNA16_I16_TILE_NEON;
+    t.dense_dot = wna16_dense_dot__neon;
+    t.attn_group = wna16_attn_group__neon;
+    t.attn_hd_mult = 4;
+    t.attn_hd_max = 256;
+    t.vec = &wna16_vec_ops__neon;
+    tables[WNA16_ISA_NEON] = t;
+    /* FEAT_BF16 adds no leaves of its own yet: NEON's */
+    t.isa = WNA16_ISA_NEONBF16;
+    tables[WNA16_ISA_NEONBF16] = t;
+}
+#endif
+
 static void init(void) {
     fill_tables();
     detected = detect();
@@ -176,10 +261,19 @@ static void init(void) {
     if (env && *env) {
         wna16_isa cap;
         if (wna16_isa_parse(env, &cap)) {
-            if (cap < active) active = cap;
+            /* a level of the other architecture caps to ref: the only
+             * level below it that this machine has */
+            active = wna16_isa_min(cap, detected);
+            if (!wna16_isa_le(cap, detected) && !wna16_isa_le(detected, cap))
+                wna16_log(NULL, WNA16_LOG_WARN,
+                          "WNA16_ISA='%s' is a level of another architecture than this "
+                          "machine's (%s); running the reference kernels",
+                          env, isa_names[detected]);
         } else {
             wna16_log(NULL, WNA16_LOG_WARN,
-                      "WNA16_ISA='%s' is not one of ref, avx2, avx512, avx512bf16; ignored", env);
+                      "WNA16_ISA='%s' is not one of ref, avx2, avx512, avx512bf16, neon, "
+                      "neonbf16; ignored",
+                      env);
         }
     }
 }
@@ -196,8 +290,7 @@ wna16_isa wna16_isa_active(void) {
 
 wna16_isa wna16_isa_set_cap(wna16_isa cap) {
     pthread_once(&once, init);
-    if ((unsigned)cap >= WNA16_ISA_COUNT) cap = WNA16_ISA_COUNT - 1;
-    active = cap < detected ? cap : detected;
+    active = (unsigned)cap >= WNA16_ISA_COUNT ? detected : wna16_isa_min(cap, detected);
     return active;
 }
 
@@ -208,7 +301,7 @@ const wna16_kernel_table *wna16_kernels(void) {
 
 const wna16_kernel_table *wna16_kernels_at(wna16_isa isa) {
     pthread_once(&once, init);
-    return &tables[(unsigned)isa < (unsigned)active ? isa : active];
+    return &tables[(unsigned)isa < WNA16_ISA_COUNT ? wna16_isa_min(isa, active) : active];
 }
 
 const wna16_vec_ops *wna16_vec(void) { return wna16_kernels()->vec; }

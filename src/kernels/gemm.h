@@ -26,27 +26,47 @@
 /* Output channels per packed block (register width of the kernels). */
 #define WNA16_LINEAR_NR 16
 
-/* ISA levels, each a superset of the previous one. */
+/* ISA levels. Each level but ref belongs to one architecture family (x86:
+ * avx2 < avx512 < avx512bf16; aarch64: neon < neonbf16) and is a superset
+ * of the lower levels of its family; ref is below every level. Levels of
+ * different families are not comparable, so never compare the values with
+ * < or >=: use wna16_isa_le / wna16_isa_min. The x86 values are unchanged
+ * from before the aarch64 levels existed. */
 typedef enum wna16_isa {
     WNA16_ISA_REF = 0,
     WNA16_ISA_AVX2 = 1,       /* AVX2 + FMA + F16C */
     WNA16_ISA_AVX512 = 2,     /* AVX-512 F/BW/VL/DQ */
     WNA16_ISA_AVX512BF16 = 3, /* + AVX512_BF16 (vdpbf16ps) */
+    WNA16_ISA_NEON = 4,       /* Armv8 Advanced SIMD (fp32 FMA): every aarch64 CPU */
+    WNA16_ISA_NEONBF16 = 5,   /* + FEAT_BF16 (BFDOT, BFMMLA) */
     WNA16_ISA_COUNT
 } wna16_isa;
 
-/* "ref", "avx2", "avx512", "avx512bf16"; NULL for an out-of-range value. */
+/* "ref", "avx2", "avx512", "avx512bf16", "neon", "neonbf16"; NULL for an
+ * out-of-range value. */
 const char *wna16_isa_name(wna16_isa isa);
 /* Parses a name as above; false if unknown. */
 bool wna16_isa_parse(const char *name, wna16_isa *out);
-/* Best level this CPU and OS support (cpuid + XGETBV), ignoring any cap. */
+/* a <= b: a is ref, or a and b are of one family and b includes a. */
+bool wna16_isa_le(wna16_isa a, wna16_isa b);
+/* The highest level <= both a and b: the lower of the two within one
+ * family, ref across families (an x86 level asked for on aarch64, or a
+ * neon level on x86). */
+wna16_isa wna16_isa_min(wna16_isa a, wna16_isa b);
+/* The next level below isa in its family (ref below the lowest; ref for
+ * ref). */
+wna16_isa wna16_isa_lower(wna16_isa isa);
+/* Best level this CPU and OS support (x86: cpuid + XGETBV; aarch64:
+ * getauxval's HWCAP/HWCAP2), ignoring any cap. */
 wna16_isa wna16_isa_detected(void);
-/* Level the kernels use now: min(detected, cap). The cap starts from the
- * WNA16_ISA environment variable (unset: no cap; unknown name: ignored with
- * a warning on stderr). */
+/* Level the kernels use now: wna16_isa_min(detected, cap). The cap starts
+ * from the WNA16_ISA environment variable (unset: no cap; unknown name:
+ * ignored with a warning on stderr; a level of another architecture: ref,
+ * with a warning). */
 wna16_isa wna16_isa_active(void);
 /* Caps the level in-process (tests loop over every level); returns the level
- * now active (min(detected, cap)). Not thread-safe against running gemms. */
+ * now active (wna16_isa_min(detected, cap); cap >= WNA16_ISA_COUNT: no cap,
+ * the detected level). Not thread-safe against running gemms. */
 wna16_isa wna16_isa_set_cap(wna16_isa cap);
 /* dst[i] = wna16_f32_to_bf16(src[i]), i < n, on the active level's vectors
  * (same bits): activations rounded for the kernels, GEMM outputs. */

@@ -51,9 +51,9 @@ double wna16_measure_read_bw(int n_threads, size_t bytes, int reps) {
     uint64_t (*sum)(const void *, size_t, int) = NULL;
 #if defined(__x86_64__) || defined(__i386__) /* the leaves built for x86 targets only */
     wna16_isa isa = wna16_isa_active();
-    sum = isa >= WNA16_ISA_AVX512 ? wna16_read_sum__avx512
-          : isa >= WNA16_ISA_AVX2 ? wna16_read_sum__avx2
-                                  : NULL;
+    sum = wna16_isa_le(WNA16_ISA_AVX512, isa) ? wna16_read_sum__avx512
+          : wna16_isa_le(WNA16_ISA_AVX2, isa) ? wna16_read_sum__avx2
+                                              : NULL;
 #endif
     uint64_t *buf = NULL;
     if (posix_memalign((void **)&buf, (size_t)2 << 20, words * sizeof *buf)) return 0.0;
@@ -108,15 +108,15 @@ static double peak(int n_threads, float (*loop)(int64_t), double flops_per_iter)
 }
 
 double wna16_measure_bf16_peak(int n_threads) {
-    if (wna16_isa_active() < WNA16_ISA_AVX512BF16) return 0.0;
+    if (!wna16_isa_le(WNA16_ISA_AVX512BF16, wna16_isa_active())) return 0.0;
     return peak(n_threads, wna16_peak_bf16_loop__avx512bf16, WNA16_PEAK_BF16_FLOPS);
 }
 
 double wna16_measure_fma_peak(int n_threads) {
     wna16_isa isa = wna16_isa_active();
-    if (isa >= WNA16_ISA_AVX512)
+    if (wna16_isa_le(WNA16_ISA_AVX512, isa))
         return peak(n_threads, wna16_peak_fma_loop__avx512, WNA16_PEAK_FMA_AVX512_FLOPS);
-    if (isa >= WNA16_ISA_AVX2)
+    if (wna16_isa_le(WNA16_ISA_AVX2, isa))
         return peak(n_threads, wna16_peak_fma_loop__avx2, WNA16_PEAK_FMA_AVX2_FLOPS);
     return 0.0;
 }

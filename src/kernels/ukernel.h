@@ -242,8 +242,9 @@ typedef struct wna16_kernel_table {
 
 /* The table of the active ISA level (filled once, see dispatch.c). */
 const wna16_kernel_table *wna16_kernels(void);
-/* The table of level isa, capped to the active level (a lower level's
- * leaves serve the shapes the active level's leaves do not take). */
+/* The table of level isa, capped to the active level (wna16_isa_min: a
+ * level of the other architecture gives the reference's table; a lower
+ * level's leaves serve the shapes the active level's leaves do not take). */
 const wna16_kernel_table *wna16_kernels_at(wna16_isa isa);
 
 /* Leaves, named <op>_<weights>_<acts>_<MR>x<NR>__<isa>. */
@@ -306,6 +307,29 @@ void wna16_gemm_i16_6x16__avx2(size_t, int64_t, int64_t, int64_t, const uint32_t
 void wna16_to_bf16__ref(const float *, uint16_t *, size_t);
 void wna16_to_bf16__avx2(const float *, uint16_t *, size_t);
 void wna16_to_bf16__avx512(const float *, uint16_t *, size_t);
+
+/* aarch64 (kernels/neon/) */
+void wna16_gemv_q4_f32_4x16__neon(const wna16_block_layout *, const uint8_t *, size_t, const void *,
+                                  size_t, float *);
+void wna16_gemv_q8_f32_4x16__neon(const wna16_block_layout *, const uint8_t *, size_t, const void *,
+                                  size_t, float *);
+void wna16_to_bf16__neon(const float *, uint16_t *, size_t);
+/* Rows per tile of the NEON int16 prefill micro-kernel. */
+#ifndef WNA16_I16_TILE_NEON
+#define WNA16_I16_TILE_NEON 6
+#endif
+void wna16_gemv_q4_i16_4x16__neon(const wna16_block_layout *, const uint8_t *, size_t,
+                                  const int16_t *, size_t, const float *, const int32_t *, size_t,
+                                  int64_t, float *);
+void wna16_gemv_q8_i16_4x16__neon(const wna16_block_layout *, const uint8_t *, size_t,
+                                  const int16_t *, size_t, const float *, const int32_t *, size_t,
+                                  int64_t, float *);
+void wna16_dequant_q4_i16_16__neon(const wna16_block_layout *, const uint8_t *, int64_t, int64_t,
+                                   int16_t *, float *);
+void wna16_dequant_q8_i16_16__neon(const wna16_block_layout *, const uint8_t *, int64_t, int64_t,
+                                   int16_t *, float *);
+void wna16_gemm_i16_6x16__neon(size_t, int64_t, int64_t, int64_t, const uint32_t *,
+                               const int16_t *, const float *, const float *, size_t, float *);
 
 /* Machine-limit loops (machine_limits.c): n_iter iterations of a
  * register-resident loop; return a value that depends on the result. */

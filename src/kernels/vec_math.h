@@ -31,8 +31,10 @@ typedef struct wna16_vec_ops {
     void (*axpy_neg_d)(double *y, double a, const double *x, int64_t n);
 } wna16_vec_ops;
 
-/* The leaves' tables (kernels/<isa>/vec_<isa>.c; x86 levels only on x86). */
-extern const wna16_vec_ops wna16_vec_ops__ref, wna16_vec_ops__avx2, wna16_vec_ops__avx512;
+/* The leaves' tables (kernels/<isa>/vec_<isa>.c; x86 levels only on x86,
+ * neon only on aarch64). */
+extern const wna16_vec_ops wna16_vec_ops__ref, wna16_vec_ops__avx2, wna16_vec_ops__avx512,
+    wna16_vec_ops__neon;
 
 /* The active level's (the dispatch table's vec). */
 const wna16_vec_ops *wna16_vec(void);
