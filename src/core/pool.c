@@ -1,5 +1,6 @@
 /* The thread pool (core/pool.h): a team of persistent workers per thread
- * that starts regions. Waits spin for WAIT_SPIN_NS, then sleep on a futex.
+ * that starts regions. Waits spin (an adaptive budget, at most
+ * WAIT_SPIN_MAX_NS), then sleep on a futex.
  *
  * Memory order: whatever a thread wrote before it publishes (a job through a
  * worker's gen, a finish through pending, an arrival through the barrier)
@@ -27,12 +28,13 @@
 #include <unistd.h>
 
 
-/* How long a waiting thread spins before it sleeps. The gaps between a
- * decode step's regions are microseconds (a norm, a routing decision), so
- * workers spinning through them start each region at once; a worker that
- * waits longer (between tokens, or while a busy neighbour holds the core
- * its partner needs) sleeps instead of taking the core from it. */
-#define WAIT_SPIN_NS 100000
+/* How long a waiting thread spins before it sleeps, at most. The gaps
+ * between a decode step's regions are microseconds (a norm, a routing
+ * decision), so workers spinning through them start each region at once;
+ * a worker that waits longer (between tokens) sleeps instead of holding the
+ * core. Each thread adapts its own spin (below). */
+#define WAIT_SPIN_MAX_NS 100000
+#define WAIT_SPIN_MIN_NS 2000
 #define MAX_WORKERS  255
 
 double wna16_now(void) {
@@ -63,16 +65,33 @@ static void futex_wake_all(uint32_t *word) {
     syscall(SYS_futex, word, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
 }
 
-/* Spins while *word == old for up to WAIT_SPIN_NS; true when it changed. */
+/* This thread's spin budget. A spin that ends in a sleep halves it; one
+ * that sees the change doubles it. Waits that are short on an idle machine
+ * keep it at the maximum; when the machine is oversubscribed (a busy
+ * neighbour on a 2-core host), the thread a waiter waits for is often
+ * descheduled, spins keep failing, and the budget falls to the minimum:
+ * the waiter sleeps at once and leaves the core to that thread, as
+ * OpenMP's passive policy does, without anyone choosing a policy. */
+static _Thread_local int64_t tls_spin_ns = WAIT_SPIN_MAX_NS;
+
+/* Spins while *word == old for up to the budget; true when it changed. */
 static bool spin_while(const uint32_t *word, uint32_t old) {
     int64_t deadline = 0;
     for (unsigned i = 1;; i++) {
-        if (__atomic_load_n(word, __ATOMIC_ACQUIRE) != old) return true;
+        if (__atomic_load_n(word, __ATOMIC_ACQUIRE) != old) {
+            if (tls_spin_ns < WAIT_SPIN_MAX_NS)
+                tls_spin_ns = tls_spin_ns * 2 < WAIT_SPIN_MAX_NS ? tls_spin_ns * 2 : WAIT_SPIN_MAX_NS;
+            return true;
+        }
         cpu_relax();
         if (i % 64) continue;
         int64_t t = now_ns();
-        if (!deadline) deadline = t + WAIT_SPIN_NS;
-        else if (t >= deadline) return false;
+        if (!deadline) {
+            deadline = t + tls_spin_ns;
+        } else if (t >= deadline) {
+            tls_spin_ns = tls_spin_ns / 2 > WAIT_SPIN_MIN_NS ? tls_spin_ns / 2 : WAIT_SPIN_MIN_NS;
+            return false;
+        }
     }
 }
 
