@@ -5,6 +5,8 @@
 
 #include "testing.h"
 #include <dirent.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <pthread.h>
 #include <time.h>
 
@@ -306,6 +308,32 @@ static void test_pool_thread_exit(void) {
     CHECK(wna16_threads_default() >= 1 && wna16_cpus_available() >= 1);
 }
 
+/* A child forked after regions ran starts workers of its own (the parent's
+ * do not exist in it) instead of waiting for them forever. */
+static void test_pool_fork(void) {
+#if defined(__SANITIZE_THREAD__)
+    return; /* TSan does not support threads in a child of a threaded fork */
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+    return;
+#endif
+#endif
+    int count[8] = {0};
+    phase_job j = {8, count, 0, 0, 0};
+    wna16_parallel(3, phase_thread, &j);
+    pid_t pid = fork();
+    if (pid == 0) {
+        alarm(20); /* a hang fails the test instead of stalling it */
+        int c2[8] = {0};
+        phase_job k = {8, c2, 0, 0, 0};
+        wna16_parallel(3, phase_thread, &k);
+        _exit(k.violations == 0 && k.nt == 3 ? 0 : 1);
+    }
+    int status = -1;
+    CHECK(pid > 0 && waitpid(pid, &status, 0) == pid);
+    CHECK_MSG(WIFEXITED(status) && WEXITSTATUS(status) == 0, "forked child: status %d", status);
+}
+
 int main(void) {
     test_status_names();
     test_half_conversions();
@@ -316,5 +344,6 @@ int main(void) {
     test_pool_for();
     test_pool_barrier();
     test_pool_thread_exit();
+    test_pool_fork();
     TEST_MAIN_END();
 }

@@ -189,7 +189,25 @@ static void team_destroy(void *p) {
     free(t);
 }
 
-static void make_key(void) { (void)pthread_key_create(&team_key, team_destroy); }
+/* fork() copies only the calling thread: in the child, every team's workers
+ * are gone. Teams forget them (their few bytes leak) and start new ones on
+ * the next region, so a library user that forks after computing (Python's
+ * multiprocessing) does not wait forever on workers that do not exist. */
+static void before_fork(void) { pthread_mutex_lock(&registry_lock); }
+static void after_fork_parent(void) { pthread_mutex_unlock(&registry_lock); }
+static void after_fork_child(void) {
+    for (team *t = registry; t; t = t->next) {
+        t->n_workers = 0;
+        t->pending = t->pending_sleepers = 0;
+        t->bar_count = t->bar_sleepers = 0;
+    }
+    pthread_mutex_unlock(&registry_lock);
+}
+
+static void make_key(void) {
+    (void)pthread_key_create(&team_key, team_destroy);
+    (void)pthread_atfork(before_fork, after_fork_parent, after_fork_child);
+}
 
 /* Starts workers until the team has `want` (or no more can be started).
  * Workers block every signal: the application's handlers run on its own
