@@ -54,6 +54,8 @@ double wna16_measure_read_bw(int n_threads, size_t bytes, int reps) {
     sum = wna16_isa_le(WNA16_ISA_AVX512, isa) ? wna16_read_sum__avx512
           : wna16_isa_le(WNA16_ISA_AVX2, isa) ? wna16_read_sum__avx2
                                               : NULL;
+#elif defined(__aarch64__)
+    sum = wna16_isa_le(WNA16_ISA_NEON, wna16_isa_active()) ? wna16_read_sum__neon : NULL;
 #endif
     uint64_t *buf = NULL;
     if (posix_memalign((void **)&buf, (size_t)2 << 20, words * sizeof *buf)) return 0.0;
@@ -67,7 +69,7 @@ double wna16_measure_read_bw(int n_threads, size_t bytes, int reps) {
     return (double)(words * sizeof(uint64_t)) / best * 1e-9;
 }
 
-#if defined(__x86_64__) || defined(__i386__)
+#if defined(__x86_64__) || defined(__i386__) || defined(__aarch64__)
 static uint32_t sink_f32_bits; /* keeps the loops live */
 
 typedef struct peak_job {
@@ -107,6 +109,19 @@ static double peak(int n_threads, float (*loop)(int64_t), double flops_per_iter)
     return flops_per_iter * (double)(4 << 20) * ran / best * 1e-9;
 }
 
+#if defined(__aarch64__)
+/* aarch64: BFDOT at neonbf16, fp32 FMLA at neon (the leaves built for this
+ * target only) */
+double wna16_measure_bf16_peak(int n_threads) {
+    if (!wna16_isa_le(WNA16_ISA_NEONBF16, wna16_isa_active())) return 0.0;
+    return peak(n_threads, wna16_peak_bf16_loop__neonbf16, WNA16_PEAK_BF16_NEON_FLOPS);
+}
+
+double wna16_measure_fma_peak(int n_threads) {
+    if (!wna16_isa_le(WNA16_ISA_NEON, wna16_isa_active())) return 0.0;
+    return peak(n_threads, wna16_peak_fma_loop__neon, WNA16_PEAK_FMA_NEON_FLOPS);
+}
+#else
 double wna16_measure_bf16_peak(int n_threads) {
     if (!wna16_isa_le(WNA16_ISA_AVX512BF16, wna16_isa_active())) return 0.0;
     return peak(n_threads, wna16_peak_bf16_loop__avx512bf16, WNA16_PEAK_BF16_FLOPS);
@@ -120,6 +135,7 @@ double wna16_measure_fma_peak(int n_threads) {
         return peak(n_threads, wna16_peak_fma_loop__avx2, WNA16_PEAK_FMA_AVX2_FLOPS);
     return 0.0;
 }
+#endif
 #else
 /* No peak loop for this target yet: 0 means "unknown" to every caller. */
 double wna16_measure_bf16_peak(int n_threads) {
