@@ -96,17 +96,28 @@ static void peak_thread(void *arg, int t, int nt) {
     __atomic_fetch_xor(&sink_f32_bits, bits, __ATOMIC_RELAXED);
 }
 
-/* The best of 5 timed runs of a register-resident loop on every thread. */
+/* The best of 5 timed runs of a register-resident loop on every thread:
+ * 4 Mi iterations (~15-30 ms on hardware), fewer where a short trial says
+ * that would take over ~50 ms (an emulator: qemu's soft-float BFDOT would
+ * take minutes). */
 static double peak(int n_threads, float (*loop)(int64_t), double flops_per_iter) {
     if (n_threads <= 0) n_threads = wna16_threads_default();
+    const int64_t trial = 1 << 14;
+    int64_t iters = 4 << 20;
+    peak_job t = {loop, trial, 0, 1};
+    wna16_parallel(n_threads, peak_thread, &t);
+    if (t.dt > 0 && (double)iters / (double)trial * t.dt > 0.05)
+        iters = (int64_t)((double)trial * 0.05 / t.dt) > trial
+                    ? (int64_t)((double)trial * 0.05 / t.dt)
+                    : trial;
     double best = 1e30;
     int ran = 1;
     for (int rep = 0; rep < 5; rep++) {
-        peak_job j = {loop, 4 << 20, 0, 1};
+        peak_job j = {loop, iters, 0, 1};
         wna16_parallel(n_threads, peak_thread, &j);
         if (j.dt < best) best = j.dt, ran = j.nt;
     }
-    return flops_per_iter * (double)(4 << 20) * ran / best * 1e-9;
+    return flops_per_iter * (double)iters * ran / best * 1e-9;
 }
 
 #if defined(__aarch64__)
