@@ -247,8 +247,21 @@ static void fill_aarch64(wna16_kernel_table t) {
     t.attn_hd_max = 256;
     t.vec = &wna16_vec_ops__neon;
     tables[WNA16_ISA_NEON] = t;
-    /* FEAT_BF16 adds no leaves of its own yet: NEON's */
+    /* FEAT_BF16: BFDOT/BFMMLA on the bf16 weight integers, the
+     * AVX512BF16 paths (a bf16 dot wins over the int16 leaves, which stay
+     * in the table: gemm.c takes them only without gemv_bf16) */
     t.isa = WNA16_ISA_NEONBF16;
+    t.gemv_bf16[WNA16_WFMT_Q4] = wna16_gemv_q4_bf16_4x32__neonbf16;
+    t.gemv_bf16[WNA16_WFMT_Q8] = wna16_gemv_q8_bf16_4x32__neonbf16;
+    t.gemv_bf16_mr = 4;
+    t.gemv2_bf16[WNA16_WFMT_Q4] = wna16_gemv_q4_bf16_6x32__neonbf16;
+    t.gemv2_bf16[WNA16_WFMT_Q8] = wna16_gemv_q8_bf16_6x32__neonbf16;
+    t.gemv2_bf16_mr = 6;
+    t.gemv2_bf16_mr_max = 8;
+    t.dequant_bf16[WNA16_WFMT_Q4] = wna16_dequant_q4_bf16_16__neonbf16;
+    t.dequant_bf16[WNA16_WFMT_Q8] = wna16_dequant_q8_bf16_16__neonbf16;
+    t.gemm_bf16 = wna16_gemm_bf16_8x32__neonbf16;
+    t.gemm_mr = WNA16_BF16_TILE_NEON;
     tables[WNA16_ISA_NEONBF16] = t;
 }
 #endif

@@ -54,6 +54,8 @@ double wna16_measure_read_bw(int n_threads, size_t bytes, int reps) {
     sum = wna16_isa_le(WNA16_ISA_AVX512, isa) ? wna16_read_sum__avx512
           : wna16_isa_le(WNA16_ISA_AVX2, isa) ? wna16_read_sum__avx2
                                               : NULL;
+#elif defined(__aarch64__)
+    sum = wna16_isa_le(WNA16_ISA_NEON, wna16_isa_active()) ? wna16_read_sum__neon : NULL;
 #endif
     uint64_t *buf = NULL;
     if (posix_memalign((void **)&buf, (size_t)2 << 20, words * sizeof *buf)) return 0.0;
@@ -67,7 +69,7 @@ double wna16_measure_read_bw(int n_threads, size_t bytes, int reps) {
     return (double)(words * sizeof(uint64_t)) / best * 1e-9;
 }
 
-#if defined(__x86_64__) || defined(__i386__)
+#if defined(__x86_64__) || defined(__i386__) || defined(__aarch64__)
 static uint32_t sink_f32_bits; /* keeps the loops live */
 
 typedef struct peak_job {
@@ -94,19 +96,43 @@ static void peak_thread(void *arg, int t, int nt) {
     __atomic_fetch_xor(&sink_f32_bits, bits, __ATOMIC_RELAXED);
 }
 
-/* The best of 5 timed runs of a register-resident loop on every thread. */
+/* The best of 5 timed runs of a register-resident loop on every thread:
+ * 4 Mi iterations (~15-30 ms on hardware), fewer where a short trial says
+ * that would take over ~50 ms (an emulator: qemu's soft-float BFDOT would
+ * take minutes). */
 static double peak(int n_threads, float (*loop)(int64_t), double flops_per_iter) {
     if (n_threads <= 0) n_threads = wna16_threads_default();
+    const int64_t trial = 1 << 14;
+    int64_t iters = 4 << 20;
+    peak_job t = {loop, trial, 0, 1};
+    wna16_parallel(n_threads, peak_thread, &t);
+    if (t.dt > 0 && (double)iters / (double)trial * t.dt > 0.05)
+        iters = (int64_t)((double)trial * 0.05 / t.dt) > trial
+                    ? (int64_t)((double)trial * 0.05 / t.dt)
+                    : trial;
     double best = 1e30;
     int ran = 1;
     for (int rep = 0; rep < 5; rep++) {
-        peak_job j = {loop, 4 << 20, 0, 1};
+        peak_job j = {loop, iters, 0, 1};
         wna16_parallel(n_threads, peak_thread, &j);
         if (j.dt < best) best = j.dt, ran = j.nt;
     }
-    return flops_per_iter * (double)(4 << 20) * ran / best * 1e-9;
+    return flops_per_iter * (double)iters * ran / best * 1e-9;
 }
 
+#if defined(__aarch64__)
+/* aarch64: BFDOT at neonbf16, fp32 FMLA at neon (the leaves built for this
+ * target only) */
+double wna16_measure_bf16_peak(int n_threads) {
+    if (!wna16_isa_le(WNA16_ISA_NEONBF16, wna16_isa_active())) return 0.0;
+    return peak(n_threads, wna16_peak_bf16_loop__neonbf16, WNA16_PEAK_BF16_NEON_FLOPS);
+}
+
+double wna16_measure_fma_peak(int n_threads) {
+    if (!wna16_isa_le(WNA16_ISA_NEON, wna16_isa_active())) return 0.0;
+    return peak(n_threads, wna16_peak_fma_loop__neon, WNA16_PEAK_FMA_NEON_FLOPS);
+}
+#else
 double wna16_measure_bf16_peak(int n_threads) {
     if (!wna16_isa_le(WNA16_ISA_AVX512BF16, wna16_isa_active())) return 0.0;
     return peak(n_threads, wna16_peak_bf16_loop__avx512bf16, WNA16_PEAK_BF16_FLOPS);
@@ -120,6 +146,7 @@ double wna16_measure_fma_peak(int n_threads) {
         return peak(n_threads, wna16_peak_fma_loop__avx2, WNA16_PEAK_FMA_AVX2_FLOPS);
     return 0.0;
 }
+#endif
 #else
 /* No peak loop for this target yet: 0 means "unknown" to every caller. */
 double wna16_measure_bf16_peak(int n_threads) {

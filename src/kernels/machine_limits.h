@@ -13,8 +13,9 @@
 double wna16_measure_read_bw(int n_threads, size_t bytes, int reps);
 
 /* Peak GFLOP/s of a register-resident loop on n_threads threads (best of
- * three): vdpbf16ps (2 flops per bf16 pair product-add), or fp32 FMA at the
- * widest level active. 0 when the active ISA level lacks the instruction. */
+ * five): vdpbf16ps / BFDOT (2 flops per bf16 product-add), or fp32 FMA at
+ * the widest level active (FMLA on aarch64). 0 when the active ISA level
+ * lacks the instruction. */
 double wna16_measure_bf16_peak(int n_threads);
 double wna16_measure_fma_peak(int n_threads);
 

@@ -331,18 +331,44 @@ void wna16_dequant_q8_i16_16__neon(const wna16_block_layout *, const uint8_t *, 
 void wna16_gemm_i16_6x16__neon(size_t, int64_t, int64_t, int64_t, const uint32_t *,
                                const int16_t *, const float *, const float *, size_t, float *);
 
+/* aarch64 + FEAT_BF16 (kernels/neonbf16/): BFDOT streaming kernels (decode
+ * 4 rows, small batch 6-8 rows) and the BFMMLA panel (its own panel layout:
+ * k-quads, see the file). */
+#ifndef WNA16_BF16_TILE_NEON
+#define WNA16_BF16_TILE_NEON 8 /* rows per prefill tile: the leaf's GEMM_MR */
+#endif
+void wna16_gemv_q4_bf16_4x32__neonbf16(const wna16_block_layout *, const uint8_t *, size_t, size_t,
+                                       const void *, size_t, float *, const uint8_t *);
+void wna16_gemv_q8_bf16_4x32__neonbf16(const wna16_block_layout *, const uint8_t *, size_t, size_t,
+                                       const void *, size_t, float *, const uint8_t *);
+void wna16_gemv_q4_bf16_6x32__neonbf16(const wna16_block_layout *, const uint8_t *, size_t, size_t,
+                                       const void *, size_t, float *, const uint8_t *);
+void wna16_gemv_q8_bf16_6x32__neonbf16(const wna16_block_layout *, const uint8_t *, size_t, size_t,
+                                       const void *, size_t, float *, const uint8_t *);
+void wna16_dequant_q4_bf16_16__neonbf16(const wna16_block_layout *, const uint8_t *, int64_t,
+                                        int64_t, uint16_t *, size_t, float *, size_t);
+void wna16_dequant_q8_bf16_16__neonbf16(const wna16_block_layout *, const uint8_t *, int64_t,
+                                        int64_t, uint16_t *, size_t, float *, size_t);
+void wna16_gemm_bf16_8x32__neonbf16(size_t, int64_t, int64_t, const uint32_t *, const uint16_t *,
+                                    const float *, float *);
+
 /* Machine-limit loops (machine_limits.c): n_iter iterations of a
  * register-resident loop; return a value that depends on the result. */
 float wna16_peak_fma_loop__avx2(int64_t n_iter);
 float wna16_peak_fma_loop__avx512(int64_t n_iter);
 float wna16_peak_bf16_loop__avx512bf16(int64_t n_iter);
+float wna16_peak_fma_loop__neon(int64_t n_iter);
+float wna16_peak_bf16_loop__neonbf16(int64_t n_iter);
 /* Sum of bytes (a multiple of 256, 64-byte aligned) at p, as 64-bit lanes;
  * prefetch != 0 adds an L2 software prefetch 8 KiB ahead. */
 uint64_t wna16_read_sum__avx2(const void *p, size_t bytes, int prefetch);
 uint64_t wna16_read_sum__avx512(const void *p, size_t bytes, int prefetch);
+uint64_t wna16_read_sum__neon(const void *p, size_t bytes, int prefetch);
 /* Flops per iteration of the loops above. */
 #define WNA16_PEAK_FMA_AVX2_FLOPS   (12 * 8 * 2)
 #define WNA16_PEAK_FMA_AVX512_FLOPS (24 * 16 * 2)
 #define WNA16_PEAK_BF16_FLOPS       (24 * 32 * 2)
+#define WNA16_PEAK_FMA_NEON_FLOPS   (24 * 4 * 2)
+#define WNA16_PEAK_BF16_NEON_FLOPS  (24 * 4 * 2 * 2) /* BFDOT: 2 products per lane */
 
 #endif
