@@ -55,6 +55,7 @@ typedef struct wna16_gptq_opts {
     double dampening;  /* fraction of mean(diag H); 0.01 by default */
     bool actorder;     /* static act-order */
     int64_t blocksize; /* 128 */
+    int threads;       /* for wna16_gptq_factor_build; <= 0: all */
 } wna16_gptq_opts;
 
 /* The inverse-Hessian factor of one H, shareable by every weight with the

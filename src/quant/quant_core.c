@@ -435,7 +435,7 @@ static void lower_inverse(const double *l, int64_t k, double *x, int64_t ldx, in
 wna16_status wna16_gptq_factor_build(wna16_diag *d, float *h, int64_t k, const wna16_gptq_opts *o,
                                      wna16_gptq_factor *f) {
     memset(f, 0, sizeof *f);
-    int nt = wna16_threads_default();
+    int nt = o->threads > 0 ? o->threads : wna16_threads_default();
     f->k = k;
     f->perm = wna16_malloc((size_t)k * sizeof *f->perm);
     f->dead = wna16_calloc((size_t)k, sizeof *f->dead);

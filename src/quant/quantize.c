@@ -673,7 +673,7 @@ wna16_status wna16_quantize(wna16_diag *d, const wna16_quantize_opts *o, wna16_q
     r.t0 = wna16_now();
     r.threads = o->threads > 0 ? o->threads : wna16_threads_default();
     r.gopts = (wna16_gptq_opts){.dampening = o->dampening > 0 ? o->dampening : 0.01,
-                                .actorder = o->actorder, .blocksize = 128};
+                                .actorder = o->actorder, .blocksize = 128, .threads = r.threads};
     wna16_status s = run(&r);
     gptq_end(&r);
     if (s != WNA16_OK && r.tmpdir) {
