@@ -547,6 +547,24 @@ static void test_vec_math(void) {
                           !memcmp(o[3], r2[1], (E - 2) * 4),
                       "vec dot rows %s n=%d", levels[l].name, n);
         }
+        /* the quantizer's register tiles: 4 rows x 8/16/24 floats, 4/8/12 doubles */
+        static float cf[2][4 * 30], bf[H * 30];
+        static double cd[2][4 * 14], bd[H * 14], ad[4 * H];
+        for (int i = 0; i < H * 30; i++) bf[i] = frand();
+        for (int i = 0; i < H * 14; i++) bd[i] = frand();
+        for (int i = 0; i < 4 * H; i++) ad[i] = frand();
+        for (int nv = 1; nv <= 3; nv++)
+            for (int sub = 0; sub < 2; sub++) {
+                const vec_ops_pair p = {{ref, v}};
+                for (int k = 0; k < 2; k++) {
+                    for (int i = 0; i < 4 * 30; i++) cf[k][i] = x1[i % H];
+                    for (int i = 0; i < 4 * 14; i++) cd[k][i] = xd[i % H];
+                    p.o[k]->tile4_f32(cf[k], 30, w, H, bf, 30, H, nv, sub);
+                    p.o[k]->tile4_sub_f64(cd[k], 14, ad, H, bd, 14, H, nv);
+                }
+                CHECK_MSG(!memcmp(cf[0], cf[1], sizeof cf[0]) && !memcmp(cd[0], cd[1], sizeof cd[0]),
+                          "vec tiles %s nv=%d sub=%d", levels[l].name, nv, sub);
+            }
     }
 }
 

@@ -633,6 +633,83 @@ static void test_indivisible(void) {
     rm_dir(out);
 }
 
+/* The unblocked forms of the Hessian and of the factor (no act-order, no
+ * dead columns): the row-by-row AXPY Hessian, the textbook Cholesky of the
+ * reversed, damped H and the row-by-row inverse. */
+static void naive_hessian(float *h, int64_t k, const float *x, int64_t rows, float scale) {
+    for (int64_t t = 0; t < rows; t++)
+        for (int64_t i = 0; i < k; i++) {
+            float a = x[t * k + i] * scale;
+            for (int64_t j = i; j < k; j++) h[i * k + j] += a * x[t * k + j];
+        }
+}
+
+static void naive_factor(const float *h, int64_t k, double damp_frac, float *u) {
+    double *a = calloc((size_t)(k * k), sizeof *a), *x = calloc((size_t)(k * k), sizeof *x), mean = 0;
+    for (int64_t i = 0; i < k; i++) /* reversed, from the upper triangle */
+        for (int64_t j = 0; j < k; j++)
+            a[(k - 1 - i) * k + (k - 1 - j)] = h[(i < j ? i : j) * k + (i < j ? j : i)];
+    for (int64_t i = 0; i < k; i++) mean += a[i * k + i];
+    for (int64_t i = 0; i < k; i++) a[i * k + i] += damp_frac * (mean / (double)k);
+    for (int64_t j = 0; j < k; j++) {
+        double sd = a[j * k + j];
+        for (int64_t p = 0; p < j; p++) sd -= a[j * k + p] * a[j * k + p];
+        a[j * k + j] = sqrt(sd);
+        for (int64_t i = j + 1; i < k; i++) {
+            double acc = a[i * k + j];
+            for (int64_t p = 0; p < j; p++) acc -= a[i * k + p] * a[j * k + p];
+            a[i * k + j] = acc / a[j * k + j];
+        }
+    }
+    for (int64_t i = 0; i < k; i++) {
+        x[i * k + i] = 1.0;
+        for (int64_t p = 0; p < i; p++)
+            for (int64_t c = 0; c <= p; c++) x[i * k + c] -= a[i * k + p] * x[p * k + c];
+        for (int64_t c = 0; c <= i; c++) x[i * k + c] *= 1.0 / a[i * k + i];
+    }
+    for (int64_t i = 0; i < k; i++)
+        for (int64_t j = 0; j < k; j++) u[i * k + j] = j >= i ? (float)x[(k - 1 - i) * k + (k - 1 - j)] : 0.0f;
+    free(a);
+    free(x);
+}
+
+/* The register-tiled Hessian and factor give the unblocked forms' bits at
+ * sizes with every edge (rows and columns off the tile and block sizes, a
+ * partial token pass) and at one and two threads. */
+static void test_tiled_bits(void) {
+    static const int64_t ks[] = {37, 150, 200, 300};
+    for (size_t c = 0; c < sizeof ks / sizeof *ks; c++) {
+        int64_t k = ks[c], rows = 2 * k + 45;
+        float *x = malloc((size_t)(rows * k) * 4), *h = calloc((size_t)(k * k), 4);
+        float *hr = calloc((size_t)(k * k), 4), *ur = malloc((size_t)(k * k) * 4);
+        uint64_t st = 0x1234567ull + (uint64_t)k;
+        for (int64_t i = 0; i < rows * k; i++) {
+            st ^= st << 13, st ^= st >> 7, st ^= st << 17;
+            x[i] = (float)((double)(st >> 11) / 9007199254740992.0 - 0.5);
+        }
+        naive_hessian(hr, k, x, rows, 0.125f);
+        naive_factor(hr, k, 0.01, ur);
+        for (int nt = 1; nt <= 2; nt++) {
+            memset(h, 0, (size_t)(k * k) * 4);
+            wna16_hessian_add(h, k, x, rows / 2, k, 0.125f, nt);
+            wna16_hessian_add(h, k, x + rows / 2 * k, rows - rows / 2, k, 0.125f, nt);
+            bool same = true;
+            for (int64_t i = 0; i < k; i++)
+                for (int64_t j = i; j < k; j++) same &= !memcmp(&h[i * k + j], &hr[i * k + j], 4);
+            CHECK_MSG(same, "tiled Hessian k=%lld threads=%d differs from the AXPY form", (long long)k, nt);
+        }
+        wna16_gptq_opts go = {.dampening = 0.01, .blocksize = 128, .actorder = false};
+        wna16_gptq_factor f;
+        wna16_diag d = {0};
+        CHECK(wna16_gptq_factor_build(&d, h, k, &go, &f) == WNA16_OK);
+        bool same = !f.fallback && f.ldu >= k;
+        for (int64_t i = 0; same && i < k; i++) same = !memcmp(f.u + i * f.ldu, ur + i * k, (size_t)k * 4);
+        CHECK_MSG(same, "blocked factor k=%lld differs from the unblocked one", (long long)k);
+        wna16_gptq_factor_free(&f);
+        free(x), free(h), free(hr), free(ur);
+    }
+}
+
 int main(void) {
     snprintf(tmp_root, sizeof tmp_root, "/tmp/wna16_test_quant_XXXXXX");
     if (!mkdtemp(tmp_root)) return 1;
@@ -641,6 +718,7 @@ int main(void) {
     test_channel_config();
     test_tied();
     test_gptq_fixture();
+    test_tiled_bits();
     test_gptq_end_to_end();
     test_cli();
     test_gptq_moe();

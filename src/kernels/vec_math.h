@@ -29,6 +29,14 @@ typedef struct wna16_vec_ops {
     /* y -= a·x, float and double */
     void (*axpy_neg)(float *y, float a, const float *x, int64_t n);
     void (*axpy_neg_d)(double *y, double a, const double *x, int64_t n);
+    /* The quantizer's register tiles: rows r < 4 of c, j < 8·nv (nv 1..3),
+     *   c[r][j] = c[r][j] ± a[r·lda + p]·b[p·ldb + j]   for p = 0 .. np-1
+     * in that order, each product and each sum rounded (the bits of an AXPY
+     * loop over p); - when sub. The double tile is 4·nv wide and subtracts. */
+    void (*tile4_f32)(float *c, int64_t ldc, const float *a, int64_t lda, const float *b,
+                      int64_t ldb, int64_t np, int nv, bool sub);
+    void (*tile4_sub_f64)(double *c, int64_t ldc, const double *a, int64_t lda, const double *b,
+                          int64_t ldb, int64_t np, int nv);
 } wna16_vec_ops;
 
 /* The leaves' tables (kernels/<isa>/vec_<isa>.c; x86 levels only on x86,

@@ -318,7 +318,10 @@ static wna16_status mlp_block(wna16_diag *d, wna16_model *m, wna16_rank_model *r
         }
         to_bf16(s->gate, n, I, s->hb, s->hf, threads);
         capture(m, r, L, "down_in", n, I, s->hf);
-        WNA16_TRY(wna16_lin_forward(d, &ly->down, n, s->hb, s->hf, I, s->tmp, H, threads));
+        if (m->capture_only && m->start_x)
+            memset(s->tmp, 0, (size_t)(n * H) * sizeof(float));
+        else
+            WNA16_TRY(wna16_lin_forward(d, &ly->down, n, s->hb, s->hf, I, s->tmp, H, threads));
     }
     wna16_status st = wna16_comm_all_reduce_sum(d, m->comms[r->rank], s->tmp, (size_t)(n * H));
     phase_end(m, r, n, s, WNA16_PHASE_MLP);

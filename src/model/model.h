@@ -210,6 +210,11 @@ struct wna16_model {
      * mlp_override(user, layer, rows, x bf16 [rows][H], y fp32 [rows][H]). */
     const float *start_x;
     int64_t start_layer;
+    /* Quantizer, with start_x: the pass only feeds capture() its linears'
+     * inputs, so a dense MLP's down projection (whose output no capture
+     * reads) is skipped and the MLP adds nothing: "layer_out" is then not
+     * the layer's output. */
+    bool capture_only;
     bool defer_moe;
     bool defer_layers; /* no layer loaded up front: wna16_model_load_layer */
     wna16_status (*mlp_override)(void *user, int64_t layer, int64_t rows, const uint16_t *x,

@@ -55,6 +55,7 @@ typedef struct wna16_gptq_opts {
     double dampening;  /* fraction of mean(diag H); 0.01 by default */
     bool actorder;     /* static act-order */
     int64_t blocksize; /* 128 */
+    int threads;       /* for wna16_gptq_factor_build; <= 0: all */
 } wna16_gptq_opts;
 
 /* The inverse-Hessian factor of one H, shareable by every weight with the
@@ -63,7 +64,8 @@ typedef struct wna16_gptq_factor {
     int64_t k;
     int64_t *perm; /* processing order (identity without act-order) */
     bool *dead;    /* [k] original column index: H_ii == 0 */
-    float *u;      /* [k][k] upper Cholesky factor of H^-1 (permuted space) */
+    float *u;      /* [k][ldu] upper Cholesky factor of H^-1 (permuted space) */
+    int64_t ldu;   /* >= k: rows padded so that the sweep's column tiles spread over the cache */
     bool fallback; /* H not positive definite: U = I (RTN), as llm-compressor */
 } wna16_gptq_factor;
 
@@ -83,8 +85,9 @@ wna16_status wna16_gptq_quantize(wna16_diag *d, const float *w, const wna16_gptq
                                  const wna16_gptq_opts *o, wna16_qlinear *out, double *loss,
                                  int n_threads);
 
-/* H[k][k] += scale * X^T X for X [rows][k] fp32 (both triangles written).
- * Threaded over column blocks. */
+/* H[k][k] += scale * X^T X for X [rows][k] fp32, upper triangle (j >= i;
+ * wna16_gptq_factor_build reads only it). Each entry adds its terms in token
+ * order, the same bits at any thread count. Threaded over column tiles. */
 void wna16_hessian_add(float *h, int64_t k, const float *x, int64_t rows, int64_t ldx,
                        float scale, int n_threads);
 

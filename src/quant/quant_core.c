@@ -131,43 +131,160 @@ static void axpy_neg(float *y, float a, const float *x, int64_t n) {
     wna16_vec()->axpy_neg(y, a, x, n);
 }
 
+/* ------------------------------------------------------- register tiles */
+
+/* The widest tiles of the leaves (kernels/vec_math.h): 4 rows by 24 floats
+ * or 12 doubles. */
+enum { F32_NC = 24, F64_NC = 12 };
+
+/* Which entries of a tile are written: all, j >= i (upper) or j <= i. */
+typedef enum { KEEP_ALL, KEEP_UPPER, KEEP_LOWER } tile_keep;
+
+typedef struct tile_at {
+    int64_t i, j; /* the tile's first row and column in the whole matrix */
+    tile_keep keep;
+} tile_at;
+
+static bool kept(tile_at t, int64_t r, int64_t c) {
+    int64_t i = t.i + r, j = t.j + c;
+    return t.keep == KEEP_ALL || (t.keep == KEEP_UPPER ? j >= i : j <= i);
+}
+
+/* Does the tile (mr x nc) have entries on both sides of the diagonal? */
+static bool crosses(tile_at t, int64_t mr, int64_t nc) {
+    if (t.keep == KEEP_ALL) return false;
+    return !(kept(t, 0, 0) && kept(t, 0, nc - 1) && kept(t, mr - 1, 0) && kept(t, mr - 1, nc - 1));
+}
+
+/* c[r][j] ±= a[r][p]·b[p][j] over p in order, on the kept entries of an
+ * mr x nc tile (mr <= 4, nc <= F32_NC): the float leaf for whole tiles, a copy
+ * for tiles across the diagonal, plain C (the same operations) at edges. */
+static void tile_f32(float *c, int64_t ldc, const float *a, int64_t lda, const float *b,
+                     int64_t ldb, int64_t np, int64_t mr, int64_t nc, bool sub, tile_at at) {
+    if (mr == 4 && nc % 8 == 0) {
+        int nv = (int)(nc / 8);
+        if (!crosses(at, mr, nc)) {
+            wna16_vec()->tile4_f32(c, ldc, a, lda, b, ldb, np, nv, sub);
+            return;
+        }
+        float t[4 * F32_NC];
+        for (int64_t r = 0; r < 4; r++) memcpy(t + r * F32_NC, c + r * ldc, (size_t)nc * sizeof *t);
+        wna16_vec()->tile4_f32(t, F32_NC, a, lda, b, ldb, np, nv, sub);
+        for (int64_t r = 0; r < 4; r++)
+            for (int64_t j = 0; j < nc; j++)
+                if (kept(at, r, j)) c[r * ldc + j] = t[r * F32_NC + j];
+        return;
+    }
+    for (int64_t r = 0; r < mr; r++)
+        for (int64_t j = 0; j < nc; j++) {
+            if (!kept(at, r, j)) continue;
+            float acc = c[r * ldc + j];
+            for (int64_t p = 0; p < np; p++) {
+                float prod = a[r * lda + p] * b[p * ldb + j];
+                acc = sub ? acc - prod : acc + prod;
+            }
+            c[r * ldc + j] = acc;
+        }
+}
+
+/* The same for doubles, subtracting (mr <= 4, nc <= F64_NC). */
+static void tile_sub_f64(double *c, int64_t ldc, const double *a, int64_t lda, const double *b,
+                         int64_t ldb, int64_t np, int64_t mr, int64_t nc, tile_at at) {
+    if (mr == 4 && nc % 4 == 0) {
+        int nv = (int)(nc / 4);
+        if (!crosses(at, mr, nc)) {
+            wna16_vec()->tile4_sub_f64(c, ldc, a, lda, b, ldb, np, nv);
+            return;
+        }
+        double t[4 * F64_NC];
+        for (int64_t r = 0; r < 4; r++) memcpy(t + r * F64_NC, c + r * ldc, (size_t)nc * sizeof *t);
+        wna16_vec()->tile4_sub_f64(t, F64_NC, a, lda, b, ldb, np, nv);
+        for (int64_t r = 0; r < 4; r++)
+            for (int64_t j = 0; j < nc; j++)
+                if (kept(at, r, j)) c[r * ldc + j] = t[r * F64_NC + j];
+        return;
+    }
+    for (int64_t r = 0; r < mr; r++)
+        for (int64_t j = 0; j < nc; j++) {
+            if (!kept(at, r, j)) continue;
+            double acc = c[r * ldc + j];
+            for (int64_t p = 0; p < np; p++) acc -= a[r * lda + p] * b[p * ldb + j];
+            c[r * ldc + j] = acc;
+        }
+}
+
+static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
+
+/* A row stride (in elements of `size` bytes) for matrices that tiles read
+ * down their columns: an odd number of 64-byte lines, so that successive
+ * rows spread over every cache set (k = 1536 doubles would put them all in
+ * one set of L1). */
+static int64_t pad_stride(int64_t k, size_t size) {
+    int64_t per_line = 64 / (int64_t)size, s = (k + per_line - 1) / per_line * per_line;
+    return (s / per_line) % 2 ? s : s + per_line;
+}
+
 /* ---------------------------------------------------------------- Hessian */
+
+enum { HESS_TB = 128 }; /* tokens per pass */
 
 typedef struct hess_job {
     float *h;
-    int64_t k;
-    const float *x;
-    int64_t ldx;
-    float scale;
-    int64_t t0, t1;
+    int64_t k, nt;
+    const float *at; /* [k][nt]: scale·x of the pass, transposed */
+    const float *bp; /* [column tile][nt][F32_NC]: x of the pass, by tiles */
 } hess_job;
 
-/* rows [i0, i1) of H += scale * x^T x over tokens [t0, t1) (upper part) */
-static void hessian_rows(void *arg, int64_t i0, int64_t i1, int tid) {
+/* Column tiles [c0, c1) of the upper part: every row tile down to the
+ * diagonal, each H entry summed over the pass's tokens in order. */
+static void hessian_cols(void *arg, int64_t c0, int64_t c1, int tid) {
     (void)tid;
     const hess_job *j = arg;
-    int64_t k = j->k;
-    for (int64_t i = i0; i < i1; i++) {
-        float *hr = j->h + i * k;
-        for (int64_t t = j->t0; t < j->t1; t++) {
-            const float *xr = j->x + t * j->ldx;
-            float a = xr[i] * j->scale;
-            if (a == 0) continue;
-            axpy_neg(hr + i, -a, xr + i, k - i);
+    int64_t k = j->k, nt = j->nt;
+    for (int64_t ct = c0; ct < c1; ct++) {
+        int64_t j0 = ct * F32_NC, nc = min64(F32_NC, k - j0);
+        for (int64_t i0 = 0; i0 < j0 + nc; i0 += 4)
+            tile_f32(j->h + i0 * k + j0, k, j->at + i0 * nt, nt, j->bp + ct * nt * F32_NC, F32_NC, nt,
+                     min64(4, k - i0), nc, false, (tile_at){i0, j0, KEEP_UPPER});
+    }
+}
+
+/* The pass's operands, contiguous: a column tile's rows of x would sit a
+ * power-of-two-ish stride apart and fight over the same cache sets. */
+static void hessian_pack(const float *x, int64_t ldx, int64_t k, int64_t nt, float scale, float *at,
+                         float *bp) {
+    for (int64_t t = 0; t < nt; t++) {
+        const float *xr = x + t * ldx;
+        for (int64_t i = 0; i < k; i++) {
+            at[i * nt + t] = xr[i] * scale;
+            bp[(i / F32_NC) * nt * F32_NC + t * F32_NC + i % F32_NC] = xr[i];
         }
     }
 }
 
+/* H += scale·x^T x, upper part: H[i][j] += (scale·x[t][i])·x[t][j] for
+ * t = 0 .. rows-1 in order — the sums of the row-by-row AXPY form, bit for
+ * bit, at any thread count (each entry is one thread's). */
 void wna16_hessian_add(float *h, int64_t k, const float *x, int64_t rows, int64_t ldx,
                        float scale, int n_threads) {
     if (n_threads <= 0) n_threads = wna16_threads_default();
-    const int64_t TB = 64; /* tokens per pass: the block stays in cache */
-    for (int64_t t0 = 0; t0 < rows; t0 += TB) {
-        int64_t t1 = t0 + TB < rows ? t0 + TB : rows;
-        hess_job j = {h, k, x, ldx, scale, t0, t1};
-        wna16_parallel_for_dynamic(k * k * (t1 - t0) > (1 << 20) ? n_threads : 1, k, 8,
-                                   hessian_rows, &j);
+    int64_t tiles = (k + F32_NC - 1) / F32_NC;
+    float *at = wna16_malloc((size_t)(k * HESS_TB) * sizeof *at);
+    float *bp = wna16_malloc((size_t)(tiles * F32_NC * HESS_TB) * sizeof *bp);
+    for (int64_t t0 = 0; at && bp && t0 < rows; t0 += HESS_TB) {
+        int64_t nt = min64(HESS_TB, rows - t0);
+        hessian_pack(x + t0 * ldx, ldx, k, nt, scale, at, bp);
+        hess_job j = {h, k, nt, at, bp};
+        wna16_parallel_for_dynamic(k * k * nt > (1 << 21) ? n_threads : 1, tiles, 1, hessian_cols, &j);
     }
+    if (!at || !bp) /* no scratch: the same sums, one token at a time */
+        for (int64_t t = 0; t < rows; t++)
+            for (int64_t i = 0; i < k; i++) {
+                float a = x[t * ldx + i] * scale;
+                for (int64_t c = i; c < k; c++) h[i * k + c] += a * x[t * ldx + c];
+            }
+    wna16_free(at);
+    wna16_free(bp);
 }
 
 /* ------------------------------------------------------------ the factor */
@@ -197,46 +314,52 @@ static void axpy_neg_d(double *y, double a, const double *x, int64_t n) {
 }
 
 typedef struct chol_job {
-    double *a, *panel;
-    int64_t k, kb, nb, k2;
+    double *a, *panel; /* panel: [nb][ldp] */
+    int64_t k, ldp, kb, nb, k2;
 } chol_job;
 
-/* rows k2 + [i0, i1) of the panel below the diagonal block */
+/* Rows k2 + [i0, i1) of the panel below the diagonal block, solved in the
+ * transposed panel (panel[p][i] = L[i][kb + p]) so that each step is an
+ * AXPY across rows: per entry acc = a_ij - sum_p L_ip L_jp (p ascending),
+ * then acc / L_jj, as the row-by-row solve computes it. */
 static void chol_panel(void *arg, int64_t i0, int64_t i1, int tid) {
     (void)tid;
     const chol_job *c = arg;
-    int64_t k = c->k, kb = c->kb;
-    for (int64_t i = c->k2 + i0; i < c->k2 + i1; i++) {
-        double *ri = c->a + i * k;
-        for (int64_t j = kb; j < c->k2; j++) {
-            const double *rj = c->a + j * k;
-            double acc = ri[j];
-            for (int64_t p = kb; p < j; p++) acc -= ri[p] * rj[p];
-            ri[j] = acc / rj[j];
-        }
-        for (int64_t p = 0; p < c->nb; p++) c->panel[p * k + i] = ri[kb + p];
+    int64_t k = c->k, kb = c->kb, lo = c->k2 + i0, n = i1 - i0;
+    for (int64_t p = 0; p < c->nb; p++)
+        for (int64_t i = lo; i < lo + n; i++) c->panel[p * c->ldp + i] = c->a[i * k + kb + p];
+    for (int64_t j = 0; j < c->nb; j++) {
+        const double *lj = c->a + (kb + j) * k + kb;
+        double *pj = c->panel + j * c->ldp + lo;
+        for (int64_t p = 0; p < j; p++) axpy_neg_d(pj, lj[p], c->panel + p * c->ldp + lo, n);
+        for (int64_t i = 0; i < n; i++) pj[i] /= lj[j];
     }
+    for (int64_t p = 0; p < c->nb; p++)
+        for (int64_t i = lo; i < lo + n; i++) c->a[i * k + kb + p] = c->panel[p * c->ldp + i];
 }
 
-/* rows k2 + [i0, i1) of the trailing update, lower part */
-static void chol_trailing(void *arg, int64_t i0, int64_t i1, int tid) {
+/* Column tiles [c0, c1) of the trailing update A22 -= L21 L21^T (lower
+ * part), in register tiles over the panel's nb steps in order. */
+static void chol_trailing(void *arg, int64_t c0, int64_t c1, int tid) {
     (void)tid;
     const chol_job *c = arg;
     int64_t k = c->k, k2 = c->k2;
-    for (int64_t i = k2 + i0; i < k2 + i1; i++) {
-        double *ri = c->a + i * k;
-        for (int64_t p = 0; p < c->nb; p++)
-            axpy_neg_d(ri + k2, ri[c->kb + p], c->panel + p * k + k2, i - k2 + 1);
+    for (int64_t ct = c0; ct < c1; ct++) {
+        int64_t j0 = k2 + ct * F64_NC, nc = min64(F64_NC, k - j0);
+        for (int64_t i0 = j0; i0 < k; i0 += 4)
+            tile_sub_f64(c->a + i0 * k + j0, k, c->a + i0 * k + c->kb, k, c->panel + j0, c->ldp, c->nb,
+                         min64(4, k - i0), nc, (tile_at){i0, j0, KEEP_LOWER});
     }
 }
 
 /* In-place lower Cholesky of a [k][k] (row-major, lower triangle read and
- * written), blocked right-looking: the trailing update is written as AXPYs
- * over a transposed panel so it vectorizes with no reassociation. false when
- * not positive definite. */
+ * written), blocked right-looking. Every entry is a_ij - sum_p L_ip L_jp
+ * with p ascending (then / L_jj or sqrt), as in the unblocked algorithm, so
+ * the blocking and the thread count do not change the bits. false when not
+ * positive definite. */
 static bool cholesky_lower(double *a, int64_t k, int n_threads) {
-    const int64_t NB = 64;
-    double *panel = malloc((size_t)(NB * k) * sizeof *panel);
+    const int64_t NB = 64, ldp = pad_stride(k, sizeof(double));
+    double *panel = malloc((size_t)(NB * ldp) * sizeof *panel);
     if (!panel) return false;
     bool ok = true;
     for (int64_t kb = 0; ok && kb < k; kb += NB) {
@@ -257,10 +380,10 @@ static bool cholesky_lower(double *a, int64_t k, int n_threads) {
             }
         }
         if (!ok || k2 == k) break;
-        chol_job j = {a, panel, k, kb, nb, k2};
+        chol_job j = {a, panel, k, ldp, kb, nb, k2};
         wna16_parallel_for((k - k2) * nb * nb > (1 << 18) ? n_threads : 1, k - k2, chol_panel, &j);
-        wna16_parallel_for_dynamic((k - k2) * (k - k2) * nb > (1 << 20) ? n_threads : 1, k - k2, 16,
-                                   chol_trailing, &j);
+        wna16_parallel_for_dynamic((k - k2) * (k - k2) * nb > (1 << 20) ? n_threads : 1,
+                                   (k - k2 + F64_NC - 1) / F64_NC, 1, chol_trailing, &j);
     }
     free(panel);
     return ok;
@@ -268,33 +391,43 @@ static bool cholesky_lower(double *a, int64_t k, int n_threads) {
 
 typedef struct inv_job {
     const double *l;
-    double *x;
-    int64_t k, ib;
+    double *x; /* [k][ldx] */
+    int64_t k, ldx, ib, i2;
 } inv_job;
 
-/* rows ib + [i0, i1) of X take every earlier block's rows */
-static void inverse_rows(void *arg, int64_t i0, int64_t i1, int tid) {
+/* Column tiles [c0, c1) of rows [ib, i2) of X: X[i][c] -= L[i][p]·X[p][c]
+ * for every finished row p < ib, ascending. p from the tile's first column:
+ * X[p][c] is a stored +0 for p < c, and subtracting ±0 from the +0 an entry
+ * holds until its first real term leaves it +0, so the extra steps change
+ * no bit. */
+static void inverse_cols(void *arg, int64_t c0, int64_t c1, int tid) {
     (void)tid;
     const inv_job *j = arg;
-    int64_t k = j->k;
-    for (int64_t i = j->ib + i0; i < j->ib + i1; i++)
-        for (int64_t p = 0; p < j->ib; p++) axpy_neg_d(j->x + i * k, j->l[i * k + p], j->x + p * k, p + 1);
+    int64_t k = j->k, ldx = j->ldx;
+    for (int64_t ct = c0; ct < c1; ct++) {
+        int64_t j0 = ct * F64_NC, nc = min64(F64_NC, j->ib - j0);
+        for (int64_t i0 = j->ib; i0 < j->i2; i0 += 4)
+            tile_sub_f64(j->x + i0 * ldx + j0, ldx, j->l + i0 * k + j0, k, j->x + j0 * ldx + j0, ldx,
+                         j->ib - j0, min64(4, j->i2 - i0), nc, (tile_at){i0, j0, KEEP_ALL});
+    }
 }
 
-/* X = L^-1 (lower) by rows, blocked: rows of one block first take every
- * earlier row of X (read once per block), then their own triangle. */
-static void lower_inverse(const double *l, int64_t k, double *x, int n_threads) {
-    memset(x, 0, (size_t)(k * k) * sizeof *x);
+/* X = L^-1 (lower, row stride ldx) by rows, blocked: rows of one block
+ * first take every earlier row of X (register tiles), then their own
+ * triangle; per entry the terms in the order of the row-by-row form. */
+static void lower_inverse(const double *l, int64_t k, double *x, int64_t ldx, int n_threads) {
+    memset(x, 0, (size_t)(k * ldx) * sizeof *x);
     const int64_t RB = 32;
     for (int64_t ib = 0; ib < k; ib += RB) {
         int64_t i2 = ib + RB <= k ? ib + RB : k;
-        for (int64_t i = ib; i < i2; i++) x[i * k + i] = 1.0;
-        inv_job j = {l, x, k, ib};
-        wna16_parallel_for(ib * ib * (i2 - ib) > (1 << 20) ? n_threads : 1, i2 - ib, inverse_rows, &j);
+        for (int64_t i = ib; i < i2; i++) x[i * ldx + i] = 1.0;
+        inv_job j = {l, x, k, ldx, ib, i2};
+        wna16_parallel_for_dynamic(ib * ib * (i2 - ib) > (1 << 20) ? n_threads : 1,
+                                   (ib + F64_NC - 1) / F64_NC, 1, inverse_cols, &j);
         for (int64_t i = ib; i < i2; i++) {
-            for (int64_t p = ib; p < i; p++) axpy_neg_d(x + i * k, l[i * k + p], x + p * k, p + 1);
+            for (int64_t p = ib; p < i; p++) axpy_neg_d(x + i * ldx, l[i * k + p], x + p * ldx, p + 1);
             double inv = 1.0 / l[i * k + i];
-            for (int64_t c = 0; c <= i; c++) x[i * k + c] *= inv;
+            for (int64_t c = 0; c <= i; c++) x[i * ldx + c] *= inv;
         }
     }
 }
@@ -302,13 +435,15 @@ static void lower_inverse(const double *l, int64_t k, double *x, int n_threads) 
 wna16_status wna16_gptq_factor_build(wna16_diag *d, float *h, int64_t k, const wna16_gptq_opts *o,
                                      wna16_gptq_factor *f) {
     memset(f, 0, sizeof *f);
-    int nt = wna16_threads_default();
+    int nt = o->threads > 0 ? o->threads : wna16_threads_default();
     f->k = k;
     f->perm = wna16_malloc((size_t)k * sizeof *f->perm);
     f->dead = wna16_calloc((size_t)k, sizeof *f->dead);
-    f->u = wna16_malloc((size_t)(k * k) * sizeof *f->u);
+    f->ldu = pad_stride(k, sizeof(float));
+    f->u = wna16_malloc((size_t)(k * f->ldu) * sizeof *f->u);
     double *a = wna16_malloc((size_t)(k * k) * sizeof *a);
-    double *x = wna16_malloc((size_t)(k * k) * sizeof *x);
+    int64_t ldx = pad_stride(k, sizeof(double));
+    double *x = wna16_malloc((size_t)(k * ldx) * sizeof *x);
     perm_key *keys = wna16_malloc((size_t)k * sizeof *keys);
     if (!f->perm || !f->dead || !f->u || !a || !x || !keys) {
         wna16_free(a);
@@ -348,13 +483,13 @@ wna16_status wna16_gptq_factor_build(wna16_diag *d, float *h, int64_t k, const w
     if (!cholesky_lower(a, k, nt)) {
         /* llm-compressor: warn and fall back to U = I (plain rounding) */
         f->fallback = true;
-        memset(f->u, 0, (size_t)(k * k) * sizeof *f->u);
-        for (int64_t i = 0; i < k; i++) f->u[i * k + i] = 1.0f;
+        memset(f->u, 0, (size_t)(k * f->ldu) * sizeof *f->u);
+        for (int64_t i = 0; i < k; i++) f->u[i * f->ldu + i] = 1.0f;
     } else {
-        lower_inverse(a, k, x, nt);
+        lower_inverse(a, k, x, ldx, nt);
         for (int64_t i = 0; i < k; i++)
             for (int64_t j = 0; j < k; j++)
-                f->u[i * k + j] = j >= i ? (float)x[(k - 1 - i) * k + (k - 1 - j)] : 0.0f;
+                f->u[i * f->ldu + j] = j >= i ? (float)x[(k - 1 - i) * ldx + (k - 1 - j)] : 0.0f;
     }
     wna16_free(a);
     wna16_free(x);
@@ -370,13 +505,26 @@ typedef struct sweep_job {
     const wna16_gptq_factor *f;
     const wna16_qspec *s;
     wna16_qlinear *out;
-    const float *U;
-    int64_t k, ng, gs, B;
+    const float *U; /* [k][ldu] */
+    int64_t k, ldu, ng, gs, B;
     float qmin, qmax;
     double *tile_loss;
     bool oom;
     int64_t next_tile;
 } sweep_job;
+
+/* The lazy batch update of everything right of the block, W[:, i2:] -=
+ * E · U[i1:i2, i2:], in register tiles: per entry the block's columns in
+ * order, as the AXPY over them computed it. */
+static void sweep_lazy(const float *U, int64_t ldu, int64_t k, int64_t B, float *wt, const float *err,
+                       int64_t nr, int64_t i1, int64_t i2) {
+    for (int64_t j0 = i2; j0 < k; j0 += F32_NC) {
+        int64_t nc = min64(F32_NC, k - j0);
+        for (int64_t r0 = 0; r0 < nr; r0 += 4)
+            tile_f32(wt + r0 * k + j0, k, err + r0 * B, B, U + i1 * ldu + j0, ldu, i2 - i1,
+                     min64(4, nr - r0), nc, true, (tile_at){0, 0, KEEP_ALL});
+    }
+}
 
 /* Row tile r0 (nr rows) of the sweep, in wt/err scratch; returns its loss. */
 static double sweep_tile(const sweep_job *j, int64_t r0, int64_t nr, float *wt, float *err) {
@@ -393,7 +541,7 @@ static double sweep_tile(const sweep_job *j, int64_t r0, int64_t nr, float *wt, 
     for (int64_t i1 = 0; i1 < k; i1 += B) {
         int64_t i2 = i1 + B < k ? i1 + B : k;
         for (int64_t i = i1; i < i2; i++) {
-            const float *ui = j->U + i * k;
+            const float *ui = j->U + i * j->ldu;
             float dgi = ui[i];
             int64_t c = f->perm[i], g = c / gs;
             for (int64_t r = 0; r < nr; r++) {
@@ -412,12 +560,7 @@ static double sweep_tile(const sweep_job *j, int64_t r0, int64_t nr, float *wt, 
                 axpy_neg(wr + i, e, ui + i, i2 - i);
             }
         }
-        /* lazy batch update of everything right of the block (each U row
-         * is read once per row tile) */
-        for (int64_t p = 0; i2 < k && p < i2 - i1; p++) {
-            const float *up = j->U + (i1 + p) * k + i2;
-            for (int64_t r = 0; r < nr; r++) axpy_neg(wt + r * k + i2, err[r * B + p], up, k - i2);
-        }
+        sweep_lazy(j->U, j->ldu, k, B, wt, err, nr, i1, i2);
     }
     return total;
 }
@@ -460,7 +603,7 @@ wna16_status wna16_gptq_quantize(wna16_diag *d, const float *w, const wna16_gptq
     int64_t tiles = (n + ROW_TILE - 1) / ROW_TILE;
     double *tile_loss = wna16_calloc((size_t)tiles, sizeof *tile_loss);
     if (!tile_loss) return wna16_fail(d, WNA16_ERR_OUT_OF_MEMORY, "GPTQ scratch");
-    sweep_job j = {w, f, s, out, U, k, ng, gs, B, qmin, qmax, tile_loss, false, 0};
+    sweep_job j = {w, f, s, out, U, k, f->ldu, ng, gs, B, qmin, qmax, tile_loss, false, 0};
     wna16_parallel(n * k * k > (1 << 22) ? n_threads : 1, sweep_thread, &j);
     /* the loss summed in row order: the same bits at any thread count */
     double total = 0;

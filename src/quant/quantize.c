@@ -21,6 +21,7 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 /* ------------------------------------------------------------ utilities */
@@ -132,6 +133,39 @@ typedef struct shard_entry {
     int shard;
 } shard_entry;
 
+/* Where GPTQ spends its time (wall and process CPU seconds per phase),
+ * logged at info level when the run ends. */
+enum { PH_FORWARD, PH_HESSIAN, PH_FACTOR, PH_SWEEP, PH_PROPAGATE, PH_N };
+
+typedef struct gptq_prof {
+    double wall[PH_N], cpu[PH_N];
+} gptq_prof;
+
+static double cpu_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* A running phase: start with prof_begin, add with prof_end. */
+typedef struct prof_mark {
+    double wall, cpu;
+} prof_mark;
+
+static prof_mark prof_begin(void) { return (prof_mark){wna16_now(), cpu_now()}; }
+
+static void prof_end(gptq_prof *p, int phase, prof_mark m) {
+    p->wall[phase] += wna16_now() - m.wall;
+    p->cpu[phase] += cpu_now() - m.cpu;
+}
+
+/* Time spent inside phase `from` (still running) that belongs to `to`. */
+static void prof_move(gptq_prof *p, int from, int to, prof_mark m) {
+    double w = wna16_now() - m.wall, c = cpu_now() - m.cpu;
+    p->wall[to] += w, p->cpu[to] += c;
+    p->wall[from] -= w, p->cpu[from] -= c;
+}
+
 typedef struct qrun {
     wna16_diag *d;
     const wna16_quantize_opts *o;
@@ -162,6 +196,7 @@ typedef struct qrun {
     uint16_t *mlp_rows; /* sparse layer: mlp_in of every token, bf16 [T][H] */
     struct moe_q *moe;  /* sparse layer: its quantized experts (override) */
     struct calib_state *calib;
+    gptq_prof prof;
 } qrun;
 
 typedef struct calib_state {
@@ -638,7 +673,7 @@ wna16_status wna16_quantize(wna16_diag *d, const wna16_quantize_opts *o, wna16_q
     r.t0 = wna16_now();
     r.threads = o->threads > 0 ? o->threads : wna16_threads_default();
     r.gopts = (wna16_gptq_opts){.dampening = o->dampening > 0 ? o->dampening : 0.01,
-                                .actorder = o->actorder, .blocksize = 128};
+                                .actorder = o->actorder, .blocksize = 128, .threads = r.threads};
     wna16_status s = run(&r);
     gptq_end(&r);
     if (s != WNA16_OK && r.tmpdir) {
