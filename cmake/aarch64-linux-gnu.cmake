@@ -12,7 +12,7 @@ set(CMAKE_LIBRARY_ARCHITECTURE aarch64-linux-gnu)
 # pkg-config finds the arm64 .pc files only
 set(ENV{PKG_CONFIG_LIBDIR} /usr/lib/aarch64-linux-gnu/pkgconfig:/usr/share/pkgconfig)
 set(ENV{PKG_CONFIG_PATH} "")
-# The arm64 multiarch runtime (libc6:arm64, libgomp1:arm64) is what the
+# The arm64 multiarch runtime (libc6:arm64 and the libraries above) is what the
 # binaries load: with -L /usr/aarch64-linux-gnu, the cross sysroot's ld.so
 # meets the multiarch libc and threads hang in pthread_create.
 set(CMAKE_CROSSCOMPILING_EMULATOR qemu-aarch64)

@@ -4,5 +4,5 @@
 # (multiarch). Safe to run again: apt skips what is already there.
 set -euo pipefail
 PACKAGES=(gcc-aarch64-linux-gnu libc6-arm64-cross qemu-user
-          libjansson-dev:arm64 libpcre2-dev:arm64 libutf8proc-dev:arm64 libgomp1:arm64)
+          libjansson-dev:arm64 libpcre2-dev:arm64 libutf8proc-dev:arm64)
 bash "$(dirname "$0")/apt_install.sh" --foreign-arch arm64 "${PACKAGES[@]}"
