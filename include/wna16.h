@@ -287,8 +287,9 @@ WNA16_API bool wna16_mpi_built(void);
  * launcher (mpirun/mpiexec/srun: OMPI_COMM_WORLD_SIZE, PMI_SIZE, PMIX_RANK,
  * MPI_LOCALNRANKS or MV2_COMM_WORLD_SIZE is set). */
 WNA16_API bool wna16_mpi_launched(void);
-/* Initializes MPI (MPI_Init_thread asking for MPI_THREAD_FUNNELED: only the
- * calling thread makes MPI calls) unless the program already did, and returns
+/* Initializes MPI (MPI_Init_thread asking for MPI_THREAD_SERIALIZED: one
+ * thread at a time makes MPI calls, e.g. a server's engine thread after the
+ * main thread loaded the model) unless the program already did, and returns
  * a communicator over a duplicate of MPI_COMM_WORLD with MPI_ERRORS_RETURN.
  * A collective that does not complete within WNA16_MPI_TIMEOUT seconds
  * (default 20; waits for rank 0's next request and the agreement after
@@ -298,7 +299,7 @@ WNA16_API bool wna16_mpi_launched(void);
  * and the process should exit. The all-reduce sums in rank order,
  * bit-identical to the threads backend. Errors: UNSUPPORTED (the plug-in
  * cannot be loaded; the detail says why and where it looked), COMM (MPI
- * failed, or the library gives a thread level below FUNNELED). Free with
+ * failed, or the library gives a thread level below SERIALIZED). Free with
  * wna16_comm_free, which calls MPI_Finalize when this call initialized MPI. */
 WNA16_API wna16_status wna16_comm_mpi_world(wna16_ctx *ctx, int *argc, char ***argv,
                                             wna16_comm **out);
@@ -401,8 +402,10 @@ WNA16_API wna16_status wna16_model_logprobs(wna16_ctx *ctx, wna16_model *m, cons
  * sequences as they grow; a sequence's blocks need not be contiguous. The
  * model's weights are only read through it, and wna16_model_eval keeps its
  * own single-sequence cache. Evaluations through one model run one at a
- * time (the caller serialises them). Not available on distributed models
- * (WNA16_ERR_UNSUPPORTED). */
+ * time (the caller serialises them). Distributed models: rank 0 creates,
+ * evaluates and frees caches (each step sends its rows and block tables to
+ * the other ranks, which keep mirrors inside wna16_model_follow); at most 7
+ * at a time. */
 typedef struct wna16_kv_cache wna16_kv_cache;
 
 #define WNA16_KV_BLOCK_SIZE 16
@@ -417,8 +420,9 @@ typedef struct wna16_kv_cache_options {
     bool prefix_caching;      /* keep full blocks' content for reuse (wna16_kv_cache_seq_reuse) */
 } wna16_kv_cache_options;
 WNA16_API void wna16_kv_cache_options_init(wna16_kv_cache_options *o);
-/* Errors: INVALID_ARGUMENT, LIMIT (fewer blocks than one position),
- * OUT_OF_MEMORY, UNSUPPORTED (distributed model). */
+/* Errors: INVALID_ARGUMENT (also: a distributed model's rank other than 0),
+ * LIMIT (fewer blocks than one position; 7 caches on a distributed model),
+ * OUT_OF_MEMORY (on any rank), COMM/PEER_FAILED. */
 WNA16_API wna16_status wna16_kv_cache_create(wna16_ctx *ctx, wna16_model *m,
                                              const wna16_kv_cache_options *options,
                                              wna16_kv_cache **out);
@@ -465,11 +469,12 @@ typedef struct wna16_batch_token {
 WNA16_API wna16_status wna16_batch_eval(wna16_ctx *ctx, wna16_model *m, wna16_kv_cache *c,
                                         const wna16_batch_token *rows, int64_t n, float *logits);
 
-/* Distributed models: rank 0 drives. wna16_model_eval, wna16_model_reset and
- * wna16_generate are called on rank 0 only; each eval broadcasts the ids to
- * the other ranks, which run their slices of the same forward (logits exist
- * on rank 0 only). Every other rank calls wna16_model_follow, which serves
- * rank 0's evals until rank 0 calls wna16_model_release (or frees the
+/* Distributed models: rank 0 drives. wna16_model_eval, wna16_model_reset,
+ * wna16_generate, wna16_batch_eval and the KV cache calls are made on rank 0
+ * only; each forward step broadcasts its rows (and their block tables) to
+ * the other ranks, which run their slices of the same step (logits exist on
+ * rank 0 only). Every other rank calls wna16_model_follow, which serves rank
+ * 0's steps until rank 0 calls wna16_model_release (or frees the
  * model), then returns WNA16_OK. A failed forward fails on every rank. On a
  * model that is not distributed both calls do nothing. */
 WNA16_API wna16_status wna16_model_follow(wna16_ctx *ctx, wna16_model *m);

@@ -16,7 +16,7 @@ typedef struct serve_args {
     const char *dir, *host, *api_key, *name, *tokenizer;
     long port, tp, threads, max_seqs, max_len, batched, max_waiting, blocks;
     double kv_gib, drain_s, max_body_mib;
-    bool prefix;
+    bool prefix, mpi, tp_given;
 } serve_args;
 
 static void usage(FILE *f) {
@@ -25,7 +25,7 @@ static void usage(FILE *f) {
             "                   [--max-num-seqs N] [--max-model-len N] [--kv-cache-memory GiB]\n"
             "                   [--api-key KEY] [--served-model-name NAME]\n"
             "                   [--max-num-batched-tokens N] [--no-enable-prefix-caching]\n"
-            "                   [--max-waiting N] [--drain-timeout S] [--tokenizer DIR]\n\n"
+            "                   [--max-waiting N] [--drain-timeout S] [--tokenizer DIR] [--mpi]\n\n"
             "Serves the model over HTTP as OpenAI's API does: POST /v1/completions and\n"
             "/v1/chat/completions (\"stream\": true for server-sent events), GET /v1/models,\n"
             "/health and /metrics (Prometheus), POST /tokenize and /detokenize. Requests are\n"
@@ -43,10 +43,15 @@ static void usage(FILE *f) {
             "is a chat page and /stats a live view of /metrics (built in; no network needed). At\n"
             "start it measures the read bandwidth and compute peak for the per-step roofline in\n"
             "/metrics (wna16 bench serve reads it).\n\n"
+            "Under mpirun (or with --mpi) each process is one tensor-parallel rank (--tp must equal\n"
+            "the number of processes, or be left out): rank 0 listens, tokenizes, schedules and\n"
+            "samples, and drives the other ranks' slices of every batched step\n"
+            "(docs/distributed.md). Send SIGTERM to rank 0 (or to mpirun) to drain.\n\n"
             "example:\n"
             "  wna16 serve --model ./model --port 8000 &\n"
             "  curl http://127.0.0.1:8000/v1/chat/completions -H 'Content-Type: application/json' \\\n"
-            "       -d '{\"messages\": [{\"role\": \"user\", \"content\": \"Hello\"}]}'\n");
+            "       -d '{\"messages\": [{\"role\": \"user\", \"content\": \"Hello\"}]}'\n"
+            "  mpirun -np 2 wna16 serve --model ./model --port 8000     # TP=2, a process per rank\n");
 }
 
 static const char *value(int argc, char **argv, int *i) {
@@ -74,7 +79,11 @@ static int parse_flag(int argc, char **argv, int *i, serve_args *a) {
     STRF("--served-model-name", name)
     STRF("--tokenizer", tokenizer)
     LONGF("--port", 0, 65535, port)
-    LONGF("--tp", 1, 64, tp)
+    if (!strcmp(f, "--tp")) {
+        a->tp_given = true;
+        return parse_long(argc, argv, i, 1, 64, &a->tp);
+    }
+    if (!strcmp(f, "--mpi")) return a->mpi = true, 0;
     LONGF("--threads", 1, 4096, threads)
     LONGF("--max-num-seqs", 1, 4096, max_seqs)
     LONGF("--max-model-len", 16, 1 << 24, max_len)
@@ -206,6 +215,22 @@ static int run(const serve_args *a, wna16_ctx *ctx, wna16_model *m, wna16_tokeni
     return 0;
 }
 
+/* Tokenizer (rank 0) and model (every rank), agreed on under MPI. */
+static wna16_status load(const serve_args *a, wna16_ctx *ctx, wna16_comm *comm, bool lead,
+                         wna16_tokenizer **tok, wna16_model **m) {
+    wna16_status s =
+        lead ? wna16_tokenizer_load(ctx, a->tokenizer ? a->tokenizer : a->dir, tok) : WNA16_OK;
+    if (comm) s = wna16_comm_check(ctx, comm, s);
+    wna16_model_options mo;
+    wna16_model_options_init(&mo);
+    mo.tp = (int)a->tp;
+    mo.threads = (int)a->threads;
+    mo.context = a->max_len;
+    mo.comm = comm;
+    mo.progress = lead;
+    return s == WNA16_OK ? wna16_model_load(ctx, a->dir, &mo, m) : s;
+}
+
 int wna16_cmd_serve(int argc, char **argv) {
     serve_args a;
     int rc = parse(argc, argv, &a);
@@ -218,22 +243,36 @@ int wna16_cmd_serve(int argc, char **argv) {
     sigaddset(&set, SIGINT);
     pthread_sigmask(SIG_BLOCK, &set, NULL);
     signal(SIGPIPE, SIG_IGN);
+    /* a server's other ranks wait for rank 0's next step as long as no
+     * request comes: no idle limit unless the user set one */
+    setenv("WNA16_MPI_IDLE_TIMEOUT", "0", 0);
+    wna16_comm *comm = NULL;
+    rc = cli_dist_start("serve", a.mpi, &a.tp, a.tp_given, &comm);
+    if (rc >= 0) return rc;
+    bool lead = !comm || wna16_comm_rank(comm) == 0; /* listens, schedules, samples */
     wna16_ctx *ctx;
-    if (wna16_ctx_create(&ctx) != WNA16_OK) return 1;
-    cli_install_hooks(ctx, true);
+    if (wna16_ctx_create(&ctx) != WNA16_OK) {
+        wna16_comm_free(comm);
+        return 1;
+    }
+    cli_install_hooks(ctx, lead);
     wna16_tokenizer *tok = NULL;
     wna16_model *m = NULL;
-    wna16_status s = wna16_tokenizer_load(ctx, a.tokenizer ? a.tokenizer : a.dir, &tok);
-    wna16_model_options mo;
-    wna16_model_options_init(&mo);
-    mo.tp = (int)a.tp;
-    mo.threads = (int)a.threads;
-    mo.context = a.max_len;
-    if (s == WNA16_OK) s = wna16_model_load(ctx, a.dir, &mo, &m);
-    rc = s == WNA16_OK ? run(&a, ctx, m, tok) : cli_fail("serve", ctx, s);
+    wna16_status s = load(&a, ctx, comm, lead, &tok, &m);
+    if (s != WNA16_OK) {
+        rc = cli_fail("serve", ctx, s);
+    } else if (lead) {
+        rc = run(&a, ctx, m, tok);
+        /* the other ranks return: 0 after a clean stop, else with the failure */
+        wna16_model_release(ctx, m, rc ? WNA16_ERR_ABORTED : WNA16_OK);
+    } else {
+        s = wna16_model_follow(ctx, m);
+        rc = s == WNA16_OK || s == WNA16_ERR_ABORTED ? (s != WNA16_OK) : cli_fail("serve", ctx, s);
+    }
     wna16_model_free(m);
     wna16_tokenizer_free(tok);
     wna16_ctx_free(ctx);
+    wna16_comm_free(comm);
     return rc;
 }
 

@@ -1,33 +1,207 @@
 /* Distributed models (one TP rank per process): rank 0 drives, the other
- * ranks follow. Each eval on rank 0 broadcasts a small request (what to do,
- * how many ids, at which cache position) and then the ids; followers run
- * their slices of the same forward. Rank 0 ends the session with a STOP
- * request that can carry its failure, so a rank-0 error reaches every rank. */
+ * ranks follow. Every forward step on rank 0 (wna16_model_step) first
+ * broadcasts it: a fixed header (what to do, in which KV cache, how many
+ * rows and payload words), then the rows' ids, sequences and positions, and
+ * the block table of every sequence the step touches. Block bookkeeping
+ * (free lists, prefix cache, preemption) lives on rank 0 only: a follower's
+ * cache holds K/V memory with the same block numbering and takes each
+ * step's tables as given, so its blocks hold the same positions as rank
+ * 0's. Caches beyond the model's own (wna16_kv_cache_create, the server's)
+ * are created and freed on every rank by a request too. Rank 0 ends the
+ * session with a STOP request that can carry its failure, so a rank-0 error
+ * reaches every rank. */
 #include "model/model.h"
 
 #include <stdio.h>
 #include <string.h>
 
-enum { REQ_EVAL = 1, REQ_STOP = 2 };
+enum { REQ_STEP = 1, REQ_STOP = 2, REQ_CACHE_NEW = 3, REQ_CACHE_FREE = 4 };
 
 typedef struct request {
-    int32_t op, status;
-    int64_t n, pos;
+    int32_t op, status, cache, n_seqs;
+    int64_t n, words; /* STEP: rows and payload words; CACHE_NEW: max_seqs and blocks */
+    int64_t rows;     /* CACHE_NEW: max rows per step */
 } request;
 
-wna16_status wna16_model_drive(wna16_diag *d, wna16_model *m, const int32_t *ids, int64_t n) {
+static wna16_status not_follower(wna16_diag *d, const wna16_model *m, const char *what) {
     if (m->my_rank != 0)
         return wna16_fail(d, WNA16_ERR_INVALID_ARGUMENT,
-                          "rank %d of a distributed model: only rank 0 evaluates; the other ranks "
-                          "call wna16_model_follow",
-                          m->my_rank);
+                          "rank %d of a distributed model: only rank 0 %s; the other ranks call "
+                          "wna16_model_follow",
+                          m->my_rank, what);
     if (m->released)
         return wna16_fail(d, WNA16_ERR_INVALID_ARGUMENT,
                           "distributed model: the other ranks were released (wna16_model_release)");
+    return WNA16_OK;
+}
+
+static wna16_status send(wna16_diag *d, wna16_model *m, request *rq, void *payload, size_t bytes) {
     wna16_comm *c = m->comms[0];
-    request rq = {.op = REQ_EVAL, .n = n, .pos = wna16_kv_cache_seq_len(m->cache, 0)};
-    WNA16_TRY(wna16_comm_broadcast(d, c, &rq, sizeof rq, 0));
-    return wna16_comm_broadcast(d, c, (void *)ids, (size_t)n * sizeof *ids, 0);
+    WNA16_TRY(wna16_comm_broadcast(d, c, rq, sizeof *rq, 0));
+    return bytes ? wna16_comm_broadcast(d, c, payload, bytes, 0) : WNA16_OK;
+}
+
+static wna16_status buf_fit(wna16_diag *d, wna16_model *m, int64_t words) {
+    if (words <= m->dist_cap) return WNA16_OK;
+    int64_t cap = m->dist_cap ? m->dist_cap : 1024;
+    while (cap < words) cap *= 2;
+    int32_t *p = wna16_realloc(m->dist_buf, (size_t)cap * sizeof *p);
+    if (!p)
+        return wna16_fail(d, WNA16_ERR_OUT_OF_MEMORY, "step request of %lld words",
+                          (long long)words);
+    m->dist_buf = p;
+    m->dist_cap = cap;
+    return WNA16_OK;
+}
+
+/* Payload: ids[n] | seq[n] | pos[n] | per sequence: seq, n_blocks, table. */
+wna16_status wna16_model_drive_step(wna16_diag *d, wna16_model *m, wna16_kv_cache *c,
+                                    const wna16_rows *rows) {
+    WNA16_TRY(not_follower(d, m, "evaluates"));
+    int64_t n = rows->n, words = 3 * n;
+    int32_t n_seqs = 0;
+    c->mark_gen++;
+    for (int64_t t = 0; t < n; t++) {
+        int32_t s = rows->seq[t];
+        if (c->seq_mark[s] == c->mark_gen) continue;
+        c->seq_mark[s] = c->mark_gen;
+        words += 2 + c->seqs[s].n_blocks;
+        n_seqs++;
+    }
+    WNA16_TRY(buf_fit(d, m, words));
+    int32_t *w = m->dist_buf;
+    for (int64_t t = 0; t < n; t++) {
+        w[t] = rows->ids[t];
+        w[n + t] = rows->seq[t];
+        w[2 * n + t] = (int32_t)rows->pos[t];
+    }
+    int32_t *at = w + 3 * n;
+    c->mark_gen++;
+    for (int64_t t = 0; t < n; t++) {
+        int32_t s = rows->seq[t];
+        if (c->seq_mark[s] == c->mark_gen) continue;
+        c->seq_mark[s] = c->mark_gen;
+        const wna16_kv_seq *q = &c->seqs[s];
+        *at++ = s;
+        *at++ = q->n_blocks;
+        memcpy(at, q->table, (size_t)q->n_blocks * sizeof *at);
+        at += q->n_blocks;
+    }
+    request rq = {.op = REQ_STEP, .cache = c->dist_id, .n_seqs = n_seqs, .n = n, .words = words};
+    return send(d, m, &rq, w, (size_t)words * sizeof *w);
+}
+
+wna16_status wna16_model_dist_cache_new(wna16_diag *d, wna16_model *m, wna16_kv_cache *c) {
+    WNA16_TRY(not_follower(d, m, "creates KV caches"));
+    int32_t id = 1;
+    while (id < WNA16_DIST_CACHES && m->dist_caches[id]) id++;
+    if (id == WNA16_DIST_CACHES)
+        return wna16_fail(d, WNA16_ERR_LIMIT,
+                          "a distributed model holds at most %d KV caches; free one first",
+                          WNA16_DIST_CACHES - 1);
+    request rq = {.op = REQ_CACHE_NEW,
+                  .cache = id,
+                  .n = c->max_seqs,
+                  .words = c->pool.n_blocks,
+                  .rows = c->max_rows};
+    WNA16_TRY(send(d, m, &rq, NULL, 0));
+    WNA16_TRY(wna16_comm_agree(d, m->comms[0], WNA16_OK));
+    c->dist_id = id;
+    m->dist_caches[id] = c;
+    return WNA16_OK;
+}
+
+void wna16_model_dist_cache_free(wna16_model *m, wna16_kv_cache *c) {
+    if (c->dist_id <= 0 || m->dist_caches[c->dist_id] != c) return;
+    m->dist_caches[c->dist_id] = NULL;
+    if (m->my_rank != 0 || m->released) return;
+    request rq = {.op = REQ_CACHE_FREE, .cache = c->dist_id};
+    wna16_diag scratch = {{0}, NULL};
+    (void)send(&scratch, m, &rq, NULL, 0); /* a broken link fails the next step */
+}
+
+/* ------------------------------------------------------------- follower */
+
+static wna16_status malformed(wna16_diag *d, const wna16_model *m, const request *rq,
+                              const char *why) {
+    return wna16_fail(d, WNA16_ERR_COMM,
+                      "rank %d: malformed request from rank 0 (op %d, cache %d, %lld rows, %lld "
+                      "words): %s",
+                      m->my_rank, (int)rq->op, (int)rq->cache, (long long)rq->n,
+                      (long long)rq->words, why);
+}
+
+static wna16_kv_cache *cache_of(wna16_model *m, int32_t id) {
+    if (id == 0) return m->cache;
+    return id > 0 && id < WNA16_DIST_CACHES ? m->dist_caches[id] : NULL;
+}
+
+static wna16_status follow_cache_new(wna16_diag *d, wna16_model *m, const request *rq) {
+    wna16_status s = WNA16_OK;
+    if (rq->cache <= 0 || rq->cache >= WNA16_DIST_CACHES || m->dist_caches[rq->cache] ||
+        rq->n < 1 || rq->n > INT32_MAX || rq->words < 1 || rq->rows < 1)
+        s = malformed(d, m, rq, "a KV cache this rank cannot make");
+    wna16_kv_cache *c = NULL;
+    if (s == WNA16_OK)
+        s = wna16_kv_cache_make(d, m, (int32_t)rq->n, rq->words, rq->rows, false, &c);
+    wna16_diag keep = *d;
+    wna16_status all = wna16_comm_agree(d, m->comms[m->my_rank], s);
+    if (all != WNA16_OK) {
+        wna16_kv_cache_free(c);
+        /* rank 0 reports the failure; this rank goes on following, unless
+         * the link itself broke */
+        if (s != WNA16_OK) *d = keep;
+        return all == WNA16_ERR_COMM || all == WNA16_ERR_PEER_FAILED ? all : WNA16_OK;
+    }
+    c->dist_id = rq->cache;
+    m->dist_caches[rq->cache] = c;
+    return WNA16_OK;
+}
+
+/* Takes the step's tables into c, checks every row against them, and runs
+ * this rank's slices. */
+static wna16_status follow_step(wna16_diag *d, wna16_model *m, const request *rq) {
+    wna16_kv_cache *c = cache_of(m, rq->cache);
+    int64_t n = rq->n, words = rq->words;
+    if (!c || n < 1 || n > c->max_rows || words < 3 * n || rq->n_seqs < 1 ||
+        words > 3 * n + (int64_t)rq->n_seqs * (2 + wna16_kv_blocks_for(m->context)))
+        return malformed(d, m, rq, "sizes out of range");
+    /* room for the payload and, 8-byte aligned after it, the positions widened */
+    WNA16_TRY(buf_fit(d, m, words + 1 + 2 * n));
+    int32_t *w = m->dist_buf;
+    WNA16_TRY(wna16_comm_broadcast(d, m->comms[m->my_rank], w, (size_t)words * sizeof *w, 0));
+    const int32_t *at = w + 3 * n, *end = w + words;
+    c->mark_gen++;
+    for (int32_t i = 0; i < rq->n_seqs; i++) {
+        if (end - at < 2) return malformed(d, m, rq, "truncated tables");
+        int32_t s = at[0], nb = at[1];
+        at += 2;
+        if (s < 0 || s >= c->max_seqs || nb < 0 || nb > end - at)
+            return malformed(d, m, rq, "a block table out of range");
+        WNA16_TRY(wna16_kv_seq_mirror(d, &c->pool, &c->seqs[s], at, nb));
+        c->seq_mark[s] = c->mark_gen;
+        at += nb;
+    }
+    if (at != end) return malformed(d, m, rq, "payload longer than its tables");
+    int64_t *pos = (int64_t *)(void *)(w + words + (words & 1));
+    for (int64_t t = 0; t < n; t++) {
+        int32_t id = w[t], s = w[n + t], p = w[2 * n + t];
+        if (id < 0 || id >= m->cfg.vocab_size || s < 0 || s >= c->max_seqs ||
+            c->seq_mark[s] != c->mark_gen || p < 0 ||
+            p >= (int64_t)c->seqs[s].n_blocks * WNA16_KV_BLOCK)
+            return malformed(d, m, rq, "a row outside its sequence's blocks or the vocabulary");
+        pos[t] = p;
+    }
+    wna16_rows rows = {.n = n, .ids = w, .seq = w + n, .pos = pos};
+    return wna16_model_step(d, m, c, &rows);
+}
+
+static wna16_status follow_stop(wna16_diag *d, wna16_model *m, const request *rq) {
+    if (rq->status == WNA16_OK) return WNA16_OK;
+    static char text[WNA16_DETAIL_MAX];
+    wna16_status s = wna16_comm_broadcast(d, m->comms[m->my_rank], text, sizeof text, 0);
+    text[sizeof text - 1] = '\0';
+    return s == WNA16_OK ? wna16_fail(d, (wna16_status)rq->status, "%s", text) : s;
 }
 
 wna16_status wna16_model_follow(wna16_ctx *ctx, wna16_model *m) {
@@ -36,54 +210,32 @@ wna16_status wna16_model_follow(wna16_ctx *ctx, wna16_model *m) {
     wna16_diag_clear(d);
     if (!m->dist || m->my_rank == 0) return WNA16_OK;
     wna16_comm *c = m->comms[m->my_rank];
-    int32_t *ids = NULL;
-    int64_t cap = 0;
-    wna16_status s = WNA16_OK;
     for (;;) {
         request rq;
         wna16_comm_set_idle(c, true); /* rank 0 may take its time between requests */
-        s = wna16_comm_broadcast(d, c, &rq, sizeof rq, 0);
+        wna16_status s = wna16_comm_broadcast(d, c, &rq, sizeof rq, 0);
         wna16_comm_set_idle(c, false);
-        if (s != WNA16_OK) break;
-        if (rq.op == REQ_STOP) {
-            if (rq.status != WNA16_OK) {
-                static char text[WNA16_DETAIL_MAX];
-                s = wna16_comm_broadcast(d, c, text, sizeof text, 0);
-                text[sizeof text - 1] = '\0';
-                if (s == WNA16_OK) s = wna16_fail(d, (wna16_status)rq.status, "%s", text);
-            }
+        if (s != WNA16_OK) return s;
+        switch (rq.op) {
+        case REQ_STOP:
+            return follow_stop(d, m, &rq);
+        case REQ_STEP:
+            s = follow_step(d, m, &rq);
+            break;
+        case REQ_CACHE_NEW:
+            s = follow_cache_new(d, m, &rq);
+            break;
+        case REQ_CACHE_FREE: {
+            wna16_kv_cache *k = rq.cache > 0 ? cache_of(m, rq.cache) : NULL;
+            if (!k) return malformed(d, m, &rq, "no such KV cache");
+            wna16_kv_cache_free(k); /* clears its slot */
             break;
         }
-        if (rq.op != REQ_EVAL || rq.n <= 0 || rq.pos < 0 || rq.pos + rq.n > m->context) {
-            s = wna16_fail(d, WNA16_ERR_COMM,
-                           "rank %d: malformed request from rank 0 (op %d, %lld ids at %lld)",
-                           m->my_rank, rq.op, (long long)rq.n, (long long)rq.pos);
-            break;
+        default:
+            return malformed(d, m, &rq, "unknown operation");
         }
-        if (rq.n > cap) {
-            int32_t *p = wna16_realloc(ids, (size_t)rq.n * sizeof *ids);
-            if (!p) {
-                s = wna16_fail(d, WNA16_ERR_OUT_OF_MEMORY, "follow: %lld ids", (long long)rq.n);
-                break;
-            }
-            ids = p;
-            cap = rq.n;
-        }
-        s = wna16_comm_broadcast(d, c, ids, (size_t)rq.n * sizeof *ids, 0);
-        if (s != WNA16_OK) break;
-        if (rq.pos > wna16_kv_cache_seq_len(m->cache, 0)) {
-            s = wna16_fail(d, WNA16_ERR_COMM,
-                           "rank %d: rank 0 evaluates at position %lld, this rank holds %lld",
-                           m->my_rank, (long long)rq.pos,
-                           (long long)wna16_kv_cache_seq_len(m->cache, 0));
-            break;
-        }
-        wna16_kv_cache_truncate(m->cache, 0, rq.pos);
-        s = wna16_model_forward(d, m, ids, rq.n, NULL);
-        if (s != WNA16_OK) break;
+        if (s != WNA16_OK) return s;
     }
-    wna16_free(ids);
-    return s;
 }
 
 wna16_status wna16_model_release(wna16_ctx *ctx, wna16_model *m, wna16_status why) {

@@ -546,6 +546,7 @@ static wna16_status crew_start(wna16_diag *d, wna16_model *m) {
 wna16_status wna16_model_step(wna16_diag *d, wna16_model *m, wna16_kv_cache *c,
                               const wna16_rows *rows) {
     if (m->dist) { /* this process's rank only, on the calling thread */
+        if (m->my_rank == 0) WNA16_TRY(wna16_model_drive_step(d, m, c, rows));
         rank_job job = {.m = m, .rank = m->my_rank, .cache = c, .rows = rows};
         return run_rank(d, &job);
     }
@@ -638,7 +639,6 @@ wna16_status wna16_model_eval(wna16_ctx *ctx, wna16_model *m, const int32_t *ids
                           (long long)n, (long long)m->cache->seqs[0].positions,
                           (long long)m->context);
     WNA16_TRY(check_ids(d, m, ids, n, sizeof *ids));
-    if (m->dist) WNA16_TRY(wna16_model_drive(d, m, ids, n));
     return wna16_model_forward(d, m, ids, n, logits);
 }
 

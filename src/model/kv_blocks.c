@@ -159,3 +159,17 @@ wna16_status wna16_kv_seq_append_block(wna16_diag *d, wna16_kv_pool *p, wna16_kv
     s->positions += WNA16_KV_BLOCK;
     return WNA16_OK;
 }
+
+wna16_status wna16_kv_seq_mirror(wna16_diag *d, const wna16_kv_pool *p, wna16_kv_seq *s,
+                                 const int32_t *table, int32_t n_blocks) {
+    for (int32_t i = 0; i < n_blocks; i++)
+        if (table[i] < 0 || table[i] >= p->n_blocks)
+            return wna16_fail(d, WNA16_ERR_COMM,
+                              "KV cache: block %d of a mirrored table is outside [0, %d)",
+                              (int)table[i], (int)p->n_blocks);
+    WNA16_TRY(seq_grow(d, s, n_blocks));
+    memcpy(s->table, table, (size_t)n_blocks * sizeof *table);
+    s->n_blocks = n_blocks;
+    s->positions = (int64_t)n_blocks * WNA16_KV_BLOCK;
+    return WNA16_OK;
+}

@@ -64,6 +64,11 @@ void wna16_kv_seq_truncate(wna16_kv_pool *p, wna16_kv_seq *s, int64_t positions)
  * LRU if it was there. */
 wna16_status wna16_kv_seq_append_block(wna16_diag *d, wna16_kv_pool *p, wna16_kv_seq *s,
                                        int32_t b);
+/* Makes s's table the n_blocks blocks of table (a follower of a distributed
+ * model takes rank 0's tables; distributed.c): no counts change, entries
+ * are checked against the pool. */
+wna16_status wna16_kv_seq_mirror(wna16_diag *d, const wna16_kv_pool *p, wna16_kv_seq *s,
+                                 const int32_t *table, int32_t n_blocks);
 /* Marks b's content as worth keeping (it holds a full, keyed block). */
 void wna16_kv_pool_mark_cached(wna16_kv_pool *p, int32_t b);
 /* Blocks a reserve can take: free plus evictable. */

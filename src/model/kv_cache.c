@@ -91,7 +91,9 @@ wna16_status wna16_kv_cache_make(wna16_diag *d, wna16_model *m, int32_t max_seqs
     c->max_rows = max_rows;
     c->prefix_caching = prefix_caching;
     c->seqs = wna16_calloc((size_t)max_seqs, sizeof *c->seqs);
-    wna16_status s = c->seqs ? wna16_kv_pool_init(d, &c->pool, (int32_t)n_blocks)
+    if (m->dist) c->seq_mark = wna16_calloc((size_t)max_seqs, sizeof *c->seq_mark);
+    wna16_status s = c->seqs && (c->seq_mark || !m->dist)
+                         ? wna16_kv_pool_init(d, &c->pool, (int32_t)n_blocks)
                              : wna16_fail(d, WNA16_ERR_OUT_OF_MEMORY, "KV cache sequences");
     if (s == WNA16_OK && prefix_caching) s = prefix_init(d, c);
     if (s == WNA16_OK) s = ranks_alloc(d, c);
@@ -108,10 +110,11 @@ wna16_status wna16_kv_cache_create(wna16_ctx *ctx, wna16_model *m,
     wna16_diag *d = wna16_ctx_diag(ctx);
     if (!m || !out) return wna16_fail(d, WNA16_ERR_INVALID_ARGUMENT, "kv_cache_create: NULL");
     *out = NULL;
-    if (m->dist)
-        return wna16_fail(d, WNA16_ERR_UNSUPPORTED,
-                          "a KV cache for many sequences over a distributed model is not "
-                          "supported yet; use --tp with threads in one process");
+    if (m->dist && m->my_rank != 0)
+        return wna16_fail(d, WNA16_ERR_INVALID_ARGUMENT,
+                          "rank %d of a distributed model: rank 0 creates KV caches (the other "
+                          "ranks make theirs in wna16_model_follow)",
+                          m->my_rank);
     wna16_kv_cache_options o;
     WNA16_TRY(wna16_options_take(d, "KV cache options", &o, sizeof o, options));
     if (o.max_seqs < 0 || o.n_blocks < 0 || o.max_batch_tokens < 0)
@@ -132,11 +135,18 @@ wna16_status wna16_kv_cache_create(wna16_ctx *ctx, wna16_model *m,
                           "KV cache: %zu bytes hold no block (a block of %d positions takes %zu "
                           "bytes); give it more memory",
                           o.memory_bytes, WNA16_KV_BLOCK, wna16_kv_cache_block_bytes(m));
-    return wna16_kv_cache_make(d, m, max_seqs, n_blocks, rows, o.prefix_caching, out);
+    WNA16_TRY(wna16_kv_cache_make(d, m, max_seqs, n_blocks, rows, o.prefix_caching, out));
+    wna16_status s = m->dist ? wna16_model_dist_cache_new(d, m, *out) : WNA16_OK;
+    if (s != WNA16_OK) {
+        wna16_kv_cache_free(*out);
+        *out = NULL;
+    }
+    return s;
 }
 
 void wna16_kv_cache_free(wna16_kv_cache *c) {
     if (!c) return;
+    if (c->m->dist) wna16_model_dist_cache_free(c->m, c);
     for (int32_t s = 0; c->seqs && s < c->max_seqs; s++) {
         wna16_free(c->seqs[s].table);
         if (c->seq_tokens) wna16_free(c->seq_tokens[s]);
@@ -148,7 +158,7 @@ void wna16_kv_cache_free(wna16_kv_cache *c) {
     }
     void *all[] = {c->ranks,  c->seqs,  c->seq_tokens, c->seq_tok_cap, c->key_parent,
                    c->gen,    c->keyed, c->key_tokens, c->chain,       c->bucket,
-                   c->key_parent_gen};
+                   c->key_parent_gen, c->seq_mark};
     for (size_t i = 0; i < sizeof all / sizeof *all; i++) wna16_free(all[i]);
     wna16_kv_pool_destroy(&c->pool);
     wna16_free(c);

@@ -484,6 +484,9 @@ void wna16_model_free(wna16_model *m) {
         wna16_free(m->ranks[r].layers);
     }
     wna16_kv_cache_free(m->cache);
+    for (int i = 1; m->my_rank != 0 && i < WNA16_DIST_CACHES; i++) /* rank 0's are the caller's */
+        wna16_kv_cache_free(m->dist_caches[i]);
+    wna16_free(m->dist_buf);
     for (int r = 0; m->comms && r < m->tp; r++) wna16_comm_free(m->comms[r]);
     wna16_free(m->comms);
     wna16_free(m->ranks);

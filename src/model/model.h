@@ -12,6 +12,9 @@
 #include "moe/moe.h"
 #include "parallel/comm.h"
 
+/* KV caches a distributed model keeps ids for (its own one included). */
+#define WNA16_DIST_CACHES 8
+
 typedef enum wna16_rope_kind { WNA16_ROPE_DEFAULT = 0, WNA16_ROPE_LLAMA3 } wna16_rope_kind;
 
 /* What differs between the supported architectures. */
@@ -110,6 +113,10 @@ struct wna16_kv_cache {
     uint32_t n_buckets;
     uint64_t seed;
     int64_t prefix_queries, prefix_hits;
+    /* distributed (distributed.c): the cache's id on every rank (0: the
+     * model's own), and a mark per sequence for the step being sent */
+    int32_t dist_id;
+    uint32_t *seq_mark, mark_gen;
 };
 
 /* Rows of one forward step (batched: any sequences; see wna16_batch_eval). */
@@ -194,6 +201,12 @@ struct wna16_model {
     int my_rank;             /* this process's rank when dist */
     bool released;           /* dist, rank 0: followers were told to return */
     wna16_kv_cache *cache;   /* wna16_model_eval's: one sequence (0) of the whole context */
+    /* distributed: the KV caches made by wna16_kv_cache_create, by id (a
+     * follower's mirrors; [0] unused, m->cache is id 0), and the buffer
+     * each step's request is built in (rank 0) or received into */
+    wna16_kv_cache *dist_caches[WNA16_DIST_CACHES];
+    int32_t *dist_buf;
+    int64_t dist_cap;
     struct wna16_rank_crew *crew; /* TP > 1 in one process: ranks 1.. (forward.c) */
     wna16_model_profile profile;
     int32_t *eos;
@@ -257,7 +270,14 @@ wna16_status wna16_model_step(wna16_diag *d, wna16_model *m, wna16_kv_cache *c,
 wna16_status wna16_model_forward(wna16_diag *d, wna16_model *m, const int32_t *ids, int64_t n,
                                  float *logits);
 
-/* Distributed, rank 0 (distributed.c): sends the next eval to the followers. */
-wna16_status wna16_model_drive(wna16_diag *d, wna16_model *m, const int32_t *ids, int64_t n);
+/* Distributed, rank 0 (distributed.c): sends a step's rows and the block
+ * tables of its sequences to the followers (wna16_model_step does). */
+wna16_status wna16_model_drive_step(wna16_diag *d, wna16_model *m, wna16_kv_cache *c,
+                                    const wna16_rows *rows);
+/* Distributed, rank 0: makes c's mirror on every follower (after c is made
+ * here); all or nothing. */
+wna16_status wna16_model_dist_cache_new(wna16_diag *d, wna16_model *m, wna16_kv_cache *c);
+/* Distributed, any rank: forgets c (rank 0: the followers free theirs). */
+void wna16_model_dist_cache_free(wna16_model *m, wna16_kv_cache *c);
 
 #endif

@@ -76,8 +76,7 @@ wna16_status wna16_model_logprobs(wna16_ctx *ctx, wna16_model *m, const int32_t 
         /* rows at..at+k-1 predict tokens at+1..at+k; the last token needs no row */
         int64_t k = n - 1 - at < chunk ? n - 1 - at : chunk;
         for (int64_t t = 0; t < k; t++) pos[t] = at + t, rows_out[t] = t;
-        if (m->dist) st = wna16_model_drive(d, m, ids + at, k);
-        if (st == WNA16_OK) st = wna16_kv_cache_reserve(d, c, 0, at + k);
+        st = wna16_kv_cache_reserve(d, c, 0, at + k);
         wna16_rows rows = {.n = k, .ids = ids + at, .seq = seq, .pos = pos, .n_logits = k,
                            .logit_rows = rows_out, .logits = logits};
         if (st == WNA16_OK) st = wna16_model_step(d, m, c, &rows);

@@ -32,12 +32,12 @@ def model_dir(tmp_path_factory):
 
 
 class Server:
-    def __init__(self, model_dir, *args):
+    def __init__(self, model_dir, *args, launcher=()):
         self.log = open(os.path.join(model_dir, f"serve-{time.time_ns()}.log"), "w+")
-        self.p = subprocess.Popen([CLI, "serve", "--model", model_dir, "--port", "0",
+        self.p = subprocess.Popen([*launcher, CLI, "serve", "--model", model_dir, "--port", "0",
                                    "--served-model-name", "demo", *args],
                                   stdout=self.log, stderr=subprocess.STDOUT)
-        for _ in range(300):
+        for _ in range(600):
             self.log.seek(0)
             m = re.search(r"listening on http://[^:]+:(\d+)", self.log.read())
             if m:

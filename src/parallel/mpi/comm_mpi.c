@@ -15,8 +15,9 @@
  * request may still complete later, so the communicator is then broken:
  * every later collective fails at once, and freeing it neither frees the
  * buffers MPI may still write nor calls MPI_Finalize (which would wait for
- * the dead peer); the process should exit. Only the thread that created the
- * communicator calls MPI (MPI_THREAD_FUNNELED).
+ * the dead peer); the process should exit. One thread at a time calls MPI
+ * (MPI_THREAD_SERIALIZED): a server's engine thread drives the steps of a
+ * model the main thread loaded.
  *
  * This file is the MPI plug-in (libwna16-mpi.so, parallel/mpi_plugin.h): it
  * reaches the core only through the host table the core hands it.
@@ -342,17 +343,18 @@ static wna16_status mpi_world(wna16_diag *d, int *argc, char ***argv, wna16_comm
     MPI_Initialized(&inited);
     bool ours = false;
     if (!inited) {
-        if (MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS)
+        if (MPI_Init_thread(argc, argv, MPI_THREAD_SERIALIZED, &provided) != MPI_SUCCESS)
             return fail(d, WNA16_ERR_COMM, "MPI_Init_thread failed");
         ours = true;
     } else {
         MPI_Query_thread(&provided);
     }
-    if (provided < MPI_THREAD_FUNNELED) {
+    if (provided < MPI_THREAD_SERIALIZED) {
         if (ours) MPI_Finalize();
         return fail(d, WNA16_ERR_COMM,
-                          "the MPI library provides only %s; wna16 needs MPI_THREAD_FUNNELED "
-                          "(compute threads run beside the thread that calls MPI)",
+                          "the MPI library provides only %s; wna16 needs MPI_THREAD_SERIALIZED "
+                          "(compute threads run beside the thread that calls MPI, and a "
+                          "server's engine thread calls it after the main thread)",
                           level_name(provided));
     }
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
