@@ -15,13 +15,13 @@
 #include <stdio.h>
 #include <string.h>
 
-enum { REQ_STEP = 1, REQ_STOP = 2, REQ_CACHE_NEW = 3, REQ_CACHE_FREE = 4 };
-
-typedef struct request {
-    int32_t op, status, cache, n_seqs;
-    int64_t n, words; /* STEP: rows and payload words; CACHE_NEW: max_seqs and blocks */
-    int64_t rows;     /* CACHE_NEW: max rows per step */
-} request;
+typedef wna16_dist_request request;
+enum {
+    REQ_STEP = WNA16_REQ_STEP,
+    REQ_STOP = WNA16_REQ_STOP,
+    REQ_CACHE_NEW = WNA16_REQ_CACHE_NEW,
+    REQ_CACHE_FREE = WNA16_REQ_CACHE_FREE
+};
 
 static wna16_status not_follower(wna16_diag *d, const wna16_model *m, const char *what) {
     if (m->my_rank != 0)

@@ -270,6 +270,14 @@ wna16_status wna16_model_step(wna16_diag *d, wna16_model *m, wna16_kv_cache *c,
 wna16_status wna16_model_forward(wna16_diag *d, wna16_model *m, const int32_t *ids, int64_t n,
                                  float *logits);
 
+/* What rank 0 broadcasts before each request's payload (distributed.c). */
+enum { WNA16_REQ_STEP = 1, WNA16_REQ_STOP = 2, WNA16_REQ_CACHE_NEW = 3, WNA16_REQ_CACHE_FREE = 4 };
+typedef struct wna16_dist_request {
+    int32_t op, status, cache, n_seqs;
+    int64_t n, words; /* STEP: rows and payload words; CACHE_NEW: max_seqs and blocks */
+    int64_t rows;     /* CACHE_NEW: max rows per step */
+} wna16_dist_request;
+
 /* Distributed, rank 0 (distributed.c): sends a step's rows and the block
  * tables of its sequences to the followers (wna16_model_step does). */
 wna16_status wna16_model_drive_step(wna16_diag *d, wna16_model *m, wna16_kv_cache *c,

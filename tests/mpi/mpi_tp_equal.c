@@ -6,8 +6,13 @@
  * collectives themselves: the all-reduce on both of its paths (all-gather
  * below 64 KiB, reduce-scatter + all-gather above) equals a rank-order sum
  * bit for bit, broadcast copies the root's bytes, agree spreads one rank's
- * error to all, and the counters count. */
+ * error to all, and the counters count. Then, on the first model, the
+ * batched path over MPI (a paged KV cache with prefix caching, rows of
+ * several sequences per step: what `wna16 serve` runs) gives the same logits
+ * bit for bit as the single-sequence eval, and a follower refuses a
+ * malformed request from rank 0 with its reason. */
 #include "core/common.h"
+#include "model/model.h"
 #include "parallel/comm.h"
 
 #include <math.h>
@@ -129,6 +134,103 @@ static wna16_status local(wna16_ctx *ctx, const char *dir, int tp, run *out) {
     return s;
 }
 
+#define LONG 20 /* a full KV block and 4 more */
+
+static bool same(const float *a, const float *b, int64_t n, const char *what) {
+    if (!memcmp(a, b, (size_t)n * sizeof *a)) return true;
+    fprintf(stderr, "batched over MPI: %s differs from the single-sequence eval\n", what);
+    return false;
+}
+
+/* Rank 0, distributed model: the single-sequence logits after a LONG-token
+ * prompt (ref[0]) and two more tokens (ref[1], ref[2]), then the same
+ * through a KV cache in mixed batched steps, with a third sequence taking
+ * the prompt's first block from the prefix cache. */
+static wna16_status batch_check(wna16_ctx *ctx, wna16_model *m, bool *ok) {
+    int64_t V = wna16_model_vocab_size(m);
+    int32_t prompt[LONG], other[9], next[2] = {3, 5};
+    for (int i = 0; i < LONG; i++) prompt[i] = (int32_t)((i * 53 + 7) % V);
+    for (int i = 0; i < 9; i++) other[i] = (int32_t)((i * 29 + 2) % V);
+    float *ref = malloc((size_t)(3 * V) * sizeof *ref), *out = malloc((size_t)(2 * V) * sizeof *out);
+    if (!ref || !out) {
+        free(ref), free(out);
+        return WNA16_ERR_OUT_OF_MEMORY;
+    }
+    wna16_model_reset(m);
+    wna16_status s = wna16_model_eval(ctx, m, prompt, LONG, ref);
+    for (int t = 0; s == WNA16_OK && t < 2; t++) s = wna16_model_eval(ctx, m, &next[t], 1, ref + (t + 1) * V);
+    wna16_kv_cache_options o;
+    wna16_kv_cache_options_init(&o);
+    o.max_seqs = 4, o.n_blocks = 16, o.max_batch_tokens = 64, o.prefix_caching = true;
+    wna16_kv_cache *c = NULL;
+    if (s == WNA16_OK) s = wna16_kv_cache_create(ctx, m, &o, &c);
+    wna16_batch_token rows[LONG + 9];
+    int n = 0;
+    for (int i = 0; i < LONG; i++) rows[n++] = (wna16_batch_token){prompt[i], 0, i == LONG - 1};
+    for (int i = 0; i < 9; i++) rows[n++] = (wna16_batch_token){other[i], 1, i == 8};
+    if (s == WNA16_OK) s = wna16_batch_eval(ctx, m, c, rows, n, out);
+    if (s == WNA16_OK) *ok &= same(out, ref, V, "a prompt beside another");
+    rows[0] = (wna16_batch_token){next[0], 0, true}, rows[1] = (wna16_batch_token){9, 1, true};
+    if (s == WNA16_OK) s = wna16_batch_eval(ctx, m, c, rows, 2, out);
+    if (s == WNA16_OK) *ok &= same(out, ref + V, V, "a decode step beside another");
+    int64_t reused = 0;
+    if (s == WNA16_OK) s = wna16_kv_cache_seq_reuse(ctx, c, 2, prompt, LONG, &reused);
+    if (s == WNA16_OK && reused != WNA16_KV_BLOCK_SIZE) {
+        fprintf(stderr, "batched over MPI: the prefix cache gave %lld positions, not one block\n",
+                (long long)reused);
+        *ok = false;
+    }
+    n = 0;
+    for (int64_t i = reused; i < LONG; i++) rows[n++] = (wna16_batch_token){prompt[i], 2, i == LONG - 1};
+    rows[n++] = (wna16_batch_token){next[1], 0, true};
+    if (s == WNA16_OK) s = wna16_batch_eval(ctx, m, c, rows, n, out);
+    if (s == WNA16_OK) *ok &= same(out, ref, V, "a prompt on a cached prefix");
+    if (s == WNA16_OK) *ok &= same(out + V, ref + 2 * V, V, "a second decode step");
+    wna16_kv_cache_free(c);
+    free(ref), free(out);
+    return s;
+}
+
+/* Rank 0 sends a step for a KV cache the followers never made: each must
+ * return ERR_COMM saying so (rank 0 then has no one to release). */
+static wna16_status malformed_check(wna16_ctx *ctx, wna16_comm *c, wna16_model *m, bool *ok) {
+    if (wna16_comm_rank(c) == 0) {
+        wna16_dist_request rq = {.op = WNA16_REQ_STEP, .cache = 6, .n_seqs = 1, .n = 1, .words = 6};
+        m->released = true;
+        return wna16_comm_bcast(ctx, c, &rq, sizeof rq, 0);
+    }
+    wna16_status s = wna16_model_follow(ctx, m);
+    if (s != WNA16_ERR_COMM || !strstr(wna16_ctx_error(ctx), "malformed request from rank 0")) {
+        fprintf(stderr, "rank %d: a malformed request gave %s: %s\n", wna16_comm_rank(c),
+                wna16_status_str(s), wna16_ctx_error(ctx));
+        *ok = false;
+    }
+    return WNA16_OK;
+}
+
+static int dist_checks(wna16_ctx *ctx, wna16_comm *c, const char *dir) {
+    wna16_model *m = NULL;
+    wna16_model_options o = {.context = 64, .comm = c};
+    bool ok = true;
+    wna16_status s = wna16_model_load(ctx, dir, &o, &m);
+    if (s == WNA16_OK) {
+        if (wna16_comm_rank(c) == 0) {
+            s = batch_check(ctx, m, &ok);
+            s = wna16_model_release(ctx, m, s);
+        } else {
+            s = wna16_model_follow(ctx, m);
+        }
+    }
+    if (s == WNA16_OK) s = malformed_check(ctx, c, m, &ok);
+    wna16_model_free(m);
+    if (s != WNA16_OK)
+        fprintf(stderr, "rank %d: %s: %s\n", wna16_comm_rank(c), wna16_status_str(s), wna16_ctx_error(ctx));
+    if (wna16_comm_rank(c) == 0 && s == WNA16_OK && ok)
+        printf("%s: batched steps over MPI (prefix cache included) == single-sequence eval; a "
+               "malformed request is refused\n", dir);
+    return s == WNA16_OK && ok ? 0 : 1;
+}
+
 int main(int argc, char **argv) {
     wna16_ctx *ctx;
     if (wna16_ctx_create(&ctx) != WNA16_OK) return 1;
@@ -189,6 +291,9 @@ int main(int argc, char **argv) {
         run_free(&one), run_free(&thr), run_free(&dist);
         if (wna16_comm_check(ctx, c, ok ? WNA16_OK : WNA16_ERR_INTERNAL) != WNA16_OK) failed = 1;
     }
+    if (argc > 1 && wna16_comm_check(ctx, c, dist_checks(ctx, c, argv[1]) ? WNA16_ERR_INTERNAL
+                                                                           : WNA16_OK) != WNA16_OK)
+        failed = 1;
     wna16_comm_free(c);
     wna16_ctx_free(ctx);
     return failed;
