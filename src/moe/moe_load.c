@@ -118,7 +118,8 @@ static void load_expert_range(void *arg, int64_t e0, int64_t e1, int tid) {
     experts_job *j = arg;
     for (int64_t e = e0; e < e1; e++) {
         if (__atomic_load_n(&j->first_bad, __ATOMIC_RELAXED) < e) continue;
-        wna16_diag local = {0};
+        /* the load's tuning (the experts are packed under it), not its hooks */
+        wna16_diag local = {.tuning = j->d ? j->d->tuning : NULL};
         wna16_status st = load_mlp(&local, j->ck, j->L, e, &j->mods[e], NULL);
         if (st == WNA16_OK) continue;
         pthread_mutex_lock(&j->lock);
