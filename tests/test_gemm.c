@@ -122,7 +122,8 @@ static const char *dname(wna16_dtype t) {
 /* Packs w under tuning tu, handed in a diag as a context hands its own. */
 static wna16_status pack_tuned(const wna16_tuning *tu, const wna16_qweight *w,
                                wna16_packed_linear **out) {
-    wna16_diag d = {.tuning = tu};
+    wna16_hooks h = {.tuning = tu};
+    wna16_diag d = {.hooks = &h};
     return wna16_linear_pack(&d, w, out);
 }
 

@@ -30,7 +30,7 @@ typedef struct comm_job {
 static void *comm_run(void *arg) {
     comm_job *j = arg;
     float *buf = malloc((j->n ? j->n : 1) * sizeof *buf);
-    wna16_diag d = {{0}, NULL, NULL};
+    wna16_diag d = {{0}, NULL};
     j->st = buf ? WNA16_OK : WNA16_ERR_OUT_OF_MEMORY;
     for (size_t i = 0; buf && i < j->n; i++) buf[i] = (float)(i % 7) * 0.25f;
     /* warm up, then line up the ranks */

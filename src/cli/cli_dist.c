@@ -63,7 +63,7 @@ bool cli_dist_gather(wna16_comm *c, double mine, double *all) {
     float *v = calloc((size_t)n, sizeof *v);
     if (!v) return false;
     v[r] = (float)mine;
-    wna16_diag d = {{0}, NULL, NULL};
+    wna16_diag d = {{0}, NULL};
     bool ok = wna16_comm_all_reduce_sum(&d, c, v, (size_t)n) == WNA16_OK;
     for (int i = 0; ok && i < n; i++) all[i] = v[i];
     free(v);

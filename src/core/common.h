@@ -12,24 +12,12 @@
 
 #define WNA16_DETAIL_MAX 2048
 
-/* Where a failing call writes its human-readable detail. Every internal
- * function that can fail on user data takes one (NULL is allowed). */
-/* The caller's callbacks (wna16_ctx_set_log/progress/abort). */
-typedef struct wna16_hooks {
-    wna16_log_fn log;
-    void *log_user;
-    wna16_log_level log_level;
-    wna16_progress_fn progress;
-    void *progress_user;
-    wna16_abort_fn abort;
-    void *abort_user;
-} wna16_hooks;
-
 /* Kernel tuning knobs (benchmarks compare paths with them, tests force
  * each path). A context holds one (wna16_ctx_tuning); internals reach it
- * through the wna16_diag they are handed, as they reach the hooks. Nothing
- * here changes a result's bits, only the path that computes it. Each knob
- * acts where the object it shapes is made or the call that reads it runs:
+ * through the wna16_diag they are handed, beside the callbacks
+ * (wna16_tuning_of: d->hooks->tuning). Nothing here changes a result's
+ * bits, only the path that computes it. Each knob acts where the object it
+ * shapes is made or the call that reads it runs:
  *  - pack_interleave, value_pack, decode_max_m: read by wna16_linear_pack
  *    (kernels/gemm.h); the packed linear records interleave and
  *    decode_max_m, so every later gemm on it, whatever diag it is handed
@@ -60,10 +48,24 @@ typedef struct wna16_tuning {
     ((wna16_tuning){                                                                               \
         .decode_max_m = -1, .dense_tile_min_m = -1, .pack_interleave = -1, .value_pack = false})
 
+/* Where a failing call writes its human-readable detail. Every internal
+ * function that can fail on user data takes one (NULL is allowed). */
+/* What the caller set on the context: its callbacks (wna16_ctx_set_log/
+ * progress/abort) and its kernel tuning (wna16_ctx_tuning). */
+typedef struct wna16_hooks {
+    wna16_log_fn log;
+    void *log_user;
+    wna16_log_level log_level;
+    wna16_progress_fn progress;
+    void *progress_user;
+    wna16_abort_fn abort;
+    void *abort_user;
+    const wna16_tuning *tuning; /* NULL: the defaults */
+} wna16_hooks;
+
 typedef struct wna16_diag {
     char detail[WNA16_DETAIL_MAX];
-    const wna16_hooks *hooks;   /* the context's callbacks; NULL for none */
-    const wna16_tuning *tuning; /* the context's tuning; NULL: the defaults */
+    const wna16_hooks *hooks; /* the context's callbacks and tuning; NULL for none */
 } wna16_diag;
 
 struct wna16_ctx {

@@ -98,7 +98,7 @@ wna16_status wna16_model_release(wna16_ctx *ctx, wna16_model *m, wna16_status wh
     if (why != WNA16_OK)
         snprintf(text, sizeof text, "rank 0: %.2000s",
                  d && d->detail[0] ? d->detail : wna16_status_str(why));
-    wna16_diag scratch = {{0}, NULL, NULL};
+    wna16_diag scratch = {{0}, NULL};
     wna16_diag *e = d ? d : &scratch;
     char keep[WNA16_DETAIL_MAX];
     snprintf(keep, sizeof keep, "%s", e->detail);
