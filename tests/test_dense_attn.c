@@ -205,13 +205,14 @@ static void test_dense_tiles(void) {
                             CHECK(((uint32_t *)y1)[i * LDY + o] == 0xffffffffu);
                 }
                 if (k > 2048 || m % 4 == 2) continue; /* the gemm on a lighter set */
-                wna16_dense_set_tile_min_m(c % 2 ? 0 : 9);
+                wna16_tuning tu = WNA16_TUNING_DEFAULT;
+                tu.dense_tile_min_m = c % 2 ? 0 : 9;
                 for (int l = 0; l < N_LEVELS; l++) {
                     if (!have(levels[l].isa)) continue;
                     wna16_isa_set_cap(levels[l].isa);
                     for (int threads = 1; threads <= 2; threads++) {
                         memset(y1, 0xff, sizeof *y1 * MMAX * LDY);
-                        wna16_dense_gemm(w, n, k, KS, bi, m, x, LDX, y1, LDY, threads);
+                        wna16_dense_gemm_tuned(&tu, w, n, k, KS, bi, m, x, LDX, y1, LDY, threads);
                         for (int64_t i = 0; i < m; i++)
                             CHECK_MSG(!memcmp(y0 + i * LDY, y1 + i * LDY, sizeof *y0 * (size_t)n),
                                       "dense gemm %s m=%lld n=%lld k=%lld %d threads",
@@ -221,7 +222,6 @@ static void test_dense_tiles(void) {
                 }
                 wna16_isa_set_cap(WNA16_ISA_COUNT);
             }
-    wna16_dense_set_tile_min_m(-1);
     CHECK(cases > 300);
     wna16_free(ws), wna16_free(xheap);
     wna16_free(w), wna16_free(x), wna16_free(bias), wna16_free(y0), wna16_free(y1);
@@ -258,6 +258,53 @@ static void test_dense_gemm_prefill(void) {
     }
     wna16_isa_set_cap(WNA16_ISA_COUNT);
     wna16_free(w), wna16_free(x), wna16_free(bias), wna16_free(y0), wna16_free(y1);
+}
+
+/* Tuning lives in the context: two contexts, one taking the tiles from one
+ * row and one never, used one after another, each take their own path (where
+ * the level has tiles) and give the reference's bits; a NULL tuning and a
+ * fresh context's take the level's threshold. */
+static void test_dense_ctx_tuning(void) {
+    enum { N = 40, K = 300, M = 8 };
+    uint16_t *w = wna16_malloc(sizeof *w * N * K);
+    float *x = wna16_malloc(sizeof *x * M * K), y0[M * N], ya[M * N], yb[M * N];
+    for (int i = 0; i < N * K; i++) w[i] = wna16_f32_to_bf16(frand());
+    for (int i = 0; i < M * K; i++) x[i] = frand();
+    dense_ref(w, N, K, K, NULL, M, x, K, y0, N);
+    wna16_ctx *a = NULL, *b = NULL;
+    CHECK(wna16_ctx_create(&a) == WNA16_OK && wna16_ctx_create(&b) == WNA16_OK);
+    wna16_ctx_tuning(a)->dense_tile_min_m = 1;
+    wna16_ctx_tuning(b)->dense_tile_min_m = INT64_MAX;
+    const wna16_tuning *ta = wna16_tuning_of(wna16_ctx_diag(a)),
+                       *tb = wna16_tuning_of(wna16_ctx_diag(b));
+    wna16_ctx *fresh = NULL;
+    CHECK(wna16_ctx_create(&fresh) == WNA16_OK);
+    int tiled_levels = 0;
+    for (int l = 0; l < N_LEVELS; l++) {
+        if (!have(levels[l].isa)) continue;
+        wna16_isa_set_cap(levels[l].isa);
+        bool has_tiles = wna16_kernels()->dense_tiles != NULL;
+        int64_t level_min = wna16_kernels()->dense_tile_min_m;
+        CHECK(wna16_dense_tile_min_m(ta) == 1 && wna16_dense_tile_min_m(tb) == INT64_MAX &&
+              wna16_dense_tile_min_m(NULL) == level_min &&
+              wna16_dense_tile_min_m(wna16_tuning_of(wna16_ctx_diag(fresh))) == level_min);
+        CHECK_MSG(wna16_dense_tiled(ta, M, K) == has_tiles && !wna16_dense_tiled(tb, M, K) &&
+                      wna16_dense_tiled(NULL, M, K) == (has_tiles && M >= level_min),
+                  "dense path choice at %s", levels[l].name);
+        tiled_levels += has_tiles;
+        memset(ya, 0, sizeof ya);
+        memset(yb, 0xff, sizeof yb);
+        wna16_dense_gemm_tuned(ta, w, N, K, K, NULL, M, x, K, ya, N, 2);
+        wna16_dense_gemm_tuned(tb, w, N, K, K, NULL, M, x, K, yb, N, 2);
+        CHECK_MSG(!memcmp(y0, ya, sizeof ya) && !memcmp(y0, yb, sizeof yb),
+                  "dense under two contexts at %s", levels[l].name);
+    }
+    wna16_isa_set_cap(WNA16_ISA_COUNT);
+#if defined(__x86_64__)
+    CHECK(!have(WNA16_ISA_AVX2) || tiled_levels > 0); /* the avx2 level has tiles */
+#endif
+    wna16_ctx_free(a), wna16_ctx_free(b), wna16_ctx_free(fresh);
+    wna16_free(w), wna16_free(x);
 }
 
 /* A k so long that one round of packed x (8 MiB) holds a single 16-row
@@ -577,6 +624,7 @@ int main(void) {
     test_dense_tiles();
     test_dense_gemm_prefill();
     test_dense_rounds();
+    test_dense_ctx_tuning();
     test_to_bf16();
     test_attention();
     test_attention_threads();

@@ -118,6 +118,21 @@ static double u_out(wna16_dtype t) {
 static const char *dname(wna16_dtype t) {
     return t == WNA16_DTYPE_BF16 ? "bf16" : t == WNA16_DTYPE_F16 ? "f16" : "f32";
 }
+
+/* Packs w under tuning tu, handed in a diag as a context hands its own. */
+static wna16_status pack_tuned(const wna16_tuning *tu, const wna16_qweight *w,
+                               wna16_packed_linear **out) {
+    wna16_hooks h = {.tuning = tu};
+    wna16_diag d = {.hooks = &h};
+    return wna16_linear_pack(&d, w, out);
+}
+
+/* Whether the active level has a panel path for bf16 activations of this
+ * format (a bf16 dot with its micro-kernel, or int16 activations). */
+static bool level_has_panel(wna16_wfmt f) {
+    const wna16_kernel_table *kt = wna16_kernels();
+    return kt->gemv_bf16[f] ? kt->gemm_bf16 != NULL : kt->gemv_i16[f] != NULL;
+}
 static const wna16_dtype dts[3] = {WNA16_DTYPE_BF16, WNA16_DTYPE_F16, WNA16_DTYPE_F32};
 static int n_cases, n_runs;
 static wna16_isa isa_max;
@@ -138,15 +153,17 @@ static void test_roundtrip(void) {
     for (int ilv = 1; ilv <= 2; ilv++)
         for (int bits = 4; bits <= 8; bits += 4)
             for (int sym = 0; sym < 2; sym++) {
-                wna16_linear_set_interleave(ilv);
+                wna16_tuning tu = WNA16_TUNING_DEFAULT;
+                tu.pack_interleave = ilv;
                 int64_t shapes[][3] = {
                     {1, 1, 0}, {17, 33, 0}, {33, 64, 32}, {16, 384, 128}, {50, 192, 64}};
                 for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
                     tweight t;
                     make_weight(&t, shapes[s][0], shapes[s][1], bits, shapes[s][2], sym, false);
                     wna16_packed_linear *pl = NULL;
-                    CHECK(wna16_linear_pack(NULL, &t.w, &pl) == WNA16_OK);
+                    CHECK(pack_tuned(&tu, &t.w, &pl) == WNA16_OK);
                     if (!pl) continue;
+                    CHECK(wna16_linear_interleave(pl) == ilv);
                     int64_t n = t.w.n, k = t.w.k, ng = t.w.n_groups;
                     uint8_t *u = malloc((size_t)(n * k)), *z = malloc((size_t)(n * ng));
                     float *sc = malloc((size_t)(n * ng) * 4);
@@ -188,7 +205,6 @@ static void test_roundtrip(void) {
                     tweight_free(&t);
                 }
             }
-    wna16_linear_set_interleave(-1);
 }
 
 /* The word-at-a-time repack writes the bytes the per-value one does: every
@@ -203,7 +219,8 @@ static void test_pack_paths(void) {
             for (int sym = 0; sym < 2; sym++)
                 for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
                     for (int64_t off = 0; off < 3; off++) {
-                        wna16_linear_set_interleave(ilv);
+                        wna16_tuning tu = WNA16_TUNING_DEFAULT;
+                        tu.pack_interleave = ilv;
                         tweight t;
                         make_weight(&t, shapes[s][0], shapes[s][1], bits, shapes[s][2], sym, false);
                         /* off 1: skip one word of columns, off 2: half a word (value path) */
@@ -216,10 +233,10 @@ static void test_pack_paths(void) {
                             w.n_groups = 1;
                         }
                         wna16_packed_linear *a = NULL, *b = NULL;
-                        wna16_linear_set_value_pack(true);
-                        CHECK(wna16_linear_pack(NULL, &w, &a) == WNA16_OK);
-                        wna16_linear_set_value_pack(false);
-                        CHECK(wna16_linear_pack(NULL, &w, &b) == WNA16_OK);
+                        tu.value_pack = true;
+                        CHECK(pack_tuned(&tu, &w, &a) == WNA16_OK);
+                        tu.value_pack = false;
+                        CHECK(pack_tuned(&tu, &w, &b) == WNA16_OK);
                         if (a && b) {
                             size_t na = wna16_linear_packed_bytes(a);
                             CHECK_MSG(na == wna16_linear_packed_bytes(b) &&
@@ -249,7 +266,6 @@ static void test_pack_paths(void) {
                         wna16_linear_free(b);
                         tweight_free(&t);
                     }
-    wna16_linear_set_interleave(-1);
     CHECK(compared == 2 * 2 * 2 * 6 * 3 && word_path > compared / 3);
 }
 
@@ -436,14 +452,15 @@ static void test_isa_and_clone(void) {
  * third parts' blocks change sides of their pairs). */
 static void test_concat(int ilv) {
     static const int64_t rows[] = {48, 16, 21}; /* whole blocks, then a partial last part */
-    wna16_linear_set_interleave(ilv);
+    wna16_tuning tu = WNA16_TUNING_DEFAULT;
+    tu.pack_interleave = ilv;
     tweight t[3];
     wna16_packed_linear *p[3] = {0}, *cat = NULL;
     for (int i = 0; i < 3; i++) {
         make_weight(&t[i], rows[i], 256, 4, 128, i != 1, true);
         t[i].w.symmetric = true; /* the layout must agree: all symmetric */
         t[i].w.zeros = NULL;
-        CHECK(wna16_linear_pack(NULL, &t[i].w, &p[i]) == WNA16_OK);
+        CHECK(pack_tuned(&tu, &t[i].w, &p[i]) == WNA16_OK);
     }
     wna16_ctx *ctx;
     wna16_ctx_create(&ctx);
@@ -451,6 +468,7 @@ static void test_concat(int ilv) {
     const wna16_packed_linear *parts[3] = {p[0], p[1], p[2]};
     CHECK(wna16_linear_concat(D, parts, 3, &cat) == WNA16_OK);
     CHECK(cat && wna16_linear_n(cat) == 48 + 16 + 21 && wna16_linear_k(cat) == 256);
+    CHECK(cat && wna16_linear_interleave(cat) == ilv);
     uint16_t x[3 * 256], y[3 * 85], yp[3 * 48];
     for (int i = 0; i < 3 * 256; i++) x[i] = wna16_f32_to_bf16((float)(i % 7) - 3.0f);
     CHECK(cat && wna16_linear_gemm(NULL, cat, 3, x, WNA16_DTYPE_BF16, 256, y, WNA16_DTYPE_BF16, 85,
@@ -471,7 +489,7 @@ static void test_concat(int ilv) {
     tweight t8;
     wna16_packed_linear *p8 = NULL;
     make_weight(&t8, 16, 256, 8, 128, true, true);
-    CHECK(wna16_linear_pack(NULL, &t8.w, &p8) == WNA16_OK);
+    CHECK(pack_tuned(&tu, &t8.w, &p8) == WNA16_OK);
     const wna16_packed_linear *mixed[2] = {p[1], p8};
     CHECK(wna16_linear_concat(D, mixed, 2, &cat) == WNA16_ERR_INVALID_ARGUMENT);
     CHECK(strstr(wna16_ctx_error(ctx), "packed differently"));
@@ -482,7 +500,85 @@ static void test_concat(int ilv) {
         wna16_linear_free(p[i]);
         tweight_free(&t[i]);
     }
-    wna16_linear_set_interleave(-1);
+}
+
+/* Tuning lives in the context: two contexts with different knobs, used one
+ * after another, each pack and compute with their own (b's decode_max_m 0:
+ * the panel path at m = 3 where the level has one; b's interleave the other
+ * one), the bits of all of them equal the exact reference, and a weight
+ * packed under a after b was used has a's tuning again. */
+static void test_ctx_tuning(void) {
+    wna16_ctx *a = NULL, *b = NULL;
+    CHECK(wna16_ctx_create(&a) == WNA16_OK && wna16_ctx_create(&b) == WNA16_OK);
+    if (!a || !b) return;
+    wna16_tuning *ta = wna16_ctx_tuning(a), *tb = wna16_ctx_tuning(b);
+    CHECK(ta->decode_max_m < 0 && ta->dense_tile_min_m < 0 && !ta->value_pack);
+    CHECK(wna16_tuning_of(wna16_ctx_diag(a)) == ta && wna16_tuning_of(NULL)->decode_max_m < 0);
+    enum { M = 3, N = 40, K = 256 };
+    tweight t;
+    make_weight(&t, N, K, 4, 64, false, true);
+    wna16_packed_linear *pa = NULL, *pb = NULL, *pa2 = NULL, *pbc = NULL;
+    CHECK(wna16_linear_pack(wna16_ctx_diag(a), &t.w, &pa) == WNA16_OK);
+    int ilv_default = pa ? wna16_linear_interleave(pa) : 1;
+    tb->decode_max_m = 0;
+    tb->pack_interleave = 3 - ilv_default;
+    CHECK(wna16_linear_pack(wna16_ctx_diag(b), &t.w, &pb) == WNA16_OK);
+    CHECK(wna16_linear_pack(wna16_ctx_diag(a), &t.w, &pa2) == WNA16_OK);
+    if (!pa || !pb || !pa2) goto done;
+    CHECK(wna16_linear_clone(wna16_ctx_diag(a), pb, &pbc) == WNA16_OK && pbc);
+    if (!pbc) goto done;
+    CHECK(wna16_linear_decode_max_m(pa) < 0 && wna16_linear_decode_max_m(pa2) < 0);
+    CHECK(wna16_linear_decode_max_m(pb) == 0 && wna16_linear_decode_max_m(pbc) == 0);
+    CHECK(wna16_linear_interleave(pa2) == ilv_default &&
+          wna16_linear_interleave(pb) == 3 - ilv_default &&
+          wna16_linear_interleave(pbc) == 3 - ilv_default);
+    uint16_t x[M * K], ya[M * N], yb[M * N], ya2[M * N], ybc[M * N];
+    float xf[M * K];
+    for (int i = 0; i < M * K; i++) {
+        xf[i] = (float)rnd_int(-4, 4);
+        x[i] = wna16_f32_to_bf16(xf[i]);
+    }
+    double ref[M * N];
+    wna16_linear_ref_f64(&t.w, M, xf, K, NULL, ref, NULL);
+    int differ = 0;
+    FOR_LEVELS(lvl) {
+        wna16_isa_set_cap((wna16_isa)lvl);
+        const char *pth_a = wna16_linear_path(pa, M, WNA16_DTYPE_BF16),
+                   *pth_b = wna16_linear_path(pb, M, WNA16_DTYPE_BF16);
+        bool panel = level_has_panel(WNA16_WFMT_Q4);
+        CHECK_MSG(pth_a && pth_b && !strstr(pth_a, "panel") &&
+                      (strstr(pth_b, "panel") != NULL) == panel &&
+                      !strcmp(pth_a, wna16_linear_path(pa2, M, WNA16_DTYPE_BF16)) &&
+                      !strcmp(pth_b, wna16_linear_path(pbc, M, WNA16_DTYPE_BF16)),
+                  "isa %s: paths %s (a) and %s (b)", wna16_isa_name((wna16_isa)lvl),
+                  pth_a ? pth_a : "NULL", pth_b ? pth_b : "NULL");
+        differ += pth_a && pth_b && strcmp(pth_a, pth_b) != 0;
+        /* one after another, each under its own context */
+        CHECK(wna16_linear_gemm(wna16_ctx_diag(a), pa, M, x, WNA16_DTYPE_BF16, K, ya,
+                                WNA16_DTYPE_BF16, N, NULL, WNA16_DTYPE_F32, 2) == WNA16_OK);
+        CHECK(wna16_linear_gemm(wna16_ctx_diag(b), pb, M, x, WNA16_DTYPE_BF16, K, yb,
+                                WNA16_DTYPE_BF16, N, NULL, WNA16_DTYPE_F32, 2) == WNA16_OK);
+        CHECK(wna16_linear_gemm(wna16_ctx_diag(a), pa2, M, x, WNA16_DTYPE_BF16, K, ya2,
+                                WNA16_DTYPE_BF16, N, NULL, WNA16_DTYPE_F32, 1) == WNA16_OK);
+        CHECK(wna16_linear_gemm(NULL, pbc, M, x, WNA16_DTYPE_BF16, K, ybc, WNA16_DTYPE_BF16, N,
+                                NULL, WNA16_DTYPE_F32, 1) == WNA16_OK);
+        bool exact = true;
+        for (int i = 0; i < M * N; i++) exact &= ya[i] == wna16_f32_to_bf16((float)ref[i]);
+        CHECK_MSG(exact && !memcmp(ya, yb, sizeof ya) && !memcmp(ya, ya2, sizeof ya) &&
+                      !memcmp(ya, ybc, sizeof ya),
+                  "isa %s: the two contexts' results differ", wna16_isa_name((wna16_isa)lvl));
+    }
+    wna16_isa_set_cap(isa_max);
+    /* the panel is not the reference level's: a machine with more took b's path somewhere */
+    CHECK(isa_max == WNA16_ISA_REF || !level_has_panel(WNA16_WFMT_Q4) || differ > 0);
+done:
+    wna16_linear_free(pa);
+    wna16_linear_free(pb);
+    wna16_linear_free(pa2);
+    wna16_linear_free(pbc);
+    tweight_free(&t);
+    wna16_ctx_free(a);
+    wna16_ctx_free(b);
 }
 
 /* The int16-activation paths' own rounding (docs/kernels.md §Integer
@@ -518,6 +614,10 @@ static void i16_bound(const wna16_qweight *w, int64_t m, const float *x, int64_t
 /* Random activations spread over 2^±60 with zeros among them (the int16
  * paths' exponents per sub-block) instead of [-1, 1). */
 static bool x_wide = false;
+/* The decode_max_m run_case packs under (0: the panel path at every m);
+ * n_forced: its runs that the panel path took. */
+static int64_t case_decode_max_m = -1;
+static int n_forced;
 
 /* One case: all ISA levels, 1 and 2 threads, and the range API, against the
  * double reference. */
@@ -531,9 +631,10 @@ static void run_case(int64_t m, int64_t n, int64_t k, int bits, int64_t gs, bool
     /* every third case packs blocks one after another, the others in
      * interleaved pairs (the default with 32-wide kernels); every ISA level
      * reads either */
-    wna16_linear_set_interleave(n_cases % 3 ? 2 : 1);
-    wna16_status pst = wna16_linear_pack(NULL, &t.w, &pl);
-    wna16_linear_set_interleave(-1);
+    wna16_tuning tu = WNA16_TUNING_DEFAULT;
+    tu.pack_interleave = n_cases % 3 ? 2 : 1;
+    tu.decode_max_m = case_decode_max_m;
+    wna16_status pst = pack_tuned(&tu, &t.w, &pl);
     if (pst != WNA16_OK) {
         CHECK_MSG(0, "pack failed n=%lld k=%lld", (long long)n, (long long)k);
         tweight_free(&t);
@@ -589,6 +690,15 @@ static void run_case(int64_t m, int64_t n, int64_t k, int bits, int64_t gs, bool
                                           scr, sb) == WNA16_OK);
         }
         free(scr);
+        if (case_decode_max_m == 0 && xt == WNA16_DTYPE_BF16) {
+            /* the packed weight took its tuning along: the panel, where the
+             * level has one */
+            const char *path = wna16_linear_path(pl, m, xt);
+            bool panel = path && strstr(path, "panel");
+            CHECK_MSG(panel == level_has_panel(wna16_wfmt_of(bits)), "isa %s m=%lld int%d: path %s",
+                      wna16_isa_name((wna16_isa)lvl), (long long)m, bits, path ? path : "NULL");
+            n_forced += panel;
+        }
         int bad = 0, bad_thr = 0;
         double worst = 0;
         const wna16_kernel_table *kt = wna16_kernels();
@@ -707,7 +817,7 @@ static void test_matrix(bool quick) {
             x_wide = false;
         }
     /* the panel micro-kernel for every row-tile height (forced for small m) */
-    int64_t old = wna16_linear_set_decode_max_m(0);
+    case_decode_max_m = 0;
     for (int64_t m = 1; m <= 24; m += (m < 13 ? 1 : 5)) {
         run_case(m, 40, 256, 4, 64, m % 2, m % 3 != 0, WNA16_DTYPE_BF16, dts[m % 3], m % 3,
                  m % 4 == 1);
@@ -715,7 +825,14 @@ static void test_matrix(bool quick) {
                  (m + 1) % 3, false);
     }
     run_case(64, 48, 1024, 4, 128, true, false, WNA16_DTYPE_BF16, WNA16_DTYPE_BF16, 0, false);
-    wna16_linear_set_decode_max_m(old);
+    case_decode_max_m = -1;
+    bool any_panel = false;
+    FOR_LEVELS(lvl) {
+        wna16_isa_set_cap((wna16_isa)lvl);
+        any_panel |= level_has_panel(WNA16_WFMT_Q4);
+    }
+    wna16_isa_set_cap(isa_max);
+    CHECK_MSG(any_panel ? n_forced > 0 : n_forced == 0, "%d runs forced onto a panel", n_forced);
     /* larger: several panel chunks and several N blocks per thread */
     run_case(17, 80, 1024, 4, 32, true, false, WNA16_DTYPE_BF16, WNA16_DTYPE_BF16, 0, false);
     run_case(29, 100, 1024, 4, 128, false, true, WNA16_DTYPE_BF16, WNA16_DTYPE_F32, 1, false);
@@ -771,6 +888,7 @@ int main(int argc, char **argv) {
     test_isa_and_clone();
     test_concat(1);
     test_concat(2);
+    test_ctx_tuning();
     test_errors();
     test_matrix(quick);
     printf("%d cases, %d gemm runs per thread count over %d ISA levels\n", n_cases, n_runs,

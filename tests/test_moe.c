@@ -1047,6 +1047,34 @@ static void test_fixture(void) {
                           i ? "w2" : "w13");
         }
         wna16_moe_layer_free(L1);
+        if (layer == 0) {
+            /* the experts, packed on the load's worker threads, are packed
+             * under the context's tuning (and a default context's gave the
+             * defaults above) */
+            int ilv = wna16_linear_interleave(L->w13[0]);
+            wna16_tuning *tu = wna16_ctx_tuning(ctx);
+            tu->decode_max_m = 0;
+            tu->pack_interleave = 3 - ilv;
+            wna16_moe_layer *L2 = NULL;
+            CHECK(wna16_moe_layer_load(D, ck, prefix, &cfg, 1, 0, 2, &L2) == WNA16_OK);
+            *tu = WNA16_TUNING_DEFAULT;
+            int tuned = 0, plain = 0;
+            for (int64_t e = 0; L2 && e < cfg.num_experts; e++) {
+                const wna16_packed_linear *a[2] = {L->w13[e], L->w2[e]},
+                                          *b[2] = {L2->w13[e], L2->w2[e]};
+                for (int i = 0; i < 2; i++) {
+                    plain +=
+                        wna16_linear_decode_max_m(a[i]) < 0 && wna16_linear_interleave(a[i]) == ilv;
+                    tuned += wna16_linear_decode_max_m(b[i]) == 0 &&
+                             wna16_linear_interleave(b[i]) == 3 - ilv;
+                }
+            }
+            CHECK_MSG(L2 && tuned == 2 * cfg.num_experts && plain == 2 * cfg.num_experts,
+                      "%s: %d of %lld experts' weights packed under the context's tuning, %d "
+                      "under the defaults",
+                      prefix, tuned, (long long)(2 * cfg.num_experts), plain);
+            wna16_moe_layer_free(L2);
+        }
         /* the reference problem from the checkpoint's dequantization */
         problem p;
         memset(&p, 0, sizeof p);

@@ -46,12 +46,12 @@ static double process_cpu_s(void) {
  * and the best process CPU time per thread (on a shared host a call longer
  * than a scheduler slice is always preempted: its wall time measures the
  * host's load, its CPU time what the kernel ran). */
-static void time_case(uint16_t **w, int n_copies, long M, long N, long K, const float *x, float *y,
-                      int threads, double min_time, dense_case *g) {
+static void time_case(const wna16_tuning *tu, uint16_t **w, int n_copies, long M, long N, long K,
+                      const float *x, float *y, int threads, double min_time, dense_case *g) {
     double t_start = wna16_now();
     for (int it = 0;; it++) {
         double c0 = process_cpu_s(), t0 = wna16_now();
-        wna16_dense_gemm(w[it % n_copies], N, K, K, NULL, M, x, K, y, N, threads);
+        wna16_dense_gemm_tuned(tu, w[it % n_copies], N, K, K, NULL, M, x, K, y, N, threads);
         double t1 = wna16_now(), cpu = (process_cpu_s() - c0) / threads;
         if (it >= 1 && t1 - t0 < g->t_best) g->t_best = t1 - t0; /* one warm-up call */
         if (it >= 1 && cpu < g->cpu_best) g->cpu_best = cpu;
@@ -64,6 +64,7 @@ int wna16_bench_dense(int argc, char **argv) {
     int n_m = 5, n_n = 0, n_k = 0;
     long threads = wna16_threads_default(), repeat = 1;
     double min_time = 0.3;
+    wna16_tuning tu = WNA16_TUNING_DEFAULT; /* --tile-min-m: every call of this run takes it */
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         bool ok = true;
@@ -85,7 +86,7 @@ int wna16_bench_dense(int argc, char **argv) {
         } else if (!strcmp(a, "--tile-min-m")) {
             long mm;
             ok = cli_parse_int(a, v, 0, 1L << 40, &mm), i++;
-            if (ok) wna16_dense_set_tile_min_m(mm);
+            if (ok) tu.dense_tile_min_m = mm;
         } else if (!strcmp(a, "--isa")) {
             if (!cli_set_isa("bench dense", v)) return 2;
             i++;
@@ -147,7 +148,7 @@ int wna16_bench_dense(int argc, char **argv) {
                 if (!rc) {
                     dense_case *g = &res[s * n_m + mi];
                     g->m = M, g->n = N, g->k = K;
-                    time_case(w, n_copies, M, N, K, x, y, (int)threads, min_time, g);
+                    time_case(&tu, w, n_copies, M, N, K, x, y, (int)threads, min_time, g);
                 }
                 wna16_free(x);
                 wna16_free(y);
@@ -161,7 +162,7 @@ int wna16_bench_dense(int argc, char **argv) {
         return rc;
     }
     printf("machine: %ld threads, isa %s, tiles from M = %lld\n", threads,
-           wna16_isa_name(wna16_isa_active()), (long long)wna16_dense_tile_min_m());
+           wna16_isa_name(wna16_isa_active()), (long long)wna16_dense_tile_min_m(&tu));
     printf("limits:  read %.1f GB/s, fp32 FMA peak %.1f GFLOP/s%s\n\n", read_gbs, fma,
            repeat > 1 ? " (best of the repeats)" : "");
     printf("cpu:     GFLOP/s and %%peak by the best call's process CPU time / threads (the\n"

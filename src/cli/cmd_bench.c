@@ -100,6 +100,7 @@ static int bench_gemm(int argc, char **argv) {
     long ms[16] = {1, 8, 32, 128, 512}, ns[8] = {4096}, ks[8] = {4096, 2048};
     int n_m = 5, n_n = 0, n_k = 0;
     long bits = 4, group = 128, threads = wna16_threads_default(), repeat = 1;
+    long decode_max_m = -1; /* < 0: the default */
     bool asym = false, json = false;
     double min_time = 0.3;
     wna16_dtype dt = WNA16_DTYPE_BF16;
@@ -153,9 +154,7 @@ static int bench_gemm(int argc, char **argv) {
             if (!cli_parse_int(a, v, 1, 100, &repeat)) return 2;
             i++;
         } else if (!strcmp(a, "--decode-max-m")) {
-            long mx;
-            if (!cli_parse_int(a, v, 0, 1L << 40, &mx)) return 2;
-            wna16_linear_set_decode_max_m(mx);
+            if (!cli_parse_int(a, v, 0, 1L << 40, &decode_max_m)) return 2;
             i++;
         } else if (!strcmp(a, "--isa")) {
             if (!cli_set_isa("bench gemm", v)) return 2;
@@ -196,6 +195,7 @@ static int bench_gemm(int argc, char **argv) {
     wna16_ctx *ctx;
     if (wna16_ctx_create(&ctx) != WNA16_OK) return 1;
     cli_install_hooks(ctx, false);
+    wna16_ctx_tuning(ctx)->decode_max_m = decode_max_m; /* the weights are packed under it */
     wna16_diag *d = wna16_ctx_diag(ctx);
     size_t wbytes_of[64] = {0};
     for (long rep = 0; rep < repeat && !rc; rep++) {

@@ -12,9 +12,46 @@
 
 #define WNA16_DETAIL_MAX 2048
 
+/* Kernel tuning knobs (benchmarks compare paths with them, tests force
+ * each path). A context holds one (wna16_ctx_tuning); internals reach it
+ * through the wna16_diag they are handed, beside the callbacks
+ * (wna16_tuning_of: d->hooks->tuning). Nothing here changes a result's
+ * bits, only the path that computes it. Each knob acts where the object it
+ * shapes is made or the call that reads it runs:
+ *  - pack_interleave, value_pack, decode_max_m: read by wna16_linear_pack
+ *    (kernels/gemm.h); the packed linear records interleave and
+ *    decode_max_m, so every later gemm on it, whatever diag it is handed
+ *    (a TP rank's, a MoE worker's), takes the path of the context that
+ *    packed it; clones and concatenations keep their source's.
+ *  - dense_tile_min_m: read by each wna16_dense_gemm_tuned call
+ *    (kernels/dense.h). */
+typedef struct wna16_tuning {
+    /* bf16 activations: m <= this takes the streaming kernels, larger m the
+     * dequantized panel (docs/kernels.md §Regimes); 0 forces the panel;
+     * < 0: the default (no limit; on levels with int16 activations, their
+     * table's gemv_i16_max_m). */
+    int64_t decode_max_m;
+    /* wna16_dense_gemm_tuned takes the level's tiled kernel from this many
+     * rows (the per-output dot below); < 0: the level's dense_tile_min_m. */
+    int64_t dense_tile_min_m;
+    /* Block pairs of packed weights interleaved line by line (2) or not (1);
+     * any other value: 2 when the active kernel table has 32-wide kernels,
+     * else 1. Every kernel reads either layout. */
+    int pack_interleave;
+    /* Test knob: pack every value through the per-value placement instead
+     * of whole source words (the same bytes; test_gemm compares them). */
+    bool value_pack;
+} wna16_tuning;
+
+/* Today's behaviour: every knob at its default. */
+#define WNA16_TUNING_DEFAULT                                                                       \
+    ((wna16_tuning){                                                                               \
+        .decode_max_m = -1, .dense_tile_min_m = -1, .pack_interleave = -1, .value_pack = false})
+
 /* Where a failing call writes its human-readable detail. Every internal
  * function that can fail on user data takes one (NULL is allowed). */
-/* The caller's callbacks (wna16_ctx_set_log/progress/abort). */
+/* What the caller set on the context: its callbacks (wna16_ctx_set_log/
+ * progress/abort) and its kernel tuning (wna16_ctx_tuning). */
 typedef struct wna16_hooks {
     wna16_log_fn log;
     void *log_user;
@@ -23,16 +60,18 @@ typedef struct wna16_hooks {
     void *progress_user;
     wna16_abort_fn abort;
     void *abort_user;
+    const wna16_tuning *tuning; /* NULL: the defaults */
 } wna16_hooks;
 
 typedef struct wna16_diag {
     char detail[WNA16_DETAIL_MAX];
-    const wna16_hooks *hooks; /* the context's callbacks; NULL for none */
+    const wna16_hooks *hooks; /* the context's callbacks and tuning; NULL for none */
 } wna16_diag;
 
 struct wna16_ctx {
     wna16_diag diag;
     wna16_hooks hooks;
+    wna16_tuning tuning; /* WNA16_TUNING_DEFAULT from wna16_ctx_create */
 };
 
 #if defined(__GNUC__)
@@ -65,6 +104,11 @@ void wna16_progress(const wna16_diag *d, const char *what, double done, double t
 wna16_status wna16_check_abort(wna16_diag *d, const char *what);
 
 static inline wna16_diag *wna16_ctx_diag(wna16_ctx *ctx) { return ctx ? &ctx->diag : NULL; }
+/* The context's tuning, to change its knobs (NULL for a NULL context). Not
+ * thread-safe against calls running on the context. */
+static inline wna16_tuning *wna16_ctx_tuning(wna16_ctx *ctx) { return ctx ? &ctx->tuning : NULL; }
+/* The tuning d carries, or the defaults (d NULL or without one). */
+const wna16_tuning *wna16_tuning_of(const wna16_diag *d);
 
 /* Returns s from the enclosing function when it is not OK. */
 #define WNA16_TRY(expr)                                                                            \

@@ -106,7 +106,14 @@ wna16_status wna16_ctx_create(wna16_ctx **out) {
     *out = wna16_calloc(1, sizeof **out);
     if (!*out) return WNA16_ERR_OUT_OF_MEMORY;
     (*out)->diag.hooks = &(*out)->hooks;
+    (*out)->tuning = WNA16_TUNING_DEFAULT;
+    (*out)->hooks.tuning = &(*out)->tuning;
     return WNA16_OK;
+}
+
+const wna16_tuning *wna16_tuning_of(const wna16_diag *d) {
+    static const wna16_tuning defaults = WNA16_TUNING_DEFAULT;
+    return d && d->hooks && d->hooks->tuning ? d->hooks->tuning : &defaults;
 }
 
 void wna16_ctx_set_log(wna16_ctx *ctx, wna16_log_fn fn, void *user, wna16_log_level max_level) {

@@ -8,13 +8,21 @@
 
 wna16_dense_dot_fn wna16_dense_dot(void) { return wna16_kernels()->dense_dot; }
 
-static int64_t tile_min_m = -1; /* < 0: the level's */
+static int64_t tile_min_m(const wna16_kernel_table *kt, const wna16_tuning *t) {
+    int64_t m = t ? t->dense_tile_min_m : -1;
+    return m >= 0 ? m : kt->dense_tile_min_m;
+}
 
-void wna16_dense_set_tile_min_m(int64_t m) { __atomic_store_n(&tile_min_m, m, __ATOMIC_RELAXED); }
+int64_t wna16_dense_tile_min_m(const wna16_tuning *t) { return tile_min_m(wna16_kernels(), t); }
 
-int64_t wna16_dense_tile_min_m(void) {
-    int64_t m = __atomic_load_n(&tile_min_m, __ATOMIC_RELAXED);
-    return m >= 0 ? m : wna16_kernels()->dense_tile_min_m;
+/* few rows: the dot streams each weight row once per 8 rows at memory
+ * speed; more: the level's tiles (the same bits either way) */
+static bool use_tiles(const wna16_kernel_table *kt, const wna16_tuning *t, int64_t m, int64_t k) {
+    return kt->dense_tiles && m > 0 && k > 0 && m >= tile_min_m(kt, t);
+}
+
+bool wna16_dense_tiled(const wna16_tuning *t, int64_t m, int64_t k) {
+    return use_tiles(wna16_kernels(), t, m, k);
 }
 
 void wna16_dense_block__dot(const uint16_t *w, int64_t n, int64_t k, int64_t k_stride,
@@ -184,6 +192,12 @@ static bool gemm_tiles(const wna16_kernel_table *kt, const dense_args *a, wna16_
 void wna16_dense_gemm(const uint16_t *w, int64_t n, int64_t k, int64_t k_stride, const float *bias,
                       int64_t m, const float *x, int64_t ldx, float *y, int64_t ldy,
                       int n_threads) {
+    wna16_dense_gemm_tuned(NULL, w, n, k, k_stride, bias, m, x, ldx, y, ldy, n_threads);
+}
+
+void wna16_dense_gemm_tuned(const wna16_tuning *t, const uint16_t *w, int64_t n, int64_t k,
+                            int64_t k_stride, const float *bias, int64_t m, const float *x,
+                            int64_t ldx, float *y, int64_t ldy, int n_threads) {
     const wna16_kernel_table *kt = wna16_kernels();
     dense_args a = {.w = w,
                     .n = n,
@@ -209,11 +223,9 @@ void wna16_dense_gemm(const uint16_t *w, int64_t n, int64_t k, int64_t k_stride,
             n_threads = 16; /* no memory: fewer threads */
     }
     int64_t chunk = k_stride > 0 ? 65536 / (k_stride * 2) + 1 : n + 1;
-    /* few rows: the dot streams each weight row once per 8 rows at memory
-     * speed; more: the level's tiles (the same bits either way) over whole
-     * groups of their outputs (a multiple of 12) */
-    bool tiles = kt->dense_tiles && m > 0 && k > 0 && m >= wna16_dense_tile_min_m();
-    if (!tiles || !gemm_tiles(kt, &a, shares, n_threads, (chunk + 11) / 12 * 12)) {
+    /* the tiles (use_tiles) over whole groups of their outputs (a multiple
+     * of 12), else the dot */
+    if (!use_tiles(kt, t, m, k) || !gemm_tiles(kt, &a, shares, n_threads, (chunk + 11) / 12 * 12)) {
         wna16_split_init(shares, n_threads, n);
         dense_region r = {shares, n_threads, chunk, 0, m, 0, kt, &a, NULL, 0};
         wna16_parallel(n_threads, dense_thread, &r);

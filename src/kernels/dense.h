@@ -6,8 +6,11 @@
 #ifndef WNA16_KERNELS_DENSE_H
 #define WNA16_KERNELS_DENSE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+
+struct wna16_tuning; /* core/common.h */
 
 /* out[i] = Σ_k x[i*ldx + k]·w[k] for i < m (m <= 8). */
 typedef void (*wna16_dense_dot_fn)(const uint16_t *w, int64_t k, const float *x, int64_t ldx,
@@ -71,13 +74,21 @@ size_t wna16_dense_xq_bytes__avx2(int64_t m, int64_t k);
 void wna16_dense_rows__avx2(const uint16_t *w, int64_t n, int64_t k, int64_t k_stride,
                             const float *bias, int64_t m, const float *xq, float *y, int64_t ldy);
 
-/* dense_gemm takes the level's tiles from this many rows (the dot per
- * output below): < 0 restores the level's default (its table's
- * dense_tile_min_m); benches move it to compare the two. */
-void wna16_dense_set_tile_min_m(int64_t m);
-int64_t wna16_dense_tile_min_m(void);
+/* The row count from which dense_gemm takes the active level's tiles (the
+ * dot per output below) under tuning t: its dense_tile_min_m, or with that
+ * < 0 (or t NULL) the level's own (its table's dense_tile_min_m). */
+int64_t wna16_dense_tile_min_m(const struct wna16_tuning *t);
+/* Whether a dense_gemm of m rows of k under t takes the active level's tiles
+ * (memory permitting: without its workspace it falls back to the dot); the
+ * bits are the same either way. For tests and benches. */
+bool wna16_dense_tiled(const struct wna16_tuning *t, int64_t m, int64_t k);
 
-/* y[i*ldy + o] = Σ_k x[i*ldx+k]·w[o*k_stride + k] (+ bias[o]) for i < m, o < n. */
+/* y[i*ldy + o] = Σ_k x[i*ldx+k]·w[o*k_stride + k] (+ bias[o]) for i < m, o < n,
+ * under tuning t (NULL: the defaults; benches move dense_tile_min_m to
+ * compare the two paths). wna16_dense_gemm is the same with the defaults. */
+void wna16_dense_gemm_tuned(const struct wna16_tuning *t, const uint16_t *w, int64_t n, int64_t k,
+                            int64_t k_stride, const float *bias, int64_t m, const float *x,
+                            int64_t ldx, float *y, int64_t ldy, int n_threads);
 void wna16_dense_gemm(const uint16_t *w, int64_t n, int64_t k, int64_t k_stride, const float *bias,
                       int64_t m, const float *x, int64_t ldx, float *y, int64_t ldy,
                       int n_threads);

@@ -20,17 +20,11 @@ _Static_assert(WNA16_LINEAR_NR * 2 * 2 == 64, "a k-pair of a block is one zmm of
  * (weights unpacked in registers: 16-wide for m <= 4, 32-wide in tiles of
  * <= 8 rows above); larger m the dequantized panel and the 12x32
  * micro-kernel. On Zen 5 the streaming kernels are faster up to m = 1024 at
- * least, so the panel path is opt-in (wna16_linear_set_decode_max_m). */
+ * least, so the panel path is opt-in (wna16_tuning's decode_max_m, recorded
+ * in each packed linear). */
 #ifndef WNA16_DECODE_MAX_M
 #define WNA16_DECODE_MAX_M INT64_MAX /* see docs/kernels.md §Regimes */
 #endif
-static int64_t decode_max_m = WNA16_DECODE_MAX_M;
-
-int64_t wna16_linear_set_decode_max_m(int64_t m) {
-    int64_t old = decode_max_m;
-    decode_max_m = m < 0 ? WNA16_DECODE_MAX_M : m;
-    return old;
-}
 
 /* Small-batch path: activation rows per chunk fit in this many bytes. */
 #ifndef WNA16_SMALL_CHUNK_BYTES
@@ -62,6 +56,9 @@ struct wna16_packed_linear {
     int bits;
     wna16_wfmt fmt; /* bits as a format (ukernel.h: its traits, its kernels) */
     bool symmetric;
+    /* the tuning it was packed under: m above this takes the panel path
+     * (WNA16_DECODE_MAX_M: the default) */
+    int64_t decode_max_m;
     wna16_block_layout L;
     uint8_t *data; /* 64-byte aligned; blocks at wna16_block_at() */
     size_t data_bytes;
@@ -101,11 +98,6 @@ static void data_free(wna16_packed_linear *pl) {
     pl->mapped = 0;
 }
 
-/* Tests pack with the word path off to compare it with the value path. */
-static bool pack_words_off = false;
-
-void wna16_linear_set_value_pack(bool on) { pack_words_off = on; }
-
 /* Byte and shift of u(kk, c) inside a group's weights (kk: column within
  * the group; ls: the layout's line stride); the layout is documented in
  * ukernel.h. */
@@ -143,12 +135,12 @@ static inline void store_le32(uint8_t *p, uint32_t v) {
  * a compressed-tensors or GPTQ weight that is not sliced mid-word). Returns
  * false, writing nothing, where the columns do not line up with words; the
  * caller then places value by value (packed_pos). The same bytes either way
- * (tests compare the two). */
+ * (tests compare the two, turning this path off with the tuning's
+ * value_pack). */
 static bool pack_words(const wna16_qweight *w, int64_t o, int64_t col0, int64_t len, int64_t ls,
                        int c, uint8_t *rec) {
     int64_t per_word = wna16_wfmts[wna16_wfmt_of(w->bits)].word_vals, first = w->col_offset + col0;
-    if (first % per_word != 0 || col0 + len > w->k || len % per_word != 0 || pack_words_off)
-        return false;
+    if (first % per_word != 0 || col0 + len > w->k || len % per_word != 0) return false;
     const uint32_t *src = w->packed + o * w->row_words + first / per_word;
     for (int64_t t = 0; t < len / per_word; t++) {
         uint32_t v = src[t];
@@ -172,18 +164,10 @@ static bool pack_words(const wna16_qweight *w, int64_t o, int64_t col0, int64_t 
     return true;
 }
 
-/* Pair interleave for new packed weights: -1 follows the kernel table (2
- * when it has 32-wide kernels), else 1 or 2 (tests pack both). */
-static int pack_ilv = -1;
-
-int wna16_linear_set_interleave(int ilv) {
-    int old = pack_ilv;
-    pack_ilv = ilv == 1 || ilv == 2 ? ilv : -1;
-    return old;
-}
-
-static int interleave_for_pack(void) {
-    if (pack_ilv > 0) return pack_ilv;
+/* Pair interleave for a new packed weight: the tuning's 1 or 2 (tests pack
+ * both), else the kernel table's (2 when it has 32-wide kernels). */
+static int interleave_for_pack(const wna16_tuning *tu) {
+    if (tu->pack_interleave == 1 || tu->pack_interleave == 2) return tu->pack_interleave;
     const wna16_kernel_table *t = wna16_kernels();
     return t->gemv2_bf16[WNA16_WFMT_Q4] || t->gemv2_f32[WNA16_WFMT_Q4] ? 2 : 1;
 }
@@ -206,7 +190,8 @@ static bool scales_bf16_exact(const wna16_qweight *w) {
  * group over the block's 16 rows it was 16 interleaved streams, and the
  * repack waited on them). Rows past n are padding: zero scales, and the
  * zero point as every weight. */
-static void pack_block(wna16_packed_linear *pl, const wna16_qweight *w, int64_t b) {
+static void pack_block(wna16_packed_linear *pl, const wna16_qweight *w, int64_t b,
+                       bool value_pack) {
     const bool asym = !pl->symmetric;
     const int64_t gsp = pl->L.group_units * wna16_wfmts[pl->fmt].unit_k, ls = pl->L.ls;
     uint8_t *blk = block_at(pl, b);
@@ -226,7 +211,7 @@ static void pack_block(wna16_packed_linear *pl, const wna16_qweight *w, int64_t 
                 int16_t *zw = (int16_t *)wna16_group_z(&pl->L, blk, g);
                 zw[2 * c] = zw[2 * c + 1] = (int16_t)z;
             }
-            if (valid && pack_words(w, o, g * gsp, gsp, ls, c, rec)) continue;
+            if (valid && !value_pack && pack_words(w, o, g * gsp, gsp, ls, c, rec)) continue;
             for (int64_t kk = 0; kk < gsp; kk++) {
                 int64_t col = g * gsp + kk;
                 uint32_t u = valid && col < w->k ? wna16_qweight_u(w, o, col) : z;
@@ -294,7 +279,9 @@ wna16_status wna16_linear_pack(wna16_diag *d, const wna16_qweight *w, wna16_pack
     int64_t gsp = pl->n_groups == 1 ? pl->kp : gs;
     pl->L.n_groups = pl->n_groups;
     pl->L.group_units = gsp / wna16_wfmts[pl->fmt].unit_k;
-    pl->L.ilv = interleave_for_pack();
+    const wna16_tuning *tu = wna16_tuning_of(d);
+    pl->decode_max_m = tu->decode_max_m < 0 ? WNA16_DECODE_MAX_M : tu->decode_max_m;
+    pl->L.ilv = interleave_for_pack(tu);
     pl->L.ls = 64 * pl->L.ilv;
     pl->L.wbytes = pl->L.group_units * pl->L.ls;
     pl->L.bits = w->bits;
@@ -334,7 +321,7 @@ wna16_status wna16_linear_pack(wna16_diag *d, const wna16_qweight *w, wna16_pack
     }
     memset(pl->data, 0, pl->data_bytes);
 
-    for (int64_t b = 0; b < pl->n_blocks; b++) pack_block(pl, w, b);
+    for (int64_t b = 0; b < pl->n_blocks; b++) pack_block(pl, w, b, tu->value_pack);
     *out = pl;
     return WNA16_OK;
 }
@@ -534,8 +521,10 @@ static void plan_i16(const wna16_packed_linear *pl, int64_t m, plan *p) {
     p->nsub = (gu + p->sbu - 1) / p->sbu;
     p->nsb = pl->n_groups * p->nsub;
     size_t side = al64((size_t)(m * p->nsb) * 4);
-    /* bench gemm --decode-max-m (or the test knob) moves the boundary */
-    int64_t stream_max = decode_max_m != WNA16_DECODE_MAX_M ? decode_max_m : t->gemv_i16_max_m;
+    /* the tuning it was packed under (bench gemm --decode-max-m, tests)
+     * moves the boundary */
+    int64_t stream_max =
+        pl->decode_max_m != WNA16_DECODE_MAX_M ? pl->decode_max_m : t->gemv_i16_max_m;
     if (m <= stream_max) {
         p->path = PATH_I16_GEMV;
         p->gemv_i16 = t->gemv_i16[pl->fmt];
@@ -569,7 +558,7 @@ static plan make_plan(const wna16_packed_linear *pl, int64_t m, wna16_dtype xt) 
         plan_i16(pl, m, &p);
         return p;
     }
-    if (bf16 && t->gemm_bf16 && m > decode_max_m) {
+    if (bf16 && t->gemm_bf16 && m > pl->decode_max_m) {
         p.path = PATH_BF16_PREFILL;
         p.dequant = t->dequant_bf16[pl->fmt];
         p.mr = t->gemm_mr;
@@ -611,6 +600,22 @@ static plan make_plan(const wna16_packed_linear *pl, int64_t m, wna16_dtype xt) 
     }
     return p;
 }
+
+const char *wna16_linear_path(const wna16_packed_linear *pl, int64_t m, wna16_dtype xt) {
+    static const char *const names[] = {
+        [PATH_F32_GEMV] = "f32_gemv",       [PATH_F32_PAIR] = "f32_pair",
+        [PATH_BF16_GEMV] = "bf16_gemv",     [PATH_BF16_SMALL] = "bf16_small",
+        [PATH_BF16_PREFILL] = "bf16_panel", [PATH_I16_GEMV] = "i16_gemv",
+        [PATH_I16_PANEL] = "i16_panel"};
+    if (!pl || m < 1) return NULL;
+    return names[make_plan(pl, m, xt).path];
+}
+
+int64_t wna16_linear_decode_max_m(const wna16_packed_linear *pl) {
+    return pl->decode_max_m == WNA16_DECODE_MAX_M ? -1 : pl->decode_max_m;
+}
+
+int wna16_linear_interleave(const wna16_packed_linear *pl) { return (int)pl->L.ilv; }
 
 static inline float load_act(const void *x, wna16_dtype t, int64_t i) {
     switch (t) {

@@ -74,7 +74,9 @@ void wna16_f32_to_bf16_n(const float *src, uint16_t *dst, size_t n);
 
 typedef struct wna16_packed_linear wna16_packed_linear;
 
-/* Repacks a canonical weight. Errors: WNA16_ERR_INVALID_ARGUMENT (NULL, n or
+/* Repacks a canonical weight, under the tuning d carries (wna16_tuning_of:
+ * its pack_interleave and value_pack shape the bytes, its decode_max_m is
+ * recorded for every gemm on the result). Errors: WNA16_ERR_INVALID_ARGUMENT (NULL, n or
  * k <= 0, inconsistent strides), WNA16_ERR_UNSUPPORTED_BITS (bits not 4/8),
  * WNA16_ERR_GROUP_SIZE (group size not 32, 64, 128 or k; k not a multiple of
  * it), WNA16_ERR_BAD_ZERO_POINT (zero point > 2^bits; 2^bits itself is legacy
@@ -83,7 +85,8 @@ typedef struct wna16_packed_linear wna16_packed_linear;
  * here: the loader validates them). */
 wna16_status wna16_linear_pack(wna16_diag *d, const wna16_qweight *w, wna16_packed_linear **out);
 void wna16_linear_free(wna16_packed_linear *pl);
-/* One packed weight whose output rows are those of parts[0], then parts[1],
+/* One packed weight (with parts[0]'s recorded tuning) whose output rows are
+ * those of parts[0], then parts[1],
  * ... (e.g. q|k|v: one GEMM streams all three): the parts must share k,
  * bits, group size and symmetry, and all but the last must have n a
  * multiple of WNA16_LINEAR_NR (each part keeps whole blocks). Returns
@@ -97,7 +100,8 @@ wna16_status wna16_linear_concat(wna16_diag *d, const wna16_packed_linear *const
  * arena, *arena_bytes) after freeing the weights, or NULL (nothing to move,
  * or no memory: the weights then keep their own buffers, still valid). */
 void *wna16_linear_gather(wna16_packed_linear *const *pls, size_t n, size_t *arena_bytes);
-/* A deep copy (benchmarks rotate copies to keep weights cold). */
+/* A deep copy, recorded tuning included (benchmarks rotate copies to keep
+ * weights cold). */
 wna16_status wna16_linear_clone(wna16_diag *d, const wna16_packed_linear *pl,
                                 wna16_packed_linear **out);
 
@@ -161,28 +165,18 @@ wna16_status wna16_linear_gemm_range(wna16_diag *d, const wna16_packed_linear *p
 void wna16_linear_split(const wna16_packed_linear *pl, int part, int parts, int64_t *n_begin,
                         int64_t *n_end);
 
-/* Tuning and test knob: with bf16 activations on an ISA with a bf16 dot,
- * m <= this uses the streaming kernels (weights unpacked in registers, 32
- * channels: a decode kernel for m <= 4, tiles of up to 8 rows above), larger m
- * the dequantized bf16 panel and the 12x32 micro-kernel. Default: no limit
- * (the streaming kernels measured faster at every m on Zen 5, see
- * docs/performance.md); 0 forces the panel path. Negative restores the
- * default. Returns the previous value. Process-wide; not thread-safe against
- * running gemms. */
-int64_t wna16_linear_set_decode_max_m(int64_t m);
-
-/* Test knob: block pairs of weights packed from now on are interleaved line
- * by line (2) or not (1); any other value restores the default (2 when the
- * active kernel table has 32-wide kernels, docs/kernels.md). Every kernel
- * reads either layout. Returns the previous setting (-1: default).
- * Process-wide; not thread-safe against running packs. */
-int wna16_linear_set_interleave(int ilv);
-
-/* Test knob: true packs every value through the per-value placement, false
- * (the default) moves whole source words where a group's columns line up
- * with them. Both write the same bytes (test_gemm compares them).
- * Process-wide; not thread-safe against running packs. */
-void wna16_linear_set_value_pack(bool on);
+/* The path a gemm on pl takes for m rows of activations of dtype xt at the
+ * active ISA level: "f32_gemv", "f32_pair", "bf16_gemv", "bf16_small",
+ * "bf16_panel", "i16_gemv" or "i16_panel" (docs/kernels.md §Regimes); NULL
+ * for a NULL pl or m < 1. Which one depends on the level and on the
+ * decode_max_m pl was packed under; the bits do not. For tests and
+ * benches. */
+const char *wna16_linear_path(const wna16_packed_linear *pl, int64_t m, wna16_dtype xt);
+/* The tuning pl was packed under (wna16_tuning, core/common.h): its
+ * decode_max_m (< 0: the default) and the pair interleave of its blocks
+ * (1 or 2). */
+int64_t wna16_linear_decode_max_m(const wna16_packed_linear *pl);
+int wna16_linear_interleave(const wna16_packed_linear *pl);
 
 /* The packed bytes (wna16_linear_packed_bytes of them), for tests. */
 const uint8_t *wna16_linear_data(const wna16_packed_linear *pl);

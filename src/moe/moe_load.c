@@ -111,6 +111,7 @@ typedef struct experts_job {
     int64_t first_bad;
     wna16_status first_st;
     pthread_mutex_t lock;
+    wna16_hooks tuning; /* the load's tuning (experts are packed under it), not its callbacks */
 } experts_job;
 
 static void load_expert_range(void *arg, int64_t e0, int64_t e1, int tid) {
@@ -118,7 +119,7 @@ static void load_expert_range(void *arg, int64_t e0, int64_t e1, int tid) {
     experts_job *j = arg;
     for (int64_t e = e0; e < e1; e++) {
         if (__atomic_load_n(&j->first_bad, __ATOMIC_RELAXED) < e) continue;
-        wna16_diag local = {0};
+        wna16_diag local = {.hooks = &j->tuning};
         wna16_status st = load_mlp(&local, j->ck, j->L, e, &j->mods[e], NULL);
         if (st == WNA16_OK) continue;
         pthread_mutex_lock(&j->lock);
@@ -133,7 +134,8 @@ static void load_expert_range(void *arg, int64_t e0, int64_t e1, int tid) {
 
 static wna16_status load_experts(wna16_diag *d, const wna16_checkpoint *ck, wna16_moe_layer *L,
                                  const mlp_mods *mods, int64_t n, int nt) {
-    experts_job j = {d, ck, L, mods, n, WNA16_OK, PTHREAD_MUTEX_INITIALIZER};
+    experts_job j = {
+        d, ck, L, mods, n, WNA16_OK, PTHREAD_MUTEX_INITIALIZER, {.tuning = wna16_tuning_of(d)}};
     wna16_parallel_for_dynamic(nt, n, 1, load_expert_range, &j);
     return j.first_st;
 }
