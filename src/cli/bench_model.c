@@ -140,9 +140,10 @@ static const char *json_num(char buf[32], double v, int decimals) {
 /* Machine limits. Under MPI every rank measures at the same time with its
  * own threads and the job's limit is the sum (ranks on one host share its
  * bandwidth; ranks on several hosts add theirs). */
-static void limits(wna16_comm *comm, int threads, double *bw, double *peak, const char **kind) {
+void cli_machine_limits(wna16_comm *comm, int threads, size_t bw_bytes, double *bw, double *peak,
+                        const char **kind) {
     if (comm) wna16_comm_barrier(NULL, comm);
-    double v[2] = {wna16_measure_read_bw(threads, (size_t)1 << 30, 3),
+    double v[2] = {wna16_measure_read_bw(threads, bw_bytes, 3),
                    cli_compute_peak(threads, kind)};
     if (!comm) {
         *bw = v[0], *peak = v[1];
@@ -276,7 +277,7 @@ int wna16_bench_model(int argc, char **argv) {
     int limit_threads = m->threads;
     double bw, peak;
     const char *peak_kind;
-    limits(comm, limit_threads, &bw, &peak, &peak_kind);
+    cli_machine_limits(comm, limit_threads, (size_t)1 << 30, &bw, &peak, &peak_kind);
     int64_t V = m->cfg.vocab_size;
     int32_t *ids = malloc((size_t)prompt * sizeof *ids);
     float *logits = malloc((size_t)V * sizeof *logits);

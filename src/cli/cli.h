@@ -55,6 +55,12 @@ void cli_model_costs_get(const wna16_model *m, cli_model_costs *c);
  * peak where the ISA level has one, else its fp32 FMA peak; *kind names it
  * ("bf16", "fp32_fma", or NULL when there is none). */
 double cli_compute_peak(int threads, const char **kind);
+/* Read bandwidth (a bw_bytes buffer) and compute peak on `threads` threads;
+ * under MPI every rank measures at once (call it on all of them) and the
+ * limits are the ranks' sum: the ranks of one host share its memory and
+ * cores, those of several hosts add theirs. */
+void cli_machine_limits(wna16_comm *comm, int threads, size_t bw_bytes, double *bw, double *peak,
+                        const char **kind);
 
 /* Shared helpers (cli_util.c). */
 bool cli_is_help(const char *arg);

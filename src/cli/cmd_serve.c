@@ -4,6 +4,7 @@
 
 #ifdef WNA16_HAVE_HTTP
 #include "kernels/machine_limits.h"
+#include "model/model.h"
 #include "server/engine.h"
 #include "server/http.h"
 
@@ -144,17 +145,29 @@ static void wait_for_signal(void) {
     sigwait(&set, &sig);
 }
 
+/* The machine's limits for the per-step roofline: read bandwidth (256 MiB,
+ * 8x a large L3) and compute peak, measured now on the threads the forward
+ * runs on; under MPI by every rank at once, summed. */
+typedef struct serve_limits {
+    double read_gbs, peak_gflops;
+    const char *kind;
+} serve_limits;
+
+static serve_limits measure_limits(wna16_comm *comm, const wna16_model *m) {
+    serve_limits l = {0};
+    cli_machine_limits(comm, m->threads, (size_t)256 << 20, &l.read_gbs, &l.peak_gflops, &l.kind);
+    return l;
+}
+
 /* The engine's per-step roofline (/metrics): the model's weight bytes and
- * FLOPs, and this machine's read bandwidth (256 MiB, 8x a large L3) and
- * compute peak measured now, on the threads the forward runs on. */
-static srv_roofline roofline(const serve_args *a, const wna16_model *m) {
+ * FLOPs against the machine's limits. */
+static srv_roofline roofline(const wna16_model *m, const serve_limits *l) {
     cli_model_costs c;
     cli_model_costs_get(m, &c);
-    const char *kind = NULL;
-    int threads = (int)a->threads;
+    const char *kind = l->kind;
     srv_roofline r = {
-        .read_gbs = wna16_measure_read_bw(threads, (size_t)256 << 20, 3),
-        .peak_gflops = cli_compute_peak(threads, &kind),
+        .read_gbs = l->read_gbs,
+        .peak_gflops = l->peak_gflops,
         .dense_bytes = c.dense_bytes,
         .expert_bytes = c.expert_bytes,
         .n_experts = (double)c.n_experts,
@@ -170,14 +183,15 @@ static srv_roofline roofline(const serve_args *a, const wna16_model *m) {
     return r;
 }
 
-static int run(const serve_args *a, wna16_ctx *ctx, wna16_model *m, wna16_tokenizer *tok) {
+static int run(const serve_args *a, wna16_ctx *ctx, wna16_model *m, wna16_tokenizer *tok,
+               const serve_limits *l) {
     srv_engine_options eo = {.max_num_seqs = (int)a->max_seqs,
                              .max_batched_tokens = a->batched,
                              .max_waiting = a->max_waiting,
                              .kv_bytes = a->blocks ? 0 : kv_bytes(a, m),
                              .kv_blocks = a->blocks,
                              .prefix_caching = a->prefix,
-                             .roofline = roofline(a, m)};
+                             .roofline = roofline(m, l)};
     srv_engine *e = NULL;
     wna16_status s = srv_engine_start(ctx, m, tok, &eo, &e);
     if (s != WNA16_OK) return cli_fail("serve", ctx, s);
@@ -259,10 +273,12 @@ int wna16_cmd_serve(int argc, char **argv) {
     wna16_tokenizer *tok = NULL;
     wna16_model *m = NULL;
     wna16_status s = load(&a, ctx, comm, lead, &tok, &m);
+    serve_limits lim = {0};
+    if (s == WNA16_OK) lim = measure_limits(comm, m);
     if (s != WNA16_OK) {
         rc = cli_fail("serve", ctx, s);
     } else if (lead) {
-        rc = run(&a, ctx, m, tok);
+        rc = run(&a, ctx, m, tok, &lim);
         /* the other ranks return: 0 after a clean stop, else with the failure */
         wna16_model_release(ctx, m, rc ? WNA16_ERR_ABORTED : WNA16_OK);
     } else {
