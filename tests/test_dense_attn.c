@@ -28,6 +28,8 @@ typedef struct leaf {
     const char *name;
     wna16_isa isa;            /* the level the leaf needs */
     wna16_dense_dot_fn dense; /* the level's own dense dot */
+    wna16_dense_rows_fn rows; /* its dense row kernel and tiles (NULL: the dot) */
+    wna16_dense_tiles_fn tiles;
     wna16_attn_fn attn;       /* its attention leaf and the head sizes it takes */
     int64_t attn_hd_mult;
     bool attn_bf16; /* the attention leaf rounds q and the weights to bf16 */
@@ -35,26 +37,41 @@ typedef struct leaf {
 
 /* Each architecture's leaves exist in its builds only. */
 static const leaf levels[] = {
-    {"ref", WNA16_ISA_REF, wna16_dense_dot__ref, wna16_attn_group__ref, 2, false},
+    {"ref", WNA16_ISA_REF, wna16_dense_dot__ref, NULL, NULL, wna16_attn_group__ref, 2, false},
 #if defined(__x86_64__) || defined(__i386__)
-    {"avx2", WNA16_ISA_AVX2, wna16_dense_dot__avx2, wna16_attn_group__avx2, 8, false},
-    {"avx512", WNA16_ISA_AVX512, wna16_dense_dot__avx512, wna16_attn_group__avx512, 16, false},
+    {"avx2", WNA16_ISA_AVX2, wna16_dense_dot__avx2, wna16_dense_rows__avx2, wna16_dense_tiles__avx2,
+     wna16_attn_group__avx2, 8, false},
+    /* the AVX-512 dot for every m */
+    {"avx512", WNA16_ISA_AVX512, wna16_dense_dot__avx512, NULL, NULL, wna16_attn_group__avx512, 16,
+     false},
     /* the BF16 level keeps the AVX-512 dense dot */
-    {"avx512bf16", WNA16_ISA_AVX512BF16, wna16_dense_dot__avx512, wna16_attn_group__avx512bf16,
-     32, true},
+    {"avx512bf16", WNA16_ISA_AVX512BF16, wna16_dense_dot__avx512, NULL, NULL,
+     wna16_attn_group__avx512bf16, 32, true},
 #elif defined(__aarch64__)
-    {"neon", WNA16_ISA_NEON, wna16_dense_dot__neon, wna16_attn_group__neon, 4, false},
+    {"neon", WNA16_ISA_NEON, wna16_dense_dot__neon, wna16_dense_rows__neon, wna16_dense_tiles__neon,
+     wna16_attn_group__neon, 4, false},
     /* FEAT_BF16 keeps NEON's leaves */
-    {"neonbf16", WNA16_ISA_NEONBF16, wna16_dense_dot__neon, wna16_attn_group__neon, 4, false},
+    {"neonbf16", WNA16_ISA_NEONBF16, wna16_dense_dot__neon, wna16_dense_rows__neon,
+     wna16_dense_tiles__neon, wna16_attn_group__neon, 4, false},
 #endif
 };
 #define N_LEVELS (int)(sizeof levels / sizeof *levels)
 
 static bool have(wna16_isa isa) { return wna16_isa_le(isa, wna16_isa_detected()); }
 
-/* The AVX2 table where this machine has it (its tiles and row kernel). */
-static const wna16_kernel_table *avx2_table(void) {
-    return have(WNA16_ISA_AVX2) ? wna16_kernels_at(WNA16_ISA_AVX2) : NULL;
+/* The tables of the levels this machine has whose dense row kernel (rows)
+ * or tiles (!rows) are their own (a level that keeps a lower level's is
+ * left out: the same leaf, tested once). Returns how many, into kt. */
+static int dense_tables(bool rows, const wna16_kernel_table *kt[N_LEVELS]) {
+    int n = 0;
+    for (int l = 1; l < N_LEVELS; l++) {
+        if (!have(levels[l].isa)) continue;
+        const wna16_kernel_table *t = wna16_kernels_at(levels[l].isa);
+        bool own = rows ? t->dense_rows && (n == 0 || kt[n - 1]->dense_rows != t->dense_rows)
+                        : t->dense_tiles && (n == 0 || kt[n - 1]->dense_tiles != t->dense_tiles);
+        if (own) kt[n++] = t;
+    }
+    return n;
 }
 
 typedef struct vec_ops_pair {
@@ -93,9 +110,11 @@ static void test_dense_leaves(void) {
                           levels[l].name, (long long)k, (long long)m, a[0], b[0]);
             }
         }
-        /* the row kernel (m <= 4): x packed once, the dot's bits */
-        if (avx2_table() && avx2_table()->dense_rows) {
-            const wna16_kernel_table *kt = avx2_table();
+        /* each level's row kernel (m <= 4): x packed once, the dot's bits,
+         * the entries beside each row's output untouched */
+        const wna16_kernel_table *kts[N_LEVELS];
+        for (int r = 0, nr = dense_tables(true, kts); r < nr; r++) {
+            const wna16_kernel_table *kt = kts[r];
             static _Alignas(32) float xq[4 * (KMAX + 64)];
             float bias = 0.25f, y[4 * 3];
             for (int64_t m = 1; m <= kt->dense_rows_max_m; m++) {
@@ -105,9 +124,12 @@ static void test_dense_leaves(void) {
                 memset(y, 0xff, sizeof y);
                 kt->dense_rows(w, 1, k, k, &bias, m, xq, y, 3);
                 for (int64_t i = 0; i < m; i++)
-                    CHECK_MSG(y[3 * i] == a[i] + bias && ((uint32_t *)y)[3 * i + 1] == 0xffffffffu,
-                              "dense rows avx2 k=%lld m=%lld row %lld: %g vs %g", (long long)k,
-                              (long long)m, (long long)i, y[3 * i], a[i] + bias);
+                    CHECK_MSG(
+                        y[3 * i] == a[i] + bias && ((uint32_t *)y)[3 * i + 1] == 0xffffffffu &&
+                            ((uint32_t *)y)[3 * i + 2] == 0xffffffffu,
+                        "dense rows %s k=%lld m=%lld row %lld: %g vs %g", wna16_isa_name(kt->isa),
+                        (long long)k, (long long)m, (long long)i, y[3 * i], a[i] + bias);
+                for (int64_t i = m; i < 4; i++) CHECK(((uint32_t *)y)[3 * i] == 0xffffffffu);
             }
         }
     }
@@ -150,6 +172,16 @@ static void dense_ref(const uint16_t *w, int64_t n, int64_t k, int64_t ks, const
         }
 }
 
+/* y (filled with 0xff bytes before the call) outside rows [0, m) x
+ * outputs [0, n): untouched, up to one row past m. */
+static bool untouched(const float *y, int64_t m, int64_t n, int64_t ldy) {
+    const uint32_t *u = (const uint32_t *)y;
+    for (int64_t i = 0; i <= m; i++)
+        for (int64_t o = i < m ? n : 0; o < ldy; o++)
+            if (u[i * ldy + o] != 0xffffffffu) return false;
+    return true;
+}
+
 /* A level's tiles on m rows, called as dense_gemm calls them: x packed by
  * row blocks into xp (64-byte aligned), one chunk of n outputs. */
 static void tiles_direct(const wna16_kernel_table *kt, const uint16_t *w, int64_t n, int64_t k,
@@ -163,27 +195,36 @@ static void tiles_direct(const wna16_kernel_table *kt, const uint16_t *w, int64_
     kt->dense_tiles(w, n, k, ks, bias, m, xp, y, ldy, ws);
 }
 
-/* The tiled leaves (and dense_gemm through them, every level, 1 and
- * 2 threads) against the reference bit for bit: m around the 4-row tile
- * and 16-row block, n around the 3-output group and a chunk, k tails and
- * more than one 2048-element k block, strided x, w and y, bias or none,
- * zero rows (products of -0). Entries of y past n stay untouched. */
+/* The tiled leaves of every level that has them (and dense_gemm through
+ * them and the row kernels, every level, 1 and 2 threads) against the
+ * reference bit for bit: m around the 4- and 8-row tiles and the 16-row
+ * block, n around the 3- and 12-output groups (4-output quads) and a chunk,
+ * k tails and more than one 2048-element k block, strided x, w and y, bias
+ * or none, zero rows (products of -0). Entries of y past n, and rows past
+ * m, stay untouched. */
 static void test_dense_tiles(void) {
-    static const int64_t ms[] = {1, 2, 3, 4, 5, 8, 9, 13, 16, 17, 33, 64};
-    static const int64_t ns[] = {1, 2, 3, 4, 5, 13, 25, 40};
+    static const int64_t ms[] = {1, 2, 3, 4, 5, 7, 8, 9, 13, 16, 17, 33, 64};
+    static const int64_t ns[] = {1, 2, 3, 4, 5, 11, 12, 13, 25, 40};
     static const int64_t ks[] = {0, 1, 7, 63, 64, 65, 100, 2048, 2049, 4160};
     enum { MMAX = 64, NMAX = 40, KMAX = 4160, LDX = KMAX + 3, KS = KMAX + 5, LDY = NMAX + 5 };
+    enum { YROWS = MMAX + 1 }; /* one row past the largest m */
     uint16_t *w = wna16_malloc(sizeof *w * NMAX * KS);
     float *x = wna16_malloc(sizeof *x * MMAX * LDX), *bias = wna16_malloc(sizeof *bias * NMAX);
-    float *y0 = wna16_malloc(sizeof *y0 * MMAX * LDY), *y1 = wna16_malloc(sizeof *y1 * MMAX * LDY);
+    float *y0 = wna16_malloc(sizeof *y0 * YROWS * LDY),
+          *y1 = wna16_malloc(sizeof *y1 * YROWS * LDY);
     for (int64_t i = 0; i < NMAX * KS; i++) w[i] = wna16_f32_to_bf16(frand());
     for (int64_t i = 0; i < MMAX * LDX; i++) x[i] = frand();
     for (int64_t i = 0; i < LDX; i++) x[2 * LDX + i] = 0.0f; /* row 2: -0 products */
     for (int64_t i = 0; i < NMAX; i++) bias[i] = frand();
-    const wna16_kernel_table *avx2 = avx2_table();
-    void *ws = avx2 ? wna16_malloc(avx2->dense_tiles_ws(NMAX, KMAX)) : NULL;
-    void *xheap = avx2 ? wna16_malloc(avx2->dense_xp_bytes(KMAX) * MMAX + 64) : NULL;
-    char *xp = (char *)(((uintptr_t)xheap + 63) & ~(uintptr_t)63);
+    const wna16_kernel_table *kts[N_LEVELS];
+    int ntiled = dense_tables(false, kts);
+    void *ws[N_LEVELS] = {0}, *xheap[N_LEVELS] = {0};
+    char *xp[N_LEVELS];
+    for (int t = 0; t < ntiled; t++) {
+        ws[t] = wna16_malloc(kts[t]->dense_tiles_ws(NMAX, KMAX));
+        xheap[t] = wna16_malloc(kts[t]->dense_xp_bytes(KMAX) * MMAX + 64);
+        xp[t] = (char *)(((uintptr_t)xheap[t] + 63) & ~(uintptr_t)63);
+    }
     int cases = 0;
     for (size_t a = 0; a < sizeof ks / sizeof *ks; a++)
         for (size_t b = 0; b < sizeof ns / sizeof *ns; b++)
@@ -193,37 +234,37 @@ static void test_dense_tiles(void) {
                 const float *bi = (a + b + c) % 2 ? bias : NULL;
                 dense_ref(w, n, k, KS, bi, m, x, LDX, y0, LDY);
                 cases++;
-                if (avx2 && k > 0) { /* (dense_gemm takes the dot for k = 0) */
-                    memset(y1, 0xff, sizeof *y1 * MMAX * LDY);
-                    tiles_direct(avx2, w, n, k, KS, bi, m, x, LDX, y1, LDY, xp, ws);
+                for (int t = 0; t < ntiled && k > 0; t++) { /* (dense_gemm: the dot for k = 0) */
+                    memset(y1, 0xff, sizeof *y1 * YROWS * LDY);
+                    tiles_direct(kts[t], w, n, k, KS, bi, m, x, LDX, y1, LDY, xp[t], ws[t]);
                     for (int64_t i = 0; i < m; i++)
                         CHECK_MSG(!memcmp(y0 + i * LDY, y1 + i * LDY, sizeof *y0 * (size_t)n),
-                                  "avx2 dense tiles m=%lld n=%lld k=%lld row %lld", (long long)m,
-                                  (long long)n, (long long)k, (long long)i);
-                    for (int64_t i = 0; i < m; i++)
-                        for (int64_t o = n; o < LDY; o++)
-                            CHECK(((uint32_t *)y1)[i * LDY + o] == 0xffffffffu);
+                                  "%s dense tiles m=%lld n=%lld k=%lld row %lld",
+                                  wna16_isa_name(kts[t]->isa), (long long)m, (long long)n,
+                                  (long long)k, (long long)i);
+                    CHECK(untouched(y1, m, n, LDY));
                 }
                 if (k > 2048 || m % 4 == 2) continue; /* the gemm on a lighter set */
                 wna16_tuning tu = WNA16_TUNING_DEFAULT;
-                tu.dense_tile_min_m = c % 2 ? 0 : 9;
+                tu.dense_tile_min_m = (b + c) % 2 ? 0 : 9; /* tiles, or rows up to 8 */
                 for (int l = 0; l < N_LEVELS; l++) {
                     if (!have(levels[l].isa)) continue;
                     wna16_isa_set_cap(levels[l].isa);
                     for (int threads = 1; threads <= 2; threads++) {
-                        memset(y1, 0xff, sizeof *y1 * MMAX * LDY);
+                        memset(y1, 0xff, sizeof *y1 * YROWS * LDY);
                         wna16_dense_gemm_tuned(&tu, w, n, k, KS, bi, m, x, LDX, y1, LDY, threads);
                         for (int64_t i = 0; i < m; i++)
                             CHECK_MSG(!memcmp(y0 + i * LDY, y1 + i * LDY, sizeof *y0 * (size_t)n),
                                       "dense gemm %s m=%lld n=%lld k=%lld %d threads",
                                       levels[l].name, (long long)m, (long long)n, (long long)k,
                                       threads);
+                        CHECK(untouched(y1, m, n, LDY));
                     }
                 }
                 wna16_isa_set_cap(WNA16_ISA_COUNT);
             }
     CHECK(cases > 300);
-    wna16_free(ws), wna16_free(xheap);
+    for (int t = 0; t < ntiled; t++) wna16_free(ws[t]), wna16_free(xheap[t]);
     wna16_free(w), wna16_free(x), wna16_free(bias), wna16_free(y0), wna16_free(y1);
 }
 
@@ -533,6 +574,9 @@ static void test_dispatch(void) {
         CHECK(a == levels[l].isa);
         CHECK(wna16_dense_dot() == levels[l].dense);
         CHECK(wna16_kernels()->dense_dot == levels[l].dense);
+        CHECK(wna16_kernels()->dense_rows == levels[l].rows);
+        CHECK(wna16_kernels()->dense_tiles == levels[l].tiles);
+        CHECK(!levels[l].tiles || wna16_dense_tile_min_m(NULL) == wna16_kernels()->dense_tile_min_m);
         /* attention: the highest level <= l whose leaf takes hd */
         static const int64_t hds[] = {2, 6, 8, 24, 48, 96, 128, 256, 264, 512};
         for (size_t i = 0; i < sizeof hds / sizeof *hds; i++) {

@@ -224,7 +224,7 @@ void wna16_dense_gemm_tuned(const wna16_tuning *t, const uint16_t *w, int64_t n,
     }
     int64_t chunk = k_stride > 0 ? 65536 / (k_stride * 2) + 1 : n + 1;
     /* the tiles (use_tiles) over whole groups of their outputs (a multiple
-     * of 12), else the dot */
+     * of 12: AVX2 groups 3, NEON 12), else the dot */
     if (!use_tiles(kt, t, m, k) || !gemm_tiles(kt, &a, shares, n_threads, (chunk + 11) / 12 * 12)) {
         wna16_split_init(shares, n_threads, n);
         dense_region r = {shares, n_threads, chunk, 0, m, 0, kt, &a, NULL, 0};

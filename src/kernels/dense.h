@@ -74,6 +74,20 @@ size_t wna16_dense_xq_bytes__avx2(int64_t m, int64_t k);
 void wna16_dense_rows__avx2(const uint16_t *w, int64_t n, int64_t k, int64_t k_stride,
                             const float *bias, int64_t m, const float *xq, float *y, int64_t ldy);
 
+/* NEON: the same two paths, 8-row x 12-output tiles with the outputs in
+ * the lanes (one partial per pass, dense_neon.c), 16-row blocks; the row
+ * kernel on 4-lane vectors. */
+void wna16_dense_pack_x__neon(const float *x, int64_t ldx, int64_t rows, int64_t k, void *xp);
+size_t wna16_dense_xp_bytes__neon(int64_t k);
+void wna16_dense_tiles__neon(const uint16_t *w, int64_t n, int64_t k, int64_t k_stride,
+                             const float *bias, int64_t m, const void *xp, float *y, int64_t ldy,
+                             void *ws);
+size_t wna16_dense_tiles_ws__neon(int64_t n, int64_t k);
+void wna16_dense_pack_xq__neon(const float *x, int64_t ldx, int64_t m, int64_t k, float *xq);
+size_t wna16_dense_xq_bytes__neon(int64_t m, int64_t k);
+void wna16_dense_rows__neon(const uint16_t *w, int64_t n, int64_t k, int64_t k_stride,
+                            const float *bias, int64_t m, const float *xq, float *y, int64_t ldy);
+
 /* The row count from which dense_gemm takes the active level's tiles (the
  * dot per output below) under tuning t: its dense_tile_min_m, or with that
  * < 0 (or t NULL) the level's own (its table's dense_tile_min_m). */

@@ -242,6 +242,16 @@ static void fill_aarch64(wna16_kernel_table t) {
     t.gemm_i16 = wna16_gemm_i16_6x16__neon;
     t.gemm_i16_mr = WNA16_I16_TILE_NEON;
     t.dense_dot = wna16_dense_dot__neon;
+    t.dense_tiles = wna16_dense_tiles__neon;
+    t.dense_tiles_ws = wna16_dense_tiles_ws__neon;
+    t.dense_pack_x = wna16_dense_pack_x__neon;
+    t.dense_xp_bytes = wna16_dense_xp_bytes__neon;
+    t.dense_tile_rows = 16;
+    t.dense_tile_min_m = WNA16_DENSE_TILE_MIN_M_NEON;
+    t.dense_rows = wna16_dense_rows__neon;
+    t.dense_rows_max_m = 4;
+    t.dense_pack_xq = wna16_dense_pack_xq__neon;
+    t.dense_xq_bytes = wna16_dense_xq_bytes__neon;
     t.attn_group = wna16_attn_group__neon;
     t.attn_hd_mult = 4;
     t.attn_hd_max = 256;

@@ -287,6 +287,13 @@ void wna16_gemm_bf16_12x32__avx512bf16(size_t, int64_t, int64_t, const uint32_t 
 #define WNA16_DENSE_TILE_MIN_M_AVX2 7
 #endif
 
+/* Rows from which the NEON dense linear takes its register tiles (fewer:
+ * the row kernel, in two groups above 4 rows): one full 8-row tile (not
+ * measured on Arm hardware). */
+#ifndef WNA16_DENSE_TILE_MIN_M_NEON
+#define WNA16_DENSE_TILE_MIN_M_NEON 8
+#endif
+
 /* Rows per tile of the AVX2 int16 prefill micro-kernel. */
 #ifndef WNA16_I16_TILE_AVX2
 #define WNA16_I16_TILE_AVX2 6

@@ -12,6 +12,7 @@
  * once for all its rows; the passes after the first find the weight row
  * (k bf16, 4 KiB at k = 2048) in L1. More rows go in two groups. */
 #include "kernels/dense.h"
+#include "kernels/dense_tile.h"
 
 #include <immintrin.h>
 #include <stdbool.h>
@@ -146,19 +147,11 @@ void wna16_dense_dot__avx2(const uint16_t *w, int64_t k, const float *x, int64_t
  * in passes over quarters (4 per pass for one row, 2 for two, 1 for three
  * or four): every weight vector is loaded and widened once per pass, the
  * passes after the first find the weight row (4 KiB at k = 2048) in L1. */
-static int64_t steps64(int64_t k) { return (k + 63) / 64; }
+size_t wna16_dense_xq_bytes__avx2(int64_t m, int64_t k) { return wna16_dense_xq_bytes(m, k); }
 
-size_t wna16_dense_xq_bytes__avx2(int64_t m, int64_t k) {
-    return (size_t)(steps64(k) * 64 * m) * sizeof(float);
-}
-
+/* (kernels/dense_tile.h; the middle pieces of each quarter swapped) */
 void wna16_dense_pack_xq__avx2(const float *x, int64_t ldx, int64_t m, int64_t k, float *xq) {
-    for (int64_t c = 0; c < steps64(k) * 64; c++) {
-        int64_t j = c % 16, q = j / 4;
-        int64_t src = c - j + (q == 1 ? j + 4 : q == 2 ? j - 4 : j); /* quarters 1 and 2 swap */
-        float *dst = xq + (c / 16) * 16 * m + j;
-        for (int64_t i = 0; i < m; i++) dst[16 * i] = src < k ? x[i * ldx + src] : 0.0f;
-    }
+    wna16_dense_pack_xq(x, ldx, m, k, xq, true);
 }
 
 /* Prefetch distance of the row kernel, into L2. */
@@ -252,7 +245,8 @@ void wna16_dense_rows__avx2(const uint16_t *w, int64_t n, int64_t k, int64_t k_s
  *
  * For pass p to read contiguous, L1-resident data, both operands are
  * packed partial-major: element c = 64s + 8p + l at [p][s][l] (rows or
- * outputs of a tile interleaved per step). x is packed once per call
+ * outputs of a tile interleaved per step; kernels/dense_tile.h has the
+ * layout and the loops over blocks, shared with NEON). x is packed once per call
  * (dense.c: all threads, BLK_M-row blocks, each cut in BLK_K-element k
  * blocks); a thread's chunk of outputs is widened to fp32 once per round of
  * packed rows (all of k, reused by every row block). Within a (row block,
@@ -276,32 +270,16 @@ void wna16_dense_rows__avx2(const uint16_t *w, int64_t n, int64_t k, int64_t k_s
  * them in memory: 30 instead of 85 GFLOP/s) */
 #define UNROLL_TILE _Pragma("GCC unroll 4")
 
-typedef struct tile_ws {
-    float *wp;       /* [8][groups][steps][TILE_N][8]: the chunk's weights, fp32 */
-    const float *xp; /* the row block's packed x (wna16_dense_pack_x__avx2) */
-    float *acc;      /* [BLK_M / TILE_M][groups][TILE_M][TILE_N][8][8]: partials */
-    int64_t groups, steps;
-} tile_ws;
-
-static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+/* wp: [8][groups][steps][TILE_N][8], the chunk's weights; acc:
+ * [BLK_M / TILE_M][groups][TILE_M][TILE_N][8][8], a row block's partials */
+typedef wna16_dense_tile_ws tile_ws;
+static const wna16_dense_tile_geom geom = {TILE_M, TILE_N, BLK_M, BLK_K, VEC};
 
 size_t wna16_dense_tiles_ws__avx2(int64_t n, int64_t k) {
-    int64_t groups = ceil_div(n, TILE_N), steps = ceil_div(k, 64);
-    size_t wp = (size_t)(groups * TILE_N * steps * 64);
-    size_t acc = (size_t)(BLK_M / TILE_M * groups) * 8 * TILE_M * TILE_N * VEC;
-    return (wp + acc) * sizeof(float) + 2 * 64;
+    return wna16_dense_tile_ws_bytes(&geom, n, k);
 }
 
-size_t wna16_dense_xp_bytes__avx2(int64_t k) { return (size_t)(BLK_M * ceil_div(k, 64) * 64) * 4; }
-
-static tile_ws ws_carve(void *ws, int64_t n, int64_t k) {
-    tile_ws t = {.groups = ceil_div(n, TILE_N), .steps = ceil_div(k, 64)};
-    uintptr_t p = ((uintptr_t)ws + 63) & ~(uintptr_t)63;
-    t.wp = (float *)p;
-    p += (size_t)(t.groups * TILE_N * t.steps * 64) * sizeof(float);
-    t.acc = (float *)((p + 63) & ~(uintptr_t)63);
-    return t;
-}
+size_t wna16_dense_xp_bytes__avx2(int64_t k) { return wna16_dense_tile_xp_bytes(&geom, k); }
 
 /* One 8-element piece of a packed operand: zero past k (or for a padding
  * row: len <= 0). */
@@ -341,7 +319,7 @@ static void pack_w(const uint16_t *w, int64_t n, int64_t k, int64_t k_stride, co
  * past rows and k (whole 64-steps without per-piece tests). */
 static void pack_x(const float *x, int64_t ldx, int64_t rows, int64_t k, int64_t c0, int64_t steps,
                    float *xp) {
-    int64_t tiles = ceil_div(rows, TILE_M), pass = tiles * steps * TILE_M * VEC;
+    int64_t tiles = wna16_dense_ceil_div(rows, TILE_M), pass = tiles * steps * TILE_M * VEC;
     int64_t full = (k - c0) / 64 < steps ? (k - c0) / 64 : steps;
     for (int64_t r = 0; r < tiles * TILE_M; r++) {
         const float *row = x + (r < rows ? r : 0) * ldx + c0;
@@ -392,8 +370,8 @@ INLINE void tile_pass(const float *xp, const float *wp, int64_t steps, bool firs
 
 /* Every pass, group and tile of one packed x block (k steps [s0, s0 + steps)). */
 static void block_passes(const tile_ws *t, int64_t tiles, int64_t s0, int64_t steps) {
-    bool first = s0 == 0;                               /* the partials start at +0 */
-    const float *xb = t->xp + tiles * TILE_M * 64 * s0; /* this k block's part */
+    bool first = s0 == 0; /* the partials start at +0 */
+    const float *xb = t->xp + wna16_dense_tile_xblock(&geom, tiles, s0); /* this k block's */
     for (int p = 0; p < 8; p++)
         for (int64_t g = 0; g < t->groups; g++) {
             const float *wp = t->wp + ((p * t->groups + g) * t->steps + s0) * TILE_N * VEC;
@@ -466,26 +444,12 @@ static void block_fold(const tile_ws *t, int64_t rows, int64_t n, const float *b
 }
 
 void wna16_dense_pack_x__avx2(const float *x, int64_t ldx, int64_t rows, int64_t k, void *xp) {
-    int64_t steps = ceil_div(k, 64), tiles = ceil_div(rows, TILE_M);
-    for (int64_t s0 = 0; s0 < steps; s0 += BLK_K / 64) {
-        int64_t ks = steps - s0 < BLK_K / 64 ? steps - s0 : BLK_K / 64;
-        pack_x(x, ldx, rows, k, 64 * s0, ks, (float *)xp + tiles * TILE_M * 64 * s0);
-    }
+    wna16_dense_tile_pack_x(&geom, pack_x, x, ldx, rows, k, xp);
 }
 
 void wna16_dense_tiles__avx2(const uint16_t *w, int64_t n, int64_t k, int64_t k_stride,
                              const float *bias, int64_t m, const void *xp, float *y, int64_t ldy,
                              void *ws) {
-    tile_ws t = ws_carve(ws, n, k);
-    pack_w(w, n, k, k_stride, &t);
-    size_t xb = wna16_dense_xp_bytes__avx2(k);
-    for (int64_t i0 = 0; i0 < m; i0 += BLK_M) {
-        int64_t rows = m - i0 < BLK_M ? m - i0 : BLK_M, tiles = ceil_div(rows, TILE_M);
-        t.xp = (const float *)((const char *)xp + (size_t)(i0 / BLK_M) * xb);
-        for (int64_t s0 = 0; s0 < t.steps; s0 += BLK_K / 64) {
-            int64_t steps = t.steps - s0 < BLK_K / 64 ? t.steps - s0 : BLK_K / 64;
-            block_passes(&t, tiles, s0, steps);
-        }
-        block_fold(&t, rows, n, bias, y + i0 * ldy, ldy);
-    }
+    wna16_dense_tile_run(&geom, pack_w, block_passes, block_fold, w, n, k, k_stride, bias, m, xp, y,
+                         ldy, ws);
 }
