@@ -135,14 +135,17 @@ static size_t kv_bytes(const serve_args *a, const wna16_model *m) {
     return want < ctx_bytes ? ctx_bytes : want;
 }
 
-/* Waits for SIGTERM or SIGINT (blocked in every thread). */
-static void wait_for_signal(void) {
+/* Waits for SIGTERM or SIGINT (blocked in every thread), or for the engine
+ * to fail for good (then false, and why). */
+static bool wait_for_signal(srv_engine *e, char *why, size_t n) {
     sigset_t set;
     sigemptyset(&set);
     sigaddset(&set, SIGTERM);
     sigaddset(&set, SIGINT);
-    int sig;
-    sigwait(&set, &sig);
+    struct timespec tick = {0, 200 * 1000 * 1000};
+    while (sigtimedwait(&set, NULL, &tick) < 0)
+        if (srv_engine_dead(e, why, n)) return false;
+    return true;
 }
 
 /* The machine's limits for the per-step roofline: read bandwidth (256 MiB,
@@ -212,7 +215,9 @@ static int run(const serve_args *a, wna16_ctx *ctx, wna16_model *m, wna16_tokeni
                                   : eo.kv_bytes) / 1048576.0,
             a->prefix ? ", prefix caching" : "");
     fprintf(stderr, "wna16 serve: listening on http://%s:%d\n", a->host, srv_http_port(h));
-    wait_for_signal();
+    char why[256];
+    bool asked = wait_for_signal(e, why, sizeof why);
+    if (!asked) fprintf(stderr, "wna16 serve: stopping: %s\n", why);
     fprintf(stderr, "wna16 serve: draining (up to %.0f s)\n", a->drain_s);
     srv_http_drain(h);
     double until = srv_now() + a->drain_s;
@@ -226,7 +231,7 @@ static int run(const serve_args *a, wna16_ctx *ctx, wna16_model *m, wna16_tokeni
     srv_engine_stop(e, 0);
     srv_http_stop(h);
     fprintf(stderr, "wna16 serve: stopped\n");
-    return 0;
+    return asked ? 0 : 1;
 }
 
 /* Tokenizer (rank 0) and model (every rank), agreed on under MPI. */

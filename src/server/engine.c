@@ -48,6 +48,10 @@ struct srv_engine {
     int32_t *free_seqs;
     int n_free_seqs;
     bool draining, stop;
+    /* the model can compute no more (a distributed model's link to another
+     * rank broke): every request fails, /health says so, the server stops */
+    bool dead;
+    char dead_msg[256];
     /* step buffers */
     wna16_batch_token *rows;
     srv_request **owner;
@@ -471,9 +475,17 @@ static bool step(srv_engine *e) {
             continue;
         }
         /* one sequence that the whole cache cannot hold, or a failed
-         * forward: the step's requests fail, the server goes on */
+         * forward: the step's requests fail, the server goes on, unless the
+         * ranks of a distributed model lost each other (then no step can
+         * run again: the waiting requests fail too, and the server stops) */
         char msg[256];
         snprintf(msg, sizeof msg, "%s", wna16_ctx_error(e->ctx));
+        if (s == WNA16_ERR_COMM || s == WNA16_ERR_PEER_FAILED) {
+            pthread_mutex_lock(&e->mu);
+            e->dead = e->draining = true;
+            snprintf(e->dead_msg, sizeof e->dead_msg, "the engine failed: %.200s", msg);
+            pthread_mutex_unlock(&e->mu);
+        }
         while (e->n_running) {
             srv_request *r = e->running[0];
             remove_running(e, 0);
@@ -674,9 +686,11 @@ int srv_engine_submit(srv_engine *e, srv_request *r) {
     pthread_mutex_lock(&e->mu);
     if (e->draining || e->n_waiting + e->n_running >= e->o.max_waiting + e->o.max_num_seqs) {
         bool draining = e->draining;
-        pthread_mutex_unlock(&e->mu);
         snprintf(r->error, sizeof r->error, "%s",
-                 draining ? "the server is shutting down" : "too many requests are waiting; retry later");
+                 e->dead      ? e->dead_msg
+                 : draining ? "the server is shutting down"
+                            : "too many requests are waiting; retry later");
+        pthread_mutex_unlock(&e->mu);
         return 503;
     }
     r->refs++; /* the engine's */
@@ -699,6 +713,14 @@ void srv_engine_load(srv_engine *e, int *running, int *waiting) {
 }
 
 int64_t srv_engine_context(const srv_engine *e) { return e->context; }
+
+bool srv_engine_dead(srv_engine *e, char *msg, size_t n) {
+    pthread_mutex_lock(&e->mu);
+    bool dead = e->dead;
+    if (dead && msg && n) snprintf(msg, n, "%s", e->dead_msg);
+    pthread_mutex_unlock(&e->mu);
+    return dead;
+}
 
 static void hist_text(FILE *f, const char *name, const char *help, const histogram *h) {
     fprintf(f, "# HELP %s %s\n# TYPE %s histogram\n", name, help, name);

@@ -111,6 +111,9 @@ char *srv_engine_metrics(srv_engine *e);
 /* Running and waiting requests, blocks used/total, prefix hit rate. */
 void srv_engine_load(srv_engine *e, int *running, int *waiting);
 int64_t srv_engine_context(const srv_engine *e);
+/* True once the model can compute no more (a distributed model's ranks lost
+ * each other); msg gets why. New requests then get 503 and /health 503. */
+bool srv_engine_dead(srv_engine *e, char *msg, size_t n);
 
 double srv_now(void);
 

@@ -605,7 +605,11 @@ static enum MHD_Result route_post(struct MHD_Connection *c, srv_http *h, const c
 static enum MHD_Result route(struct MHD_Connection *c, srv_http *h, const char *url,
                              const char *method, const conn *cn) {
     bool get = !strcmp(method, "GET"), post = !strcmp(method, "POST");
-    if (get && !strcmp(url, "/health")) return send_text(c, 200, "text/plain", "", 0);
+    if (get && !strcmp(url, "/health")) {
+        char why[256];
+        if (srv_engine_dead(h->e, why, sizeof why)) return send_error(c, 503, why);
+        return send_text(c, 200, "text/plain", "", 0);
+    }
     srv_page page;
     if (get && srv_page_find(url, &page)) return send_page(c, &page);
     if (!authorized(c, h)) return send_error(c, 401, "Unauthorized: a valid API key is required");

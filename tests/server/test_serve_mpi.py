@@ -54,8 +54,14 @@ class MpiServer(Server):
     listens (a launcher that is signalled itself exits 1 even when every
     rank drained and stopped cleanly)."""
 
-    def __init__(self, model_dir, *args):
-        super().__init__(model_dir, *args, launcher=launcher())
+    def __init__(self, model_dir, *args, env=None):
+        if env:
+            os.environ.update(env)  # the launcher passes its environment to the ranks
+        try:
+            super().__init__(model_dir, *args, launcher=launcher())
+        finally:
+            for k in env or {}:
+                del os.environ[k]
 
     def stop(self):
         if self.p.poll() is None:
@@ -133,6 +139,31 @@ def test_sigterm_drains_every_rank(model_dir):  # noqa: F811
         assert st == 200 and b["usage"]["completion_tokens"] == 1000
     assert s.p.wait(timeout=60) == 0, s.text()  # the launcher: every rank exited 0
     assert "stopped" in s.text()
+
+
+def test_a_hung_rank_fails_requests_and_stops_the_server(model_dir):  # noqa: F811
+    # rank 1 stopped: rank 0's step times out (WNA16_MPI_TIMEOUT), that
+    # request gets an error, /health and new requests 503, and the job ends
+    # non-zero instead of serving errors forever
+    s = MpiServer(model_dir, env={"WNA16_MPI_TIMEOUT": "3"})
+    stopped = rank_pid(s, 1)
+    try:
+        os.kill(stopped, signal.SIGSTOP)
+        t0 = time.time()
+        st, b = post(s.url, "/v1/completions", {"prompt": "a", "max_tokens": 4}, key=None)
+        assert st >= 500 and "rank 1" in b["error"]["message"], (st, b)
+        assert time.time() - t0 < 30
+        st, b = post(s.url, "/v1/completions", {"prompt": "b", "max_tokens": 4}, key=None)
+        assert st == 503 and "the engine failed" in b["error"]["message"], (st, b)
+        assert s.p.wait(timeout=60) != 0
+        assert "wna16 serve: stopping: the engine failed" in s.text()
+    finally:
+        if s.p.poll() is None:
+            s.p.kill()
+        try:
+            os.kill(stopped, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
 
 
 def test_tp_must_match_the_processes(model_dir):  # noqa: F811
