@@ -111,12 +111,17 @@ static void test_dense_leaves(void) {
             }
         }
         /* each level's row kernel (m <= 4): x packed once, the dot's bits,
-         * the entries beside each row's output untouched */
+         * the entries beside each row's output untouched; x as given and
+         * rounded to bf16 (as a model's activations are: AVX2 packs it as
+         * bf16 then) */
         const wna16_kernel_table *kts[N_LEVELS];
-        for (int r = 0, nr = dense_tables(true, kts); r < nr; r++) {
+        for (int r = 0, nr = dense_tables(true, kts); r < nr; r++)
+            for (int round = 0; round < 2; round++) {
             const wna16_kernel_table *kt = kts[r];
-            static _Alignas(32) float xq[4 * (KMAX + 64)];
+            static _Alignas(32) float xq[4 * (KMAX + 64) + 256];
             float bias = 0.25f, y[4 * 3];
+            if (round)
+                for (int64_t i = 0; i < 8 * LDX; i++) x[i] = wna16_bf16_to_f32(wna16_f32_to_bf16(x[i]));
             for (int64_t m = 1; m <= kt->dense_rows_max_m; m++) {
                 CHECK(kt->dense_xq_bytes(m, k) <= sizeof xq && kt->dense_xq_bytes(m, k) % 256 == 0);
                 kt->dense_pack_xq(x, LDX, m, k, xq);
@@ -131,7 +136,7 @@ static void test_dense_leaves(void) {
                         (long long)k, (long long)m, (long long)i, y[3 * i], a[i] + bias);
                 for (int64_t i = m; i < 4; i++) CHECK(((uint32_t *)y)[3 * i] == 0xffffffffu);
             }
-        }
+            }
     }
 }
 

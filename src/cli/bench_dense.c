@@ -143,8 +143,11 @@ int wna16_bench_dense(int argc, char **argv) {
                 float *x = wna16_malloc((size_t)(M * K) * 4),
                       *y = wna16_malloc((size_t)(M * N) * 4);
                 if (!x || !y) rc = 1;
+                /* bf16-rounded, as a model's activations are (the AVX2 row
+                 * kernel then packs x as bf16) */
                 for (int64_t e = 0; !rc && e < M * K; e++)
-                    x[e] = (float)((e * 104729) % 2001 - 1000) * 1e-3f;
+                    x[e] = wna16_bf16_to_f32(
+                        wna16_f32_to_bf16((float)((e * 104729) % 2001 - 1000) * 1e-3f));
                 if (!rc) {
                     dense_case *g = &res[s * n_m + mi];
                     g->m = M, g->n = N, g->k = K;

@@ -47,7 +47,7 @@ static void usage(FILE *f) {
             "Under mpirun (or with --mpi) each process is one tensor-parallel rank (--tp must equal\n"
             "the number of processes, or be left out): rank 0 listens, tokenizes, schedules and\n"
             "samples, and drives the other ranks' slices of every batched step\n"
-            "(docs/distributed.md). Send SIGTERM to rank 0 (or to mpirun) to drain.\n\n"
+            "(docs/serving.md). Send SIGTERM to rank 0 (or to mpirun) to drain.\n\n"
             "example:\n"
             "  wna16 serve --model ./model --port 8000 &\n"
             "  curl http://127.0.0.1:8000/v1/chat/completions -H 'Content-Type: application/json' \\\n"

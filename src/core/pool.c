@@ -14,7 +14,6 @@
 #endif
 #include "core/pool.h"
 
-#include <errno.h>
 #include <limits.h>
 #include <linux/futex.h>
 #include <pthread.h>

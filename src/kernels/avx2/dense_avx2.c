@@ -147,20 +147,68 @@ void wna16_dense_dot__avx2(const uint16_t *w, int64_t k, const float *x, int64_t
  * in passes over quarters (4 per pass for one row, 2 for two, 1 for three
  * or four): every weight vector is loaded and widened once per pass, the
  * passes after the first find the weight row (4 KiB at k = 2048) in L1. */
-size_t wna16_dense_xq_bytes__avx2(int64_t m, int64_t k) { return wna16_dense_xq_bytes(m, k); }
+/* x is exact in bf16 whenever it comes from the model (its activations are
+ * bf16-rounded): then it is packed as bf16, in element order, and widened
+ * by the same unpacks as the weights (which put the same elements in the
+ * same lanes); half the bytes keep 4 rows of x in L1 beside a weight row
+ * (at k = 2048, 16 KiB instead of 32: the fp32 x came from L2 in every
+ * pass), and 16 values are one load instead of two. The products are the
+ * same fp32 values, so the bits are. A header says which (256 bytes: the
+ * packed x stays a multiple of 256 bytes, as dense.c lays groups out). */
+#define XQ_HEAD 256
 
-/* (kernels/dense_tile.h; the middle pieces of each quarter swapped) */
+/* Three rows run as four with a zero fourth (the 3-row passes measured
+ * slower than 4-row ones: 39-42 against 32-35 ms for the lm_head). */
+static int64_t padded_rows(int64_t m) { return m == 3 ? 4 : m; }
+
+size_t wna16_dense_xq_bytes__avx2(int64_t m, int64_t k) {
+    return XQ_HEAD + wna16_dense_xq_bytes(padded_rows(m), k);
+}
+
+static bool bf16_exact(const float *x, int64_t ldx, int64_t m, int64_t k) {
+    for (int64_t i = 0; i < m; i++) {
+        const uint32_t *u = (const uint32_t *)(const void *)(x + i * ldx);
+        uint32_t low = 0;
+        for (int64_t c = 0; c < k; c++) low |= u[c] & 0xffffu;
+        if (low) return false;
+    }
+    return true;
+}
+
+/* (kernels/dense_tile.h; fp32: the middle pieces of each quarter swapped) */
 void wna16_dense_pack_xq__avx2(const float *x, int64_t ldx, int64_t m, int64_t k, float *xq) {
-    wna16_dense_pack_xq(x, ldx, m, k, xq, true);
+    uint32_t *head = (uint32_t *)(void *)xq;
+    float *body = xq + XQ_HEAD / sizeof(float);
+    int64_t mp = padded_rows(m);
+    head[0] = bf16_exact(x, ldx, m, k);
+    if (!head[0]) {
+        wna16_dense_pack_xq(x, ldx, m, k, body, true);
+        if (mp == m) return;
+        /* spread to mp rows, the last zero: from the end, so nothing is overwritten early */
+        for (int64_t blk = wna16_dense_steps(k) * 4 - 1; blk >= 0; blk--) {
+            memset(body + (blk * mp + m) * 16, 0, 16 * sizeof(float));
+            memmove(body + blk * mp * 16, body + blk * m * 16, (size_t)(m * 16) * sizeof(float));
+        }
+        return;
+    }
+    uint16_t *xb = (uint16_t *)(void *)body;
+    for (int64_t c = 0; c < wna16_dense_steps(k) * 64; c++) {
+        uint16_t *dst = xb + (c / 16) * 16 * mp + c % 16;
+        for (int64_t i = 0; i < mp; i++) {
+            uint32_t u = 0;
+            if (c < k && i < m) memcpy(&u, x + i * ldx + c, sizeof u);
+            dst[16 * i] = (uint16_t)(u >> 16);
+        }
+    }
 }
 
 /* Prefetch distance of the row kernel, into L2. */
 #define ROW_PREFETCH 4096
 
 /* Quarters [q0, q0 + NQ) of one 64-step for MR rows: xs is the step's x
- * (4 quarters x MR rows x 16). */
-INLINE void rows_step(const uint16_t *w, const float *xs, const int MR, const int NQ, int q0,
-                      __m256 acc[4][8]) {
+ * (4 quarters x MR rows x 16; fp32, or bf16 when BX). */
+INLINE void rows_step(const uint16_t *w, const void *xs, const int MR, const int NQ, int q0,
+                      const bool BX, __m256 acc[4][8]) {
     const __m256i zero = _mm256_setzero_si256();
     for (int dq = 0; dq < NQ; dq++) {
         int q = q0 + dq;
@@ -168,32 +216,42 @@ INLINE void rows_step(const uint16_t *w, const float *xs, const int MR, const in
         __m256 lo = _mm256_castsi256_ps(_mm256_unpacklo_epi16(zero, v));
         __m256 hi = _mm256_castsi256_ps(_mm256_unpackhi_epi16(zero, v));
         for (int i = 0; i < MR; i++) {
-            const float *xi = xs + (q * MR + i) * 16;
-            acc[i][2 * dq] = _mm256_fmadd_ps(lo, _mm256_load_ps(xi), acc[i][2 * dq]);
-            acc[i][2 * dq + 1] = _mm256_fmadd_ps(hi, _mm256_load_ps(xi + 8), acc[i][2 * dq + 1]);
+            __m256 xlo, xhi;
+            if (BX) {
+                __m256i xv = _mm256_load_si256((const __m256i *)xs + q * MR + i);
+                xlo = _mm256_castsi256_ps(_mm256_unpacklo_epi16(zero, xv));
+                xhi = _mm256_castsi256_ps(_mm256_unpackhi_epi16(zero, xv));
+            } else {
+                const float *xi = (const float *)xs + (q * MR + i) * 16;
+                xlo = _mm256_load_ps(xi);
+                xhi = _mm256_load_ps(xi + 8);
+            }
+            acc[i][2 * dq] = _mm256_fmadd_ps(lo, xlo, acc[i][2 * dq]);
+            acc[i][2 * dq + 1] = _mm256_fmadd_ps(hi, xhi, acc[i][2 * dq + 1]);
         }
     }
 }
 
 /* part[i][2q], part[i][2q + 1]: partials 16q + {0-3, 8-11} and 16q + {4-7,
  * 12-15} of row i. */
-INLINE void rows_pass(const uint16_t *w, int64_t k, const float *xq, const int MR, const int NQ,
-                      int q0, __m256 part[4][8]) {
+INLINE void rows_pass(const uint16_t *w, int64_t k, const void *xq, const int MR, const int NQ,
+                      int q0, const bool BX, __m256 part[4][8]) {
     __m256 acc[4][8];
     for (int i = 0; i < MR; i++)
         for (int p = 0; p < 2 * NQ; p++) acc[i][p] = _mm256_setzero_ps();
+    const size_t el = BX ? sizeof(uint16_t) : sizeof(float);
     int64_t c = 0;
     for (; c + 64 <= k; c += 64) {
         if (q0 == 0) {
             _mm_prefetch((const char *)(w + c) + ROW_PREFETCH, _MM_HINT_T1);
             _mm_prefetch((const char *)(w + c) + ROW_PREFETCH + 64, _MM_HINT_T1);
         }
-        rows_step(w + c, xq + c * MR, MR, NQ, q0, acc);
+        rows_step(w + c, (const char *)xq + (size_t)(c * MR) * el, MR, NQ, q0, BX, acc);
     }
     if (c < k) { /* the last, partial step: zero weights against xq's zeros */
         uint16_t tail[64] = {0};
         memcpy(tail, w + c, (size_t)(k - c) * sizeof *w);
-        rows_step(tail, xq + c * MR, MR, NQ, q0, acc);
+        rows_step(tail, (const char *)xq + (size_t)(c * MR) * el, MR, NQ, q0, BX, acc);
     }
     for (int i = 0; i < MR; i++)
         for (int p = 0; p < 2 * NQ; p++) part[i][2 * q0 + p] = acc[i][p];
@@ -214,24 +272,33 @@ INLINE float fold_unpacked(const __m256 a[8]) {
 }
 
 INLINE void rows_block(const uint16_t *w, int64_t n, int64_t k, int64_t k_stride,
-                       const float *bias, const float *xq, float *y, int64_t ldy, const int MR) {
+                       const float *bias, const void *xq, float *y, int64_t ldy, const int MR,
+                       const bool BX, int m_out) {
     const int NQ = MR == 1 ? 4 : MR == 2 ? 2 : 1;
     for (int64_t o = 0; o < n; o++) {
         __m256 part[4][8];
-        for (int q0 = 0; q0 < 4; q0 += NQ) rows_pass(w + o * k_stride, k, xq, MR, NQ, q0, part);
-        for (int i = 0; i < MR; i++) y[i * ldy + o] = fold_unpacked(part[i]) + (bias ? bias[o] : 0.0f);
+        for (int q0 = 0; q0 < 4; q0 += NQ)
+            rows_pass(w + o * k_stride, k, xq, MR, NQ, q0, BX, part);
+        for (int i = 0; i < m_out; i++)
+            y[i * ldy + o] = fold_unpacked(part[i]) + (bias ? bias[o] : 0.0f);
     }
 }
 
 void wna16_dense_rows__avx2(const uint16_t *w, int64_t n, int64_t k, int64_t k_stride,
                             const float *bias, int64_t m, const float *xq, float *y, int64_t ldy) {
+    bool bx = *(const uint32_t *)(const void *)xq != 0;
+    const void *body = xq + XQ_HEAD / sizeof(float);
+#define ROWS(MR)                                                                                   \
+    (bx ? rows_block(w, n, k, k_stride, bias, body, y, ldy, MR, true, (int)m)                      \
+        : rows_block(w, n, k, k_stride, bias, body, y, ldy, MR, false, (int)m))
     switch (m) {
-    case 1: rows_block(w, n, k, k_stride, bias, xq, y, ldy, 1); break;
-    case 2: rows_block(w, n, k, k_stride, bias, xq, y, ldy, 2); break;
-    case 3: rows_block(w, n, k, k_stride, bias, xq, y, ldy, 3); break;
-    case 4: rows_block(w, n, k, k_stride, bias, xq, y, ldy, 4); break;
+    case 1: ROWS(1); break;
+    case 2: ROWS(2); break;
+    case 3: /* padded to 4 (padded_rows) */
+    case 4: ROWS(4); break;
     default: break; /* callers give 1..4 rows */
     }
+#undef ROWS
 }
 
 /* ------------------------------------------------------------ prefill tiles
