@@ -115,28 +115,30 @@ static void test_dense_leaves(void) {
          * rounded to bf16 (as a model's activations are: AVX2 packs it as
          * bf16 then) */
         const wna16_kernel_table *kts[N_LEVELS];
-        for (int r = 0, nr = dense_tables(true, kts); r < nr; r++)
-            for (int round = 0; round < 2; round++) {
-            const wna16_kernel_table *kt = kts[r];
-            static _Alignas(32) float xq[4 * (KMAX + 64) + 256];
-            float bias = 0.25f, y[4 * 3];
-            if (round)
+        int nr = dense_tables(true, kts);
+        for (int round = 0; round < 2; round++) {
+            if (round) /* every table saw x as given; now rounded */
                 for (int64_t i = 0; i < 8 * LDX; i++) x[i] = wna16_bf16_to_f32(wna16_f32_to_bf16(x[i]));
-            for (int64_t m = 1; m <= kt->dense_rows_max_m; m++) {
-                CHECK(kt->dense_xq_bytes(m, k) <= sizeof xq && kt->dense_xq_bytes(m, k) % 256 == 0);
-                kt->dense_pack_xq(x, LDX, m, k, xq);
-                wna16_dense_dot__ref(w, k, x, LDX, m, a);
-                memset(y, 0xff, sizeof y);
-                kt->dense_rows(w, 1, k, k, &bias, m, xq, y, 3);
-                for (int64_t i = 0; i < m; i++)
-                    CHECK_MSG(
-                        y[3 * i] == a[i] + bias && ((uint32_t *)y)[3 * i + 1] == 0xffffffffu &&
-                            ((uint32_t *)y)[3 * i + 2] == 0xffffffffu,
-                        "dense rows %s k=%lld m=%lld row %lld: %g vs %g", wna16_isa_name(kt->isa),
-                        (long long)k, (long long)m, (long long)i, y[3 * i], a[i] + bias);
-                for (int64_t i = m; i < 4; i++) CHECK(((uint32_t *)y)[3 * i] == 0xffffffffu);
+            for (int r = 0; r < nr; r++) {
+                const wna16_kernel_table *kt = kts[r];
+                static _Alignas(32) float xq[4 * (KMAX + 64) + 256];
+                float bias = 0.25f, y[4 * 3];
+                for (int64_t m = 1; m <= kt->dense_rows_max_m; m++) {
+                    CHECK(kt->dense_xq_bytes(m, k) <= sizeof xq && kt->dense_xq_bytes(m, k) % 256 == 0);
+                    kt->dense_pack_xq(x, LDX, m, k, xq);
+                    wna16_dense_dot__ref(w, k, x, LDX, m, a);
+                    memset(y, 0xff, sizeof y);
+                    kt->dense_rows(w, 1, k, k, &bias, m, xq, y, 3);
+                    for (int64_t i = 0; i < m; i++)
+                        CHECK_MSG(
+                            y[3 * i] == a[i] + bias && ((uint32_t *)y)[3 * i + 1] == 0xffffffffu &&
+                                ((uint32_t *)y)[3 * i + 2] == 0xffffffffu,
+                            "dense rows %s k=%lld m=%lld row %lld: %g vs %g", wna16_isa_name(kt->isa),
+                            (long long)k, (long long)m, (long long)i, y[3 * i], a[i] + bias);
+                    for (int64_t i = m; i < 4; i++) CHECK(((uint32_t *)y)[3 * i] == 0xffffffffu);
+                }
             }
-            }
+        }
     }
 }
 

@@ -16,12 +16,6 @@
 #include <string.h>
 
 typedef wna16_dist_request request;
-enum {
-    REQ_STEP = WNA16_REQ_STEP,
-    REQ_STOP = WNA16_REQ_STOP,
-    REQ_CACHE_NEW = WNA16_REQ_CACHE_NEW,
-    REQ_CACHE_FREE = WNA16_REQ_CACHE_FREE
-};
 
 static wna16_status not_follower(wna16_diag *d, const wna16_model *m, const char *what) {
     if (m->my_rank != 0)
@@ -87,7 +81,8 @@ wna16_status wna16_model_drive_step(wna16_diag *d, wna16_model *m, wna16_kv_cach
         memcpy(at, q->table, (size_t)q->n_blocks * sizeof *at);
         at += q->n_blocks;
     }
-    request rq = {.op = REQ_STEP, .cache = c->dist_id, .n_seqs = n_seqs, .n = n, .words = words};
+    request rq = {
+        .op = WNA16_REQ_STEP, .cache = c->dist_id, .n_seqs = n_seqs, .n = n, .words = words};
     return send(d, m, &rq, w, (size_t)words * sizeof *w);
 }
 
@@ -99,7 +94,7 @@ wna16_status wna16_model_dist_cache_new(wna16_diag *d, wna16_model *m, wna16_kv_
         return wna16_fail(d, WNA16_ERR_LIMIT,
                           "a distributed model holds at most %d KV caches; free one first",
                           WNA16_DIST_CACHES - 1);
-    request rq = {.op = REQ_CACHE_NEW,
+    request rq = {.op = WNA16_REQ_CACHE_NEW,
                   .cache = id,
                   .n = c->max_seqs,
                   .words = c->pool.n_blocks,
@@ -115,7 +110,7 @@ void wna16_model_dist_cache_free(wna16_model *m, wna16_kv_cache *c) {
     if (c->dist_id <= 0 || m->dist_caches[c->dist_id] != c) return;
     m->dist_caches[c->dist_id] = NULL;
     if (m->my_rank != 0 || m->released) return;
-    request rq = {.op = REQ_CACHE_FREE, .cache = c->dist_id};
+    request rq = {.op = WNA16_REQ_CACHE_FREE, .cache = c->dist_id};
     wna16_diag scratch = {{0}, NULL};
     (void)send(&scratch, m, &rq, NULL, 0); /* a broken link fails the next step */
 }
@@ -144,13 +139,11 @@ static wna16_status follow_cache_new(wna16_diag *d, wna16_model *m, const reques
     wna16_kv_cache *c = NULL;
     if (s == WNA16_OK)
         s = wna16_kv_cache_make(d, m, (int32_t)rq->n, rq->words, rq->rows, false, &c);
-    wna16_diag keep = *d;
     wna16_status all = wna16_comm_agree(d, m->comms[m->my_rank], s);
     if (all != WNA16_OK) {
         wna16_kv_cache_free(c);
         /* rank 0 reports the failure; this rank goes on following, unless
          * the link itself broke */
-        if (s != WNA16_OK) *d = keep;
         return all == WNA16_ERR_COMM || all == WNA16_ERR_PEER_FAILED ? all : WNA16_OK;
     }
     c->dist_id = rq->cache;
@@ -217,15 +210,15 @@ wna16_status wna16_model_follow(wna16_ctx *ctx, wna16_model *m) {
         wna16_comm_set_idle(c, false);
         if (s != WNA16_OK) return s;
         switch (rq.op) {
-        case REQ_STOP:
+        case WNA16_REQ_STOP:
             return follow_stop(d, m, &rq);
-        case REQ_STEP:
+        case WNA16_REQ_STEP:
             s = follow_step(d, m, &rq);
             break;
-        case REQ_CACHE_NEW:
+        case WNA16_REQ_CACHE_NEW:
             s = follow_cache_new(d, m, &rq);
             break;
-        case REQ_CACHE_FREE: {
+        case WNA16_REQ_CACHE_FREE: {
             wna16_kv_cache *k = rq.cache > 0 ? cache_of(m, rq.cache) : NULL;
             if (!k) return malformed(d, m, &rq, "no such KV cache");
             wna16_kv_cache_free(k); /* clears its slot */
@@ -245,7 +238,7 @@ wna16_status wna16_model_release(wna16_ctx *ctx, wna16_model *m, wna16_status wh
     if (!m || !m->dist || m->my_rank != 0 || m->released) return why;
     m->released = true;
     wna16_comm *c = m->comms[0];
-    request rq = {.op = REQ_STOP, .status = (int32_t)why};
+    request rq = {.op = WNA16_REQ_STOP, .status = (int32_t)why};
     static char text[WNA16_DETAIL_MAX];
     if (why != WNA16_OK)
         snprintf(text, sizeof text, "rank 0: %.2000s",
