@@ -100,7 +100,7 @@ int wna16_bench_comm(int argc, char **argv) {
         double us = 1e6 * secs / (double)it, gbs = (double)sizes[k] * 4.0 / (secs / (double)it) / 1e9;
         if (!lead) continue;
         if (json)
-            printf("%s{\"floats\": %zu, \"iters\": %ld, \"us_per_call\": %.3f, \"gb_s\": %.3f}", k ? ", " : "",
+            printf("%s{\"floats\": %zu, \"iters\": %ld, \"us_per_call\": %.9g, \"gb_s\": %.9g}", k ? ", " : "",
                    sizes[k], it, us, gbs);
         else
             printf("all-reduce (%s, %ld ranks): %zu floats (%.1f KiB): %.2f us/call, %.2f GB/s per rank\n",

@@ -195,7 +195,7 @@ static void print_breakdown_json(const wna16_model *m, const model_costs *c, lon
     for (int d = 0; d < 2; d++) {
         printf(d ? ", \"decode_breakdown_ms_per_token\": {" : ", \"prefill_breakdown_ms\": {");
         for (int i = 0; i < WNA16_PHASES; i++)
-            printf("%s\"%s\": %.4f", i ? ", " : "", wna16_phase_name((wna16_phase)i),
+            printf("%s\"%s\": %.9g", i ? ", " : "", wna16_phase_name((wna16_phase)i),
                    1e3 * p->seconds[d ? 0 : 1][i] / (d ? (double)decode : 1.0));
         printf("}");
     }
@@ -203,7 +203,7 @@ static void print_breakdown_json(const wna16_model *m, const model_costs *c, lon
     for (int i = 0, first = 1; i < WNA16_PHASES; i++) {
         double f = phase_fraction(m, c, (wna16_phase)i, decode, decode_bw);
         if (f <= 0) continue;
-        printf("%s\"%s\": %.4f", first ? "" : ", ", wna16_phase_name((wna16_phase)i), f);
+        printf("%s\"%s\": %.9g", first ? "" : ", ", wna16_phase_name((wna16_phase)i), f);
         first = 0;
     }
     printf("}");
@@ -369,21 +369,21 @@ int wna16_bench_model(int argc, char **argv) {
         if (json) {
             char fb[32];
             printf("{\"model\": \"%s\", \"isa\": \"%s\", \"threads\": %d, \"tp\": %ld, "
-                   "\"read_bw_gbs\": %.2f, "
-                   "\"bf16_peak_gflops\": %.1f, \"compute_peak\": %s%s%s, "
-                   "\"compute_peak_gflops\": %.1f, "
-                   "\"load_seconds\": %.2f, \"prompt_tokens\": %ld, \"prefill_seconds\": %.4f, "
-                   "\"prefill_tok_s\": %.2f, "
-                   "\"prefill_gflops\": %.1f, \"prefill_fraction_of_peak\": %s, "
+                   "\"read_bw_gbs\": %.9g, "
+                   "\"bf16_peak_gflops\": %.9g, \"compute_peak\": %s%s%s, "
+                   "\"compute_peak_gflops\": %.9g, "
+                   "\"load_seconds\": %.9g, \"prompt_tokens\": %ld, \"prefill_seconds\": %.9g, "
+                   "\"prefill_tok_s\": %.9g, "
+                   "\"prefill_gflops\": %.9g, \"prefill_fraction_of_peak\": %s, "
                    "\"decode_tokens\": %ld, "
-                   "\"decode_tok_s\": %.3f, \"bytes_per_token\": %.0f, \"decode_gbs\": %.2f, "
-                   "\"decode_fraction_of_bw\": %.4f, \"peak_rss_mib\": %.1f, \"comm_backend\": "
+                   "\"decode_tok_s\": %.9g, \"bytes_per_token\": %.9g, \"decode_gbs\": %.9g, "
+                   "\"decode_fraction_of_bw\": %.9g, \"peak_rss_mib\": %.9g, \"comm_backend\": "
                    "\"%s\", "
-                   "\"allreduce_decode_ms_per_token\": %.4f, \"allreduce_decode_share\": %.4f, "
-                   "\"allreduce_calls_per_token\": %.1f, \"allreduce_kib_per_token\": %.2f, "
-                   "\"allreduce_prefill_seconds\": %.4f, \"allreduce_prefill_share\": %.4f, "
-                   "\"decode_read_bw_gbs\": %.2f, \"read_bw_min_gbs\": %.2f, \"read_bw_max_gbs\": "
-                   "%.2f, \"decode_best_window_fraction\": %.4f",
+                   "\"allreduce_decode_ms_per_token\": %.9g, \"allreduce_decode_share\": %.9g, "
+                   "\"allreduce_calls_per_token\": %.9g, \"allreduce_kib_per_token\": %.9g, "
+                   "\"allreduce_prefill_seconds\": %.9g, \"allreduce_prefill_share\": %.9g, "
+                   "\"decode_read_bw_gbs\": %.9g, \"read_bw_min_gbs\": %.9g, \"read_bw_max_gbs\": "
+                   "%.9g, \"decode_best_window_fraction\": %.9g",
                    dir, wna16_isa_name(wna16_isa_active()), limit_threads, tp, bw, bf16_peak ? peak : 0.0, peak_kind ? "\"" : "",
                    peak_kind ? peak_kind : "null", peak_kind ? "\"" : "", peak, load_s, prompt,
                    prefill_s, prompt / prefill_s, prefill_gflops, json_num(fb, prefill_frac, 4),

@@ -379,7 +379,7 @@ int wna16_bench_moe(int argc, char **argv) {
         if (json)
             wna16_buf_printf(&out,
                              "{\"machine\": {\"threads\": %d, \"isa\": \"%s\", \"llc_bytes\": %zu, "
-                             "\"read_gbs\": %.2f, \"%s_gflops\": %.1f},\n \"layer\": {\"hidden\": "
+                             "\"read_gbs\": %.9g, \"%s_gflops\": %.9g},\n \"layer\": {\"hidden\": "
                              "%ld, \"intermediate\": %ld, \"experts\": %ld, \"top_k\": %ld, "
                              "\"bits\": %ld, \"group\": %ld, \"bytes\": %zu, \"copies\": %d},\n "
                              "\"results\": [",
@@ -402,10 +402,10 @@ int wna16_bench_moe(int argc, char **argv) {
             const char *verdict = got >= want ? "pass" : "miss";
             if (json)
                 wna16_buf_printf(&out,
-                                 "%s\n  {\"tokens\": %ld, \"runs\": %d, \"best_us\": %.2f, "
-                                 "\"median_us\": %.2f, \"experts_touched\": %.2f, \"frac_floor\": "
-                                 "%.4f, \"frac_floor_median\": %.4f, \"gflops\": %.2f, "
-                                 "\"frac_peak\": %.4f, \"read_gbs\": %.2f, \"target\": \"%s\"}",
+                                 "%s\n  {\"tokens\": %ld, \"runs\": %d, \"best_us\": %.9g, "
+                                 "\"median_us\": %.9g, \"experts_touched\": %.9g, \"frac_floor\": "
+                                 "%.9g, \"frac_floor_median\": %.9g, \"gflops\": %.9g, "
+                                 "\"frac_peak\": %.9g, \"read_gbs\": %.9g, \"target\": \"%s\"}",
                                  i ? "," : "", r->tokens, r->runs, r->t_best * 1e6,
                                  r->t_median * 1e6, r->experts_touched, r->floor_frac,
                                  r->floor_frac_median, r->gflops, r->peak_frac, r->read_gbs,

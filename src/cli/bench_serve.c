@@ -485,8 +485,8 @@ static bool server_info(bs_run *run, int64_t *context, char *err, size_t cap) {
 
 static void print_stat_json(FILE *f, const char *name, bs_stat s) {
     fprintf(f,
-            ", \"mean_%s_ms\": %.4f, \"median_%s_ms\": %.4f, \"p90_%s_ms\": %.4f, "
-            "\"p99_%s_ms\": %.4f",
+            ", \"mean_%s_ms\": %.9g, \"median_%s_ms\": %.9g, \"p90_%s_ms\": %.9g, "
+            "\"p99_%s_ms\": %.9g",
             name, 1e3 * s.mean, name, 1e3 * s.median, name, 1e3 * s.p90, name, 1e3 * s.p99);
 }
 
@@ -533,10 +533,10 @@ static int report(const bs_run *run, double duration, const bs_metrics *m0, cons
     if (a->json) {
         printf("{\"url\": \"%s\", \"model\": \"%s\", \"concurrency\": %ld, \"num_prompts\": %ld, "
                "\"input_len\": %ld, \"output_len\": %ld, \"seed\": %llu, \"completed\": %ld, "
-               "\"failed\": %ld, \"short_outputs\": %ld, \"duration\": %.4f, "
+               "\"failed\": %ld, \"short_outputs\": %ld, \"duration\": %.9g, "
                "\"total_input_tokens\": %lld, \"total_output_tokens\": %lld, "
-               "\"request_throughput\": %.4f, \"output_throughput\": %.4f, "
-               "\"total_token_throughput\": %.4f",
+               "\"request_throughput\": %.9g, \"output_throughput\": %.9g, "
+               "\"total_token_throughput\": %.9g",
                a->url, run->model, a->concurrency, R, a->input_len, a->output_len, a->seed, ok,
                R - ok, short_out, duration, (long long)in_tok, (long long)out_tok,
                (double)ok / duration, (double)out_tok / duration,
@@ -546,10 +546,10 @@ static int report(const bs_run *run, double duration, const bs_metrics *m0, cons
         print_stat_json(stdout, "itl", s_itl);
         print_stat_json(stdout, "e2el", s_e2el);
         if (server)
-            printf(", \"server\": {\"steps\": %.0f, \"step_ms\": %.4f, \"decode_steps\": %.0f, "
-                   "\"mean_decode_rows\": %.4f, \"decode_step_ms\": %.4f, "
-                   "\"decode_roofline_ms\": %.4f, \"roofline_fraction\": %.4f, "
-                   "\"read_gbs\": %.3f, \"peak_gflops\": %.3f}",
+            printf(", \"server\": {\"steps\": %.9g, \"step_ms\": %.9g, \"decode_steps\": %.9g, "
+                   "\"mean_decode_rows\": %.9g, \"decode_step_ms\": %.9g, "
+                   "\"decode_roofline_ms\": %.9g, \"roofline_fraction\": %.9g, "
+                   "\"read_gbs\": %.9g, \"peak_gflops\": %.9g}",
                    steps, steps > 0 ? 1e3 * step_s / steps : 0, dec_steps, rows / dec_steps,
                    1e3 * dec_s / dec_steps, 1e3 * roof_s / dec_steps, fraction, m1->read_gbs,
                    m1->peak);

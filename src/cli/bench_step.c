@@ -181,14 +181,14 @@ static void print_result(const step_args *a, const step_result *r) {
 
 static void print_json(const step_args *a, const step_result *r, bool first) {
     double ms = 1e3 * r->step_s / (double)a->steps, roof = 1e3 * r->roof_s / (double)a->steps;
-    printf("%s{\"batch\": %ld, \"step_ms\": %.4f, \"rows_per_s\": %.2f, \"roofline_ms\": %.4f, "
-           "\"roofline_fraction\": %.4f, \"read_bw_min_gbs\": %.2f, \"read_bw_max_gbs\": %.2f",
+    printf("%s{\"batch\": %ld, \"step_ms\": %.9g, \"rows_per_s\": %.9g, \"roofline_ms\": %.9g, "
+           "\"roofline_fraction\": %.9g, \"read_bw_min_gbs\": %.9g, \"read_bw_max_gbs\": %.9g",
            first ? "" : ", ", r->batch, ms, (double)r->batch * a->steps / r->step_s, roof,
            roof / ms, r->bw_lo, r->bw_hi);
     if (a->breakdown) {
         printf(", \"breakdown_ms_per_step\": {");
         for (int i = 0; i < WNA16_PHASES; i++)
-            printf("%s\"%s\": %.4f", i ? ", " : "", wna16_phase_name((wna16_phase)i),
+            printf("%s\"%s\": %.9g", i ? ", " : "", wna16_phase_name((wna16_phase)i),
                    1e3 * r->phase_s[i] / (double)a->steps);
         printf("}");
     }
@@ -217,9 +217,9 @@ int wna16_bench_step(int argc, char **argv) {
     double peak = cli_compute_peak(m->threads, &kind);
     srv_roofline roof = roofline_of(m, peak);
     if (a.json)
-        printf("{\"model\": \"%s\", \"isa\": \"%s\", \"threads\": %d, \"read_bw_gbs\": %.2f, "
+        printf("{\"model\": \"%s\", \"isa\": \"%s\", \"threads\": %d, \"read_bw_gbs\": %.9g, "
                "\"compute_peak\": "
-               "%s%s%s, \"compute_peak_gflops\": %.1f, \"context\": %ld, \"steps\": %ld, "
+               "%s%s%s, \"compute_peak_gflops\": %.9g, \"context\": %ld, \"steps\": %ld, "
                "\"results\": [",
                a.dir, wna16_isa_name(wna16_isa_active()), m->threads, bw, kind ? "\"" : "", kind ? kind : "null", kind ? "\"" : "",
                peak, a.context, a.steps);

@@ -354,9 +354,9 @@ static int bench_gemm(int argc, char **argv) {
         if (json) {
             wna16_buf_printf(
                 &out,
-                "{\"machine\": {\"threads\": %d, \"isa\": \"%s\", \"mhz\": %.0f, "
-                "\"llc_bytes\": %zu, \"read_gbs\": %.2f, \"bf16_gflops\": %.1f, "
-                "\"fma_gflops\": %.1f},\n \"case\": {\"bits\": %ld, \"group\": %ld, "
+                "{\"machine\": {\"threads\": %d, \"isa\": \"%s\", \"mhz\": %.9g, "
+                "\"llc_bytes\": %zu, \"read_gbs\": %.9g, \"bf16_gflops\": %.9g, "
+                "\"fma_gflops\": %.9g},\n \"case\": {\"bits\": %ld, \"group\": %ld, "
                 "\"symmetric\": %s, \"dtype\": \"%s\", \"repeat\": %ld},\n \"results\": [",
                 lim.threads, wna16_isa_name(wna16_isa_active()), lim.mhz, lim.llc_bytes,
                 lim.read_gbs, lim.bf16_gflops, lim.fma_gflops, bits, group, asym ? "false" : "true",
@@ -399,9 +399,9 @@ static int bench_gemm(int argc, char **argv) {
             }
             if (json)
                 wna16_buf_printf(&out,
-                                 "%s\n  {\"m\": %ld, \"k\": %ld, \"n\": %ld, \"best_us\": %.2f, "
-                                 "\"median_us\": %.2f, \"gflops\": %.2f, \"frac_peak\": %.4f, "
-                                 "\"weight_gbs\": %.2f, \"frac_bw\": %.4f, \"read_gbs\": %.2f, "
+                                 "%s\n  {\"m\": %ld, \"k\": %ld, \"n\": %ld, \"best_us\": %.9g, "
+                                 "\"median_us\": %.9g, \"gflops\": %.9g, \"frac_peak\": %.9g, "
+                                 "\"weight_gbs\": %.9g, \"frac_bw\": %.9g, \"read_gbs\": %.9g, "
                                  "\"target\": \"%s\"}",
                                  i ? "," : "", g->m, g->k, g->n, g->t_best * 1e6, g->t_median * 1e6,
                                  g->gflops, g->frac_peak, g->wgbs, g->frac_bw,

@@ -181,11 +181,11 @@ int wna16_cmd_generate(int argc, char **argv) {
             printf(", \"tokens\": [");
             for (int64_t i = 0; i < r.generated; i++) printf("%s%d", i ? ", " : "", r.ids[i]);
             printf("], \"prompt_tokens\": %lld, \"generated_tokens\": %lld, \"stop_reason\": \"%s\", "
-                   "\"tp\": %ld, \"load_seconds\": %.3f, \"prefill_tok_s\": %.2f, \"decode_tok_s\": %.2f, "
-                   "\"peak_rss_mib\": %.1f",
+                   "\"tp\": %ld, \"load_seconds\": %.9g, \"prefill_tok_s\": %.9g, \"decode_tok_s\": %.9g, "
+                   "\"peak_rss_mib\": %.9g",
                    (long long)r.prompt_tokens, (long long)r.generated, r.stop_reason, a.tp, load_s, pre,
                    dec, cli_peak_rss_mib());
-            printf(", \"backend\": \"%s\", \"alloc_mib\": %.1f", comm ? "mpi" : a.tp > 1 ? "threads" : "single",
+            printf(", \"backend\": \"%s\", \"alloc_mib\": %.9g", comm ? "mpi" : a.tp > 1 ? "threads" : "single",
                    (double)wna16_model_rank_bytes(m) / 1048576.0);
             if (have_ranks) {
                 print_ranks("rank_peak_rss_mib", hwm, nr);

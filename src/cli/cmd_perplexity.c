@@ -190,10 +190,10 @@ int wna16_cmd_perplexity(int argc, char **argv) {
         double var = scored > 1 ? (sum2 / (double)scored - mean * mean) : 0;
         double se = scored > 1 && var > 0 ? sqrt(var / (double)(scored - 1)) : 0;
         if (json)
-            printf("{\"perplexity\": %.6f, \"perplexity_stderr\": %.6f, \"nll_mean\": %.8f, "
-                   "\"nll_stderr\": %.8f, \"tokens\": %lld, \"scored_tokens\": %lld, "
-                   "\"windows\": %lld, \"ctx\": %ld, \"stride\": %ld, \"load_seconds\": %.3f, "
-                   "\"seconds\": %.3f, \"tok_s\": %.2f}\n",
+            printf("{\"perplexity\": %.9g, \"perplexity_stderr\": %.9g, \"nll_mean\": %.9g, "
+                   "\"nll_stderr\": %.9g, \"tokens\": %lld, \"scored_tokens\": %lld, "
+                   "\"windows\": %lld, \"ctx\": %ld, \"stride\": %ld, \"load_seconds\": %.9g, "
+                   "\"seconds\": %.9g, \"tok_s\": %.9g}\n",
                    ppl, ppl * se, mean, se, (long long)N, (long long)scored, (long long)windows,
                    ctx_len, stride, t_score - t0, secs, secs > 0 ? (double)N / secs : 0);
         else
