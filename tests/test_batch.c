@@ -5,7 +5,7 @@
  * and off; a cache too small for the load fails a step with LIMIT and
  * changes nothing, and dropping a sequence lets the step go on; every
  * refusal names its cause. */
-#include "model/model.h"
+#include "runtime/runtime.h"
 #include "testing.h"
 #include "wna16.h"
 

@@ -2,7 +2,7 @@
  * from and return to the free list, reservation is all-or-nothing, shared
  * prefix blocks are reference counted, bad requests are refused with their
  * message. */
-#include "model/kv_blocks.h"
+#include "runtime/kv_blocks.h"
 #include "testing.h"
 
 #define CHECK_FAIL(expr, want, substr)                                                             \

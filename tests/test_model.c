@@ -2,7 +2,7 @@
  * tools/gen_model_fixtures.py: transformers in fp32 on the dequantized
  * weights): max |Δlogit| <= 2e-2 x max|logit|, the same 32 greedy tokens,
  * and TP=2 (threads backend) greedy tokens identical to TP=1. */
-#include "model/model.h"
+#include "runtime/runtime.h"
 #include "testing.h"
 #include "wna16.h"
 

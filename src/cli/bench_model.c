@@ -8,7 +8,7 @@
 #include "kernels/gemm.h"
 #include "format/checkpoint.h"
 #include "kernels/machine_limits.h"
-#include "model/model.h"
+#include "runtime/runtime.h"
 
 #include <math.h>
 #include <stdio.h>

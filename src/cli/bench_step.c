@@ -13,7 +13,7 @@
 #include "cli/cli.h"
 #include "kernels/gemm.h"
 #include "kernels/machine_limits.h"
-#include "model/model.h"
+#include "runtime/runtime.h"
 #include "server/engine.h"
 
 static void step_help(FILE *f) {

@@ -4,7 +4,7 @@
 
 #ifdef WNA16_HAVE_HTTP
 #include "kernels/machine_limits.h"
-#include "model/model.h"
+#include "runtime/runtime.h"
 #include "server/engine.h"
 #include "server/http.h"
 

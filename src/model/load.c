@@ -1,6 +1,6 @@
 /* Loading a model: validate the checkpoint, check the whole TP plan before
  * any rank allocates, then build each rank's shards (repacking quantized
- * weights once) and its KV cache. */
+ * weights once). The runtime over them is made by runtime/model_api.c. */
 #include "core/pool.h"
 #include "io/safetensors.h"
 #include "kernels/machine_limits.h"
@@ -219,12 +219,9 @@ static wna16_status load_rank(wna16_diag *d, wna16_model *m, int rank) {
     return WNA16_OK;
 }
 
-/* wna16_huge_collapse over every weight arena, the KV cache and lm_head's
- * copy; false if some part could not move for lack of huge pages. */
-static bool collapse_weights(wna16_model *m) {
+/* wna16_huge_collapse over every weight arena and lm_head's copy. */
+bool wna16_weights_collapse(wna16_model *m) {
     bool ok = wna16_huge_collapse(m->lm_head_own, m->lm_head_bytes);
-    for (int r = 0; m->cache && r < m->tp; r++)
-        ok &= wna16_huge_collapse(m->cache->ranks[r].kv, m->cache->ranks[r].kv_bytes);
     for (int r = 0; m->ranks && r < m->tp; r++) {
         wna16_rank_model *rm = &m->ranks[r];
         for (int64_t L = 0; rm->layers && L < m->cfg.num_layers; L++) {
@@ -345,45 +342,32 @@ static wna16_status prepare(wna16_diag *d, wna16_model *m, const char *dir,
     return WNA16_OK;
 }
 
-/* Distributed: every rank learns the first failing rank's status and detail
- * (loading times differ between ranks: an idle wait, under the longer deadline). */
-static wna16_status agree(wna16_diag *d, wna16_comm *c, wna16_status s) {
+wna16_status wna16_weights_agree(wna16_diag *d, wna16_comm *c, wna16_status s) {
     wna16_comm_set_idle(c, true);
     s = wna16_comm_agree(d, c, s);
     wna16_comm_set_idle(c, false);
     return s;
 }
 
-/* wna16_model_eval's cache: one sequence over the whole context, its
- * blocks handed out in order (a sequence's cache is then one contiguous
- * stream per head, as decode reads it best). */
-static wna16_status own_cache(wna16_diag *d, wna16_model *m) {
-    return wna16_kv_cache_make(d, m, 1, wna16_kv_blocks_for(wna16_kv_context(m)), m->context,
-                               false, &m->cache);
-}
-
 static wna16_status load_all(wna16_diag *d, wna16_model *m, const char *dir,
                              const wna16_model_options *o) {
     if (o->comm) {
         m->dist = true;
-        m->released = true; /* nothing to release until every rank has loaded */
         m->my_rank = wna16_comm_rank(o->comm);
         m->comms = wna16_calloc((size_t)wna16_comm_size(o->comm), sizeof *m->comms);
         if (m->comms) m->comms[m->my_rank] = o->comm;
         wna16_status s =
             m->comms ? prepare(d, m, dir, o) : wna16_fail(d, WNA16_ERR_OUT_OF_MEMORY, "ranks");
-        s = agree(d, o->comm, s);
+        s = wna16_weights_agree(d, o->comm, s);
         if (s == WNA16_OK) {
             m->ranks = wna16_calloc((size_t)m->tp, sizeof *m->ranks);
             s = m->ranks ? load_rank(d, m, m->my_rank)
                          : wna16_fail(d, WNA16_ERR_OUT_OF_MEMORY, "ranks");
-            if (s == WNA16_OK) s = own_cache(d, m);
-            s = agree(d, o->comm, s);
+            s = wna16_weights_agree(d, o->comm, s);
         }
 #ifdef __GLIBC__
         malloc_trim(0); /* hand the repacking temporaries back, so RSS is this rank's share */
 #endif
-        m->released = s != WNA16_OK;
         return s;
     }
     WNA16_TRY(prepare(d, m, dir, o));
@@ -395,11 +379,11 @@ static wna16_status load_all(wna16_diag *d, wna16_model *m, const char *dir,
     else
         WNA16_TRY(wna16_comm_threads(d, m->tp, m->comms));
     for (int r = 0; r < m->tp; r++) WNA16_TRY(load_rank(d, m, r));
-    return own_cache(d, m);
+    return WNA16_OK;
 }
 
-static wna16_status model_load(wna16_diag *d, const char *dir, const wna16_model_options *options,
-                               bool defer_moe, wna16_model **out) {
+wna16_status wna16_weights_load(wna16_diag *d, const char *dir, const wna16_model_options *options,
+                                bool defer_moe, wna16_model **out) {
     if (!dir || !out) return wna16_fail(d, WNA16_ERR_INVALID_ARGUMENT, "NULL argument");
     *out = NULL;
     wna16_diag_clear(d);
@@ -407,21 +391,20 @@ static wna16_status model_load(wna16_diag *d, const char *dir, const wna16_model
     WNA16_TRY(wna16_options_take(d, "model options", &opts, sizeof opts, options));
     wna16_model *m = wna16_calloc(1, sizeof *m);
     if (!m) return wna16_fail(d, WNA16_ERR_OUT_OF_MEMORY, "model");
-    m->stop_after_layer = -1;
     m->defer_moe = defer_moe;
     m->defer_layers = defer_moe;
     wna16_status s = load_all(d, m, dir, &opts);
     if (s != WNA16_OK) {
-        wna16_model_free(m);
+        wna16_weights_free(m);
         return s;
     }
     /* Weights whose huge-page faults fell back to 4 KiB pages (the page
      * cache of the checkpoint fragments memory as it streams in: a quarter
      * of the 48-layer model's 16 GiB) move to huge pages now; if the kernel
      * has none to give, the checkpoint's page cache goes first. */
-    if (!m->defer_layers && !collapse_weights(m)) {
+    if (!m->defer_layers && !wna16_weights_collapse(m)) {
         wna16_ck_drop_cache(m->ck);
-        collapse_weights(m);
+        wna16_weights_collapse(m);
     }
     /* The embedding is read a row per token from the mapping; the load just
      * streamed the whole checkpoint past it (the 48-layer model's first
@@ -430,11 +413,6 @@ static wna16_status model_load(wna16_diag *d, const char *dir, const wna16_model
         wna16_prefault(m->embed, (size_t)(m->cfg.vocab_size * m->cfg.hidden_size) * 2);
     *out = m;
     return WNA16_OK;
-}
-
-wna16_status wna16_model_load(wna16_ctx *ctx, const char *dir, const wna16_model_options *options,
-                              wna16_model **out) {
-    return model_load(wna16_ctx_diag(ctx), dir, options, false, out);
 }
 
 static void free_layer(wna16_layer *ly);
@@ -451,14 +429,6 @@ void wna16_model_free_layer(wna16_model *m, int64_t L) {
     memset(&m->ranks[0].layers[L], 0, sizeof m->ranks[0].layers[L]);
 }
 
-wna16_status wna16_model_load_calib(wna16_diag *d, const char *dir,
-                                    const wna16_model_options *options, wna16_model **out) {
-    wna16_model_options o;
-    WNA16_TRY(wna16_options_take(d, "model options", &o, sizeof o, options));
-    o.tp = 1;
-    return model_load(d, dir, &o, true, out);
-}
-
 static void free_layer(wna16_layer *ly) {
     wna16_free(ly->attn_norm);
     wna16_free(ly->mlp_norm);
@@ -471,22 +441,14 @@ static void free_layer(wna16_layer *ly) {
     wna16_huge_free(ly->arena, ly->arena_bytes);
 }
 
-void wna16_model_free(wna16_model *m) {
+void wna16_weights_free(wna16_model *m) {
     if (!m) return;
-    if (m->dist) {
-        if (m->my_rank == 0) wna16_model_release(NULL, m, WNA16_OK);
-        if (m->comms) m->comms[m->my_rank] = NULL; /* borrowed */
-    }
-    wna16_model_crew_free(m);
+    if (m->dist && m->comms) m->comms[m->my_rank] = NULL; /* borrowed */
     for (int r = 0; m->ranks && r < m->tp; r++) {
         for (int64_t L = 0; m->ranks[r].layers && L < m->cfg.num_layers; L++)
             free_layer(&m->ranks[r].layers[L]);
         wna16_free(m->ranks[r].layers);
     }
-    wna16_kv_cache_free(m->cache);
-    for (int i = 1; m->my_rank != 0 && i < WNA16_DIST_CACHES; i++) /* rank 0's are the caller's */
-        wna16_kv_cache_free(m->dist_caches[i]);
-    wna16_free(m->dist_buf);
     for (int r = 0; m->comms && r < m->tp; r++) wna16_comm_free(m->comms[r]);
     wna16_free(m->comms);
     wna16_free(m->ranks);
@@ -502,9 +464,6 @@ void wna16_model_free(wna16_model *m) {
 
 int64_t wna16_model_vocab_size(const wna16_model *m) { return m->cfg.vocab_size; }
 int64_t wna16_model_context(const wna16_model *m) { return m->context; }
-void wna16_model_reset(wna16_model *m) {
-    if (m && m->cache) wna16_kv_cache_truncate(m->cache, 0, 0);
-}
 
 size_t wna16_model_eos(const wna16_model *m, const int32_t **ids) {
     *ids = m->eos;

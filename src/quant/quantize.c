@@ -7,7 +7,7 @@
 #include "format/checkpoint.h"
 #include "io/safetensors.h"
 #include "kernels/machine_limits.h"
-#include "model/model.h"
+#include "runtime/runtime.h"
 #include "quant/quant.h"
 
 #include <errno.h>
@@ -187,6 +187,7 @@ typedef struct qrun {
     wna16_gptq_opts gopts;
     /* GPTQ calibration */
     wna16_model *model;
+    wna16_forward_hooks hooks; /* how the calibration passes see into the forward */
     float *x;          /* [samples][seq][H] hidden states entering the layer */
     int64_t n_samples, seq, hidden;
     int64_t cur_sample;

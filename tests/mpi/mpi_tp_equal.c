@@ -12,7 +12,7 @@
  * bit for bit as the single-sequence eval, and a follower refuses a
  * malformed request from rank 0 with its reason. */
 #include "core/common.h"
-#include "model/model.h"
+#include "runtime/runtime.h"
 #include "parallel/comm.h"
 
 #include <math.h>
@@ -196,7 +196,7 @@ static wna16_status batch_check(wna16_ctx *ctx, wna16_model *m, bool *ok) {
 static wna16_status malformed_check(wna16_ctx *ctx, wna16_comm *c, wna16_model *m, bool *ok) {
     if (wna16_comm_rank(c) == 0) {
         wna16_dist_request rq = {.op = WNA16_REQ_STEP, .cache = 6, .n_seqs = 1, .n = 1, .words = 6};
-        m->released = true;
+        m->rt->released = true;
         return wna16_comm_bcast(ctx, c, &rq, sizeof rq, 0);
     }
     wna16_status s = wna16_model_follow(ctx, m);

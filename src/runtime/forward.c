@@ -2,11 +2,12 @@
  * matmul activations rounded to bf16, as vLLM feeds its kernels. Each TP
  * rank runs this on its own thread (distributed: in its own process) over
  * its own shards; the partial outputs of o_proj and of the MLP are
- * all-reduced (one each per layer). */
+ * all-reduced (one each per layer). It computes only: the rows, their
+ * blocks' tables, the K/V memory and the workspace are given (exec.c). */
+#include "core/pool.h"
 #include "kernels/attn.h"
 #include "kernels/dense.h"
-#include "core/pool.h"
-#include "model/model.h"
+#include "runtime/runtime.h"
 
 #include <math.h>
 #include <pthread.h>
@@ -21,34 +22,19 @@ typedef struct wna16_fwd_scratch {
     float *qkv;    /* [n][q + 2 kv] fused projection output */
     float *scores; /* [context] */
     float *rope;   /* [n][head_dim] cos | sin per position */
-    double stamp;  /* profiling: end of the previous phase */
     /* the step being run */
     const wna16_rows *rows;
     wna16_kv_cache *cache;
     wna16_kv_rank *kr;
+    wna16_workspace *ws;
+    const wna16_forward_hooks *hooks; /* never NULL while a step runs */
 } scratch;
 
-void wna16_model_profile_enable(wna16_model *m, bool on) {
-    memset(&m->profile, 0, sizeof m->profile);
-    m->profile.on = on;
-}
-
-const wna16_model_profile *wna16_model_profile_get(const wna16_model *m) { return &m->profile; }
-
-const char *wna16_phase_name(wna16_phase p) {
-    static const char *const names[WNA16_PHASES] = {"attn_norm", "qkv",     "rope_cache",
-                                                    "attention", "o_proj",  "mlp_norm",
-                                                    "mlp",       "lm_head", "other"};
-    return p >= 0 && p < WNA16_PHASES ? names[p] : "?";
-}
-
-/* Closes phase p of a call of n tokens (rank 0's thread only). */
-static void phase_end(wna16_model *m, const wna16_rank_model *r, int64_t n, scratch *s,
+/* Closes phase p of a step of n rows (rank 0's thread only). */
+static void phase_end(const wna16_model *m, const wna16_rank_model *r, int64_t n, scratch *s,
                       wna16_phase p) {
-    if (!m->profile.on || r->rank != 0) return;
-    double now = wna16_now();
-    m->profile.seconds[n > 1][p] += now - s->stamp;
-    s->stamp = now;
+    (void)m;
+    if (s->hooks->phase_end && r->rank == 0) s->hooks->phase_end(s->hooks->user, p, n);
 }
 
 static void to_bf16_run(const float *src, int64_t n, uint16_t *hb, float *hf) {
@@ -145,15 +131,6 @@ static void rope(float *v, int64_t hd, const float *cs) {
     }
 }
 
-typedef struct rank_job {
-    wna16_model *m;
-    int rank;
-    wna16_kv_cache *cache;
-    const wna16_rows *rows;
-    wna16_diag diag;
-    wna16_status status;
-} rank_job;
-
 /* One KV head's region of K (kv 0) or V (kv 1) in the cache, bf16 (rounded
  * to nearest even, as the model's dtype): the cache's blocks in physical
  * order, each K transposed in one block of 16 positions and V in position
@@ -247,7 +224,7 @@ static void attend_items(void *arg, int64_t i0, int64_t i1, int tid) {
     }
 }
 
-static void attention(wna16_model *m, const wna16_rank_model *r, int64_t L, int64_t n, scratch *s,
+static void attention(const wna16_model *m, const wna16_rank_model *r, int64_t L, int64_t n, scratch *s,
                       int threads) {
     attn_job j = {m, r, L, n, s, wna16_attn_group(m->cfg.head_dim)};
     int64_t items = n * r->kv_heads;
@@ -256,18 +233,18 @@ static void attention(wna16_model *m, const wna16_rank_model *r, int64_t L, int6
     wna16_parallel_for_dynamic(threads, items, 1, attend_items, &j);
 }
 
-static void capture(const wna16_model *m, const wna16_rank_model *r, int64_t L, const char *what,
+static void observe(const scratch *s, const wna16_rank_model *r, int64_t L, const char *what,
                     int64_t rows, int64_t cols, const float *x) {
-    if (m->capture && r->rank == 0) m->capture(m->capture_user, L, what, rows, cols, x);
+    if (s->hooks->observe && r->rank == 0) s->hooks->observe(s->hooks->user, L, what, rows, cols, x);
 }
 
-static wna16_status attn_block(wna16_diag *d, wna16_model *m, wna16_rank_model *r, int64_t L,
+static wna16_status attn_block(wna16_diag *d, const wna16_model *m, const wna16_rank_model *r, int64_t L,
                                int64_t n, scratch *s, int threads) {
     const wna16_layer *ly = &r->layers[L];
     int64_t H = m->cfg.hidden_size, hd = m->cfg.head_dim;
     int64_t qn = r->heads * hd, kvn = r->kv_heads * hd;
     norm_to_bf16(s->x, n, H, ly->attn_norm, m->cfg.rms_norm_eps, s->tmp, s->hb, s->hf, threads);
-    capture(m, r, L, "attn_in", n, H, s->hf);
+    observe(s, r, L, "attn_in", n, H, s->hf);
     phase_end(m, r, n, s, WNA16_PHASE_ATTN_NORM);
     if (ly->qkv.n) {
         int64_t w = qn + 2 * kvn;
@@ -287,27 +264,27 @@ static wna16_status attn_block(wna16_diag *d, wna16_model *m, wna16_rank_model *
     attention(m, r, L, n, s, threads);
     phase_end(m, r, n, s, WNA16_PHASE_ATTENTION);
     to_bf16(s->att, n, qn, s->hb, s->hf, threads);
-    capture(m, r, L, "o_in", n, qn, s->hf);
+    observe(s, r, L, "o_in", n, qn, s->hf);
     WNA16_TRY(wna16_lin_forward(d, &ly->o, n, s->hb, s->hf, qn, s->tmp, H, threads));
     wna16_status st = wna16_comm_all_reduce_sum(d, m->comms[r->rank], s->tmp, (size_t)(n * H));
     phase_end(m, r, n, s, WNA16_PHASE_O);
     return st;
 }
 
-static wna16_status mlp_block(wna16_diag *d, wna16_model *m, wna16_rank_model *r, int64_t L,
+static wna16_status mlp_block(wna16_diag *d, const wna16_model *m, const wna16_rank_model *r, int64_t L,
                               int64_t n, scratch *s, int threads) {
     const wna16_layer *ly = &r->layers[L];
     int64_t H = m->cfg.hidden_size;
     norm_to_bf16(s->x, n, H, ly->mlp_norm, m->cfg.rms_norm_eps, s->tmp, s->hb, s->hf, threads);
-    capture(m, r, L, "mlp_in", n, H, s->hf);
+    observe(s, r, L, "mlp_in", n, H, s->hf);
     phase_end(m, r, n, s, WNA16_PHASE_MLP_NORM);
-    if (ly->sparse && !ly->moe && m->mlp_override) {
-        WNA16_TRY(m->mlp_override(m->capture_user, L, n, s->hb, s->tmp));
+    if (ly->sparse && !ly->moe && s->hooks->mlp_override) {
+        WNA16_TRY(s->hooks->mlp_override(s->hooks->user, L, n, s->hb, s->tmp));
     } else if (ly->dense_moe) {
         WNA16_TRY(wna16_dense_moe_forward(d, ly->dense_moe, n, s->hf, s->tmp, threads));
     } else if (ly->sparse) {
         WNA16_TRY(
-            wna16_moe_layer_forward_ws(d, ly->moe, &s->kr->moe_ws, n, s->hb, H, s->tmp, threads));
+            wna16_moe_layer_forward_ws(d, ly->moe, &s->ws->moe, n, s->hb, H, s->tmp, threads));
     } else {
         int64_t I = ly->gate.n;
         WNA16_TRY(wna16_lin_forward(d, &ly->gate, n, s->hb, s->hf, H, s->gate, I, threads));
@@ -317,8 +294,8 @@ static wna16_status mlp_block(wna16_diag *d, wna16_model *m, wna16_rank_model *r
             s->gate[i] = g / (1.0f + expf(-g)) * s->up[i];
         }
         to_bf16(s->gate, n, I, s->hb, s->hf, threads);
-        capture(m, r, L, "down_in", n, I, s->hf);
-        if (m->capture_only && m->start_x)
+        observe(s, r, L, "down_in", n, I, s->hf);
+        if (s->hooks->observe_only && s->hooks->start_x)
             memset(s->tmp, 0, (size_t)(n * H) * sizeof(float));
         else
             WNA16_TRY(wna16_lin_forward(d, &ly->down, n, s->hb, s->hf, I, s->tmp, H, threads));
@@ -345,10 +322,12 @@ static void scratch_free(scratch *s) {
     memset(s, 0, sizeof *s);
 }
 
-void wna16_fwd_scratch_free(wna16_fwd_scratch *s) {
-    if (!s) return;
-    scratch_free(s);
-    wna16_free(s);
+void wna16_workspace_release(wna16_workspace *ws) {
+    if (!ws) return;
+    if (ws->scratch) scratch_free(ws->scratch);
+    wna16_free(ws->scratch);
+    wna16_moe_workspace_free(ws->moe);
+    memset(ws, 0, sizeof *ws);
 }
 
 static wna16_status scratch_alloc(wna16_diag *d, const wna16_model *m, const wna16_rank_model *r,
@@ -380,15 +359,15 @@ static wna16_status scratch_alloc(wna16_diag *d, const wna16_model *m, const wna
     return WNA16_OK;
 }
 
-/* The rank's scratch for n rows: kept in the cache across steps, grown
+/* The rank's scratch for n rows: kept in the workspace across steps, grown
  * (never shrunk) when a step has more rows than any before. */
 static wna16_status scratch_get(wna16_diag *d, const wna16_model *m, const wna16_rank_model *r,
-                                wna16_kv_rank *kr, int64_t n, scratch **out) {
-    if (!kr->scratch) {
-        kr->scratch = wna16_calloc(1, sizeof *kr->scratch);
-        if (!kr->scratch) return wna16_fail(d, WNA16_ERR_OUT_OF_MEMORY, "forward scratch");
+                                wna16_workspace *ws, int64_t n, scratch **out) {
+    if (!ws->scratch) {
+        ws->scratch = wna16_calloc(1, sizeof *ws->scratch);
+        if (!ws->scratch) return wna16_fail(d, WNA16_ERR_OUT_OF_MEMORY, "forward scratch");
     }
-    scratch *s = kr->scratch;
+    scratch *s = ws->scratch;
     if (s->rows_cap < n) {
         scratch_free(s);
         WNA16_TRY(scratch_alloc(d, m, r, n, s));
@@ -420,316 +399,50 @@ static wna16_status logits_out(const wna16_model *m, scratch *s, int threads) {
     return WNA16_OK;
 }
 
-static wna16_status run_layers(wna16_diag *d, wna16_model *m, wna16_rank_model *r, scratch *s,
-                               int threads) {
+static wna16_status run_layers(wna16_diag *d, const wna16_model *m, const wna16_rank_model *r,
+                               scratch *s, int threads) {
+    const wna16_forward_hooks *h = s->hooks;
     int64_t n = s->rows->n, H = m->cfg.hidden_size;
-    int64_t last = m->stop_after_layer >= 0 ? m->stop_after_layer : m->cfg.num_layers - 1;
-    for (int64_t L = m->start_x ? m->start_layer : 0; L <= last && L < m->cfg.num_layers; L++) {
+    int64_t last = h->last_layer >= 0 ? h->last_layer : m->cfg.num_layers - 1;
+    for (int64_t L = h->start_x ? h->first_layer : 0; L <= last && L < m->cfg.num_layers; L++) {
         WNA16_TRY(attn_block(d, m, r, L, n, s, threads));
         for (int64_t i = 0; i < n * H; i++) s->x[i] += s->tmp[i];
         WNA16_TRY(mlp_block(d, m, r, L, n, s, threads));
         for (int64_t i = 0; i < n * H; i++) s->x[i] += s->tmp[i];
-        if (m->start_x) capture(m, r, L, "layer_out", n, H, s->x);
+        if (h->start_x) observe(s, r, L, "layer_out", n, H, s->x);
         phase_end(m, r, n, s, WNA16_PHASE_OTHER);
     }
     return WNA16_OK;
 }
 
-static wna16_status run_rank(wna16_diag *d, rank_job *job) {
-    wna16_model *m = job->m;
-    wna16_rank_model *r = &m->ranks[job->rank];
-    wna16_kv_rank *kr = &job->cache->ranks[job->rank];
-    const wna16_rows *rows = job->rows;
-    int threads = m->dist ? m->threads : m->threads / m->tp > 0 ? m->threads / m->tp : 1;
-    double start = m->profile.on ? wna16_now() : 0;
+wna16_status wna16_forward_rank(wna16_diag *d, const wna16_model *m, int rank, wna16_kv_cache *c,
+                                const wna16_rows *rows, wna16_workspace *ws,
+                                const wna16_forward_hooks *hooks, int threads) {
+    static const wna16_forward_hooks none = {.last_layer = -1};
+    const wna16_rank_model *r = &m->ranks[rank];
+    if (!hooks) hooks = &none;
+    if (hooks->step_begin && rank == 0) hooks->step_begin(hooks->user, rows->n);
     scratch *s = NULL;
-    WNA16_TRY(scratch_get(d, m, r, kr, rows->n, &s));
-    s->stamp = start;
+    WNA16_TRY(scratch_get(d, m, r, ws, rows->n, &s));
     s->rows = rows;
-    s->cache = job->cache;
-    s->kr = kr;
+    s->cache = c;
+    s->kr = &c->ranks[rank];
+    s->ws = ws;
+    s->hooks = hooks;
     int64_t n = rows->n, H = m->cfg.hidden_size;
     rope_table(m->inv_freq, m->cfg.head_dim, rows->pos, n, s->rope);
-    if (m->start_x)
-        memcpy(s->x, m->start_x, (size_t)(n * H) * sizeof(float));
+    if (hooks->start_x)
+        memcpy(s->x, hooks->start_x, (size_t)(n * H) * sizeof(float));
     else
         embed(m, rows->ids, n, s->x);
     phase_end(m, r, n, s, WNA16_PHASE_OTHER);
     wna16_status st = run_layers(d, m, r, s, threads);
-    if (st == WNA16_OK && job->rank == 0 && rows->n_logits && rows->logits &&
-        m->stop_after_layer < 0) {
+    if (st == WNA16_OK && rank == 0 && rows->n_logits && rows->logits && hooks->last_layer < 0) {
         st = logits_out(m, s, threads);
         phase_end(m, r, n, s, WNA16_PHASE_LM_HEAD);
     }
     phase_end(m, r, n, s, WNA16_PHASE_OTHER);
-    if (m->profile.on && r->rank == 0) m->profile.calls[n > 1]++;
     s->rows = NULL;
-    return st;
-}
-
-/* TP ranks as threads: ranks 1..tp-1 run on threads of their own that live
- * as long as the model and wait for each step's jobs (rank 0 runs on the
- * caller). A thread per rank per step was a pthread_create and join per
- * decoded token, and each new thread built a new OpenMP team for its
- * regions. Steps through one model are serialised by the caller. */
-typedef struct wna16_rank_crew {
-    pthread_mutex_t mu;
-    pthread_cond_t go, done;
-    uint64_t gen;      /* bumped per step */
-    int pending;       /* ranks of this step still running */
-    bool stop;
-    rank_job *jobs;    /* [tp]; this step's */
-    int n;             /* threads started (ranks 1..n) */
-    pthread_t threads[64];
-    struct crew_arg {
-        struct wna16_rank_crew *crew;
-        int rank;
-    } args[64]; /* thread r - 1's argument */
-} wna16_rank_crew;
-
-static void *crew_thread(void *arg) {
-    wna16_rank_crew *c = ((struct crew_arg *)arg)->crew;
-    int rank = ((struct crew_arg *)arg)->rank;
-    uint64_t seen = 0;
-    pthread_mutex_lock(&c->mu);
-    for (;;) {
-        while (c->gen == seen && !c->stop) pthread_cond_wait(&c->go, &c->mu);
-        if (c->stop) break;
-        seen = c->gen;
-        rank_job *job = &c->jobs[rank];
-        pthread_mutex_unlock(&c->mu);
-        job->status = run_rank(&job->diag, job);
-        pthread_mutex_lock(&c->mu);
-        if (--c->pending == 0) pthread_cond_signal(&c->done);
-    }
-    pthread_mutex_unlock(&c->mu);
-    return NULL;
-}
-
-void wna16_model_crew_free(wna16_model *m) {
-    wna16_rank_crew *c = m->crew;
-    if (!c) return;
-    pthread_mutex_lock(&c->mu);
-    c->stop = true;
-    pthread_cond_broadcast(&c->go);
-    pthread_mutex_unlock(&c->mu);
-    for (int r = 1; r <= c->n; r++) pthread_join(c->threads[r - 1], NULL);
-    pthread_mutex_destroy(&c->mu);
-    pthread_cond_destroy(&c->go);
-    pthread_cond_destroy(&c->done);
-    wna16_free(c->jobs);
-    wna16_free(c);
-    m->crew = NULL;
-}
-
-static wna16_status crew_start(wna16_diag *d, wna16_model *m) {
-    wna16_rank_crew *c = wna16_calloc(1, sizeof *c);
-    if (!c || !(c->jobs = wna16_calloc((size_t)m->tp, sizeof *c->jobs))) {
-        wna16_free(c);
-        return wna16_fail(d, WNA16_ERR_OUT_OF_MEMORY, "rank threads");
-    }
-    pthread_mutex_init(&c->mu, NULL);
-    pthread_cond_init(&c->go, NULL);
-    pthread_cond_init(&c->done, NULL);
-    m->crew = c;
-    for (int r = 1; r < m->tp; r++) {
-        c->args[r - 1] = (struct crew_arg){c, r};
-        if (pthread_create(&c->threads[r - 1], NULL, crew_thread, &c->args[r - 1]) != 0) {
-            wna16_model_crew_free(m);
-            return wna16_fail(d, WNA16_ERR_INTERNAL, "cannot start rank thread %d", r);
-        }
-        c->n = r;
-    }
-    return WNA16_OK;
-}
-
-wna16_status wna16_model_step(wna16_diag *d, wna16_model *m, wna16_kv_cache *c,
-                              const wna16_rows *rows) {
-    if (m->dist) { /* this process's rank only, on the calling thread */
-        if (m->my_rank == 0) WNA16_TRY(wna16_model_drive_step(d, m, c, rows));
-        rank_job job = {.m = m, .rank = m->my_rank, .cache = c, .rows = rows};
-        return run_rank(d, &job);
-    }
-    if (m->tp == 1) {
-        rank_job job = {.m = m, .rank = 0, .cache = c, .rows = rows};
-        job.status = run_rank(&job.diag, &job);
-        return job.status == WNA16_OK
-                   ? WNA16_OK
-                   : wna16_fail(d, job.status, "rank 0: %s", job.diag.detail);
-    }
-    if (!m->crew) WNA16_TRY(crew_start(d, m));
-    wna16_rank_crew *crew = m->crew;
-    pthread_mutex_lock(&crew->mu);
-    for (int r = 0; r < m->tp; r++)
-        crew->jobs[r] = (rank_job){.m = m, .rank = r, .cache = c, .rows = rows};
-    crew->pending = m->tp - 1;
-    crew->gen++;
-    pthread_cond_broadcast(&crew->go);
-    pthread_mutex_unlock(&crew->mu);
-    rank_job *jobs = crew->jobs;
-    jobs[0].status = run_rank(&jobs[0].diag, &jobs[0]);
-    pthread_mutex_lock(&crew->mu);
-    while (crew->pending > 0) pthread_cond_wait(&crew->done, &crew->mu);
-    pthread_mutex_unlock(&crew->mu);
-    for (int r = 0; r < m->tp; r++)
-        if (jobs[r].status != WNA16_OK)
-            return wna16_fail(d, jobs[r].status, "rank %d: %s", r, jobs[r].diag.detail);
-    return WNA16_OK;
-}
-
-/* Rows of one sequence (seq 0 of the model's cache) for ids[0..n). */
-static wna16_status seq0_step(wna16_diag *d, wna16_model *m, const int32_t *ids, int64_t n,
-                              float *logits) {
-    wna16_kv_cache *c = m->cache;
-    int64_t pos0 = c->seqs[0].positions, last = n - 1;
-    int64_t *pos = wna16_malloc((size_t)n * sizeof *pos);
-    int32_t *seq = wna16_calloc((size_t)n, sizeof *seq);
-    wna16_status st = pos && seq ? WNA16_OK
-                                 : wna16_fail(d, WNA16_ERR_OUT_OF_MEMORY, "rows of %lld tokens",
-                                              (long long)n);
-    for (int64_t t = 0; st == WNA16_OK && t < n; t++) pos[t] = pos0 + t;
-    if (st == WNA16_OK) st = wna16_kv_cache_reserve(d, c, 0, pos0 + n);
-    wna16_rows rows = {.n = n, .ids = ids, .seq = seq, .pos = pos, .n_logits = logits ? 1 : 0,
-                       .logit_rows = &last, .logits = logits};
-    if (st == WNA16_OK) st = wna16_model_step(d, m, c, &rows);
-    if (st != WNA16_OK) wna16_kv_cache_truncate(c, 0, pos0);
-    wna16_free(pos);
-    wna16_free(seq);
-    return st;
-}
-
-wna16_status wna16_model_forward(wna16_diag *d, wna16_model *m, const int32_t *ids, int64_t n,
-                                 float *logits) {
-    if (!m->cache)
-        return wna16_fail(d, WNA16_ERR_INVALID_ARGUMENT,
-                          "this model was loaded without its own KV cache; evaluate through a "
-                          "wna16_kv_cache (wna16_batch_eval)");
-    if (m->cache->seqs[0].positions + n > m->context)
-        return wna16_fail(d, WNA16_ERR_CONTEXT_OVERFLOW,
-                          "%lld tokens after %lld already in the cache exceed the context of %lld; "
-                          "start a new sequence or load with a longer --ctx",
-                          (long long)n, (long long)m->cache->seqs[0].positions,
-                          (long long)m->context);
-    return seq0_step(d, m, ids, n, logits);
-}
-
-static wna16_status check_ids(wna16_diag *d, const wna16_model *m, const int32_t *ids, int64_t n,
-                              size_t stride) {
-    for (int64_t i = 0; i < n; i++) {
-        int32_t id = *(const int32_t *)((const char *)ids + (size_t)i * stride);
-        if (id < 0 || id >= m->cfg.vocab_size)
-            return wna16_fail(d, WNA16_ERR_TOKEN_ID,
-                              "token id %d at position %lld is outside the vocabulary [0, %lld)",
-                              id, (long long)i, (long long)m->cfg.vocab_size);
-    }
-    return WNA16_OK;
-}
-
-wna16_status wna16_model_eval(wna16_ctx *ctx, wna16_model *m, const int32_t *ids, int64_t n,
-                              float *logits) {
-    wna16_diag *d = wna16_ctx_diag(ctx);
-    if (!m || (!ids && n) || n < 0)
-        return wna16_fail(d, WNA16_ERR_INVALID_ARGUMENT, "bad eval arguments");
-    wna16_diag_clear(d);
-    if (n == 0) return WNA16_OK;
-    if (m->cache && m->cache->seqs[0].positions + n > m->context)
-        return wna16_fail(d, WNA16_ERR_CONTEXT_OVERFLOW,
-                          "%lld tokens after %lld already in the cache exceed the context of %lld; "
-                          "start a new sequence or load with a longer --ctx",
-                          (long long)n, (long long)m->cache->seqs[0].positions,
-                          (long long)m->context);
-    WNA16_TRY(check_ids(d, m, ids, n, sizeof *ids));
-    return wna16_model_forward(d, m, ids, n, logits);
-}
-
-/* ------------------------------------------------------------ batch eval */
-
-typedef struct batch_plan {
-    int64_t *pos, *logit_rows, n_logits;
-    int32_t *seq;
-    int32_t *ids;
-} batch_plan;
-
-static void plan_free(batch_plan *p) {
-    wna16_free(p->pos);
-    wna16_free(p->logit_rows);
-    wna16_free(p->seq);
-    wna16_free(p->ids);
-}
-
-/* Each row's position (after its sequence and the step's earlier rows of
- * it), and the blocks the step needs beyond what the sequences hold. */
-static wna16_status plan_rows(wna16_diag *d, const wna16_model *m, const wna16_kv_cache *c,
-                              const wna16_batch_token *rows, int64_t n, batch_plan *p,
-                              int64_t *need_blocks, int64_t *end) {
-    memset(p, 0, sizeof *p);
-    p->pos = wna16_malloc((size_t)n * sizeof *p->pos);
-    p->logit_rows = wna16_malloc((size_t)n * sizeof *p->logit_rows);
-    p->seq = wna16_malloc((size_t)n * sizeof *p->seq);
-    p->ids = wna16_malloc((size_t)n * sizeof *p->ids);
-    if (!p->pos || !p->logit_rows || !p->seq || !p->ids)
-        return wna16_fail(d, WNA16_ERR_OUT_OF_MEMORY, "batch of %lld rows", (long long)n);
-    for (int32_t s = 0; s < c->max_seqs; s++) end[s] = c->seqs[s].positions;
-    for (int64_t t = 0; t < n; t++) {
-        int32_t s = rows[t].seq;
-        if (s < 0 || s >= c->max_seqs)
-            return wna16_fail(d, WNA16_ERR_INVALID_ARGUMENT,
-                              "batch row %lld: sequence %d is outside [0, %d)", (long long)t,
-                              (int)s, (int)c->max_seqs);
-        p->seq[t] = s;
-        p->ids[t] = rows[t].id;
-        p->pos[t] = end[s]++;
-        if (end[s] > m->context)
-            return wna16_fail(d, WNA16_ERR_CONTEXT_OVERFLOW,
-                              "batch row %lld: sequence %d would hold %lld positions, past the "
-                              "context of %lld",
-                              (long long)t, (int)s, (long long)end[s], (long long)m->context);
-        if (rows[t].logits) p->logit_rows[p->n_logits++] = t;
-    }
-    *need_blocks = 0;
-    for (int32_t s = 0; s < c->max_seqs; s++)
-        *need_blocks += wna16_kv_blocks_for(end[s]) - c->seqs[s].n_blocks;
-    return WNA16_OK;
-}
-
-wna16_status wna16_batch_eval(wna16_ctx *ctx, wna16_model *m, wna16_kv_cache *c,
-                              const wna16_batch_token *rows, int64_t n, float *logits) {
-    wna16_diag *d = wna16_ctx_diag(ctx);
-    if (!m || !c || c->m != m || (!rows && n) || n < 0)
-        return wna16_fail(d, WNA16_ERR_INVALID_ARGUMENT,
-                          "batch_eval: NULL argument, negative count or a cache of another model");
-    wna16_diag_clear(d);
-    if (n == 0) return WNA16_OK;
-    if (n > c->max_rows)
-        return wna16_fail(d, WNA16_ERR_INVALID_ARGUMENT,
-                          "batch_eval: %lld rows, over the cache's max_batch_tokens %lld",
-                          (long long)n, (long long)c->max_rows);
-    WNA16_TRY(check_ids(d, m, &rows[0].id, n, sizeof *rows));
-    int64_t *end = wna16_malloc((size_t)c->max_seqs * sizeof *end), need = 0;
-    batch_plan p = {0};
-    wna16_status st = end ? plan_rows(d, m, c, rows, n, &p, &need, end)
-                          : wna16_fail(d, WNA16_ERR_OUT_OF_MEMORY, "batch plan");
-    if (st == WNA16_OK && !logits && p.n_logits)
-        st = wna16_fail(d, WNA16_ERR_INVALID_ARGUMENT, "batch_eval: rows ask for logits but "
-                                                       "logits is NULL");
-    if (st == WNA16_OK && need > wna16_kv_pool_available(&c->pool))
-        st = wna16_fail(d, WNA16_ERR_LIMIT,
-                        "KV cache full: the step needs %lld more blocks, %lld are free; drop a "
-                        "sequence and retry",
-                        (long long)need, (long long)wna16_kv_pool_available(&c->pool));
-    /* cannot fail now but for memory (block tables): all or nothing still */
-    bool reserved = st == WNA16_OK;
-    for (int32_t s = 0; st == WNA16_OK && s < c->max_seqs; s++)
-        if (end[s] > c->seqs[s].positions) st = wna16_kv_cache_reserve(d, c, s, end[s]);
-    wna16_rows rw = {.n = n, .ids = p.ids, .seq = p.seq, .pos = p.pos, .n_logits = p.n_logits,
-                     .logit_rows = p.logit_rows, .logits = logits};
-    if (st == WNA16_OK) st = wna16_model_step(d, m, c, &rw);
-    if (st == WNA16_OK) st = wna16_kv_cache_commit(d, c, &rw);
-    if (st != WNA16_OK && reserved) /* the step's positions are not valid: give them back */
-        for (int64_t t = 0; t < n; t++)
-            if (p.pos[t] < c->seqs[p.seq[t]].positions)
-                wna16_kv_cache_truncate(c, p.seq[t], p.pos[t]);
-    if (end) plan_free(&p);
-    wna16_free(end);
+    s->hooks = NULL;
     return st;
 }

@@ -1,6 +1,6 @@
 /* The paged KV cache (include/wna16.h: wna16_kv_cache): block memory per
  * rank, sequences over kv_blocks' pool, and the prefix cache's keys. */
-#include "model/model.h"
+#include "runtime/runtime.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -98,64 +98,21 @@ wna16_status wna16_kv_cache_make(wna16_diag *d, wna16_model *m, int32_t max_seqs
     if (s == WNA16_OK && prefix_caching) s = prefix_init(d, c);
     if (s == WNA16_OK) s = ranks_alloc(d, c);
     if (s != WNA16_OK) {
-        wna16_kv_cache_free(c);
+        wna16_kv_cache_destroy(c);
         return s;
     }
     *out = c;
     return WNA16_OK;
 }
 
-wna16_status wna16_kv_cache_create(wna16_ctx *ctx, wna16_model *m,
-                                   const wna16_kv_cache_options *options, wna16_kv_cache **out) {
-    wna16_diag *d = wna16_ctx_diag(ctx);
-    if (!m || !out) return wna16_fail(d, WNA16_ERR_INVALID_ARGUMENT, "kv_cache_create: NULL");
-    *out = NULL;
-    if (m->dist && m->my_rank != 0)
-        return wna16_fail(d, WNA16_ERR_INVALID_ARGUMENT,
-                          "rank %d of a distributed model: rank 0 creates KV caches (the other "
-                          "ranks make theirs in wna16_model_follow)",
-                          m->my_rank);
-    wna16_kv_cache_options o;
-    WNA16_TRY(wna16_options_take(d, "KV cache options", &o, sizeof o, options));
-    if (o.max_seqs < 0 || o.n_blocks < 0 || o.max_batch_tokens < 0)
-        return wna16_fail(d, WNA16_ERR_INVALID_ARGUMENT,
-                          "KV cache options: max_seqs %d, n_blocks %lld, max_batch_tokens %lld "
-                          "must not be negative",
-                          (int)o.max_seqs, (long long)o.n_blocks, (long long)o.max_batch_tokens);
-    int32_t max_seqs = o.max_seqs ? o.max_seqs : 256;
-    int64_t rows = o.max_batch_tokens ? o.max_batch_tokens : 512;
-    int64_t ctx_blocks = wna16_kv_blocks_for(m->context);
-    int64_t n_blocks = o.n_blocks;
-    if (!n_blocks && o.memory_bytes)
-        n_blocks = (int64_t)(o.memory_bytes / wna16_kv_cache_block_bytes(m));
-    else if (!n_blocks)
-        n_blocks = ctx_blocks * ((max_seqs + 3) / 4);
-    if (n_blocks < 1)
-        return wna16_fail(d, WNA16_ERR_LIMIT,
-                          "KV cache: %zu bytes hold no block (a block of %d positions takes %zu "
-                          "bytes); give it more memory",
-                          o.memory_bytes, WNA16_KV_BLOCK, wna16_kv_cache_block_bytes(m));
-    WNA16_TRY(wna16_kv_cache_make(d, m, max_seqs, n_blocks, rows, o.prefix_caching, out));
-    wna16_status s = m->dist ? wna16_model_dist_cache_new(d, m, *out) : WNA16_OK;
-    if (s != WNA16_OK) {
-        wna16_kv_cache_free(*out);
-        *out = NULL;
-    }
-    return s;
-}
-
-void wna16_kv_cache_free(wna16_kv_cache *c) {
+void wna16_kv_cache_destroy(wna16_kv_cache *c) {
     if (!c) return;
-    if (c->m->dist) wna16_model_dist_cache_free(c->m, c);
     for (int32_t s = 0; c->seqs && s < c->max_seqs; s++) {
         wna16_free(c->seqs[s].table);
         if (c->seq_tokens) wna16_free(c->seq_tokens[s]);
     }
-    for (int r = 0; c->ranks && r < c->m->tp; r++) {
+    for (int r = 0; c->ranks && r < c->m->tp; r++)
         wna16_huge_free(c->ranks[r].kv, c->ranks[r].kv_bytes);
-        wna16_moe_workspace_free(c->ranks[r].moe_ws);
-        wna16_fwd_scratch_free(c->ranks[r].scratch);
-    }
     void *all[] = {c->ranks,  c->seqs,  c->seq_tokens, c->seq_tok_cap, c->key_parent,
                    c->gen,    c->keyed, c->key_tokens, c->chain,       c->bucket,
                    c->key_parent_gen, c->seq_mark};

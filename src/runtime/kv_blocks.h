@@ -1,12 +1,12 @@
-/* The paged KV cache's bookkeeping (issue #21, serving): the cache is cut
+/* The paged KV cache's bookkeeping: the cache is cut
  * into fixed-size blocks of WNA16_KV_BLOCK positions; a sequence owns a block
  * table (logical block i -> physical block), blocks come from one free list,
  * and a block may be shared (reference counted) so that sequences with a
  * common prefix hold its blocks once. Only indices live here: the K/V memory
  * itself is laid out by the model runtime. Not thread-safe: one scheduler
  * owns a pool. */
-#ifndef WNA16_MODEL_KV_BLOCKS_H
-#define WNA16_MODEL_KV_BLOCKS_H
+#ifndef WNA16_RUNTIME_KV_BLOCKS_H
+#define WNA16_RUNTIME_KV_BLOCKS_H
 
 #include "core/common.h"
 

@@ -1,5 +1,5 @@
 /* Distributed models (one TP rank per process): rank 0 drives, the other
- * ranks follow. Every forward step on rank 0 (wna16_model_step) first
+ * ranks follow. Every forward step on rank 0 (wna16_exec_step) first
  * broadcasts it: a fixed header (what to do, in which KV cache, how many
  * rows and payload words), then the rows' ids, sequences and positions, and
  * the block table of every sequence the step touches. Block bookkeeping
@@ -10,7 +10,7 @@
  * are created and freed on every rank by a request too. Rank 0 ends the
  * session with a STOP request that can carry its failure, so a rank-0 error
  * reaches every rank. */
-#include "model/model.h"
+#include "runtime/runtime.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -23,7 +23,7 @@ static wna16_status not_follower(wna16_diag *d, const wna16_model *m, const char
                           "rank %d of a distributed model: only rank 0 %s; the other ranks call "
                           "wna16_model_follow",
                           m->my_rank, what);
-    if (m->released)
+    if (m->rt->released)
         return wna16_fail(d, WNA16_ERR_INVALID_ARGUMENT,
                           "distributed model: the other ranks were released (wna16_model_release)");
     return WNA16_OK;
@@ -36,20 +36,21 @@ static wna16_status send(wna16_diag *d, wna16_model *m, request *rq, void *paylo
 }
 
 static wna16_status buf_fit(wna16_diag *d, wna16_model *m, int64_t words) {
-    if (words <= m->dist_cap) return WNA16_OK;
-    int64_t cap = m->dist_cap ? m->dist_cap : 1024;
+    struct wna16_runtime *rt = m->rt;
+    if (words <= rt->dist_cap) return WNA16_OK;
+    int64_t cap = rt->dist_cap ? rt->dist_cap : 1024;
     while (cap < words) cap *= 2;
-    int32_t *p = wna16_realloc(m->dist_buf, (size_t)cap * sizeof *p);
+    int32_t *p = wna16_realloc(rt->dist_buf, (size_t)cap * sizeof *p);
     if (!p)
         return wna16_fail(d, WNA16_ERR_OUT_OF_MEMORY, "step request of %lld words",
                           (long long)words);
-    m->dist_buf = p;
-    m->dist_cap = cap;
+    rt->dist_buf = p;
+    rt->dist_cap = cap;
     return WNA16_OK;
 }
 
 /* Payload: ids[n] | seq[n] | pos[n] | per sequence: seq, n_blocks, table. */
-wna16_status wna16_model_drive_step(wna16_diag *d, wna16_model *m, wna16_kv_cache *c,
+wna16_status wna16_dist_drive_step(wna16_diag *d, wna16_model *m, wna16_kv_cache *c,
                                     const wna16_rows *rows) {
     WNA16_TRY(not_follower(d, m, "evaluates"));
     int64_t n = rows->n, words = 3 * n;
@@ -63,7 +64,7 @@ wna16_status wna16_model_drive_step(wna16_diag *d, wna16_model *m, wna16_kv_cach
         n_seqs++;
     }
     WNA16_TRY(buf_fit(d, m, words));
-    int32_t *w = m->dist_buf;
+    int32_t *w = m->rt->dist_buf;
     for (int64_t t = 0; t < n; t++) {
         w[t] = rows->ids[t];
         w[n + t] = rows->seq[t];
@@ -86,10 +87,10 @@ wna16_status wna16_model_drive_step(wna16_diag *d, wna16_model *m, wna16_kv_cach
     return send(d, m, &rq, w, (size_t)words * sizeof *w);
 }
 
-wna16_status wna16_model_dist_cache_new(wna16_diag *d, wna16_model *m, wna16_kv_cache *c) {
+wna16_status wna16_dist_cache_new(wna16_diag *d, wna16_model *m, wna16_kv_cache *c) {
     WNA16_TRY(not_follower(d, m, "creates KV caches"));
     int32_t id = 1;
-    while (id < WNA16_DIST_CACHES && m->dist_caches[id]) id++;
+    while (id < WNA16_DIST_CACHES && m->rt->dist_caches[id]) id++;
     if (id == WNA16_DIST_CACHES)
         return wna16_fail(d, WNA16_ERR_LIMIT,
                           "a distributed model holds at most %d KV caches; free one first",
@@ -102,14 +103,14 @@ wna16_status wna16_model_dist_cache_new(wna16_diag *d, wna16_model *m, wna16_kv_
     WNA16_TRY(send(d, m, &rq, NULL, 0));
     WNA16_TRY(wna16_comm_agree(d, m->comms[0], WNA16_OK));
     c->dist_id = id;
-    m->dist_caches[id] = c;
+    m->rt->dist_caches[id] = c;
     return WNA16_OK;
 }
 
-void wna16_model_dist_cache_free(wna16_model *m, wna16_kv_cache *c) {
-    if (c->dist_id <= 0 || m->dist_caches[c->dist_id] != c) return;
-    m->dist_caches[c->dist_id] = NULL;
-    if (m->my_rank != 0 || m->released) return;
+void wna16_dist_cache_free(wna16_model *m, wna16_kv_cache *c) {
+    if (c->dist_id <= 0 || m->rt->dist_caches[c->dist_id] != c) return;
+    m->rt->dist_caches[c->dist_id] = NULL;
+    if (m->my_rank != 0 || m->rt->released) return;
     request rq = {.op = WNA16_REQ_CACHE_FREE, .cache = c->dist_id};
     wna16_diag scratch = {{0}, NULL};
     (void)send(&scratch, m, &rq, NULL, 0); /* a broken link fails the next step */
@@ -127,13 +128,13 @@ static wna16_status malformed(wna16_diag *d, const wna16_model *m, const request
 }
 
 static wna16_kv_cache *cache_of(wna16_model *m, int32_t id) {
-    if (id == 0) return m->cache;
-    return id > 0 && id < WNA16_DIST_CACHES ? m->dist_caches[id] : NULL;
+    if (id == 0) return m->rt->cache;
+    return id > 0 && id < WNA16_DIST_CACHES ? m->rt->dist_caches[id] : NULL;
 }
 
 static wna16_status follow_cache_new(wna16_diag *d, wna16_model *m, const request *rq) {
     wna16_status s = WNA16_OK;
-    if (rq->cache <= 0 || rq->cache >= WNA16_DIST_CACHES || m->dist_caches[rq->cache] ||
+    if (rq->cache <= 0 || rq->cache >= WNA16_DIST_CACHES || m->rt->dist_caches[rq->cache] ||
         rq->n < 1 || rq->n > INT32_MAX || rq->words < 1 || rq->rows < 1)
         s = malformed(d, m, rq, "a KV cache this rank cannot make");
     wna16_kv_cache *c = NULL;
@@ -141,13 +142,13 @@ static wna16_status follow_cache_new(wna16_diag *d, wna16_model *m, const reques
         s = wna16_kv_cache_make(d, m, (int32_t)rq->n, rq->words, rq->rows, false, &c);
     wna16_status all = wna16_comm_agree(d, m->comms[m->my_rank], s);
     if (all != WNA16_OK) {
-        wna16_kv_cache_free(c);
+        wna16_kv_cache_destroy(c);
         /* rank 0 reports the failure; this rank goes on following, unless
          * the link itself broke */
         return all == WNA16_ERR_COMM || all == WNA16_ERR_PEER_FAILED ? all : WNA16_OK;
     }
     c->dist_id = rq->cache;
-    m->dist_caches[rq->cache] = c;
+    m->rt->dist_caches[rq->cache] = c;
     return WNA16_OK;
 }
 
@@ -161,7 +162,7 @@ static wna16_status follow_step(wna16_diag *d, wna16_model *m, const request *rq
         return malformed(d, m, rq, "sizes out of range");
     /* room for the payload and, 8-byte aligned after it, the positions widened */
     WNA16_TRY(buf_fit(d, m, words + 1 + 2 * n));
-    int32_t *w = m->dist_buf;
+    int32_t *w = m->rt->dist_buf;
     WNA16_TRY(wna16_comm_broadcast(d, m->comms[m->my_rank], w, (size_t)words * sizeof *w, 0));
     const int32_t *at = w + 3 * n, *end = w + words;
     c->mark_gen++;
@@ -186,7 +187,8 @@ static wna16_status follow_step(wna16_diag *d, wna16_model *m, const request *rq
         pos[t] = p;
     }
     wna16_rows rows = {.n = n, .ids = w, .seq = w + n, .pos = pos};
-    return wna16_model_step(d, m, c, &rows);
+    return wna16_forward_rank(d, m, m->my_rank, c, &rows, &m->rt->ws[m->my_rank], m->rt->hooks,
+                              wna16_rank_threads(m));
 }
 
 static wna16_status follow_stop(wna16_diag *d, wna16_model *m, const request *rq) {
@@ -221,7 +223,8 @@ wna16_status wna16_model_follow(wna16_ctx *ctx, wna16_model *m) {
         case WNA16_REQ_CACHE_FREE: {
             wna16_kv_cache *k = rq.cache > 0 ? cache_of(m, rq.cache) : NULL;
             if (!k) return malformed(d, m, &rq, "no such KV cache");
-            wna16_kv_cache_free(k); /* clears its slot */
+            wna16_dist_cache_free(m, k); /* clears its slot */
+            wna16_kv_cache_destroy(k);
             break;
         }
         default:
@@ -235,8 +238,8 @@ wna16_status wna16_model_release(wna16_ctx *ctx, wna16_model *m, wna16_status wh
     wna16_diag *d = wna16_ctx_diag(ctx);
     /* A release never turns a failure into success: without followers to
      * tell, the verdict is returned as given. */
-    if (!m || !m->dist || m->my_rank != 0 || m->released) return why;
-    m->released = true;
+    if (!m || !m->dist || m->my_rank != 0 || m->rt->released) return why;
+    m->rt->released = true;
     wna16_comm *c = m->comms[0];
     request rq = {.op = WNA16_REQ_STOP, .status = (int32_t)why};
     static char text[WNA16_DETAIL_MAX];
@@ -254,6 +257,15 @@ wna16_status wna16_model_release(wna16_ctx *ctx, wna16_model *m, wna16_status wh
     else if (s == WNA16_OK)
         snprintf(e->detail, sizeof e->detail, "%s", keep);
     return s == WNA16_OK ? why : s;
+}
+
+void wna16_dist_free_mirrors(wna16_model *m) {
+    for (int i = 1; m->my_rank != 0 && i < WNA16_DIST_CACHES; i++) {
+        wna16_kv_cache *c = m->rt->dist_caches[i];
+        if (!c) continue;
+        m->rt->dist_caches[i] = NULL;
+        wna16_kv_cache_destroy(c);
+    }
 }
 
 int wna16_model_rank(const wna16_model *m) { return m && m->dist ? m->my_rank : 0; }

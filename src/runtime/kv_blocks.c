@@ -1,5 +1,5 @@
 /* Paged KV cache bookkeeping: see kv_blocks.h. */
-#include "model/kv_blocks.h"
+#include "runtime/kv_blocks.h"
 
 #include <string.h>
 

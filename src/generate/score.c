@@ -2,7 +2,7 @@
  * model (perplexity, echo with logprobs). The sequence runs through the
  * model's own cache in chunks whose every row's logits are kept, then each
  * row goes through a log-softmax accumulated in double. */
-#include "model/model.h"
+#include "runtime/runtime.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -45,7 +45,7 @@ wna16_status wna16_model_logprobs(wna16_ctx *ctx, wna16_model *m, const int32_t 
     wna16_diag_clear(d);
     int64_t V = m->cfg.vocab_size;
     if (top_k > V) top_k = (int)V;
-    if (!m->cache)
+    if (!m->rt)
         return wna16_fail(d, WNA16_ERR_INVALID_ARGUMENT,
                           "logprobs: this model was loaded without its own KV cache");
     if (n > m->context)
@@ -71,7 +71,7 @@ wna16_status wna16_model_logprobs(wna16_ctx *ctx, wna16_model *m, const int32_t 
     wna16_model_reset(m);
     logprobs[0] = 0.0f;
     for (int k = 0; k < top_k; k++) top_ids[k] = -1, top_logprobs[k] = -INFINITY;
-    wna16_kv_cache *c = m->cache;
+    wna16_kv_cache *c = m->rt->cache;
     for (int64_t at = 0; st == WNA16_OK && at < n - 1; at += chunk) {
         /* rows at..at+k-1 predict tokens at+1..at+k; the last token needs no row */
         int64_t k = n - 1 - at < chunk ? n - 1 - at : chunk;
@@ -79,7 +79,7 @@ wna16_status wna16_model_logprobs(wna16_ctx *ctx, wna16_model *m, const int32_t 
         st = wna16_kv_cache_reserve(d, c, 0, at + k);
         wna16_rows rows = {.n = k, .ids = ids + at, .seq = seq, .pos = pos, .n_logits = k,
                            .logit_rows = rows_out, .logits = logits};
-        if (st == WNA16_OK) st = wna16_model_step(d, m, c, &rows);
+        if (st == WNA16_OK) st = wna16_exec_step(d, m, c, &rows);
         for (int64_t t = 0; st == WNA16_OK && t < k; t++) {
             int64_t p = at + t + 1;
             score_row(logits + t * V, V, ids[p], &logprobs[p], top_k,
