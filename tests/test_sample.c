@@ -99,12 +99,12 @@ static bool on_text(void *user, const char *text, size_t len) {
 static void test_generate(void) {
     char dir[] = "/tmp/wna16_gen_XXXXXX";
     CHECK(mkdtemp(dir) != NULL);
-    wna16_synth_options o;
-    wna16_synth_preset("demo", &o);
+    wna16_synth_spec o;
+    wna16_synth_spec_preset("demo", &o);
     o.vocab = 512;
     o.eos_id = 7;
     wna16_diag d = {0};
-    CHECK(wna16_synth_write(&d, &o, dir) == WNA16_OK);
+    CHECK(wna16_synth_spec_write(&d, &o, dir) == WNA16_OK);
     wna16_ctx *ctx;
     CHECK(wna16_ctx_create(&ctx) == WNA16_OK);
     wna16_model *m = NULL;
@@ -158,12 +158,12 @@ static void test_generate(void) {
 static bool demo_with_tokenizer(char *dir, int64_t vocab, int64_t layers, int64_t context,
                                 wna16_ctx **ctx, wna16_tokenizer **tok, wna16_model **m) {
     CHECK(mkdtemp(dir) != NULL);
-    wna16_synth_options o;
-    wna16_synth_preset("demo", &o);
+    wna16_synth_spec o;
+    wna16_synth_spec_preset("demo", &o);
     if (vocab) o.vocab = vocab;
     if (layers) o.layers = layers;
     wna16_diag d = {0};
-    CHECK(wna16_synth_write(&d, &o, dir) == WNA16_OK);
+    CHECK(wna16_synth_spec_write(&d, &o, dir) == WNA16_OK);
     *tok = NULL;
     *m = NULL;
     CHECK(wna16_ctx_create(ctx) == WNA16_OK);
@@ -291,12 +291,12 @@ static void test_sampler_refuses(void) {
 static void test_generate_refuses(void) {
     char dir[] = "/tmp/wna16_genbad_XXXXXX";
     CHECK(mkdtemp(dir) != NULL);
-    wna16_synth_options so;
-    wna16_synth_preset("demo", &so);
+    wna16_synth_spec so;
+    wna16_synth_spec_preset("demo", &so);
     so.vocab = 512;
     so.layers = 1;
     wna16_diag d = {0};
-    CHECK(wna16_synth_write(&d, &so, dir) == WNA16_OK);
+    CHECK(wna16_synth_spec_write(&d, &so, dir) == WNA16_OK);
     wna16_ctx *ctx;
     CHECK(wna16_ctx_create(&ctx) == WNA16_OK);
     wna16_model *m = NULL;
@@ -363,12 +363,12 @@ static bool on_abort(void *user) {
 static void test_callbacks(void) {
     char dir[] = "/tmp/wna16_hooks_XXXXXX";
     CHECK(mkdtemp(dir) != NULL);
-    wna16_synth_options so;
-    wna16_synth_preset("demo", &so);
+    wna16_synth_spec so;
+    wna16_synth_spec_preset("demo", &so);
     so.vocab = 512;
     so.layers = 3;
     wna16_diag d = {0};
-    CHECK(wna16_synth_write(&d, &so, dir) == WNA16_OK);
+    CHECK(wna16_synth_spec_write(&d, &so, dir) == WNA16_OK);
     wna16_ctx *ctx;
     CHECK(wna16_ctx_create(&ctx) == WNA16_OK);
     hook_log h = {.increasing = true, .aborts_after = 1000};

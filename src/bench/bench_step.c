@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli/cli.h"
+#include "bench/bench.h"
 #include "kernels/gemm.h"
 #include "kernels/machine_limits.h"
 #include "model/model.h"
