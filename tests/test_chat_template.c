@@ -6,7 +6,7 @@
  *    the caps on depth, steps, output and memory;
  *  - no crash on any prefix of every template. */
 #include "testing.h"
-#include "tokenizer/jinja.h"
+#include "jinja/jinja.h"
 
 #include <jansson.h>
 #include <stdlib.h>

@@ -5,8 +5,8 @@
  * balanced before a tag can end (so "}}" inside a dict literal is not an
  * end), newlines normalized to \n and one trailing newline dropped
  * (keep_trailing_newline=False). */
-#include "tokenizer/jinja_internal.h"
-#include "tokenizer/tok_internal.h"
+#include "jinja/jinja_internal.h"
+#include "core/utf8.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -114,7 +114,7 @@ static wna16_status decode_string(jlex *L, int line, const char *s, size_t n, jt
             int v = e - '0';
             for (int m = 0; m < 2 && i + 1 < n && s[i + 1] >= '0' && s[i + 1] <= '7'; m++)
                 v = v * 8 + (s[++i] - '0');
-            k += tok_utf8_encode((uint32_t)v, o + k);
+            k += wna16_utf8_encode((uint32_t)v, o + k);
         } else if (e == 'x' || e == 'u' || e == 'U') {
             int digits = e == 'x' ? 2 : e == 'u' ? 4 : 8;
             uint32_t v = 0;
@@ -125,7 +125,7 @@ static wna16_status decode_string(jlex *L, int line, const char *s, size_t n, jt
             }
             if (v > 0x10FFFF || (v >= 0xD800 && v <= 0xDFFF))
                 return lex_fail(L, line, "string escape is not a Unicode scalar value");
-            k += tok_utf8_encode(v, o + k);
+            k += wna16_utf8_encode(v, o + k);
         } else if (e == 'N') {
             return wna16_fail(L->d, WNA16_ERR_UNSUPPORTED,
                               "chat template line %d: \\N{...} string escapes are not supported",

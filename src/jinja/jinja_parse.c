@@ -2,7 +2,7 @@
  * mirrors jinja2's parser.py precedence: condexpr < or < and < not <
  * compare < + - < ~ < * / // % < ** < unary < filters, tests, calls <
  * postfix. */
-#include "tokenizer/jinja_internal.h"
+#include "jinja/jinja_internal.h"
 
 #include <stdio.h>
 #include <stdlib.h>

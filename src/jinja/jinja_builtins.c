@@ -3,8 +3,8 @@
  * (json.dumps(x, ensure_ascii=False, indent=indent, separators=separators,
  * sort_keys=sort_keys)). Semantics are Python's and jinja2's; where a
  * generator would come back in jinja2 (select, map, ...) a list does. */
-#include "tokenizer/jinja_internal.h"
-#include "tokenizer/tok_internal.h"
+#include "jinja/jinja_internal.h"
+#include "core/utf8.h"
 
 #include <locale.h>
 #include <math.h>
@@ -50,7 +50,7 @@ typedef enum { CASE_UPPER, CASE_LOWER, CASE_TITLE } case_kind;
 
 static void put_cp(wna16_buf *b, uint32_t cp) {
     char u[4];
-    wna16_buf_put(b, u, tok_utf8_encode(cp, u));
+    wna16_buf_put(b, u, wna16_utf8_encode(cp, u));
 }
 
 static uint32_t map_case(uint32_t cp, case_kind k) {

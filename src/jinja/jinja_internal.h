@@ -1,10 +1,10 @@
 /* Internals of the Jinja subset (jinja.h): the arena, values, the syntax
  * tree, and what the parser (jinja_parse.c), the evaluator (jinja_eval.c)
  * and the builtins (jinja_builtins.c) share. */
-#ifndef WNA16_TOKENIZER_JINJA_INTERNAL_H
-#define WNA16_TOKENIZER_JINJA_INTERNAL_H
+#ifndef WNA16_JINJA_INTERNAL_H
+#define WNA16_JINJA_INTERNAL_H
 
-#include "tokenizer/jinja.h"
+#include "jinja/jinja.h"
 
 /* ----------------------------------------------------------------- arena */
 

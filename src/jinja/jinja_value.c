@@ -1,8 +1,8 @@
 /* Values of the Jinja subset: the arena, construction, Python's truth,
  * equality, str() and repr(), iteration, attribute and item access, JSON
  * input, and UTF-8 helpers. */
-#include "tokenizer/jinja_internal.h"
-#include "tokenizer/tok_internal.h"
+#include "jinja/jinja_internal.h"
+#include "core/utf8.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -45,12 +45,12 @@ void jarena_free(jarena *a) {
 
 size_t ju8_decode(const char *s, size_t n, uint32_t *cp) {
     if (!n) return 0;
-    size_t k = tok_utf8_valid_len((const uint8_t *)s, n);
+    size_t k = wna16_utf8_valid_len((const uint8_t *)s, n);
     if (!k) {
         *cp = 0xFFFD; /* inputs are valid UTF-8; a stray byte counts as one */
         return 1;
     }
-    tok_utf8_decode((const uint8_t *)s, cp);
+    wna16_utf8_decode((const uint8_t *)s, cp);
     return k;
 }
 

@@ -3,7 +3,7 @@
  * fresh scope at every iteration (a `set` inside does not survive it, hence
  * namespace()); if blocks share the enclosing scope; a macro body sees its
  * parameters over the template's top level. */
-#include "tokenizer/jinja_internal.h"
+#include "jinja/jinja_internal.h"
 
 #include <math.h>
 #include <stdio.h>
