@@ -10,7 +10,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-wna16_status jfail(jctx *c, wna16_status s, const char *fmt, ...) {
+/* Evaluates an expression node. */
+static wna16_status jeval(jctx *c, const jnode *e, jv *out);
+
+wna16_status wna16_jinja_fail(jctx *c, wna16_status s, const char *fmt, ...) {
     char msg[1024];
     va_list ap;
     va_start(ap, fmt);
@@ -19,27 +22,29 @@ wna16_status jfail(jctx *c, wna16_status s, const char *fmt, ...) {
     return wna16_fail(c->d, s, "chat template line %d: %s", c->line, msg);
 }
 
-wna16_status joom(jctx *c) {
+wna16_status wna16_jinja_oom(jctx *c) {
     if (c->a->total > JINJA_MAX_MEMORY)
-        return jfail(c, WNA16_ERR_LIMIT, "rendering needs more than %u MiB of working memory",
-                     JINJA_MAX_MEMORY >> 20);
-    return jfail(c, WNA16_ERR_OUT_OF_MEMORY, "out of memory");
+        return wna16_jinja_fail(c, WNA16_ERR_LIMIT,
+                                "rendering needs more than %u MiB of working memory",
+                                JINJA_MAX_MEMORY >> 20);
+    return wna16_jinja_fail(c, WNA16_ERR_OUT_OF_MEMORY, "out of memory");
 }
 
-wna16_status jsteps(jctx *c, uint64_t k) {
+wna16_status wna16_jinja_steps(jctx *c, uint64_t k) {
     c->steps += k;
     if (c->steps > JINJA_MAX_STEPS)
-        return jfail(c, WNA16_ERR_LIMIT,
-                     "rendering takes more than %d steps (a loop too long for a chat prompt)",
-                     JINJA_MAX_STEPS);
+        return wna16_jinja_fail(
+            c, WNA16_ERR_LIMIT,
+            "rendering takes more than %d steps (a loop too long for a chat prompt)",
+            JINJA_MAX_STEPS);
     return WNA16_OK;
 }
 
-static wna16_status step(jctx *c) { return jsteps(c, 1); }
+static wna16_status step(jctx *c) { return wna16_jinja_steps(c, 1); }
 
 static wna16_status undefined_error(jctx *c, jv v) {
-    return jfail(c, WNA16_ERR_INVALID_ARGUMENT, "'%.*s' is undefined", (int)(v.n > 80 ? 80 : v.n),
-                 v.u.s ? v.u.s : "");
+    return wna16_jinja_fail(c, WNA16_ERR_INVALID_ARGUMENT, "'%.*s' is undefined",
+                            (int)(v.n > 80 ? 80 : v.n), v.u.s ? v.u.s : "");
 }
 
 /* ----------------------------------------------------------------- scopes */
@@ -52,8 +57,8 @@ static wna16_status scope_set(jctx *c, jscope *s, const char *name, size_t n, jv
         }
     if (s->n == s->cap) {
         size_t cap = s->cap ? s->cap * 2 : 8;
-        jvar *nv = jarena_alloc(c->a, cap * sizeof *nv);
-        if (!nv) return joom(c);
+        jvar *nv = wna16_jinja_alloc(c->a, cap * sizeof *nv);
+        if (!nv) return wna16_jinja_oom(c);
         if (s->n) memcpy(nv, s->vars, s->n * sizeof *nv);
         s->vars = nv, s->cap = cap;
     }
@@ -65,7 +70,7 @@ static jv lookup(const jctx *c, const char *name, size_t n) {
     for (const jscope *s = c->cur; s; s = s->parent)
         for (size_t i = s->n; i-- > 0;)
             if (s->vars[i].n == n && !memcmp(s->vars[i].name, name, n)) return s->vars[i].v;
-    int id = jbuiltin_global(name, n);
+    int id = wna16_jinja_global_id(name, n);
     if (id >= 0) {
         jv f = {.t = JV_FUNC};
         f.u.func = id;
@@ -77,10 +82,10 @@ static jv lookup(const jctx *c, const char *name, size_t n) {
 /* ---------------------------------------------------------------- output */
 
 static wna16_status out_check(jctx *c) {
-    if (c->out->failed) return joom(c);
+    if (c->out->failed) return wna16_jinja_oom(c);
     if (c->out->len > JINJA_MAX_OUTPUT)
-        return jfail(c, WNA16_ERR_LIMIT, "the rendered text is over %u MiB",
-                     JINJA_MAX_OUTPUT >> 20);
+        return wna16_jinja_fail(c, WNA16_ERR_LIMIT, "the rendered text is over %u MiB",
+                                JINJA_MAX_OUTPUT >> 20);
     return WNA16_OK;
 }
 
@@ -92,8 +97,8 @@ static wna16_status capture(jctx *c, const jnode *body, jv *out) {
     c->out = &b;
     wna16_status s = exec_body(c, body);
     c->out = saved;
-    if (s == WNA16_OK && b.failed) s = joom(c);
-    if (s == WNA16_OK) s = jv_make_str(c, b.data ? b.data : "", b.len, out);
+    if (s == WNA16_OK && b.failed) s = wna16_jinja_oom(c);
+    if (s == WNA16_OK) s = wna16_jinja_make_str(c, b.data ? b.data : "", b.len, out);
     wna16_buf_free(&b);
     return s;
 }
@@ -113,12 +118,13 @@ static const char *const OP_NAMES[] = {"",   "+",  "-", "*",  "/", "//", "%",  "
 static wna16_status type_error(jctx *c, int op, jv a, jv b) {
     if (a.t == JV_UNDEF) return undefined_error(c, a);
     if (b.t == JV_UNDEF) return undefined_error(c, b);
-    return jfail(c, WNA16_ERR_INVALID_ARGUMENT, "unsupported operand types for %s: '%s' and '%s'",
-                 OP_NAMES[op], jv_type_name(a), jv_type_name(b));
+    return wna16_jinja_fail(c, WNA16_ERR_INVALID_ARGUMENT,
+                            "unsupported operand types for %s: '%s' and '%s'", OP_NAMES[op],
+                            wna16_jinja_type_name(a), wna16_jinja_type_name(b));
 }
 
 static wna16_status overflow(jctx *c) {
-    return jfail(c, WNA16_ERR_UNSUPPORTED, "integer arithmetic beyond 64 bits");
+    return wna16_jinja_fail(c, WNA16_ERR_UNSUPPORTED, "integer arithmetic beyond 64 bits");
 }
 
 /* s * k for a string or list (Python repetition). */
@@ -127,16 +133,16 @@ static wna16_status repeat(jctx *c, jv seq, int64_t k, jv *out) {
     size_t unit = seq.t == JV_STR ? seq.n : seq.u.l->n;
     uint64_t total;
     if (!wna16_mul_u64(unit, (uint64_t)k, &total) || total > JINJA_MAX_OUTPUT)
-        return jfail(c, WNA16_ERR_LIMIT, "repetition builds more than %u MiB",
-                     JINJA_MAX_OUTPUT >> 20);
+        return wna16_jinja_fail(c, WNA16_ERR_LIMIT, "repetition builds more than %u MiB",
+                                JINJA_MAX_OUTPUT >> 20);
     if (seq.t == JV_STR) {
-        char *s = jarena_alloc(c->a, total + 1);
-        if (!s) return joom(c);
+        char *s = wna16_jinja_alloc(c->a, total + 1);
+        if (!s) return wna16_jinja_oom(c);
         for (int64_t i = 0; i < k; i++) memcpy(s + i * (int64_t)unit, seq.u.s, unit);
         *out = jv_str(s, total);
         return WNA16_OK;
     }
-    WNA16_TRY(jv_make_list(c, total, out));
+    WNA16_TRY(wna16_jinja_make_list(c, total, out));
     for (int64_t i = 0; i < k; i++)
         memcpy(out->u.l->v + i * (int64_t)unit, seq.u.l->v, unit * sizeof(jv));
     return WNA16_OK;
@@ -144,13 +150,13 @@ static wna16_status repeat(jctx *c, jv seq, int64_t k, jv *out) {
 
 static wna16_status concat(jctx *c, jv a, jv b, jv *out) {
     if (a.t == JV_STR) {
-        char *s = jarena_alloc(c->a, a.n + b.n + 1);
-        if (!s) return joom(c);
+        char *s = wna16_jinja_alloc(c->a, a.n + b.n + 1);
+        if (!s) return wna16_jinja_oom(c);
         memcpy(s, a.u.s, a.n), memcpy(s + a.n, b.u.s, b.n);
         *out = jv_str(s, a.n + b.n);
         return WNA16_OK;
     }
-    WNA16_TRY(jv_make_list(c, a.u.l->n + b.u.l->n, out));
+    WNA16_TRY(wna16_jinja_make_list(c, a.u.l->n + b.u.l->n, out));
     if (a.u.l->n) memcpy(out->u.l->v, a.u.l->v, a.u.l->n * sizeof(jv));
     if (b.u.l->n) memcpy(out->u.l->v + a.u.l->n, b.u.l->v, b.u.l->n * sizeof(jv));
     out->u.l->tuple = a.u.l->tuple;
@@ -173,7 +179,7 @@ static wna16_status int_pow(jctx *c, int64_t base, int64_t e, jv *out) {
 }
 
 static wna16_status divide(jctx *c, int op, jv a, jv b, jv *out) {
-    if (num_f(b) == 0) return jfail(c, WNA16_ERR_INVALID_ARGUMENT, "division by zero");
+    if (num_f(b) == 0) return wna16_jinja_fail(c, WNA16_ERR_INVALID_ARGUMENT, "division by zero");
     if (op == JOP_DIV) {
         *out = jv_float(num_f(a) / num_f(b));
         return WNA16_OK;
@@ -200,8 +206,8 @@ static wna16_status divide(jctx *c, int op, jv a, jv b, jv *out) {
 static wna16_status arith(jctx *c, int op, jv a, jv b, jv *out) {
     if (op == JOP_CONCAT) {
         jv sa, sb;
-        WNA16_TRY(jv_to_str(c, a, &sa));
-        WNA16_TRY(jv_to_str(c, b, &sb));
+        WNA16_TRY(wna16_jinja_to_str(c, a, &sa));
+        WNA16_TRY(wna16_jinja_to_str(c, b, &sb));
         return concat(c, sa, sb, out);
     }
     if (is_num(a) && is_num(b)) {
@@ -241,9 +247,9 @@ static wna16_status arith(jctx *c, int op, jv a, jv b, jv *out) {
     if (op == JOP_MUL && (b.t == JV_STR || b.t == JV_LIST) && (a.t == JV_INT || a.t == JV_BOOL))
         return repeat(c, b, num_i(a), out);
     if (op == JOP_MOD && a.t == JV_STR)
-        return jfail(c, WNA16_ERR_UNSUPPORTED,
-                     "operator \"%%\" on a string (printf-style "
-                     "formatting) is not supported");
+        return wna16_jinja_fail(c, WNA16_ERR_UNSUPPORTED,
+                                "operator \"%%\" on a string (printf-style "
+                                "formatting) is not supported");
     return type_error(c, op, a, b);
 }
 
@@ -266,7 +272,7 @@ static wna16_status order(jctx *c, int op, jv a, jv b, int *cmp) {
     if (a.t == JV_LIST && b.t == JV_LIST) {
         size_t n = a.u.l->n < b.u.l->n ? a.u.l->n : b.u.l->n;
         for (size_t i = 0; i < n; i++) {
-            if (jv_equal(a.u.l->v[i], b.u.l->v[i])) continue;
+            if (wna16_jinja_equal(a.u.l->v[i], b.u.l->v[i])) continue;
             return order(c, op, a.u.l->v[i], b.u.l->v[i], cmp);
         }
         *cmp = a.u.l->n < b.u.l->n ? -1 : a.u.l->n > b.u.l->n;
@@ -274,46 +280,48 @@ static wna16_status order(jctx *c, int op, jv a, jv b, int *cmp) {
     }
     if (a.t == JV_UNDEF) return undefined_error(c, a);
     if (b.t == JV_UNDEF) return undefined_error(c, b);
-    return jfail(c, WNA16_ERR_INVALID_ARGUMENT,
-                 "'%s' not supported between instances of '%s' and '%s'", OP_NAMES[op],
-                 jv_type_name(a), jv_type_name(b));
+    return wna16_jinja_fail(c, WNA16_ERR_INVALID_ARGUMENT,
+                            "'%s' not supported between instances of '%s' and '%s'", OP_NAMES[op],
+                            wna16_jinja_type_name(a), wna16_jinja_type_name(b));
 }
 
 static wna16_status contains(jctx *c, jv item, jv seq, bool *out) {
     switch (seq.t) {
     case JV_STR:
         if (item.t != JV_STR)
-            return jfail(c, WNA16_ERR_INVALID_ARGUMENT,
-                         "'in <string>' requires string as left operand, not %s",
-                         jv_type_name(item));
+            return wna16_jinja_fail(c, WNA16_ERR_INVALID_ARGUMENT,
+                                    "'in <string>' requires string as left operand, not %s",
+                                    wna16_jinja_type_name(item));
         *out = item.n == 0 || (item.n <= seq.n && memmem(seq.u.s, seq.n, item.u.s, item.n));
         return WNA16_OK;
     case JV_LIST:
         *out = false;
-        for (size_t i = 0; i < seq.u.l->n && !*out; i++) *out = jv_equal(item, seq.u.l->v[i]);
+        for (size_t i = 0; i < seq.u.l->n && !*out; i++)
+            *out = wna16_jinja_equal(item, seq.u.l->v[i]);
         return WNA16_OK;
     case JV_DICT: {
         jv ignored;
-        *out = jdict_get(seq.u.d, item, &ignored);
+        *out = wna16_jinja_dict_get(seq.u.d, item, &ignored);
         return WNA16_OK;
     }
     case JV_UNDEF:
         *out = false;
         return WNA16_OK;
     default:
-        return jfail(c, WNA16_ERR_INVALID_ARGUMENT, "argument of type '%s' is not iterable",
-                     jv_type_name(seq));
+        return wna16_jinja_fail(c, WNA16_ERR_INVALID_ARGUMENT,
+                                "argument of type '%s' is not iterable",
+                                wna16_jinja_type_name(seq));
     }
 }
 
-wna16_status jcompare(jctx *c, int op, jv a, jv b, bool *out) {
+wna16_status wna16_jinja_compare(jctx *c, int op, jv a, jv b, bool *out) {
     int cmp;
     switch (op) {
     case JOP_EQ:
-        *out = jv_equal(a, b);
+        *out = wna16_jinja_equal(a, b);
         return WNA16_OK;
     case JOP_NE:
-        *out = !jv_equal(a, b);
+        *out = !wna16_jinja_equal(a, b);
         return WNA16_OK;
     case JOP_IN:
         return contains(c, a, b, out);
@@ -336,11 +344,11 @@ static wna16_status eval_args(jctx *c, const jnode *list, jargs *a) {
     size_t n = 0;
     for (const jnode *e = list; e; e = e->next) n++;
     if (!n) return WNA16_OK;
-    a->pos = jarena_alloc(c->a, n * sizeof(jv));
-    a->kw = jarena_alloc(c->a, n * sizeof(jv));
-    a->kwname = jarena_alloc(c->a, n * sizeof(char *));
-    a->kwlen = jarena_alloc(c->a, n * sizeof(size_t));
-    if (!a->pos || !a->kw || !a->kwname || !a->kwlen) return joom(c);
+    a->pos = wna16_jinja_alloc(c->a, n * sizeof(jv));
+    a->kw = wna16_jinja_alloc(c->a, n * sizeof(jv));
+    a->kwname = wna16_jinja_alloc(c->a, n * sizeof(char *));
+    a->kwlen = wna16_jinja_alloc(c->a, n * sizeof(size_t));
+    if (!a->pos || !a->kw || !a->kwname || !a->kwlen) return wna16_jinja_oom(c);
     for (const jnode *e = list; e; e = e->next) {
         if (e->kind == E_KWARG) {
             a->kwname[a->nkw] = e->str, a->kwlen[a->nkw] = e->len;
@@ -356,9 +364,9 @@ static wna16_status call_macro(jctx *c, const jnode *m, const jargs *a, jv *out)
     size_t nparams = 0;
     for (const jnode *p = m->t; p; p = p->next) nparams++;
     if (a->npos > nparams)
-        return jfail(c, WNA16_ERR_INVALID_ARGUMENT,
-                     "macro '%.*s' takes not more than %zu argument(s)", (int)m->len, m->str,
-                     nparams);
+        return wna16_jinja_fail(c, WNA16_ERR_INVALID_ARGUMENT,
+                                "macro '%.*s' takes not more than %zu argument(s)", (int)m->len,
+                                m->str, nparams);
     jscope scope = {.parent = c->root};
     jscope *saved = c->cur;
     int saved_in_loop = c->in_loop;
@@ -377,8 +385,9 @@ static wna16_status call_macro(jctx *c, const jnode *m, const jargs *a, jv *out)
         if (s == WNA16_OK) s = scope_set(c, &scope, p->str, p->len, v);
     }
     if (s == WNA16_OK && used_kw < a->nkw)
-        s = jfail(c, WNA16_ERR_INVALID_ARGUMENT,
-                  "macro '%.*s' was given an unknown keyword argument", (int)m->len, m->str);
+        s = wna16_jinja_fail(c, WNA16_ERR_INVALID_ARGUMENT,
+                             "macro '%.*s' was given an unknown keyword argument", (int)m->len,
+                             m->str);
     if (s == WNA16_OK) s = capture(c, m->b, out);
     c->cur = saved;
     c->in_loop = saved_in_loop;
@@ -387,9 +396,10 @@ static wna16_status call_macro(jctx *c, const jnode *m, const jargs *a, jv *out)
 
 static wna16_status call_value(jctx *c, jv f, const jargs *a, jv *out) {
     if (f.t == JV_MACRO) return call_macro(c, f.u.macro, a, out);
-    if (f.t == JV_FUNC) return jbuiltin_call_global(c, f.u.func, a, out);
+    if (f.t == JV_FUNC) return wna16_jinja_call_global(c, f.u.func, a, out);
     if (f.t == JV_UNDEF) return undefined_error(c, f);
-    return jfail(c, WNA16_ERR_INVALID_ARGUMENT, "'%s' object is not callable", jv_type_name(f));
+    return wna16_jinja_fail(c, WNA16_ERR_INVALID_ARGUMENT, "'%s' object is not callable",
+                            wna16_jinja_type_name(f));
 }
 
 static wna16_status eval_call(jctx *c, const jnode *e, jv *out) {
@@ -401,13 +411,14 @@ static wna16_status eval_call(jctx *c, const jnode *e, jv *out) {
         WNA16_TRY(jeval(c, e->a->a, &obj));
         WNA16_TRY(eval_args(c, e->t, &a));
         c->line = e->line;
-        WNA16_TRY(jbuiltin_method(c, obj, e->a->str, e->a->len, &a, out, &handled));
+        WNA16_TRY(wna16_jinja_method(c, obj, e->a->str, e->a->len, &a, out, &handled));
         if (handled) return WNA16_OK;
         jv f;
-        WNA16_TRY(jv_getattr(c, obj, e->a->str, e->a->len, &f));
+        WNA16_TRY(wna16_jinja_getattr(c, obj, e->a->str, e->a->len, &f));
         if (f.t == JV_UNDEF && (obj.t == JV_STR || obj.t == JV_DICT || obj.t == JV_LIST))
-            return jfail(c, WNA16_ERR_UNSUPPORTED, "method \"%.*s\" of a %s is not supported",
-                         (int)e->a->len, e->a->str, jv_type_name(obj));
+            return wna16_jinja_fail(c, WNA16_ERR_UNSUPPORTED,
+                                    "method \"%.*s\" of a %s is not supported", (int)e->a->len,
+                                    e->a->str, wna16_jinja_type_name(obj));
         return call_value(c, f, &a, out);
     }
     jv f;
@@ -425,11 +436,13 @@ static wna16_status slice_indices(jctx *c, const jnode *e, int64_t len, int64_t 
     for (int k = 0; k < 3; k++) {
         if (nodes[k]) WNA16_TRY(jeval(c, nodes[k], &parts[k]));
         if (parts[k].t != JV_NONE && parts[k].t != JV_INT && parts[k].t != JV_BOOL)
-            return jfail(c, WNA16_ERR_INVALID_ARGUMENT,
-                         "slice indices must be integers or None, not %s", jv_type_name(parts[k]));
+            return wna16_jinja_fail(c, WNA16_ERR_INVALID_ARGUMENT,
+                                    "slice indices must be integers or None, not %s",
+                                    wna16_jinja_type_name(parts[k]));
     }
     int64_t st = parts[2].t == JV_NONE ? 1 : num_i(parts[2]);
-    if (st == 0) return jfail(c, WNA16_ERR_INVALID_ARGUMENT, "slice step cannot be zero");
+    if (st == 0)
+        return wna16_jinja_fail(c, WNA16_ERR_INVALID_ARGUMENT, "slice step cannot be zero");
     if (st == INT64_MIN) return overflow(c);
     int64_t lo = st < 0 ? -1 : 0, hi = st < 0 ? len - 1 : len;
     int64_t v[2];
@@ -457,17 +470,17 @@ static wna16_status eval_slice(jctx *c, const jnode *e, jv *out) {
     WNA16_TRY(jeval(c, e->a, &obj));
     if (obj.t == JV_UNDEF) return undefined_error(c, obj);
     if (obj.t != JV_STR && obj.t != JV_LIST)
-        return jfail(c, WNA16_ERR_INVALID_ARGUMENT, "'%s' object is not subscriptable",
-                     jv_type_name(obj));
+        return wna16_jinja_fail(c, WNA16_ERR_INVALID_ARGUMENT, "'%s' object is not subscriptable",
+                                wna16_jinja_type_name(obj));
     bool str = obj.t == JV_STR;
     jv items = obj;
-    if (str) WNA16_TRY(jv_iterate(c, obj, &items)); /* code points */
+    if (str) WNA16_TRY(wna16_jinja_iterate(c, obj, &items)); /* code points */
     int64_t len = (int64_t)items.u.l->n, start = 0, stop = 0, st = 1;
     WNA16_TRY(slice_indices(c, e, len, &start, &stop, &st));
     size_t count = 0;
     for (int64_t i = start; st > 0 ? i < stop : i > stop; i += st) count++;
     jv res;
-    WNA16_TRY(jv_make_list(c, count, &res));
+    WNA16_TRY(wna16_jinja_make_list(c, count, &res));
     size_t k = 0, bytes = 0;
     for (int64_t i = start; st > 0 ? i < stop : i > stop; i += st) {
         res.u.l->v[k++] = items.u.l->v[i];
@@ -478,8 +491,8 @@ static wna16_status eval_slice(jctx *c, const jnode *e, jv *out) {
         *out = res;
         return WNA16_OK;
     }
-    char *s = jarena_alloc(c->a, bytes + 1);
-    if (!s) return joom(c);
+    char *s = wna16_jinja_alloc(c->a, bytes + 1);
+    if (!s) return wna16_jinja_oom(c);
     size_t off = 0;
     for (size_t i = 0; i < count; i++)
         memcpy(s + off, res.u.l->v[i].u.s, res.u.l->v[i].n), off += res.u.l->v[i].n;
@@ -495,7 +508,7 @@ static wna16_status eval_cmp(jctx *c, const jnode *e, jv *out) {
         jv right;
         WNA16_TRY(jeval(c, s->a, &right));
         c->line = s->line;
-        WNA16_TRY(jcompare(c, s->op, left, right, &ok));
+        WNA16_TRY(wna16_jinja_compare(c, s->op, left, right, &ok));
         left = right;
     }
     *out = jv_bool(ok);
@@ -506,16 +519,16 @@ static wna16_status eval_items(jctx *c, const jnode *e, jv *out) {
     size_t n = 0;
     for (const jnode *i = e->t; i; i = i->next) n++;
     if (e->kind == E_DICT) {
-        WNA16_TRY(jv_make_dict(c, out, JV_DICT));
+        WNA16_TRY(wna16_jinja_make_dict(c, out, JV_DICT));
         for (const jnode *p = e->t; p; p = p->next) {
             jv k, v;
             WNA16_TRY(jeval(c, p->a, &k));
             WNA16_TRY(jeval(c, p->b, &v));
-            WNA16_TRY(jdict_set(c, out->u.d, k, v));
+            WNA16_TRY(wna16_jinja_dict_set(c, out->u.d, k, v));
         }
         return WNA16_OK;
     }
-    WNA16_TRY(jv_make_list(c, n, out));
+    WNA16_TRY(wna16_jinja_make_list(c, n, out));
     out->u.l->tuple = e->kind == E_TUPLE;
     size_t k = 0;
     for (const jnode *i = e->t; i; i = i->next) WNA16_TRY(jeval(c, i, &out->u.l->v[k++]));
@@ -526,13 +539,14 @@ static wna16_status eval_unary(jctx *c, const jnode *e, jv *out) {
     jv v;
     WNA16_TRY(jeval(c, e->a, &v));
     if (e->kind == E_NOT) {
-        *out = jv_bool(!jv_truthy(v));
+        *out = jv_bool(!wna16_jinja_truthy(v));
         return WNA16_OK;
     }
     if (!is_num(v)) {
         if (v.t == JV_UNDEF) return undefined_error(c, v);
-        return jfail(c, WNA16_ERR_INVALID_ARGUMENT, "bad operand type for unary %s: '%s'",
-                     e->kind == E_NEG ? "-" : "+", jv_type_name(v));
+        return wna16_jinja_fail(c, WNA16_ERR_INVALID_ARGUMENT,
+                                "bad operand type for unary %s: '%s'", e->kind == E_NEG ? "-" : "+",
+                                wna16_jinja_type_name(v));
     }
     if (e->kind == E_POS)
         *out = v.t == JV_BOOL ? jv_int(v.u.b) : v;
@@ -559,12 +573,12 @@ static wna16_status eval_node(jctx *c, const jnode *e, jv *out) {
     case E_ATTR:
         WNA16_TRY(jeval(c, e->a, &a));
         c->line = e->line;
-        return jv_getattr(c, a, e->str, e->len, out);
+        return wna16_jinja_getattr(c, a, e->str, e->len, out);
     case E_ITEM:
         WNA16_TRY(jeval(c, e->a, &a));
         WNA16_TRY(jeval(c, e->b, &b));
         c->line = e->line;
-        return jv_getitem(c, a, b, out);
+        return wna16_jinja_getitem(c, a, b, out);
     case E_SLICE:
         return eval_slice(c, e, out);
     case E_CALL:
@@ -573,12 +587,12 @@ static wna16_status eval_node(jctx *c, const jnode *e, jv *out) {
         WNA16_TRY(jeval(c, e->a, &a));
         WNA16_TRY(eval_args(c, e->t, &args));
         c->line = e->line;
-        return jbuiltin_filter(c, e->str, e->len, a, &args, out);
+        return wna16_jinja_filter(c, e->str, e->len, a, &args, out);
     case E_TEST:
         WNA16_TRY(jeval(c, e->a, &a));
         WNA16_TRY(eval_args(c, e->t, &args));
         c->line = e->line;
-        WNA16_TRY(jbuiltin_test(c, e->str, e->len, a, &args, &t));
+        WNA16_TRY(wna16_jinja_test(c, e->str, e->len, a, &args, &t));
         *out = jv_bool(t != (e->op != 0));
         return WNA16_OK;
     case E_NEG:
@@ -588,7 +602,7 @@ static wna16_status eval_node(jctx *c, const jnode *e, jv *out) {
     case E_AND:
     case E_OR:
         WNA16_TRY(jeval(c, e->a, &a));
-        if (jv_truthy(a) == (e->kind == E_OR)) {
+        if (wna16_jinja_truthy(a) == (e->kind == E_OR)) {
             *out = a;
             return WNA16_OK;
         }
@@ -602,7 +616,7 @@ static wna16_status eval_node(jctx *c, const jnode *e, jv *out) {
         return eval_cmp(c, e, out);
     case E_COND:
         WNA16_TRY(jeval(c, e->a, &a));
-        if (jv_truthy(a)) return jeval(c, e->b, out);
+        if (wna16_jinja_truthy(a)) return jeval(c, e->b, out);
         if (e->c) return jeval(c, e->c, out);
         *out = jv_undef("", 0);
         return WNA16_OK;
@@ -611,17 +625,19 @@ static wna16_status eval_node(jctx *c, const jnode *e, jv *out) {
     case E_DICT:
         return eval_items(c, e, out);
     default:
-        return jfail(c, WNA16_ERR_INTERNAL, "unexpected node %d in an expression", e->kind);
+        return wna16_jinja_fail(c, WNA16_ERR_INTERNAL, "unexpected node %d in an expression",
+                                e->kind);
     }
 }
 
-wna16_status jeval(jctx *c, const jnode *e, jv *out) {
+static wna16_status jeval(jctx *c, const jnode *e, jv *out) {
     c->line = e->line;
     WNA16_TRY(step(c));
     if (++c->depth > JINJA_MAX_DEPTH) {
         c->depth--;
-        return jfail(c, WNA16_ERR_LIMIT, "expressions or macro calls nested deeper than %d",
-                     JINJA_MAX_DEPTH);
+        return wna16_jinja_fail(c, WNA16_ERR_LIMIT,
+                                "expressions or macro calls nested deeper than %d",
+                                JINJA_MAX_DEPTH);
     }
     wna16_status s = eval_node(c, e, out);
     c->depth--;
@@ -636,10 +652,10 @@ static wna16_status assign(jctx *c, jscope *s, const jnode *targets, jv v) {
     size_t n = 0;
     for (const jnode *t = targets; t; t = t->next) n++;
     jv items = v;
-    if (v.t != JV_LIST) WNA16_TRY(jv_iterate(c, v, &items));
+    if (v.t != JV_LIST) WNA16_TRY(wna16_jinja_iterate(c, v, &items));
     if (items.u.l->n != n)
-        return jfail(c, WNA16_ERR_INVALID_ARGUMENT, "cannot unpack %zu values into %zu names",
-                     items.u.l->n, n);
+        return wna16_jinja_fail(c, WNA16_ERR_INVALID_ARGUMENT,
+                                "cannot unpack %zu values into %zu names", items.u.l->n, n);
     size_t i = 0;
     for (const jnode *t = targets; t; t = t->next)
         WNA16_TRY(scope_set(c, s, t->str, t->len, items.u.l->v[i++]));
@@ -648,7 +664,7 @@ static wna16_status assign(jctx *c, jscope *s, const jnode *targets, jv v) {
 
 static wna16_status filter_items(jctx *c, const jnode *f, jv items, jv *out) {
     jv kept;
-    WNA16_TRY(jv_make_list(c, items.u.l->n, &kept));
+    WNA16_TRY(wna16_jinja_make_list(c, items.u.l->n, &kept));
     kept.u.l->n = 0;
     jscope scope = {.parent = c->cur};
     c->cur = &scope;
@@ -658,7 +674,7 @@ static wna16_status filter_items(jctx *c, const jnode *f, jv items, jv *out) {
         scope.n = 0;
         s = assign(c, &scope, f->t, items.u.l->v[i]);
         if (s == WNA16_OK) s = jeval(c, f->d, &keep);
-        if (s == WNA16_OK && jv_truthy(keep)) kept.u.l->v[kept.u.l->n++] = items.u.l->v[i];
+        if (s == WNA16_OK && wna16_jinja_truthy(keep)) kept.u.l->v[kept.u.l->n++] = items.u.l->v[i];
     }
     c->cur = scope.parent;
     *out = kept;
@@ -668,11 +684,11 @@ static wna16_status filter_items(jctx *c, const jnode *f, jv items, jv *out) {
 static wna16_status exec_for(jctx *c, const jnode *f) {
     jv seq, items;
     WNA16_TRY(jeval(c, f->a, &seq));
-    WNA16_TRY(jv_iterate(c, seq, &items));
+    WNA16_TRY(wna16_jinja_iterate(c, seq, &items));
     if (f->d) WNA16_TRY(filter_items(c, f, items, &items));
     if (items.u.l->n == 0) return exec_body(c, f->c);
-    jloop *loop = jarena_alloc(c->a, sizeof *loop);
-    if (!loop) return joom(c);
+    jloop *loop = wna16_jinja_alloc(c->a, sizeof *loop);
+    if (!loop) return wna16_jinja_oom(c);
     *loop = (jloop){.items = items.u.l->v, .length = (int64_t)items.u.l->n, .depth = 1};
     jv lv = {.t = JV_LOOP};
     lv.u.loop = loop;
@@ -705,11 +721,12 @@ static wna16_status exec_set(jctx *c, const jnode *n) {
     jv ns = lookup(c, n->str, n->len);
     c->line = n->line;
     if (ns.t != JV_NS)
-        return jfail(c, WNA16_ERR_INVALID_ARGUMENT,
-                     "cannot assign attribute on non-namespace object '%.*s'", (int)n->len, n->str);
+        return wna16_jinja_fail(c, WNA16_ERR_INVALID_ARGUMENT,
+                                "cannot assign attribute on non-namespace object '%.*s'",
+                                (int)n->len, n->str);
     jv key;
-    WNA16_TRY(jv_make_str(c, n->str2, n->len2, &key));
-    return jdict_set(c, ns.u.d, key, v);
+    WNA16_TRY(wna16_jinja_make_str(c, n->str2, n->len2, &key));
+    return wna16_jinja_dict_set(c, ns.u.d, key, v);
 }
 
 static wna16_status exec_stmt(jctx *c, const jnode *n) {
@@ -722,12 +739,12 @@ static wna16_status exec_stmt(jctx *c, const jnode *n) {
         return out_check(c);
     case N_OUTPUT:
         WNA16_TRY(jeval(c, n->a, &v));
-        WNA16_TRY(jv_to_text(c, v, false, c->out));
+        WNA16_TRY(wna16_jinja_to_text(c, v, false, c->out));
         return out_check(c);
     case N_IF:
         for (; n; n = n->d) {
             WNA16_TRY(jeval(c, n->a, &v));
-            if (jv_truthy(v)) return exec_body(c, n->b);
+            if (wna16_jinja_truthy(v)) return exec_body(c, n->b);
             if (!n->d) return exec_body(c, n->c);
         }
         return WNA16_OK;
@@ -743,14 +760,14 @@ static wna16_status exec_stmt(jctx *c, const jnode *n) {
     case N_BREAK:
     case N_CONTINUE:
         if (!c->in_loop)
-            return jfail(c, WNA16_ERR_INVALID_ARGUMENT, "'%s' outside of a loop",
-                         n->kind == N_BREAK ? "break" : "continue");
+            return wna16_jinja_fail(c, WNA16_ERR_INVALID_ARGUMENT, "'%s' outside of a loop",
+                                    n->kind == N_BREAK ? "break" : "continue");
         c->loopctl = n->kind == N_BREAK ? 1 : 2;
         return WNA16_OK;
     case N_BLOCK:
         return exec_body(c, n->b);
     default:
-        return jfail(c, WNA16_ERR_INTERNAL, "unexpected node %d in a body", n->kind);
+        return wna16_jinja_fail(c, WNA16_ERR_INTERNAL, "unexpected node %d in a body", n->kind);
     }
 }
 
@@ -770,7 +787,7 @@ static wna16_status bind_vars(jctx *c, const json_t *vars) {
     const json_t *val;
     json_object_foreach((json_t *)vars, key, val) {
         jv v;
-        WNA16_TRY(jv_from_json(c, val, &v, 0));
+        WNA16_TRY(wna16_jinja_from_json(c, val, &v, 0));
         WNA16_TRY(scope_set(c, c->root, key, strlen(key), v));
     }
     return WNA16_OK;
@@ -784,7 +801,7 @@ wna16_status wna16_jinja_render(wna16_diag *d, const char *template_src, const j
                           "jinja_render: template_src and out are required");
     jarena arena = {0};
     jnode *body = NULL;
-    wna16_status s = jinja_parse(d, &arena, template_src, strlen(template_src), &body);
+    wna16_status s = wna16_jinja_parse(d, &arena, template_src, strlen(template_src), &body);
     jscope root = {0};
     wna16_buf b = {0};
     jctx c = {.d = d, .a = &arena, .out = &b, .root = &root, .cur = &root, .line = 1};
@@ -792,12 +809,12 @@ wna16_status wna16_jinja_render(wna16_diag *d, const char *template_src, const j
     if (s == WNA16_OK) s = exec_body(&c, body);
     if (s == WNA16_OK) {
         wna16_buf_put(&b, "", 0); /* NUL-terminates, and gives "" a buffer */
-        if (b.failed) s = joom(&c);
+        if (b.failed) s = wna16_jinja_oom(&c);
     }
     if (s == WNA16_OK)
         *out = b.data;
     else
         wna16_buf_free(&b);
-    jarena_free(&arena);
+    wna16_jinja_arena_free(&arena);
     return s;
 }
