@@ -1,4 +1,4 @@
-/* Sequential GPTQ calibration (included by quantize.c).
+/* Sequential GPTQ calibration.
  *
  * The model runtime is loaded once (tp 1, MoE layers deferred). Hidden
  * states of every calibration sample entering layer L are kept in r->x.
@@ -15,10 +15,26 @@
  *  3. the quantized weights replace the layer's (dense linears in the
  *     runtime; MoE layers through mlp_override with the quantized experts),
  *     and a propagation pass writes the layer's outputs back into r->x. */
+#include "io/safetensors.h"
+#include "model/model.h"
+#include "quant/quant_internal.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* The calibration token ids. */
+typedef struct calib_state {
+    int32_t *ids; /* [samples][seq] */
+} calib_state;
 
 typedef struct moe_q {
     int64_t E, I, topk, SI;
     bool renorm;
+    wna16_moe_config cfg;   /* routing as inference routes */
     float *router;          /* [E][H] */
     float *shared_gate;     /* [H] or NULL */
     wna16_lin *gate, *up, *down; /* [E + 1]: index E = shared expert */
@@ -160,53 +176,29 @@ static wna16_status expert_forward(qrun *r, const wna16_lin *g, const wna16_lin 
     return s;
 }
 
-typedef struct route_job {
+typedef struct logits_job {
     const moe_q *m;
     int64_t H;
     const float *xf;
     float *lg;
-    int32_t *ids;
-    float *wt;
-} route_job;
+} logits_job;
 
-/* Router softmax and top-k of rows [t0, t1). */
-static void route_rows(void *arg, int64_t t0, int64_t t1, int tid) {
+/* Router logits of rows [t0, t1) in fp32 (the checkpoint's router). */
+static void router_logits(void *arg, int64_t t0, int64_t t1, int tid) {
     (void)tid;
-    const route_job *rj = arg;
-    const moe_q *m = rj->m;
-    int64_t H = rj->H;
-    const float *xf = rj->xf;
-    float *lg = rj->lg, *wt = rj->wt;
-    int32_t *ids = rj->ids;
-    for (int64_t t = t0; t < t1; t++) {
-        float *l = lg + t * m->E, mx = -INFINITY, sum = 0;
-        for (int64_t e = 0; e < m->E; e++) {
+    const logits_job *j = arg;
+    const moe_q *m = j->m;
+    int64_t H = j->H, E = m->cfg.num_experts;
+    for (int64_t t = t0; t < t1; t++)
+        for (int64_t e = 0; e < E; e++) {
             float acc = 0;
-            for (int64_t h = 0; h < H; h++) acc += xf[t * H + h] * m->router[e * H + h];
-            l[e] = acc;
-            if (acc > mx) mx = acc;
+            for (int64_t h = 0; h < H; h++) acc += j->xf[t * H + h] * m->router[e * H + h];
+            j->lg[t * E + e] = acc;
         }
-        for (int64_t e = 0; e < m->E; e++) sum += l[e] = expf(l[e] - mx);
-        for (int64_t e = 0; e < m->E; e++) l[e] /= sum;
-        float tot = 0;
-        for (int64_t j = 0; j < m->topk; j++) {
-            int64_t best = -1;
-            for (int64_t e = 0; e < m->E; e++) {
-                bool used = false;
-                for (int64_t p = 0; p < j; p++) used |= ids[t * m->topk + p] == e;
-                if (!used && (best < 0 || l[e] > l[best])) best = e;
-            }
-            ids[t * m->topk + j] = (int32_t)best;
-            wt[t * m->topk + j] = l[best];
-            tot += l[best];
-        }
-        if (m->renorm && tot > 0)
-            for (int64_t j = 0; j < m->topk; j++) wt[t * m->topk + j] /= tot;
-    }
 }
 
-/* The MoE MLP of a calibrated layer: router softmax top-k (renormalised as
- * the config says), quantized experts, shared expert with its sigmoid gate. */
+/* The MoE MLP of a calibrated layer: the runtime's routing (moe/), the
+ * quantized experts, the shared expert with its sigmoid gate. */
 static wna16_status moe_override(void *user, int64_t layer, int64_t rows, const uint16_t *x, float *y) {
     qrun *r = user;
     (void)layer;
@@ -228,8 +220,9 @@ static wna16_status moe_override(void *user, int64_t layer, int64_t rows, const 
                          : wna16_fail(r->d, WNA16_ERR_OUT_OF_MEMORY, "MoE calibration scratch");
     if (s == WNA16_OK) {
         for (int64_t i = 0; i < rows * H; i++) xf[i] = wna16_bf16_to_f32(x[i]);
-        route_job rj = {m, H, xf, lg, ids, wt};
-        wna16_parallel_for(r->threads, rows, route_rows, &rj);
+        logits_job lj = {m, H, xf, lg};
+        wna16_parallel_for(r->threads, rows, router_logits, &lj);
+        s = wna16_moe_route(r->d, &m->cfg, rows, lg, NULL, ids, wt);
     }
     for (int64_t e = 0; s == WNA16_OK && e < m->E; e++) {
         int64_t n = 0;
@@ -346,7 +339,7 @@ static wna16_status read_ids(qrun *r, int32_t *ids, int64_t vocab) {
     return WNA16_OK;
 }
 
-static wna16_status gptq_begin(qrun *r) {
+wna16_status wna16_qrun_gptq_begin(qrun *r) {
     const wna16_quantize_opts *o = r->o;
     int64_t maxpos = r->ck->config.max_position_embeddings;
     r->seq = o->seq_len > 0 ? o->seq_len : 512;
@@ -390,7 +383,7 @@ static void gptq_free_layer(qrun *r) {
     r->moe = NULL;
 }
 
-static void gptq_end(qrun *r) {
+void wna16_qrun_gptq_end(qrun *r) {
     if (r->model) {
         const gptq_prof *p = &r->prof;
         wna16_log(r->d, WNA16_LOG_INFO,
@@ -417,7 +410,7 @@ static wna16_status run_layer(qrun *r, int64_t L, int phase) {
     r->phase = phase;
     wna16_model *m = r->model;
     for (int64_t s = 0; s < r->n_samples; s++) {
-        WNA16_TRY(check_interrupt(r->d));
+        WNA16_TRY(wna16_qrun_check_abort(r->d));
         r->cur_sample = s;
         wna16_model_reset(m);
         m->start_x = r->x + s * r->seq * r->hidden;
@@ -457,16 +450,16 @@ static wna16_status factor_get(qrun *r, factor_slot *fs, int64_t k, const wna16_
 /* GPTQ of one module; *q is left allocated for the caller. */
 static wna16_status gptq_module(qrun *r, const wna16_module *mod, const wna16_gptq_factor *f, wna16_qlinear *q) {
     float *w;
-    WNA16_TRY(read_weight(r, mod, &w));
-    wna16_qspec s = spec_for(r, mod);
+    WNA16_TRY(wna16_qrun_read_weight(r, mod, &w));
+    wna16_qspec s = wna16_qrun_spec(r, mod);
     double loss = 0;
     wna16_status st = wna16_qlinear_alloc(r->d, &s, mod->out, mod->in, q);
     prof_mark pm = prof_begin();
     if (st == WNA16_OK) st = wna16_gptq_quantize(r->d, w, f, &r->gopts, q, &loss, r->threads);
     prof_end(&r->prof, PH_SWEEP, pm);
     if (st == WNA16_OK) {
-        record(r, mod->name, w, q, loss);
-        st = add_qlinear(r, mod->name, q);
+        wna16_qrun_record(r, mod->name, w, q, loss);
+        st = wna16_qrun_add_qlinear(r, mod->name, q);
     }
     wna16_free(w);
     return st;
@@ -511,7 +504,7 @@ static wna16_status gptq_sparse(qrun *r, int64_t L, factor_slot *mlp_f) {
         for (int64_t i = 0; i < H; i++) m->shared_gate[i] = wna16_view_float(rv, i);
     }
     snprintf(name, sizeof name, "model.layers.%lld.%s.shared_expert.%s", (long long)L, pfx, gn);
-    bool shared = find_mod(r, name) != NULL;
+    bool shared = wna16_qrun_find(r, name) != NULL;
     /* the fused layer needs every expert quantized */
     bool all_q = !r->o->moe_reference;
     char pre[200];
@@ -521,17 +514,17 @@ static wna16_status gptq_sparse(qrun *r, int64_t L, factor_slot *mlp_f) {
             (strstr(r->mods[i].m->name, ".experts.") || strstr(r->mods[i].m->name, ".shared_expert.")) &&
             !r->mods[i].quantize)
             all_q = false;
+    m->cfg = (wna16_moe_config){
+        .hidden = H, .intermediate = c->moe_intermediate_size, .num_experts = m->E, .top_k = m->topk,
+        .scoring = WNA16_MOE_SOFTMAX, .renormalize = m->renorm,
+        .routed_scaling_factor = (float)(json_is_number(json_object_get(r->ck->config_json, "routed_scaling_factor"))
+                                             ? json_number_value(json_object_get(r->ck->config_json, "routed_scaling_factor"))
+                                             : 1.0),
+        .shared_intermediate = r->model->arch->shared_expert ? c->shared_expert_intermediate_size : 0,
+        .shared_expert_gate = r->model->arch->shared_expert,
+    };
     if (all_q) {
-        wna16_moe_config mc = {
-            .hidden = H, .intermediate = c->moe_intermediate_size, .num_experts = m->E, .top_k = m->topk,
-            .scoring = WNA16_MOE_SOFTMAX, .renormalize = m->renorm,
-            .routed_scaling_factor = (float)(json_is_number(json_object_get(r->ck->config_json, "routed_scaling_factor"))
-                                                 ? json_number_value(json_object_get(r->ck->config_json, "routed_scaling_factor"))
-                                                 : 1.0),
-            .shared_intermediate = r->model->arch->shared_expert ? c->shared_expert_intermediate_size : 0,
-            .shared_expert_gate = r->model->arch->shared_expert,
-        };
-        wna16_status cs = wna16_moe_layer_create(r->d, &mc, 1, 0, &m->fused);
+        wna16_status cs = wna16_moe_layer_create(r->d, &m->cfg, 1, 0, &m->fused);
         if (cs == WNA16_OK) cs = wna16_moe_layer_set_router(r->d, m->fused, m->router, NULL);
         if (cs != WNA16_OK) return cs;
     }
@@ -546,8 +539,8 @@ static wna16_status gptq_sparse(qrun *r, int64_t L, factor_slot *mlp_f) {
         snprintf(gname, sizeof gname, "%s.%s", base, gn);
         snprintf(uname, sizeof uname, "%s.%s", base, un);
         snprintf(dname, sizeof dname, "%s.%s", base, dn);
-        if ((st = check_interrupt(r->d)) != WNA16_OK) break;
-        const qmodule *qg = find_mod(r, gname), *qu = find_mod(r, uname), *qd = find_mod(r, dname);
+        if ((st = wna16_qrun_check_abort(r->d)) != WNA16_OK) break;
+        const qmodule *qg = wna16_qrun_find(r, gname), *qu = wna16_qrun_find(r, uname), *qd = wna16_qrun_find(r, dname);
         if (!qg || !qu || !qd) return wna16_fail(r->d, WNA16_ERR_TENSOR_MISSING, "%s: expert '%s' is incomplete", r->o->src, base);
         wna16_qlinear q, qgu[2];
         memset(qgu, 0, sizeof qgu);
@@ -623,14 +616,15 @@ static wna16_status gptq_sparse(qrun *r, int64_t L, factor_slot *mlp_f) {
         wna16_qlinear_free(&qgu[1]);
         if (e % 8 == 7) wna16_ck_release_pages(r->ck); /* expert pages read so far */
         if (e % 8 == 7 || e + 1 == m->E)
-            progress(r, (double)L + (double)(e + 1) / (double)(m->E + 1), c->num_layers);
+            wna16_qrun_progress(r, (double)L + (double)(e + 1) / (double)(m->E + 1), c->num_layers);
     }
     wna16_free(gb), wna16_free(ub), wna16_free(af), wna16_free(ab), wna16_free(xf);
     return st;
 }
 
 static wna16_status gptq_layer_loaded(qrun *r, int64_t L) {
-    wna16_layer *ly = &r->model->ranks[0].layers[L];    int64_t T = r->n_samples * r->seq;
+    wna16_layer *ly = &r->model->ranks[0].layers[L];
+    int64_t T = r->n_samples * r->seq;
     if (ly->sparse) {
         r->mlp_rows = wna16_malloc((size_t)(T * r->hidden) * sizeof(uint16_t));
         if (!r->mlp_rows) return wna16_fail(r->d, WNA16_ERR_OUT_OF_MEMORY, "MoE calibration inputs");
@@ -654,7 +648,7 @@ static wna16_status gptq_layer_loaded(qrun *r, int64_t L) {
         if (ly->sparse && dense[i].slot >= 2) continue;
         char name[256];
         snprintf(name, sizeof name, "model.layers.%lld.%s", (long long)L, dense[i].tail);
-        const qmodule *qm = find_mod(r, name);
+        const qmodule *qm = wna16_qrun_find(r, name);
         if (!qm || !qm->quantize) continue;
         const wna16_gptq_factor *f = NULL;
         int64_t k = qm->m->in;
@@ -675,7 +669,7 @@ static wna16_status gptq_layer_loaded(qrun *r, int64_t L) {
     return st;
 }
 
-static wna16_status gptq_layer(qrun *r, int64_t L) {
+wna16_status wna16_qrun_gptq_layer(qrun *r, int64_t L) {
     WNA16_TRY(wna16_model_load_layer(r->d, r->model, L));
     wna16_status st = gptq_layer_loaded(r, L);
     /* this layer never runs again: release its weights and the source pages */
