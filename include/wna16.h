@@ -120,7 +120,8 @@ WNA16_API void wna16_free(void *p);
 /* --------------------------------------------------------------- context */
 
 /* A context carries the error detail of the last failed call made with it,
- * and run-time settings (threads). Not thread-safe: use one per thread. */
+ * the callbacks set on it and its kernel tuning. Not thread-safe: use one
+ * per thread. */
 typedef struct wna16_ctx wna16_ctx;
 
 WNA16_API wna16_status wna16_ctx_create(wna16_ctx **out);

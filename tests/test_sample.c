@@ -57,7 +57,7 @@ static void test_sampler(void) {
     }
     CHECK(any_low);
     /* the draws follow softmax, with and without top-k/top-p/min-p cutting
-     * (the sampler no longer sorts the whole vocabulary: each path must keep
+     * (the sampler does not sort the whole vocabulary: each path must keep
      * the weights): logits ln(1..4) give 1/10, 2/10, 3/10, 4/10; top-k 2 keeps
      * 3/7 and 4/7; top-p 0.65 keeps the same two (0.4 + 0.3 >= 0.65); min-p
      * 0.6 keeps 3 and 4 (0.75 and 1 of the best) */

@@ -263,7 +263,6 @@ int wna16_bench_model(int argc, char **argv) {
     wna16_model_options o = {.tp = (int)tp,
                              .threads = nt,
                              .context = prompt + decode + 1,
-                             .progress = !json && lead,
                              .comm = comm};
     double t0 = cli_now();
     wna16_status s = wna16_model_load(ctx, dir, &o, &m);

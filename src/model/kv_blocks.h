@@ -1,4 +1,4 @@
-/* The paged KV cache's bookkeeping (issue #21, serving): the cache is cut
+/* The paged KV cache's bookkeeping (serving): the cache is cut
  * into fixed-size blocks of WNA16_KV_BLOCK positions; a sequence owns a block
  * table (logical block i -> physical block), blocks come from one free list,
  * and a block may be shared (reference counted) so that sequences with a

@@ -3,7 +3,6 @@
  * weights once) and its KV cache. */
 #include "core/pool.h"
 #include "io/safetensors.h"
-#include "kernels/machine_limits.h"
 #include "model/model.h"
 
 #include <math.h>

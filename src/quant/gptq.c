@@ -15,6 +15,7 @@
  *  3. the quantized weights replace the layer's (dense linears in the
  *     runtime; MoE layers through mlp_override with the quantized experts),
  *     and a propagation pass writes the layer's outputs back into r->x. */
+#include "core/pool.h"
 #include "io/safetensors.h"
 #include "model/model.h"
 #include "quant/quant_internal.h"

@@ -6,7 +6,7 @@
 #ifndef WNA16_QUANT_INTERNAL_H
 #define WNA16_QUANT_INTERNAL_H
 
-#include "core/pool.h"
+#include "core/clock.h"
 #include "format/checkpoint.h"
 #include "quant/quant.h"
 

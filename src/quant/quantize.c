@@ -4,6 +4,7 @@
  * held; unchanged tensors are copied from the mapping. The output is built
  * in DST.tmp-XXXXXX and renamed to DST when complete. docs/quantizer.md. */
 #include "core/fs.h"
+#include "core/pool.h"
 #include "model/model.h"
 #include "quant/quant_internal.h"
 

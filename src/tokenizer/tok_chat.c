@@ -120,7 +120,7 @@ wna16_status tok_load_chat_template_file(wna16_diag *d, wna16_tokenizer *t) {
     return s;
 }
 
-/* The format family, for wna16_tokenizer_info; rendering no longer depends
+/* The format family, for wna16_tokenizer_info; rendering does not depend
  * on it (every template goes through the interpreter). */
 static wna16_chat_format detect_format(const wna16_tokenizer *t) {
     const char *tpl = t->chat_template;

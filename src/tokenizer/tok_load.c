@@ -1,6 +1,7 @@
 /* Loading a Hugging Face tokenizer.json (byte-level BPE) and validating
  * every field we rely on. Each error names the file, the JSON field, what
  * was expected, what was found, and what to do. */
+#include "core/json_get.h"
 #include "tokenizer/tok_internal.h"
 
 #include <jansson.h>
@@ -40,16 +41,11 @@ static wna16_status bad_field(wna16_diag *d, const wna16_tokenizer *t, const cha
 /* Optional boolean: absent or null gives def. */
 static wna16_status get_bool(wna16_diag *d, const wna16_tokenizer *t, const json_t *obj,
                              const char *key, const char *where, bool def, bool *out) {
-    const json_t *v = json_object_get(obj, key);
     *out = def;
-    if (!v || json_is_null(v)) return WNA16_OK;
-    if (!json_is_boolean(v)) {
-        char field[160];
-        snprintf(field, sizeof field, "%s.%s", where, key);
-        return bad_field(d, t, field, "true or false", v);
-    }
-    *out = json_is_true(v);
-    return WNA16_OK;
+    if (wna16_json_bool(obj, key, out) != WNA16_JSON_WRONG_TYPE) return WNA16_OK;
+    char field[160];
+    snprintf(field, sizeof field, "%s.%s", where, key);
+    return bad_field(d, t, field, "true or false", json_object_get(obj, key));
 }
 
 static wna16_status get_id(wna16_diag *d, const wna16_tokenizer *t, const json_t *v,
