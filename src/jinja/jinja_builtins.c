@@ -15,19 +15,6 @@
 
 #define NAME_IS(s, n, lit) ((n) == sizeof(lit) - 1 && !memcmp((s), (lit), (n)))
 
-bool wna16_jinja_arg(const jargs *a, size_t i, const char *name, jv *out) {
-    for (size_t k = 0; name && k < a->nkw; k++)
-        if (a->kwlen[k] == strlen(name) && !memcmp(a->kwname[k], name, a->kwlen[k])) {
-            *out = a->kw[k];
-            return true;
-        }
-    if (i != (size_t)-1 && i < a->npos) {
-        *out = a->pos[i];
-        return true;
-    }
-    return false;
-}
-
 static wna16_status buf_done(jctx *c, wna16_buf *b, jv *out) {
     wna16_status s = b->failed ? wna16_jinja_oom(c)
                                : wna16_jinja_make_str(c, b->data ? b->data : "", b->len, out);

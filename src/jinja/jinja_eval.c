@@ -13,39 +13,7 @@
 /* Evaluates an expression node. */
 static wna16_status jeval(jctx *c, const jnode *e, jv *out);
 
-wna16_status wna16_jinja_fail(jctx *c, wna16_status s, const char *fmt, ...) {
-    char msg[1024];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    return wna16_fail(c->d, s, "chat template line %d: %s", c->line, msg);
-}
-
-wna16_status wna16_jinja_oom(jctx *c) {
-    if (c->a->total > JINJA_MAX_MEMORY)
-        return wna16_jinja_fail(c, WNA16_ERR_LIMIT,
-                                "rendering needs more than %u MiB of working memory",
-                                JINJA_MAX_MEMORY >> 20);
-    return wna16_jinja_fail(c, WNA16_ERR_OUT_OF_MEMORY, "out of memory");
-}
-
-wna16_status wna16_jinja_steps(jctx *c, uint64_t k) {
-    c->steps += k;
-    if (c->steps > JINJA_MAX_STEPS)
-        return wna16_jinja_fail(
-            c, WNA16_ERR_LIMIT,
-            "rendering takes more than %d steps (a loop too long for a chat prompt)",
-            JINJA_MAX_STEPS);
-    return WNA16_OK;
-}
-
 static wna16_status step(jctx *c) { return wna16_jinja_steps(c, 1); }
-
-static wna16_status undefined_error(jctx *c, jv v) {
-    return wna16_jinja_fail(c, WNA16_ERR_INVALID_ARGUMENT, "'%.*s' is undefined",
-                            (int)(v.n > 80 ? 80 : v.n), v.u.s ? v.u.s : "");
-}
 
 /* ----------------------------------------------------------------- scopes */
 
@@ -101,240 +69,6 @@ static wna16_status capture(jctx *c, const jnode *body, jv *out) {
     if (s == WNA16_OK) s = wna16_jinja_make_str(c, b.data ? b.data : "", b.len, out);
     wna16_buf_free(&b);
     return s;
-}
-
-/* ------------------------------------------------------------- arithmetic */
-
-static bool is_num(jv v) { return v.t == JV_INT || v.t == JV_FLOAT || v.t == JV_BOOL; }
-static double num_f(jv v) {
-    return v.t == JV_FLOAT ? v.u.f : v.t == JV_INT ? (double)v.u.i : (double)v.u.b;
-}
-static int64_t num_i(jv v) { return v.t == JV_INT ? v.u.i : (int64_t)v.u.b; }
-static bool both_int(jv a, jv b) { return a.t != JV_FLOAT && b.t != JV_FLOAT; }
-
-static const char *const OP_NAMES[] = {"",   "+",  "-", "*",  "/", "//", "%",  "**",    "~",
-                                       "==", "!=", "<", "<=", ">", ">=", "in", "not in"};
-
-static wna16_status type_error(jctx *c, int op, jv a, jv b) {
-    if (a.t == JV_UNDEF) return undefined_error(c, a);
-    if (b.t == JV_UNDEF) return undefined_error(c, b);
-    return wna16_jinja_fail(c, WNA16_ERR_INVALID_ARGUMENT,
-                            "unsupported operand types for %s: '%s' and '%s'", OP_NAMES[op],
-                            wna16_jinja_type_name(a), wna16_jinja_type_name(b));
-}
-
-static wna16_status overflow(jctx *c) {
-    return wna16_jinja_fail(c, WNA16_ERR_UNSUPPORTED, "integer arithmetic beyond 64 bits");
-}
-
-/* s * k for a string or list (Python repetition). */
-static wna16_status repeat(jctx *c, jv seq, int64_t k, jv *out) {
-    if (k < 0) k = 0;
-    size_t unit = seq.t == JV_STR ? seq.n : seq.u.l->n;
-    uint64_t total;
-    if (!wna16_mul_u64(unit, (uint64_t)k, &total) || total > JINJA_MAX_OUTPUT)
-        return wna16_jinja_fail(c, WNA16_ERR_LIMIT, "repetition builds more than %u MiB",
-                                JINJA_MAX_OUTPUT >> 20);
-    if (seq.t == JV_STR) {
-        char *s = wna16_jinja_alloc(c->a, total + 1);
-        if (!s) return wna16_jinja_oom(c);
-        for (int64_t i = 0; i < k; i++) memcpy(s + i * (int64_t)unit, seq.u.s, unit);
-        *out = jv_str(s, total);
-        return WNA16_OK;
-    }
-    WNA16_TRY(wna16_jinja_make_list(c, total, out));
-    for (int64_t i = 0; i < k; i++)
-        memcpy(out->u.l->v + i * (int64_t)unit, seq.u.l->v, unit * sizeof(jv));
-    return WNA16_OK;
-}
-
-static wna16_status concat(jctx *c, jv a, jv b, jv *out) {
-    if (a.t == JV_STR) {
-        char *s = wna16_jinja_alloc(c->a, a.n + b.n + 1);
-        if (!s) return wna16_jinja_oom(c);
-        memcpy(s, a.u.s, a.n), memcpy(s + a.n, b.u.s, b.n);
-        *out = jv_str(s, a.n + b.n);
-        return WNA16_OK;
-    }
-    WNA16_TRY(wna16_jinja_make_list(c, a.u.l->n + b.u.l->n, out));
-    if (a.u.l->n) memcpy(out->u.l->v, a.u.l->v, a.u.l->n * sizeof(jv));
-    if (b.u.l->n) memcpy(out->u.l->v + a.u.l->n, b.u.l->v, b.u.l->n * sizeof(jv));
-    out->u.l->tuple = a.u.l->tuple;
-    return WNA16_OK;
-}
-
-static wna16_status int_pow(jctx *c, int64_t base, int64_t e, jv *out) {
-    if (e < 0) {
-        *out = jv_float(pow((double)base, (double)e));
-        return WNA16_OK;
-    }
-    int64_t r = 1;
-    for (; e > 0; e--)
-        if (__builtin_mul_overflow(r, base, &r))
-            return overflow(c);
-        else if (r == 0 || r == 1)
-            break; /* 0 and 1 stay; no need to loop a huge exponent */
-    *out = jv_int(r);
-    return WNA16_OK;
-}
-
-static wna16_status divide(jctx *c, int op, jv a, jv b, jv *out) {
-    if (num_f(b) == 0) return wna16_jinja_fail(c, WNA16_ERR_INVALID_ARGUMENT, "division by zero");
-    if (op == JOP_DIV) {
-        *out = jv_float(num_f(a) / num_f(b));
-        return WNA16_OK;
-    }
-    if (both_int(a, b)) {
-        int64_t x = num_i(a), y = num_i(b);
-        if (x == INT64_MIN && y == -1) return overflow(c);
-        int64_t q = x / y, r = x % y;
-        if (r != 0 && ((r < 0) != (y < 0))) q--, r += y; /* Python floors */
-        *out = jv_int(op == JOP_FLOORDIV ? q : r);
-        return WNA16_OK;
-    }
-    double x = num_f(a), y = num_f(b);
-    if (op == JOP_FLOORDIV) {
-        *out = jv_float(floor(x / y));
-    } else {
-        double r = fmod(x, y);
-        if (r != 0 && ((r < 0) != (y < 0))) r += y;
-        *out = jv_float(r);
-    }
-    return WNA16_OK;
-}
-
-static wna16_status arith(jctx *c, int op, jv a, jv b, jv *out) {
-    if (op == JOP_CONCAT) {
-        jv sa, sb;
-        WNA16_TRY(wna16_jinja_to_str(c, a, &sa));
-        WNA16_TRY(wna16_jinja_to_str(c, b, &sb));
-        return concat(c, sa, sb, out);
-    }
-    if (is_num(a) && is_num(b)) {
-        int64_t r;
-        bool ints = both_int(a, b);
-        switch (op) {
-        case JOP_ADD:
-            if (!ints) break;
-            if (__builtin_add_overflow(num_i(a), num_i(b), &r)) return overflow(c);
-            *out = jv_int(r);
-            return WNA16_OK;
-        case JOP_SUB:
-            if (!ints) break;
-            if (__builtin_sub_overflow(num_i(a), num_i(b), &r)) return overflow(c);
-            *out = jv_int(r);
-            return WNA16_OK;
-        case JOP_MUL:
-            if (!ints) break;
-            if (__builtin_mul_overflow(num_i(a), num_i(b), &r)) return overflow(c);
-            *out = jv_int(r);
-            return WNA16_OK;
-        case JOP_POW:
-            if (ints) return int_pow(c, num_i(a), num_i(b), out);
-            *out = jv_float(pow(num_f(a), num_f(b)));
-            return WNA16_OK;
-        default:
-            return divide(c, op, a, b, out);
-        }
-        double x = num_f(a), y = num_f(b);
-        *out = jv_float(op == JOP_ADD ? x + y : op == JOP_SUB ? x - y : x * y);
-        return WNA16_OK;
-    }
-    if (op == JOP_ADD && ((a.t == JV_STR && b.t == JV_STR) || (a.t == JV_LIST && b.t == JV_LIST)))
-        return concat(c, a, b, out);
-    if (op == JOP_MUL && (a.t == JV_STR || a.t == JV_LIST) && (b.t == JV_INT || b.t == JV_BOOL))
-        return repeat(c, a, num_i(b), out);
-    if (op == JOP_MUL && (b.t == JV_STR || b.t == JV_LIST) && (a.t == JV_INT || a.t == JV_BOOL))
-        return repeat(c, b, num_i(a), out);
-    if (op == JOP_MOD && a.t == JV_STR)
-        return wna16_jinja_fail(c, WNA16_ERR_UNSUPPORTED,
-                                "operator \"%%\" on a string (printf-style "
-                                "formatting) is not supported");
-    return type_error(c, op, a, b);
-}
-
-/* ------------------------------------------------------------- comparison */
-
-static wna16_status order(jctx *c, int op, jv a, jv b, int *cmp) {
-    if (is_num(a) && is_num(b)) {
-        if (both_int(a, b))
-            *cmp = num_i(a) < num_i(b) ? -1 : num_i(a) > num_i(b);
-        else
-            *cmp = num_f(a) < num_f(b) ? -1 : num_f(a) > num_f(b) ? 1 : 0;
-        return WNA16_OK;
-    }
-    if (a.t == JV_STR && b.t == JV_STR) {
-        /* UTF-8 byte order is code point order, as Python compares. */
-        int r = memcmp(a.u.s, b.u.s, a.n < b.n ? a.n : b.n);
-        *cmp = r ? (r < 0 ? -1 : 1) : (a.n < b.n ? -1 : a.n > b.n);
-        return WNA16_OK;
-    }
-    if (a.t == JV_LIST && b.t == JV_LIST) {
-        size_t n = a.u.l->n < b.u.l->n ? a.u.l->n : b.u.l->n;
-        for (size_t i = 0; i < n; i++) {
-            if (wna16_jinja_equal(a.u.l->v[i], b.u.l->v[i])) continue;
-            return order(c, op, a.u.l->v[i], b.u.l->v[i], cmp);
-        }
-        *cmp = a.u.l->n < b.u.l->n ? -1 : a.u.l->n > b.u.l->n;
-        return WNA16_OK;
-    }
-    if (a.t == JV_UNDEF) return undefined_error(c, a);
-    if (b.t == JV_UNDEF) return undefined_error(c, b);
-    return wna16_jinja_fail(c, WNA16_ERR_INVALID_ARGUMENT,
-                            "'%s' not supported between instances of '%s' and '%s'", OP_NAMES[op],
-                            wna16_jinja_type_name(a), wna16_jinja_type_name(b));
-}
-
-static wna16_status contains(jctx *c, jv item, jv seq, bool *out) {
-    switch (seq.t) {
-    case JV_STR:
-        if (item.t != JV_STR)
-            return wna16_jinja_fail(c, WNA16_ERR_INVALID_ARGUMENT,
-                                    "'in <string>' requires string as left operand, not %s",
-                                    wna16_jinja_type_name(item));
-        *out = item.n == 0 || (item.n <= seq.n && memmem(seq.u.s, seq.n, item.u.s, item.n));
-        return WNA16_OK;
-    case JV_LIST:
-        *out = false;
-        for (size_t i = 0; i < seq.u.l->n && !*out; i++)
-            *out = wna16_jinja_equal(item, seq.u.l->v[i]);
-        return WNA16_OK;
-    case JV_DICT: {
-        jv ignored;
-        *out = wna16_jinja_dict_get(seq.u.d, item, &ignored);
-        return WNA16_OK;
-    }
-    case JV_UNDEF:
-        *out = false;
-        return WNA16_OK;
-    default:
-        return wna16_jinja_fail(c, WNA16_ERR_INVALID_ARGUMENT,
-                                "argument of type '%s' is not iterable",
-                                wna16_jinja_type_name(seq));
-    }
-}
-
-wna16_status wna16_jinja_compare(jctx *c, int op, jv a, jv b, bool *out) {
-    int cmp;
-    switch (op) {
-    case JOP_EQ:
-        *out = wna16_jinja_equal(a, b);
-        return WNA16_OK;
-    case JOP_NE:
-        *out = !wna16_jinja_equal(a, b);
-        return WNA16_OK;
-    case JOP_IN:
-        return contains(c, a, b, out);
-    case JOP_NOTIN:
-        WNA16_TRY(contains(c, a, b, out));
-        *out = !*out;
-        return WNA16_OK;
-    default:
-        break;
-    }
-    WNA16_TRY(order(c, op, a, b, &cmp));
-    *out = op == JOP_LT ? cmp < 0 : op == JOP_LE ? cmp <= 0 : op == JOP_GT ? cmp > 0 : cmp >= 0;
-    return WNA16_OK;
 }
 
 /* ------------------------------------------------------------ expressions */
@@ -397,7 +131,7 @@ static wna16_status call_macro(jctx *c, const jnode *m, const jargs *a, jv *out)
 static wna16_status call_value(jctx *c, jv f, const jargs *a, jv *out) {
     if (f.t == JV_MACRO) return call_macro(c, f.u.macro, a, out);
     if (f.t == JV_FUNC) return wna16_jinja_call_global(c, f.u.func, a, out);
-    if (f.t == JV_UNDEF) return undefined_error(c, f);
+    if (f.t == JV_UNDEF) return wna16_jinja_undefined(c, f);
     return wna16_jinja_fail(c, WNA16_ERR_INVALID_ARGUMENT, "'%s' object is not callable",
                             wna16_jinja_type_name(f));
 }
@@ -440,10 +174,10 @@ static wna16_status slice_indices(jctx *c, const jnode *e, int64_t len, int64_t 
                                     "slice indices must be integers or None, not %s",
                                     wna16_jinja_type_name(parts[k]));
     }
-    int64_t st = parts[2].t == JV_NONE ? 1 : num_i(parts[2]);
+    int64_t st = parts[2].t == JV_NONE ? 1 : jv_num_i(parts[2]);
     if (st == 0)
         return wna16_jinja_fail(c, WNA16_ERR_INVALID_ARGUMENT, "slice step cannot be zero");
-    if (st == INT64_MIN) return overflow(c);
+    if (st == INT64_MIN) return wna16_jinja_overflow(c);
     int64_t lo = st < 0 ? -1 : 0, hi = st < 0 ? len - 1 : len;
     int64_t v[2];
     for (int k = 0; k < 2; k++) {
@@ -451,7 +185,7 @@ static wna16_status slice_indices(jctx *c, const jnode *e, int64_t len, int64_t 
             v[k] = (k == 0) == (st > 0) ? lo : hi;
             continue;
         }
-        int64_t x = num_i(parts[k]);
+        int64_t x = jv_num_i(parts[k]);
         if (x < 0)
             x = x < -len ? lo : x + len;
         else if (x > hi)
@@ -468,7 +202,7 @@ static wna16_status slice_indices(jctx *c, const jnode *e, int64_t len, int64_t 
 static wna16_status eval_slice(jctx *c, const jnode *e, jv *out) {
     jv obj;
     WNA16_TRY(jeval(c, e->a, &obj));
-    if (obj.t == JV_UNDEF) return undefined_error(c, obj);
+    if (obj.t == JV_UNDEF) return wna16_jinja_undefined(c, obj);
     if (obj.t != JV_STR && obj.t != JV_LIST)
         return wna16_jinja_fail(c, WNA16_ERR_INVALID_ARGUMENT, "'%s' object is not subscriptable",
                                 wna16_jinja_type_name(obj));
@@ -542,21 +276,7 @@ static wna16_status eval_unary(jctx *c, const jnode *e, jv *out) {
         *out = jv_bool(!wna16_jinja_truthy(v));
         return WNA16_OK;
     }
-    if (!is_num(v)) {
-        if (v.t == JV_UNDEF) return undefined_error(c, v);
-        return wna16_jinja_fail(c, WNA16_ERR_INVALID_ARGUMENT,
-                                "bad operand type for unary %s: '%s'", e->kind == E_NEG ? "-" : "+",
-                                wna16_jinja_type_name(v));
-    }
-    if (e->kind == E_POS)
-        *out = v.t == JV_BOOL ? jv_int(v.u.b) : v;
-    else if (v.t == JV_FLOAT)
-        *out = jv_float(-v.u.f);
-    else if (num_i(v) == INT64_MIN)
-        return overflow(c);
-    else
-        *out = jv_int(-num_i(v));
-    return WNA16_OK;
+    return wna16_jinja_sign(c, e->kind == E_NEG, v, out);
 }
 
 static wna16_status eval_node(jctx *c, const jnode *e, jv *out) {
@@ -611,7 +331,7 @@ static wna16_status eval_node(jctx *c, const jnode *e, jv *out) {
         WNA16_TRY(jeval(c, e->a, &a));
         WNA16_TRY(jeval(c, e->b, &b));
         c->line = e->line;
-        return arith(c, e->op, a, b, out);
+        return wna16_jinja_arith(c, e->op, a, b, out);
     case E_CMP:
         return eval_cmp(c, e, out);
     case E_COND:

@@ -87,6 +87,9 @@ static inline jv jv_undef(const char *name, size_t n) {
     return v;
 }
 static inline jv jv_none(void) { return (jv){.t = JV_NONE}; }
+/* Numbers as Python sees them: bool is an int. */
+static inline bool jv_is_num(jv v) { return v.t == JV_INT || v.t == JV_FLOAT || v.t == JV_BOOL; }
+static inline int64_t jv_num_i(jv v) { return v.t == JV_INT ? v.u.i : (int64_t)v.u.b; }
 static inline jv jv_bool(bool b) {
     jv v = {.t = JV_BOOL};
     v.u.b = b;
@@ -236,14 +239,23 @@ typedef struct jctx {
     int line;    /* line of the node being evaluated, for messages */
 } jctx;
 
-/* Fails with "chat template line N: ..." (the node's line). */
+/* Errors and budgets (jinja_value.c). Fails with "chat template line N:
+ * ..." (the node's line). */
 wna16_status wna16_jinja_fail(jctx *c, wna16_status s, const char *fmt, ...) WNA16_PRINTF(3, 4);
 wna16_status wna16_jinja_oom(jctx *c);
 /* Charges k steps against JINJA_MAX_STEPS (LIMIT past it). */
 wna16_status wna16_jinja_steps(jctx *c, uint64_t k);
+/* "'name' is undefined" for an undefined value used as a defined one. */
+wna16_status wna16_jinja_undefined(jctx *c, jv v);
+/* Integer arithmetic past 64 bits (UNSUPPORTED). */
+wna16_status wna16_jinja_overflow(jctx *c);
 
-/* a op b for a comparison JOP_* (==, <, in, ...), Python semantics. */
+/* Operators (jinja_ops.c), Python semantics: a op b for an arithmetic
+ * JOP_* (+, //, **, ~, ...); for a comparison JOP_* (==, <, in, ...); the
+ * unary minus (negate) or plus. */
+wna16_status wna16_jinja_arith(jctx *c, int op, jv a, jv b, jv *out);
 wna16_status wna16_jinja_compare(jctx *c, int op, jv a, jv b, bool *out);
+wna16_status wna16_jinja_sign(jctx *c, bool negate, jv v, jv *out);
 
 /* Value helpers (jinja_value.c). */
 bool wna16_jinja_truthy(jv v);

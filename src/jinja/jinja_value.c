@@ -566,3 +566,56 @@ wna16_status wna16_jinja_getitem(jctx *c, jv obj, jv key, jv *out) {
     *out = jv_undef(key.t == JV_STR ? key.u.s : "", key.t == JV_STR ? key.n : 0);
     return WNA16_OK;
 }
+
+/* ------------------------------------------------- errors and budgets */
+
+wna16_status wna16_jinja_fail(jctx *c, wna16_status s, const char *fmt, ...) {
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    return wna16_fail(c->d, s, "chat template line %d: %s", c->line, msg);
+}
+
+wna16_status wna16_jinja_oom(jctx *c) {
+    if (c->a->total > JINJA_MAX_MEMORY)
+        return wna16_jinja_fail(c, WNA16_ERR_LIMIT,
+                                "rendering needs more than %u MiB of working memory",
+                                JINJA_MAX_MEMORY >> 20);
+    return wna16_jinja_fail(c, WNA16_ERR_OUT_OF_MEMORY, "out of memory");
+}
+
+wna16_status wna16_jinja_steps(jctx *c, uint64_t k) {
+    c->steps += k;
+    if (c->steps > JINJA_MAX_STEPS)
+        return wna16_jinja_fail(
+            c, WNA16_ERR_LIMIT,
+            "rendering takes more than %d steps (a loop too long for a chat prompt)",
+            JINJA_MAX_STEPS);
+    return WNA16_OK;
+}
+
+wna16_status wna16_jinja_undefined(jctx *c, jv v) {
+    return wna16_jinja_fail(c, WNA16_ERR_INVALID_ARGUMENT, "'%.*s' is undefined",
+                            (int)(v.n > 80 ? 80 : v.n), v.u.s ? v.u.s : "");
+}
+
+wna16_status wna16_jinja_overflow(jctx *c) {
+    return wna16_jinja_fail(c, WNA16_ERR_UNSUPPORTED, "integer arithmetic beyond 64 bits");
+}
+
+/* -------------------------------------------------------- arguments */
+
+bool wna16_jinja_arg(const jargs *a, size_t i, const char *name, jv *out) {
+    for (size_t k = 0; name && k < a->nkw; k++)
+        if (a->kwlen[k] == strlen(name) && !memcmp(a->kwname[k], name, a->kwlen[k])) {
+            *out = a->kw[k];
+            return true;
+        }
+    if (i != (size_t)-1 && i < a->npos) {
+        *out = a->pos[i];
+        return true;
+    }
+    return false;
+}
