@@ -1,8 +1,9 @@
 /* What the quantizer's files share (docs/quantizer.md): the state of one
  * run (qrun) and the steps its files implement. quantize.c drives a run
- * (and does RTN), quantize_plan.c decides what is quantized,
- * quantize_out.c writes the output checkpoint, gptq.c calibrates and runs
- * sequential GPTQ layer by layer. */
+ * (and does RTN); quantize_plan.c decides what is quantized; gptq.c
+ * calibrates and runs sequential GPTQ layer by layer; quantize_out.c writes
+ * the output checkpoint; quantize_module.c reads a module's weight and
+ * records its errors, for all of them. */
 #ifndef WNA16_QUANT_INTERNAL_H
 #define WNA16_QUANT_INTERNAL_H
 
@@ -91,7 +92,7 @@ typedef struct qrun {
     gptq_prof prof;
 } qrun;
 
-/* ------------------------------------------------------- quantize.c */
+/* ------------------------------------------------ quantize_module.c */
 
 /* The caller's abort callback (the CLI's answers Ctrl-C) stops between
  * layers, experts and samples. */
