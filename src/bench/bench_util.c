@@ -32,8 +32,8 @@ double cli_bw_rounds_next(cli_bw_rounds *r) {
 bool cli_set_isa(const char *cmd, const char *text) {
     wna16_isa isa;
     if (!text || !wna16_isa_parse(text, &isa)) {
-        fprintf(stderr,
-                "wna16 %s: --isa takes ref, avx2, avx512, avx512bf16, neon or neonbf16\n", cmd);
+        fprintf(stderr, "wna16 %s: --isa takes ref, avx2, avx512, avx512bf16, neon or neonbf16\n",
+                cmd);
         return false;
     }
     wna16_isa_set_cap(isa);

@@ -80,10 +80,10 @@ typedef struct qrun {
     wna16_gptq_opts gopts;
     /* GPTQ calibration */
     wna16_model *model;
-    float *x;          /* [samples][seq][H] hidden states entering the layer */
+    float *x; /* [samples][seq][H] hidden states entering the layer */
     int64_t n_samples, seq, hidden;
     int64_t cur_sample;
-    int phase;         /* 0 capture, 1 propagate */
+    int phase; /* 0 capture, 1 propagate */
     float *h_attn, *h_o, *h_mlp, *h_down;
     int64_t k_o, k_down;
     uint16_t *mlp_rows; /* sparse layer: mlp_in of every token, bf16 [T][H] */

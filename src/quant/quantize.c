@@ -56,14 +56,15 @@ static wna16_status run(qrun *r) {
     WNA16_TRY(wna16_qrun_plan(r));
     struct stat sb;
     if (stat(o->dst, &sb) == 0)
-        return wna16_fail(r->d, WNA16_ERR_INVALID_ARGUMENT, "%s already exists; remove it or choose another --out",
-                          o->dst);
+        return wna16_fail(r->d, WNA16_ERR_INVALID_ARGUMENT,
+                          "%s already exists; remove it or choose another --out", o->dst);
     r->tmpdir = wna16_asprintf("%s.tmp-XXXXXX", o->dst);
     if (!r->tmpdir) return wna16_fail(r->d, WNA16_ERR_OUT_OF_MEMORY, "path");
     if (!mkdtemp(r->tmpdir)) {
         wna16_free(r->tmpdir);
         r->tmpdir = NULL;
-        return wna16_fail(r->d, WNA16_ERR_IO, "cannot create %s.tmp-XXXXXX: %s", o->dst, strerror(errno));
+        return wna16_fail(r->d, WNA16_ERR_IO, "cannot create %s.tmp-XXXXXX: %s", o->dst,
+                          strerror(errno));
     }
     int64_t layers = r->ck->config.num_layers;
     r->rep->layers = layers;
@@ -96,9 +97,12 @@ static wna16_status run(qrun *r) {
     return wna16_qrun_finish(r);
 }
 
-wna16_status wna16_quantize(wna16_diag *d, const wna16_quantize_opts *o, wna16_quantize_report *rep) {
+wna16_status wna16_quantize(wna16_diag *d, const wna16_quantize_opts *o,
+                            wna16_quantize_report *rep) {
     memset(rep, 0, sizeof *rep);
-    if (!o || !o->src || !o->dst) return wna16_fail(d, WNA16_ERR_INVALID_ARGUMENT, "quantize: --model and --out are required");
+    if (!o || !o->src || !o->dst)
+        return wna16_fail(d, WNA16_ERR_INVALID_ARGUMENT,
+                          "quantize: --model and --out are required");
     if ((o->bits != 4 && o->bits != 8))
         return wna16_fail(d, WNA16_ERR_UNSUPPORTED_BITS, "quantize: %d bits (4 or 8)", o->bits);
     if (o->group_size != -1 && o->group_size != 32 && o->group_size != 64 && o->group_size != 128)
@@ -112,7 +116,9 @@ wna16_status wna16_quantize(wna16_diag *d, const wna16_quantize_opts *o, wna16_q
     r.t0 = wna16_now();
     r.threads = o->threads > 0 ? o->threads : wna16_threads_default();
     r.gopts = (wna16_gptq_opts){.dampening = o->dampening > 0 ? o->dampening : 0.01,
-                                .actorder = o->actorder, .blocksize = 128, .threads = r.threads};
+                                .actorder = o->actorder,
+                                .blocksize = 128,
+                                .threads = r.threads};
     wna16_status s = run(&r);
     wna16_qrun_gptq_end(&r);
     if (s != WNA16_OK && r.tmpdir) {
@@ -147,33 +153,44 @@ char *wna16_quantize_report_format(const wna16_quantize_report *r, bool json) {
     for (int64_t L = 0; L < r->layers; L++) mean += r->layer_seconds[L];
     mean = r->layers ? mean / (double)r->layers : 0;
     if (json) {
-        wna16_buf_printf(&b, "{\"layers\": %lld, \"modules_quantized\": %lld, \"seconds\": %.3f, "
-                             "\"seconds_per_layer\": %.3f, \"peak_rss_bytes\": %zu, \"shards\": %d, "
-                             "\"calib_tokens\": %lld, \"types\": [",
+        wna16_buf_printf(&b,
+                         "{\"layers\": %lld, \"modules_quantized\": %lld, \"seconds\": %.3f, "
+                         "\"seconds_per_layer\": %.3f, \"peak_rss_bytes\": %zu, \"shards\": %d, "
+                         "\"calib_tokens\": %lld, \"types\": [",
                          (long long)r->layers, (long long)r->modules_quantized, r->seconds, mean,
                          r->peak_rss_bytes, r->shards, (long long)r->calib_tokens);
         for (size_t i = 0; i < r->n_types; i++) {
             const wna16_qstat *t = &r->types[i];
-            wna16_buf_printf(&b, "%s{\"type\": \"%s\", \"modules\": %lld, \"rel_weight_error\": %.6e, \"gptq_loss\": %.6e}",
-                             i ? ", " : "", t->type, (long long)t->modules, t->wref > 0 ? t->werr / t->wref : 0,
-                             t->loss);
+            wna16_buf_printf(&b,
+                             "%s{\"type\": \"%s\", \"modules\": %lld, \"rel_weight_error\": %.6e, "
+                             "\"gptq_loss\": %.6e}",
+                             i ? ", " : "", t->type, (long long)t->modules,
+                             t->wref > 0 ? t->werr / t->wref : 0, t->loss);
         }
         wna16_buf_printf(&b, "], \"ignored\": [");
-        for (size_t i = 0; i < r->n_ignored; i++) wna16_buf_printf(&b, "%s\"%s\"", i ? ", " : "", r->ignored[i]);
+        for (size_t i = 0; i < r->n_ignored; i++)
+            wna16_buf_printf(&b, "%s\"%s\"", i ? ", " : "", r->ignored[i]);
         wna16_buf_printf(&b, "]}\n");
     } else {
-        wna16_buf_printf(&b, "quantized %lld modules in %lld layers: %.1f s (%.2f s/layer), peak RSS %.1f MiB, %d shard%s\n",
+        wna16_buf_printf(&b,
+                         "quantized %lld modules in %lld layers: %.1f s (%.2f s/layer), peak RSS "
+                         "%.1f MiB, %d shard%s\n",
                          (long long)r->modules_quantized, (long long)r->layers, r->seconds, mean,
-                         (double)r->peak_rss_bytes / 1048576.0, r->shards, r->shards == 1 ? "" : "s");
-        if (r->calib_tokens) wna16_buf_printf(&b, "calibration: %lld tokens\n", (long long)r->calib_tokens);
-        wna16_buf_printf(&b, "%-32s %8s %18s %14s\n", "layer type", "modules", "rel. weight error", "GPTQ loss");
+                         (double)r->peak_rss_bytes / 1048576.0, r->shards,
+                         r->shards == 1 ? "" : "s");
+        if (r->calib_tokens)
+            wna16_buf_printf(&b, "calibration: %lld tokens\n", (long long)r->calib_tokens);
+        wna16_buf_printf(&b, "%-32s %8s %18s %14s\n", "layer type", "modules", "rel. weight error",
+                         "GPTQ loss");
         for (size_t i = 0; i < r->n_types; i++) {
             const wna16_qstat *t = &r->types[i];
             wna16_buf_printf(&b, "%-32s %8lld %18.4e %14.4e\n", t->type, (long long)t->modules,
                              t->wref > 0 ? t->werr / t->wref : 0, t->loss);
         }
-        wna16_buf_printf(&b, "left unquantized: %zu module%s", r->n_ignored, r->n_ignored == 1 ? "" : "s");
-        for (size_t i = 0; i < r->n_ignored && i < 4; i++) wna16_buf_printf(&b, "%s%s", i ? ", " : " (", r->ignored[i]);
+        wna16_buf_printf(&b, "left unquantized: %zu module%s", r->n_ignored,
+                         r->n_ignored == 1 ? "" : "s");
+        for (size_t i = 0; i < r->n_ignored && i < 4; i++)
+            wna16_buf_printf(&b, "%s%s", i ? ", " : " (", r->ignored[i]);
         wna16_buf_printf(&b, "%s\n", r->n_ignored > 4 ? ", ...)" : r->n_ignored ? ")" : "");
     }
     if (b.failed) {

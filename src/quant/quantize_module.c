@@ -48,7 +48,8 @@ static wna16_qstat *stat_for(qrun *r, const char *name) {
     return t;
 }
 
-void wna16_qrun_record(qrun *r, const char *name, const float *w, const wna16_qlinear *q, double loss) {
+void wna16_qrun_record(qrun *r, const char *name, const float *w, const wna16_qlinear *q,
+                       double loss) {
     wna16_qstat *t = stat_for(r, name);
     if (!t) return;
     double e = 0, ref = 0;
@@ -68,15 +69,18 @@ void wna16_qrun_record(qrun *r, const char *name, const float *w, const wna16_ql
 wna16_status wna16_qrun_read_weight(qrun *r, const wna16_module *m, float **out) {
     int64_t n = m->out * m->in;
     *out = wna16_malloc((size_t)n * sizeof(float));
-    if (!*out) return wna16_fail(r->d, WNA16_ERR_OUT_OF_MEMORY, "%s: weight [%lld, %lld]", m->name,
-                                 (long long)m->out, (long long)m->in);
+    if (!*out)
+        return wna16_fail(r->d, WNA16_ERR_OUT_OF_MEMORY, "%s: weight [%lld, %lld]", m->name,
+                          (long long)m->out, (long long)m->in);
     for (int64_t i = 0; i < n; i++) (*out)[i] = wna16_view_float(m->weight, i);
     return WNA16_OK;
 }
 
 wna16_qspec wna16_qrun_spec(const qrun *r, const wna16_module *m) {
-    wna16_qspec s = {.bits = r->o->bits, .symmetric = r->o->symmetric,
-                     .group_size = r->o->group_size, .dtype = m->weight->dtype};
+    wna16_qspec s = {.bits = r->o->bits,
+                     .symmetric = r->o->symmetric,
+                     .group_size = r->o->group_size,
+                     .dtype = m->weight->dtype};
     return s;
 }
 

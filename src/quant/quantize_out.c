@@ -35,8 +35,8 @@ wna16_status wna16_qrun_flush_shard(qrun *r) {
     return WNA16_OK;
 }
 
-static wna16_status add_tensor(qrun *r, const char *name, wna16_dtype dt, int rank, const int64_t *shape,
-                               const void *data, size_t nbytes) {
+static wna16_status add_tensor(qrun *r, const char *name, wna16_dtype dt, int rank,
+                               const int64_t *shape, const void *data, size_t nbytes) {
     wna16_ctx ctx;
     memset(&ctx, 0, sizeof ctx);
     if (!r->w) WNA16_TRY(wna16_st_writer_create(&ctx, &r->w));
@@ -63,7 +63,8 @@ wna16_status wna16_qrun_add_qlinear(qrun *r, const char *prefix, const wna16_qli
     if (!r->w) WNA16_TRY(wna16_st_writer_create(&ctx, &r->w));
     size_t before = r->owned.bytes;
     WNA16_TRY(wna16_quant_emit(r->d, r->w, prefix, q, &r->owned));
-    static const char *const sfx[] = {"weight_packed", "weight_scale", "weight_shape", "weight_zero_point"};
+    static const char *const sfx[] = {"weight_packed", "weight_scale", "weight_shape",
+                                      "weight_zero_point"};
     for (int i = 0; i < (q->spec.symmetric ? 3 : 4); i++) {
         if (r->n_map == r->cap_map) {
             size_t cap = r->cap_map ? r->cap_map * 2 : 256;
@@ -112,8 +113,9 @@ wna16_status wna16_qrun_finish(qrun *r) {
     char *from = NULL, *to = NULL;
     for (int i = 1; i <= r->n_shards; i++) {
         from = wna16_asprintf("%s/part-%05d.safetensors", r->tmpdir, i);
-        to = r->n_shards == 1 ? wna16_asprintf("%s/model.safetensors", r->tmpdir)
-                              : wna16_asprintf("%s/model-%05d-of-%05d.safetensors", r->tmpdir, i, r->n_shards);
+        to = r->n_shards == 1
+                 ? wna16_asprintf("%s/model.safetensors", r->tmpdir)
+                 : wna16_asprintf("%s/model-%05d-of-%05d.safetensors", r->tmpdir, i, r->n_shards);
         int rc = from && to ? rename(from, to) : -1;
         wna16_free(from);
         wna16_free(to);
@@ -125,7 +127,8 @@ wna16_status wna16_qrun_finish(qrun *r) {
         json_object_set_new(meta, "total_size", json_integer((json_int_t)r->total_bytes));
         for (size_t i = 0; i < r->n_map; i++) {
             char name[64];
-            snprintf(name, sizeof name, "model-%05d-of-%05d.safetensors", r->map[i].shard + 1, r->n_shards);
+            snprintf(name, sizeof name, "model-%05d-of-%05d.safetensors", r->map[i].shard + 1,
+                     r->n_shards);
             json_object_set_new(wm, r->map[i].name, json_string(name));
         }
         json_object_set_new(idx, "metadata", meta);
@@ -146,7 +149,8 @@ wna16_status wna16_qrun_finish(qrun *r) {
     wna16_qspec s = {.bits = o->bits, .symmetric = o->symmetric, .group_size = o->group_size};
     json_object_set_new(cfg, "quantization_config",
                         wna16_quant_config_json(&s, o->gptq && o->actorder,
-                                                (const char *const *)r->rep->ignored, r->rep->n_ignored));
+                                                (const char *const *)r->rep->ignored,
+                                                r->rep->n_ignored));
     char *text = wna16_pyjson_dumps(cfg);
     json_decref(cfg);
     char *path = wna16_asprintf("%s/config.json", r->tmpdir);
@@ -155,12 +159,15 @@ wna16_status wna16_qrun_finish(qrun *r) {
     wna16_free(text);
     wna16_free(path);
     WNA16_TRY(st);
-    static const char *const extra[] = {"generation_config.json", "tokenizer.json", "tokenizer_config.json",
-                                        "special_tokens_map.json", "vocab.json", "merges.txt",
-                                        "tokenizer.model", "chat_template.jinja", "added_tokens.json"};
+    static const char *const extra[] = {
+        "generation_config.json",  "tokenizer.json",      "tokenizer_config.json",
+        "special_tokens_map.json", "vocab.json",          "merges.txt",
+        "tokenizer.model",         "chat_template.jinja", "added_tokens.json"};
     for (size_t i = 0; i < sizeof extra / sizeof *extra; i++) {
-        char *a = wna16_asprintf("%s/%s", o->src, extra[i]), *b = wna16_asprintf("%s/%s", r->tmpdir, extra[i]);
-        st = a && b ? wna16_copy_file_if_present(r->d, a, b) : wna16_fail(r->d, WNA16_ERR_OUT_OF_MEMORY, "path");
+        char *a = wna16_asprintf("%s/%s", o->src, extra[i]),
+             *b = wna16_asprintf("%s/%s", r->tmpdir, extra[i]);
+        st = a && b ? wna16_copy_file_if_present(r->d, a, b)
+                    : wna16_fail(r->d, WNA16_ERR_OUT_OF_MEMORY, "path");
         wna16_free(a);
         wna16_free(b);
         WNA16_TRY(st);
@@ -169,6 +176,7 @@ wna16_status wna16_qrun_finish(qrun *r) {
     umask(mask);
     chmod(r->tmpdir, 0777 & ~mask); /* mkdtemp made it 0700 */
     if (rename(r->tmpdir, o->dst))
-        return wna16_fail(r->d, WNA16_ERR_IO, "renaming %s to %s: %s", r->tmpdir, o->dst, strerror(errno));
+        return wna16_fail(r->d, WNA16_ERR_IO, "renaming %s to %s: %s", r->tmpdir, o->dst,
+                          strerror(errno));
     return WNA16_OK;
 }

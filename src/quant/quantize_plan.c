@@ -25,9 +25,11 @@ static wna16_status pattern_match(wna16_diag *d, const char *pat, const char *na
     }
     int err;
     PCRE2_SIZE off;
-    pcre2_code *code = pcre2_compile((PCRE2_SPTR)(pat + 3), PCRE2_ZERO_TERMINATED, PCRE2_ANCHORED | PCRE2_UTF,
-                                     &err, &off, NULL);
-    if (!code) return wna16_fail(d, WNA16_ERR_INVALID_ARGUMENT, "--ignore: bad regex \"%s\" at offset %zu", pat, (size_t)off);
+    pcre2_code *code = pcre2_compile((PCRE2_SPTR)(pat + 3), PCRE2_ZERO_TERMINATED,
+                                     PCRE2_ANCHORED | PCRE2_UTF, &err, &off, NULL);
+    if (!code)
+        return wna16_fail(d, WNA16_ERR_INVALID_ARGUMENT, "--ignore: bad regex \"%s\" at offset %zu",
+                          pat, (size_t)off);
     pcre2_match_data *md = pcre2_match_data_create_from_pattern(code, NULL);
     int rc = md ? pcre2_match(code, (PCRE2_SPTR)name, PCRE2_ZERO_TERMINATED, 0, 0, md, NULL) : -1;
     *hit = rc >= 0;
@@ -42,8 +44,10 @@ const qmodule *wna16_qrun_find(const qrun *r, const char *name) {
         size_t mid = (lo + hi) / 2;
         int c = strcmp(r->mods[mid].m->name, name);
         if (!c) return &r->mods[mid];
-        if (c < 0) lo = mid + 1;
-        else hi = mid;
+        if (c < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
     }
     return NULL;
 }
@@ -96,7 +100,8 @@ static wna16_status list_indivisible(const qrun *r, int64_t gs, size_t n_bad, wn
         for (size_t k = 0; !all && k < shown; k++) dup |= seen[k] == bad[i]->m->in;
         if (dup) continue;
         if (!all) seen[shown] = bad[i]->m->in;
-        wna16_buf_printf(b, "%s%s (in %lld)", shown++ ? ", " : "", bad[i]->m->name, (long long)bad[i]->m->in);
+        wna16_buf_printf(b, "%s%s (in %lld)", shown++ ? ", " : "", bad[i]->m->name,
+                         (long long)bad[i]->m->in);
     }
     wna16_free(bad);
     return WNA16_OK;
@@ -126,19 +131,20 @@ static wna16_status check_divisible(qrun *r) {
     }
     wna16_buf_printf(&b, "; group sizes that divide every input: ");
     list_working_sizes(r, &b);
-    wna16_status s = b.failed ? wna16_fail(r->d, WNA16_ERR_OUT_OF_MEMORY, "group size check")
-                              : wna16_fail(r->d, WNA16_ERR_GROUP_SIZE,
-                                           "%s: group size %lld does not divide the input features of %s; "
-                                           "or leave those linears unquantized with --skip-indivisible",
-                                           r->o->src, (long long)gs, b.data);
+    wna16_status s =
+        b.failed ? wna16_fail(r->d, WNA16_ERR_OUT_OF_MEMORY, "group size check")
+                 : wna16_fail(r->d, WNA16_ERR_GROUP_SIZE,
+                              "%s: group size %lld does not divide the input features of %s; "
+                              "or leave those linears unquantized with --skip-indivisible",
+                              r->o->src, (long long)gs, b.data);
     wna16_buf_free(&b);
     return s;
 }
 
 wna16_status wna16_qrun_plan(qrun *r) {
     const wna16_quantize_opts *o = r->o;
-    static const char *const defaults[] = {"lm_head", "re:.*mlp.gate$", "re:.*mlp.shared_expert_gate$",
-                                           "re:.*block_sparse_moe.gate$"};
+    static const char *const defaults[] = {
+        "lm_head", "re:.*mlp.gate$", "re:.*mlp.shared_expert_gate$", "re:.*block_sparse_moe.gate$"};
     r->mods = wna16_calloc(r->ck->n_modules + 1, sizeof *r->mods);
     if (!r->mods) return wna16_fail(r->d, WNA16_ERR_OUT_OF_MEMORY, "modules");
     for (size_t i = 0; i < r->ck->n_modules; i++) {
@@ -151,8 +157,9 @@ wna16_status wna16_qrun_plan(qrun *r) {
         if (m->kind != WNA16_MODULE_DENSE) continue;
         if (m->weight->dtype != WNA16_DTYPE_BF16 && m->weight->dtype != WNA16_DTYPE_F16 &&
             m->weight->dtype != WNA16_DTYPE_F32)
-            return wna16_fail(r->d, WNA16_ERR_BAD_DTYPE, "%s: '%s.weight' is %s; expected BF16, F16 or F32",
-                              o->src, m->name, wna16_dtype_name(m->weight->dtype));
+            return wna16_fail(r->d, WNA16_ERR_BAD_DTYPE,
+                              "%s: '%s.weight' is %s; expected BF16, F16 or F32", o->src, m->name,
+                              wna16_dtype_name(m->weight->dtype));
         qmodule *q = &r->mods[r->n_mods++];
         q->m = m;
         q->layer = wna16_quant_layer_of(m->name);
@@ -160,7 +167,8 @@ wna16_status wna16_qrun_plan(qrun *r) {
         bool hit = false;
         for (size_t p = 0; !hit && p < sizeof defaults / sizeof *defaults; p++)
             WNA16_TRY(pattern_match(r->d, defaults[p], m->name, &hit));
-        for (size_t p = 0; !hit && p < o->n_ignore; p++) WNA16_TRY(pattern_match(r->d, o->ignore[p], m->name, &hit));
+        for (size_t p = 0; !hit && p < o->n_ignore; p++)
+            WNA16_TRY(pattern_match(r->d, o->ignore[p], m->name, &hit));
         if (hit) q->quantize = false;
     }
     qsort(r->mods, r->n_mods, sizeof *r->mods, cmp_mod);
@@ -174,7 +182,8 @@ wna16_status wna16_qrun_plan(qrun *r) {
             if (!r->mods[i].quantize && r->mods[i].layer == L)
                 rep->ignored[rep->n_ignored++] = wna16_strdup(r->mods[i].m->name);
     for (size_t i = 0; i < r->n_mods; i++)
-        if (!r->mods[i].quantize && (r->mods[i].layer < 0 || r->mods[i].layer >= r->ck->config.num_layers))
+        if (!r->mods[i].quantize &&
+            (r->mods[i].layer < 0 || r->mods[i].layer >= r->ck->config.num_layers))
             rep->ignored[rep->n_ignored++] = wna16_strdup(r->mods[i].m->name);
     /* a tied lm_head has no tensor but is still an unquantized Linear module,
      * which compressed-tensors lists */
