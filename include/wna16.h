@@ -108,7 +108,7 @@ WNA16_API const char *wna16_status_str(wna16_status s);
 WNA16_API void wna16_free(void *p);
 
 /* Options structs (wna16_model_options, wna16_sampler_options,
- * wna16_generate_options, wna16_quantize_options) begin with struct_size so
+ * wna16_generate_options, wna16_quantize_options, wna16_synth_options) begin with struct_size so
  * they can grow without breaking callers: fill them with their _init
  * function, which sets struct_size and the defaults, then set the fields you
  * want. The library reads only the first struct_size bytes (the fields an
@@ -120,7 +120,8 @@ WNA16_API void wna16_free(void *p);
 /* --------------------------------------------------------------- context */
 
 /* A context carries the error detail of the last failed call made with it,
- * and run-time settings (threads). Not thread-safe: use one per thread. */
+ * the callbacks set on it and its kernel tuning. Not thread-safe: use one
+ * per thread. */
 typedef struct wna16_ctx wna16_ctx;
 
 WNA16_API wna16_status wna16_ctx_create(wna16_ctx **out);
@@ -155,6 +156,17 @@ WNA16_API void wna16_ctx_set_abort(wna16_ctx *ctx, wna16_abort_fn fn, void *user
 /* Process-wide log callback for what is said outside any context (an
  * unrecognised WNA16_ISA value, read at the first kernel call). */
 WNA16_API void wna16_set_log(wna16_log_fn fn, void *user, wna16_log_level max_level);
+
+/* For front ends (the wna16 tool) that refuse something between library
+ * calls and report it the way the library reports its own failures: sets
+ * ctx's detail (wna16_ctx_error) to the formatted text and returns status.
+ * A NULL ctx only returns status. */
+WNA16_API wna16_status wna16_ctx_set_error(wna16_ctx *ctx, wna16_status status, const char *fmt,
+                                           ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
 
 /* ----------------------------------------------------------------- dtypes */
 
@@ -698,13 +710,41 @@ typedef struct wna16_quantize_options {
      * up front (WNA16_ERR_GROUP_SIZE, naming the linears and the sizes that
      * would work); true leaves such linears unquantized instead [false]. */
     bool skip_indivisible;
+    /* The summary *report gets: JSON, as `wna16 quantize --json` prints it
+     * [false], or the text table `wna16 quantize` prints (true). */
+    bool report_text;
 } wna16_quantize_options;
 WNA16_API void wna16_quantize_options_init(wna16_quantize_options *o);
 /* Quantizes o->model into o->output, reporting progress and honouring the
- * abort callback of ctx (between layers). *report_json (may be NULL) gets
- * the summary `wna16 quantize --json` prints (free with wna16_free). */
+ * abort callback of ctx (between layers). *report (may be NULL) gets the
+ * summary (o->report_text; free with wna16_free). */
 WNA16_API wna16_status wna16_quantize_model(wna16_ctx *ctx, const wna16_quantize_options *o,
-                                            char **report_json);
+                                            char **report);
+
+/* -------------------------------------------------- synthetic checkpoints */
+
+/* Random-weight checkpoints with real shapes, as `wna16 synth` and `wna16
+ * demo` write them (compressed-tensors pack-quantized, or bf16): for trying
+ * the tool and measuring speed without downloading a model. A field left at
+ * its _init value (in brackets) takes the preset's. */
+typedef struct wna16_synth_options {
+    size_t struct_size; /* sizeof(wna16_synth_options), set by wna16_synth_options_init */
+    const char *preset; /* "demo" [default]: a tiny Qwen3-MoE with Qwen3's vocabulary;
+                           "qwen3-30b-a3b": that model's shapes, W4A16 group 128 */
+    int64_t layers;     /* [0: the preset's] */
+    int bits;           /* 4, 8 or 16 (unquantized bf16) [0: the preset's] */
+    int64_t group_size; /* > 0, or -1 (per output channel) [0: the preset's] */
+    bool asymmetric;    /* with zero points [false: symmetric] */
+    bool dense;         /* a Qwen3ForCausalLM, without experts [false] */
+    int64_t seed;       /* the weights' seed, >= 0 [-1: the preset's] */
+} wna16_synth_options;
+WNA16_API void wna16_synth_options_init(wna16_synth_options *o);
+/* Writes config.json, generation_config.json and the safetensors shards
+ * into dir (created if needed), reporting progress as "synth". Errors:
+ * INVALID_ARGUMENT (an unknown preset; bits other than 4, 8 or 16; a
+ * negative layer count; a group size below -1), IO. */
+WNA16_API wna16_status wna16_synth_write(wna16_ctx *ctx, const wna16_synth_options *o,
+                                         const char *dir);
 
 #ifdef __cplusplus
 }

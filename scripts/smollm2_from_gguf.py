@@ -20,7 +20,7 @@ scripts/requirements-smollm2.txt); needs nothing else.
     control tokens as special added tokens, ByteLevel decoder. The
     upstream SmolLM2 file says the same with a Digits(individual_digits)
     pre-tokenizer; Split on \\p{N} is its equivalent in the subset wna16's
-    loader reads today.
+    loader reads.
   - tokenizer_config.json with the chat template from the GGUF.
 """
 import argparse

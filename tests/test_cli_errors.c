@@ -40,7 +40,7 @@ typedef struct bad_case {
 #define QW "tests/data/models/qwen3_w4a16"
 
 static const bad_case cases[] = {
-    /* the bugs of the issue, each once printed success (exit 0) */
+    /* failures that must never exit 0 */
     {"generate --model %1$s --prompt hello -n 5000", 1, "ERR_CONTEXT_OVERFLOW"},
     {"generate --model %1$s --prompt \"$(printf '\\377\\376')\" -n 5", 1, "ERR_INVALID_UTF8"},
     {"logits --model " QW " --ids 5000", 1, "token id 5000 at position 0 is outside the vocabulary"},

@@ -133,6 +133,63 @@ static void test_quantize(void) {
     wna16_model *m = NULL;
     CHECK_STATUS(ctx, wna16_model_load(ctx, out, NULL, &m), WNA16_OK, NULL);
     wna16_model_free(m);
+    /* the text summary `wna16 quantize` prints */
+    snprintf(out, sizeof out, "%s/t", dir);
+    qo.report_text = true;
+    CHECK_STATUS(ctx, wna16_quantize_model(ctx, &qo, &report), WNA16_OK, NULL);
+    CHECK(report && !strchr(report, '{') && strstr(report, "layer type") &&
+          strstr(report, "left unquantized"));
+    wna16_free(report);
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    CHECK(system(cmd) == 0);
+    wna16_ctx_free(ctx);
+}
+
+/* What front ends report between library calls, the library's way. */
+static void test_ctx_set_error(void) {
+    wna16_ctx *ctx;
+    CHECK(wna16_ctx_create(&ctx) == WNA16_OK);
+    CHECK_STATUS(ctx, wna16_ctx_set_error(ctx, WNA16_ERR_OUT_OF_MEMORY, "logits: %d floats", 7),
+                 WNA16_ERR_OUT_OF_MEMORY, "logits: 7 floats");
+    CHECK(wna16_ctx_set_error(NULL, WNA16_ERR_IO, "x") == WNA16_ERR_IO);
+    wna16_ctx_free(ctx);
+}
+
+static void test_synth(void) {
+    wna16_ctx *ctx;
+    CHECK(wna16_ctx_create(&ctx) == WNA16_OK);
+    char dir[] = "/tmp/wna16_test_synth_XXXXXX";
+    CHECK(mkdtemp(dir) != NULL);
+    wna16_synth_options so;
+    memset(&so, 0xab, sizeof so);
+    wna16_synth_options_init(&so);
+    CHECK(so.struct_size == sizeof so && !strcmp(so.preset, "demo") && so.layers == 0 &&
+          so.bits == 0 && so.group_size == 0 && so.seed == -1 && !so.asymmetric && !so.dense);
+    so.preset = "nope";
+    CHECK_STATUS(ctx, wna16_synth_write(ctx, &so, dir), WNA16_ERR_INVALID_ARGUMENT,
+                 "preset \"nope\": expected demo or qwen3-30b-a3b");
+    so.preset = NULL; /* the default */
+    so.bits = 5;
+    CHECK_STATUS(ctx, wna16_synth_write(ctx, &so, dir), WNA16_ERR_INVALID_ARGUMENT,
+                 "5 bits: expected 4, 8 or 16");
+    so.bits = 8;
+    so.group_size = -2;
+    CHECK_STATUS(ctx, wna16_synth_write(ctx, &so, dir), WNA16_ERR_INVALID_ARGUMENT,
+                 "group size -2");
+    so.group_size = 0;
+    so.layers = -1;
+    CHECK_STATUS(ctx, wna16_synth_write(ctx, &so, dir), WNA16_ERR_INVALID_ARGUMENT,
+                 "layers -1");
+    CHECK_STATUS(ctx, wna16_synth_write(ctx, &so, NULL), WNA16_ERR_INVALID_ARGUMENT,
+                 "no output directory");
+    /* one W8A16 layer with a chosen seed loads */
+    so.layers = 1;
+    so.seed = 0;
+    CHECK_STATUS(ctx, wna16_synth_write(ctx, &so, dir), WNA16_OK, NULL);
+    wna16_model *m = NULL;
+    CHECK_STATUS(ctx, wna16_model_load(ctx, dir, NULL, &m), WNA16_OK, NULL);
+    wna16_model_free(m);
     char cmd[128];
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     CHECK(system(cmd) == 0);
@@ -140,6 +197,8 @@ static void test_quantize(void) {
 }
 
 int main(void) {
+    test_ctx_set_error();
+    test_synth();
     test_quantize();
     test_init_defaults();
     test_sizes();

@@ -1,4 +1,4 @@
-/* The quantizer (issue 7): RTN bit for bit against compressed-tensors'
+/* The quantizer: RTN bit for bit against compressed-tensors'
  * own compression (tests/data/rtn), GPTQ against llm-compressor's
  * quantize_weight on fixed W and X (tests/data/gptq, tools/gen_gptq_fixture.py),
  * the Python-style JSON writer, and end-to-end GPTQ checkpoints that load. */

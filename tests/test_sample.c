@@ -57,7 +57,7 @@ static void test_sampler(void) {
     }
     CHECK(any_low);
     /* the draws follow softmax, with and without top-k/top-p/min-p cutting
-     * (the sampler no longer sorts the whole vocabulary: each path must keep
+     * (the sampler does not sort the whole vocabulary: each path must keep
      * the weights): logits ln(1..4) give 1/10, 2/10, 3/10, 4/10; top-k 2 keeps
      * 3/7 and 4/7; top-p 0.65 keeps the same two (0.4 + 0.3 >= 0.65); min-p
      * 0.6 keeps 3 and 4 (0.75 and 1 of the best) */
@@ -99,12 +99,12 @@ static bool on_text(void *user, const char *text, size_t len) {
 static void test_generate(void) {
     char dir[] = "/tmp/wna16_gen_XXXXXX";
     CHECK(mkdtemp(dir) != NULL);
-    wna16_synth_options o;
-    wna16_synth_preset("demo", &o);
+    wna16_synth_spec o;
+    wna16_synth_spec_preset("demo", &o);
     o.vocab = 512;
     o.eos_id = 7;
     wna16_diag d = {0};
-    CHECK(wna16_synth_write(&d, &o, dir) == WNA16_OK);
+    CHECK(wna16_synth_spec_write(&d, &o, dir) == WNA16_OK);
     wna16_ctx *ctx;
     CHECK(wna16_ctx_create(&ctx) == WNA16_OK);
     wna16_model *m = NULL;
@@ -158,12 +158,12 @@ static void test_generate(void) {
 static bool demo_with_tokenizer(char *dir, int64_t vocab, int64_t layers, int64_t context,
                                 wna16_ctx **ctx, wna16_tokenizer **tok, wna16_model **m) {
     CHECK(mkdtemp(dir) != NULL);
-    wna16_synth_options o;
-    wna16_synth_preset("demo", &o);
+    wna16_synth_spec o;
+    wna16_synth_spec_preset("demo", &o);
     if (vocab) o.vocab = vocab;
     if (layers) o.layers = layers;
     wna16_diag d = {0};
-    CHECK(wna16_synth_write(&d, &o, dir) == WNA16_OK);
+    CHECK(wna16_synth_spec_write(&d, &o, dir) == WNA16_OK);
     *tok = NULL;
     *m = NULL;
     CHECK(wna16_ctx_create(ctx) == WNA16_OK);
@@ -291,12 +291,12 @@ static void test_sampler_refuses(void) {
 static void test_generate_refuses(void) {
     char dir[] = "/tmp/wna16_genbad_XXXXXX";
     CHECK(mkdtemp(dir) != NULL);
-    wna16_synth_options so;
-    wna16_synth_preset("demo", &so);
+    wna16_synth_spec so;
+    wna16_synth_spec_preset("demo", &so);
     so.vocab = 512;
     so.layers = 1;
     wna16_diag d = {0};
-    CHECK(wna16_synth_write(&d, &so, dir) == WNA16_OK);
+    CHECK(wna16_synth_spec_write(&d, &so, dir) == WNA16_OK);
     wna16_ctx *ctx;
     CHECK(wna16_ctx_create(&ctx) == WNA16_OK);
     wna16_model *m = NULL;
@@ -363,12 +363,12 @@ static bool on_abort(void *user) {
 static void test_callbacks(void) {
     char dir[] = "/tmp/wna16_hooks_XXXXXX";
     CHECK(mkdtemp(dir) != NULL);
-    wna16_synth_options so;
-    wna16_synth_preset("demo", &so);
+    wna16_synth_spec so;
+    wna16_synth_spec_preset("demo", &so);
     so.vocab = 512;
     so.layers = 3;
     wna16_diag d = {0};
-    CHECK(wna16_synth_write(&d, &so, dir) == WNA16_OK);
+    CHECK(wna16_synth_spec_write(&d, &so, dir) == WNA16_OK);
     wna16_ctx *ctx;
     CHECK(wna16_ctx_create(&ctx) == WNA16_OK);
     hook_log h = {.increasing = true, .aborts_after = 1000};

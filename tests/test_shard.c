@@ -6,7 +6,7 @@ static wna16_ctx *ctx;
 #define D (&ctx->diag)
 
 /* vllm-wna16.md §2: the six cases of test_wna16_moe_w2_scale_sharding.
- * After runtime act-order was removed the GROUP rows are refused and every
+ * Runtime act-order is refused, so the GROUP rows are refused and every
  * accepted row shards normally with full K. */
 static void test_w2_scale_table(void) {
     static const struct {

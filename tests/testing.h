@@ -45,7 +45,7 @@ static inline int test_contains(const char *hay, const char *needle) {
             test_failures++;                                                                       \
             fprintf(stderr, "%s:%d: %s -> %s (want %s), detail \"%s\" (want \"%s\")\n", __FILE__,  \
                     __LINE__, #expr, wna16_status_str(got_), wna16_status_str(want), detail_,      \
-                    (const char *)(substr) ? (const char *)(substr) : "");                                                         \
+                    (const char *)(substr) ? (const char *)(substr) : "");                         \
         }                                                                                          \
     } while (0)
 

@@ -594,7 +594,7 @@ def _unpack_gptq(x, bits, dim):
     return v.reshape(x.shape[0], x.shape[1] * per)
 
 
-# ---- RTN fixtures for the quantizer issue -------------------------------------------
+# ---- RTN fixtures for the quantizer ------------------------------------------------
 
 RTN = [
     ("w4a16_g128", "W4A16", None),

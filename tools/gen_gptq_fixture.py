@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Dev script: the GPTQ reference fixture for issue 7 (tests/data/gptq/).
+"""Dev script: the GPTQ reference fixture of the quantizer (tests/data/gptq/).
 
 Runs llm-compressor's own GPTQ routine
 (llmcompressor.modifiers.gptq.gptq_quantize.quantize_weight, llm-compressor

@@ -1,9 +1,7 @@
 /* `wna16 demo`: the README's first command. Builds a tiny Qwen3-MoE in
  * compressed-tensors W4A16 with the real Qwen3 tokenizer, inspects it, and
  * generates with TP=1 and TP=2, checking that both agree. */
-#include "core/common.h"
 #include "cli/cli.h"
-#include "model/synth.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,10 +26,11 @@ static wna16_status run_tp(wna16_ctx *ctx, const char *dir, wna16_tokenizer *tok
     wna16_model *m = NULL;
     wna16_model_options mo = {.tp = tp, .context = 512};
     double t0 = cli_now();
-    WNA16_TRY(wna16_model_load(ctx, dir, &mo, &m));
+    wna16_status s = wna16_model_load(ctx, dir, &mo, &m);
+    if (s != WNA16_OK) return s;
     double load = cli_now() - t0;
     wna16_generate_options go = {.max_tokens = n, .on_text = quiet};
-    wna16_status s = wna16_generate(ctx, m, tok, ids, n_ids, &go, r);
+    s = wna16_generate(ctx, m, tok, ids, n_ids, &go, r);
     if (s == WNA16_OK) {
         printf("\n== generate, TP=%d (loaded in %.0f ms, %lld prompt tokens at %.0f tok/s, %lld "
                "generated at %.1f tok/s)\n",
@@ -93,10 +92,10 @@ int wna16_cmd_demo(int argc, char **argv) {
     if (wna16_ctx_create(&ctx) != WNA16_OK) return 1;
     cli_install_hooks(ctx, false);
     wna16_synth_options o;
-    wna16_synth_preset("demo", &o);
-    printf("== building a tiny Qwen3-MoE (W4A16 g32, %lld experts, top-%lld) in %s\n",
-           (long long)o.experts, (long long)o.top_k, dir);
-    wna16_status s = wna16_synth_write(&ctx->diag, &o, dir);
+    wna16_synth_options_init(&o);
+    o.preset = "demo";
+    printf("== building a tiny Qwen3-MoE (W4A16 g32) in %s\n", dir);
+    wna16_status s = wna16_synth_write(ctx, &o, dir);
     if (s != WNA16_OK) return cli_fail("demo", ctx, s);
     if (!cli_copy_tokenizer("demo", tokdir, dir)) {
         fprintf(stderr, "wna16 demo: no Qwen3 tokenizer found; install wna16 (its data has one), run it from the repository root, or pass --tokenizer DIR\n");
@@ -110,7 +109,7 @@ int wna16_cmd_demo(int argc, char **argv) {
     if (s == WNA16_OK) s = wna16_checkpoint_report(ctx, ck, tps, 2, false, &report, &ok);
     if (s != WNA16_OK) return cli_fail("demo", ctx, s);
     printf("\n== inspect %s\n%s", dir, report);
-    free(report);
+    wna16_free(report);
     wna16_checkpoint_close(ck);
     wna16_tokenizer *tok = NULL;
     int32_t *ids = NULL;
@@ -133,8 +132,8 @@ int wna16_cmd_demo(int argc, char **argv) {
                (long long)r1.generated, same ? "identical" : "differ");
         rc = same ? 0 : 1;
     }
-    free(chat);
-    free(ids);
+    wna16_free(chat);
+    wna16_free(ids);
     wna16_generate_result_free(&r1);
     wna16_generate_result_free(&r2);
     wna16_tokenizer_free(tok);

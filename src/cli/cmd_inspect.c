@@ -61,7 +61,7 @@ int wna16_cmd_inspect(int argc, char **argv) {
         fputs(text, stdout);
         rc = loadable ? 0 : 1;
     }
-    free(text);
+    wna16_free(text);
     wna16_checkpoint_close(ck);
     wna16_ctx_free(ctx);
     return rc;

@@ -1,5 +1,4 @@
 #include "cli/cli.h"
-#include "core/common.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -70,7 +69,7 @@ int wna16_cmd_logits(int argc, char **argv) {
     if (s == WNA16_OK && lead) {
         logits = malloc((size_t)wna16_model_vocab_size(m) * sizeof *logits);
         s = logits ? wna16_model_eval(ctx, m, ids, (int64_t)n, logits)
-                   : wna16_fail(wna16_ctx_diag(ctx), WNA16_ERR_OUT_OF_MEMORY, "logits");
+                   : wna16_ctx_set_error(ctx, WNA16_ERR_OUT_OF_MEMORY, "logits");
         s = wna16_model_release(ctx, m, s); /* the other ranks return with this verdict */
     } else if (s == WNA16_OK) {
         s = wna16_model_follow(ctx, m);

@@ -3,7 +3,6 @@
  * Hugging Face sliding-window method; --stride = --ctx is llama-perplexity's
  * non-overlapping windows, scoring every token of each). */
 #include "cli/cli.h"
-#include "core/common.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -141,12 +140,12 @@ int wna16_cmd_perplexity(int argc, char **argv) {
             ids = malloc((nt ? nt : 1) * sizeof *ids);
             if (ids) memcpy(ids, tids, nt * sizeof *ids);
             n = nt;
-            if (!ids) s = wna16_fail(wna16_ctx_diag(ctx), WNA16_ERR_OUT_OF_MEMORY, "ids");
+            if (!ids) s = wna16_ctx_set_error(ctx, WNA16_ERR_OUT_OF_MEMORY, "ids");
         }
     }
     if (s == WNA16_OK && n < 2)
-        s = wna16_fail(wna16_ctx_diag(ctx), WNA16_ERR_INVALID_ARGUMENT,
-                       "perplexity: %zu tokens; at least 2 are needed to score one", n);
+        s = wna16_ctx_set_error(ctx, WNA16_ERR_INVALID_ARGUMENT,
+                                "perplexity: %zu tokens; at least 2 are needed to score one", n);
     wna16_model *m = NULL;
     wna16_model_options mo;
     wna16_model_options_init(&mo);
@@ -156,11 +155,11 @@ int wna16_cmd_perplexity(int argc, char **argv) {
     double t0 = cli_now();
     if (s == WNA16_OK) s = wna16_model_load(ctx, dir, &mo, &m);
     if (s == WNA16_OK && wna16_model_context(m) < ctx_len)
-        s = wna16_fail(wna16_ctx_diag(ctx), WNA16_ERR_CONTEXT_OVERFLOW,
-                       "perplexity: --ctx %ld is past the model's context of %lld", ctx_len,
-                       (long long)wna16_model_context(m));
+        s = wna16_ctx_set_error(ctx, WNA16_ERR_CONTEXT_OVERFLOW,
+                                "perplexity: --ctx %ld is past the model's context of %lld",
+                                ctx_len, (long long)wna16_model_context(m));
     float *lp = s == WNA16_OK ? malloc((size_t)ctx_len * sizeof *lp) : NULL;
-    if (s == WNA16_OK && !lp) s = wna16_fail(wna16_ctx_diag(ctx), WNA16_ERR_OUT_OF_MEMORY, "lp");
+    if (s == WNA16_OK && !lp) s = wna16_ctx_set_error(ctx, WNA16_ERR_OUT_OF_MEMORY, "lp");
     /* windows [begin, end) every stride; each scores (prev_end, end) except
      * the window's own first token */
     double sum = 0, sum2 = 0, t_score = cli_now();

@@ -1,7 +1,6 @@
 /* wna16 quantize: RTN or GPTQ (static act-order) to a compressed-tensors
  * pack-quantized checkpoint. docs/quantizer.md. */
 #include "cli/cli.h"
-#include "quant/quant.h"
 
 #include <signal.h>
 #include <stdio.h>
@@ -46,11 +45,10 @@ static void quantize_help(FILE *f) {
 
 
 int wna16_cmd_quantize(int argc, char **argv) {
-    wna16_quantize_opts o = {.bits = 4, .symmetric = true, .group_size = 128, .gptq = true,
-                             .actorder = true, .dampening = 0.01, .calib_random = true,
-                             .samples = 128, .seq_len = 512, .progress = true};
+    wna16_quantize_options o;
+    wna16_quantize_options_init(&o);
     const char **ignore = calloc((size_t)argc + 1, sizeof *ignore);
-    bool json = false;
+    bool json = false, progress = true;
     long v;
     if (!ignore) return 1;
     int rc = 2;
@@ -60,13 +58,12 @@ int wna16_cmd_quantize(int argc, char **argv) {
             quantize_help(stdout);
             free(ignore);
             return 0;
-        } else if (!strcmp(a, "--model") && next) o.src = argv[++i];
-        else if (!strcmp(a, "--out") && next) o.dst = argv[++i];
+        } else if (!strcmp(a, "--model") && next) o.model = argv[++i];
+        else if (!strcmp(a, "--out") && next) o.output = argv[++i];
         else if (!strcmp(a, "--scheme") && next) {
             i++;
-            if (!strcmp(next, "W4A16")) o.bits = 4, o.symmetric = true;
-            else if (!strcmp(next, "W4A16_ASYM")) o.bits = 4, o.symmetric = false;
-            else if (!strcmp(next, "W8A16")) o.bits = 8, o.symmetric = true;
+            if (!strcmp(next, "W4A16") || !strcmp(next, "W4A16_ASYM") || !strcmp(next, "W8A16"))
+                o.scheme = next;
             else {
                 fprintf(stderr, "wna16 quantize: --scheme %s: expected W4A16, W4A16_ASYM or W8A16\n", next);
                 goto out;
@@ -81,20 +78,18 @@ int wna16_cmd_quantize(int argc, char **argv) {
             }
         } else if (!strcmp(a, "--method") && next) {
             i++;
-            if (!strcmp(next, "gptq")) o.gptq = true;
-            else if (!strcmp(next, "rtn")) o.gptq = false;
+            if (!strcmp(next, "gptq") || !strcmp(next, "rtn")) o.method = next;
             else {
                 fprintf(stderr, "wna16 quantize: --method %s: expected gptq or rtn\n", next);
                 goto out;
             }
         } else if (!strcmp(a, "--actorder") && next) {
             i++;
-            if (!strcmp(next, "static") || !strcmp(next, "weight")) o.actorder = true;
-            else if (!strcmp(next, "none")) o.actorder = false;
-            else if (!strcmp(next, "group") || !strcmp(next, "dynamic")) {
-                fprintf(stderr, "wna16 quantize: --actorder %s: %s\n", next, WNA16_ACTORDER_FIX);
-                goto out;
-            } else {
+            /* group and dynamic: the library's refusal says what to use instead */
+            if (!strcmp(next, "static") || !strcmp(next, "weight") || !strcmp(next, "none") ||
+                !strcmp(next, "group") || !strcmp(next, "dynamic"))
+                o.actorder = next;
+            else {
                 fprintf(stderr, "wna16 quantize: --actorder %s: expected static or none\n", next);
                 goto out;
             }
@@ -106,23 +101,20 @@ int wna16_cmd_quantize(int argc, char **argv) {
                 goto out;
             }
         } else if (!strcmp(a, "--calib-random")) {
-            o.calib_random = true;
             o.calib_ids = o.calib_text = NULL;
         } else if (!strcmp(a, "--calib-ids") && next) {
             o.calib_ids = argv[++i];
             o.calib_text = NULL;
-            o.calib_random = false;
         } else if (!strcmp(a, "--calib") && next) {
             o.calib_text = argv[++i];
             o.calib_ids = NULL;
-            o.calib_random = false;
         } else if (!strcmp(a, "--seed")) {
             if (!cli_parse_int("--seed", next, 0, 2147483647L, &v)) goto out;
             o.seed = (uint64_t)v;
             i++;
         } else if (!strcmp(a, "--samples")) {
             if (!cli_parse_int("--samples", next, 1, 1 << 20, &v)) goto out;
-            o.samples = v;
+            o.num_samples = v;
             i++;
         } else if (!strcmp(a, "--seq-len")) {
             if (!cli_parse_int("--seq-len", next, 1, 1 << 20, &v)) goto out;
@@ -141,7 +133,7 @@ int wna16_cmd_quantize(int argc, char **argv) {
         } else if (!strcmp(a, "--skip-indivisible")) {
             o.skip_indivisible = true;
         } else if (!strcmp(a, "--no-progress")) {
-            o.progress = false;
+            progress = false;
         } else if (!strcmp(a, "--json")) {
             json = true;
         } else {
@@ -150,7 +142,7 @@ int wna16_cmd_quantize(int argc, char **argv) {
             goto out;
         }
     }
-    if (!o.src || !o.dst) {
+    if (!o.model || !o.output) {
         fprintf(stderr, "wna16 quantize: --model and --out are required\n");
         quantize_help(stderr);
         goto out;
@@ -161,20 +153,20 @@ int wna16_cmd_quantize(int argc, char **argv) {
         rc = 1;
         goto out;
     }
-    cli_install_hooks(ctx, o.progress);
-    wna16_quantize_report rep;
+    cli_install_hooks(ctx, progress);
     cli_catch_interrupts();
-    wna16_status s = wna16_quantize(wna16_ctx_diag(ctx), &o, &rep);
+    o.report_text = !json;
+    char *report = NULL;
+    wna16_status s = wna16_quantize_model(ctx, &o, &report);
     if (s != WNA16_OK) {
         rc = cli_fail("quantize", ctx, s);
+        if (s == WNA16_ERR_RUNTIME_ACTORDER) rc = 2; /* refused flag: a usage error */
     } else {
-        char *text = wna16_quantize_report_format(&rep, json);
-        if (text) fputs(text, stdout);
-        wna16_free(text);
-        if (!json) printf("wrote %s\n", o.dst);
+        fputs(report, stdout);
+        if (!json) printf("wrote %s\n", o.output);
         rc = 0;
     }
-    wna16_quantize_report_free(&rep);
+    wna16_free(report);
     wna16_ctx_free(ctx);
 out:
     free(ignore);

@@ -1,6 +1,4 @@
-#include "core/common.h"
 #include "cli/cli.h"
-#include "model/synth.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -41,27 +39,29 @@ int wna16_cmd_synth(int argc, char **argv) {
             return 2;
         }
     }
-    wna16_synth_options o;
-    if (!out || !wna16_synth_preset(preset, &o)) {
+    if (!out) {
         synth_help(stderr);
         return 2;
     }
-    if (layers) o.layers = layers;
-    if (bits) o.bits = (int)bits;
-    if (group) o.group_size = group;
-    if (seed >= 0) o.seed = (uint64_t)seed;
-    if (dense) o.architecture = "Qwen3ForCausalLM";
-    o.symmetric = !asym;
-    o.progress = true;
-    if (o.bits != 4 && o.bits != 8 && o.bits != 16) {
+    if (bits && bits != 4 && bits != 8 && bits != 16) {
         fprintf(stderr, "wna16 synth: --bits must be 4, 8 or 16\n");
         return 2;
     }
+    wna16_synth_options o;
+    wna16_synth_options_init(&o);
+    o.preset = preset;
+    o.layers = layers;
+    o.bits = (int)bits;
+    o.group_size = group;
+    o.seed = seed;
+    o.dense = dense;
+    o.asymmetric = asym;
     wna16_ctx *ctx;
     if (wna16_ctx_create(&ctx) != WNA16_OK) return 1;
     cli_install_hooks(ctx, true);
-    wna16_status s = wna16_synth_write(&ctx->diag, &o, out);
+    wna16_status s = wna16_synth_write(ctx, &o, out);
     int rc = s == WNA16_OK ? 0 : cli_fail("synth", ctx, s);
+    if (s == WNA16_ERR_INVALID_ARGUMENT) rc = 2; /* a flag's value the library refused */
     if (!rc && tokdir && !cli_copy_tokenizer("synth", tokdir, out)) rc = 1;
     if (!rc) fprintf(stderr, "wrote %s%s\n", out, tokdir ? " (with the tokenizer)" : "");
     wna16_ctx_free(ctx);

@@ -99,7 +99,7 @@ int wna16_cmd_tokenize(int argc, char **argv) {
         s = wna16_tokenizer_encode(ctx, tok, file ? owned : text, len, flags, &ids, &n);
     int rc = s == WNA16_OK ? 0 : cli_fail("tokenize", ctx, s);
     if (s == WNA16_OK) print_ids(ids, n, json);
-    free(ids);
+    wna16_free(ids);
     free(owned);
     wna16_tokenizer_free(tok);
     wna16_ctx_free(ctx);
@@ -144,7 +144,7 @@ int wna16_cmd_detokenize(int argc, char **argv) {
         fwrite(text, 1, len, stdout);
         putchar('\n');
     }
-    free(text);
+    wna16_free(text);
     free(ids);
     wna16_tokenizer_free(tok);
     wna16_ctx_free(ctx);

@@ -3,6 +3,7 @@
 #ifndef WNA16_CORE_COMMON_H
 #define WNA16_CORE_COMMON_H
 
+#include "core/clock.h"
 #include "wna16.h"
 
 #include <stdarg.h>
@@ -43,13 +44,11 @@ typedef struct wna16_tuning {
     bool value_pack;
 } wna16_tuning;
 
-/* Today's behaviour: every knob at its default. */
+/* Every knob at its default. */
 #define WNA16_TUNING_DEFAULT                                                                       \
     ((wna16_tuning){                                                                               \
         .decode_max_m = -1, .dense_tile_min_m = -1, .pack_interleave = -1, .value_pack = false})
 
-/* Where a failing call writes its human-readable detail. Every internal
- * function that can fail on user data takes one (NULL is allowed). */
 /* What the caller set on the context: its callbacks (wna16_ctx_set_log/
  * progress/abort) and its kernel tuning (wna16_ctx_tuning). */
 typedef struct wna16_hooks {
@@ -63,6 +62,8 @@ typedef struct wna16_hooks {
     const wna16_tuning *tuning; /* NULL: the defaults */
 } wna16_hooks;
 
+/* Where a failing call writes its human-readable detail. Every internal
+ * function that can fail on user data takes one (NULL is allowed). */
 typedef struct wna16_diag {
     char detail[WNA16_DETAIL_MAX];
     const wna16_hooks *hooks; /* the context's callbacks and tuning; NULL for none */
@@ -78,11 +79,6 @@ struct wna16_ctx {
 #define WNA16_PRINTF(f, a) __attribute__((format(printf, f, a)))
 #else
 #define WNA16_PRINTF(f, a)
-/* The refusal text for runtime activation ordering (issue contract). */
-#define WNA16_ACTORDER_FIX                                                                         \
-    "runtime activation ordering (actorder=group) is not supported; re-quantize with "             \
-    "actorder=static (or none): it gives the same accuracy with no runtime cost"
-
 #endif
 
 /* Records the detail and returns status, so callers write
@@ -121,19 +117,16 @@ const wna16_tuning *wna16_tuning_of(const wna16_diag *d);
 static inline bool wna16_mul_u64(uint64_t a, uint64_t b, uint64_t *out) {
     return !__builtin_mul_overflow(a, b, out);
 }
-static inline bool wna16_add_u64(uint64_t a, uint64_t b, uint64_t *out) {
-    return !__builtin_add_overflow(a, b, out);
-}
 
-/* Allocation wrappers. A process-wide cap (WNA16_MAX_ALLOC env, bytes)
- * turns an absurd declared size into WNA16_ERR_LIMIT instead of an OOM kill;
- * tests can also make the n-th allocation fail. */
 /* Copies the caller's options struct src (NULL: all defaults) into dst,
  * the library's layout of lib_size bytes, by the struct_size it declares
  * (include/wna16.h); what names the struct in the error. */
 wna16_status wna16_options_take(wna16_diag *d, const char *what, void *dst, size_t lib_size,
                                 const void *src);
 
+/* Allocation wrappers. A process-wide cap (WNA16_MAX_ALLOC env, bytes)
+ * turns an absurd declared size into WNA16_ERR_LIMIT instead of an OOM kill;
+ * tests can also make the n-th allocation fail. */
 void *wna16_malloc(size_t n);
 void *wna16_calloc(size_t count, size_t size);
 void *wna16_realloc(void *p, size_t n);
@@ -202,7 +195,8 @@ static inline bool wna16_bf16_exact(float v) {
 float wna16_f16_to_f32(uint16_t h);
 uint16_t wna16_f32_to_f16(float f);
 
-/* The refusal text for runtime activation ordering (issue contract). */
+/* The refusal text for runtime activation ordering, the same wherever a
+ * checkpoint or a request asks for it. */
 #define WNA16_ACTORDER_FIX                                                                         \
     "runtime activation ordering (actorder=group) is not supported; re-quantize with "             \
     "actorder=static (or none): it gives the same accuracy with no runtime cost"

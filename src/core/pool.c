@@ -36,12 +36,6 @@
 #define WAIT_SPIN_MIN_NS 2000
 #define MAX_WORKERS  255
 
-double wna16_now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 static int64_t now_ns(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);

@@ -52,7 +52,4 @@ int wna16_threads_default(void);
 /* The CPUs this process may run on (its affinity mask). */
 int wna16_cpus_available(void);
 
-/* Seconds on a monotonic clock. */
-double wna16_now(void);
-
 #endif

@@ -82,6 +82,16 @@ wna16_status wna16_fail(wna16_diag *d, wna16_status status, const char *fmt, ...
     return status;
 }
 
+wna16_status wna16_ctx_set_error(wna16_ctx *ctx, wna16_status status, const char *fmt, ...) {
+    if (ctx) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(ctx->diag.detail, sizeof ctx->diag.detail, fmt, ap);
+        va_end(ap);
+    }
+    return status;
+}
+
 void wna16_diag_prefix(wna16_diag *d, const char *fmt, ...) {
     if (!d) return;
     char prefix[512];

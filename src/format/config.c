@@ -1,4 +1,5 @@
 #include "format/config.h"
+#include "core/json_get.h"
 
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <ctype.h>
@@ -12,34 +13,25 @@
 
 static wna16_status get_int(wna16_diag *d, const char *label, const json_t *o, const char *key,
                             int64_t def, int64_t *out) {
-    const json_t *v = json_object_get(o, key);
-    if (!v || json_is_null(v)) {
-        *out = def;
-        return WNA16_OK;
-    }
-    if (!json_is_integer(v))
+    *out = def;
+    if (wna16_json_int(o, key, out) == WNA16_JSON_WRONG_TYPE)
         return wna16_fail(d, WNA16_ERR_CONFIG_INVALID, "%s: \"%s\" must be an integer", label, key);
-    *out = json_integer_value(v);
     return WNA16_OK;
 }
 
 static wna16_status get_bool(wna16_diag *d, const char *label, const json_t *o, const char *key,
                              bool def, bool *out) {
-    const json_t *v = json_object_get(o, key);
-    if (!v || json_is_null(v)) {
-        *out = def;
-        return WNA16_OK;
-    }
-    if (!json_is_boolean(v))
+    *out = def;
+    if (wna16_json_bool(o, key, out) == WNA16_JSON_WRONG_TYPE)
         return wna16_fail(d, WNA16_ERR_CONFIG_INVALID, "%s: \"%s\" must be true or false", label,
                           key);
-    *out = json_is_true(v);
     return WNA16_OK;
 }
 
+/* A number, or def when absent or of another type. */
 static double get_real(const json_t *o, const char *key, double def) {
-    const json_t *v = json_object_get(o, key);
-    return json_is_number(v) ? json_number_value(v) : def;
+    double v = def;
+    return wna16_json_number(o, key, &v) == WNA16_JSON_FOUND ? v : def;
 }
 
 static void copy_str(char *dst, size_t n, const char *src) {

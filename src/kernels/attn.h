@@ -58,16 +58,6 @@ static inline const uint16_t *wna16_attn_vpair(const wna16_attn_kv *c, int64_t p
            p % WNA16_ATTN_KB * hd;
 }
 
-/* Byte address of 64-byte line `line` of K (k true) or V counted from the
- * block of position p (p a multiple of KB): a block is hd / 2 lines of
- * either. For the prefetches, which run ahead across blocks. */
-static inline const char *wna16_attn_line(const wna16_attn_kv *c, bool k, int64_t p, int64_t line,
-                                          int64_t hd) {
-    int64_t per = hd / 2, b = p / WNA16_ATTN_KB + line / per;
-    const uint16_t *base = k ? c->k : c->v;
-    return (const char *)(base + (int64_t)c->blocks[b] * WNA16_ATTN_KB * hd) + line % per * 64;
-}
-
 typedef void (*wna16_attn_fn)(const float *q, int64_t g, const wna16_attn_kv *kv, int64_t n,
                               int64_t hd, float scale, float *scores, int64_t lds, float *out);
 

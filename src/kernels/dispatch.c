@@ -3,6 +3,7 @@
 #include "kernels/ukernel.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -124,7 +125,10 @@ const wna16_wfmt_traits wna16_wfmts[WNA16_WFMTS] = {
 
 static wna16_kernel_table tables[WNA16_ISA_COUNT];
 static wna16_isa detected = WNA16_ISA_REF;
-static wna16_isa active = WNA16_ISA_REF;
+/* The level the kernels run at. wna16_isa_set_cap may change it while
+ * other threads read it: an atomic int, relaxed (it guards no other data;
+ * the tables are filled before pthread_once returns). */
+static _Atomic int active = WNA16_ISA_REF;
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 
 #ifdef WNA16_X86
@@ -279,14 +283,14 @@ static void fill_aarch64(wna16_kernel_table t) {
 static void init(void) {
     fill_tables();
     detected = detect();
-    active = detected;
+    atomic_store_explicit(&active, detected, memory_order_relaxed);
     const char *env = getenv("WNA16_ISA");
     if (env && *env) {
         wna16_isa cap;
         if (wna16_isa_parse(env, &cap)) {
             /* a level of the other architecture caps to ref: the only
              * level below it that this machine has */
-            active = wna16_isa_min(cap, detected);
+            atomic_store_explicit(&active, wna16_isa_min(cap, detected), memory_order_relaxed);
             if (!wna16_isa_le(cap, detected) && !wna16_isa_le(detected, cap))
                 wna16_log(NULL, WNA16_LOG_WARN,
                           "WNA16_ISA='%s' is a level of another architecture than this "
@@ -306,25 +310,31 @@ wna16_isa wna16_isa_detected(void) {
     return detected;
 }
 
+static wna16_isa load_active(void) {
+    return (wna16_isa)atomic_load_explicit(&active, memory_order_relaxed);
+}
+
 wna16_isa wna16_isa_active(void) {
     pthread_once(&once, init);
-    return active;
+    return load_active();
 }
 
 wna16_isa wna16_isa_set_cap(wna16_isa cap) {
     pthread_once(&once, init);
-    active = (unsigned)cap >= WNA16_ISA_COUNT ? detected : wna16_isa_min(cap, detected);
-    return active;
+    wna16_isa isa = (unsigned)cap >= WNA16_ISA_COUNT ? detected : wna16_isa_min(cap, detected);
+    atomic_store_explicit(&active, isa, memory_order_relaxed);
+    return isa;
 }
 
 const wna16_kernel_table *wna16_kernels(void) {
     pthread_once(&once, init);
-    return &tables[active];
+    return &tables[load_active()];
 }
 
 const wna16_kernel_table *wna16_kernels_at(wna16_isa isa) {
     pthread_once(&once, init);
-    return &tables[(unsigned)isa < WNA16_ISA_COUNT ? wna16_isa_min(isa, active) : active];
+    wna16_isa now = load_active();
+    return &tables[(unsigned)isa < WNA16_ISA_COUNT ? wna16_isa_min(isa, now) : now];
 }
 
 const wna16_vec_ops *wna16_vec(void) { return wna16_kernels()->vec; }

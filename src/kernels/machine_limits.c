@@ -1,4 +1,5 @@
 #include "kernels/machine_limits.h"
+#include "core/clock.h"
 
 #include <stdint.h>
 #include <stdlib.h>

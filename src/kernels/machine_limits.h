@@ -1,13 +1,13 @@
 /* This machine's limits, measured in-process, as the yardsticks the
- * benchmarks report fractions of (wna16 bench gemm, later moe and model). */
+ * benchmarks report fractions of (wna16 bench). */
 #ifndef WNA16_KERNELS_MACHINE_LIMITS_H
 #define WNA16_KERNELS_MACHINE_LIMITS_H
 
 #include <stddef.h>
 
-/* STREAM-style read bandwidth in GB/s (1e9 bytes/s): n_threads OpenMP
- * threads each sum their contiguous part of a `bytes` buffer (first-touched
- * by the same thread), best of `reps` passes of each of two loops (plain
+/* STREAM-style read bandwidth in GB/s (1e9 bytes/s): n_threads threads of
+ * the library's pool each sum their contiguous part of a `bytes` buffer
+ * (first-touched by the same thread), best of `reps` passes of each of two loops (plain
  * loads; loads plus an L2 prefetch 8 KiB ahead, as the decode kernel does),
  * alternating. Returns 0 if the buffer cannot be allocated. */
 double wna16_measure_read_bw(int n_threads, size_t bytes, int reps);
@@ -18,8 +18,5 @@ double wna16_measure_read_bw(int n_threads, size_t bytes, int reps);
  * lacks the instruction. */
 double wna16_measure_bf16_peak(int n_threads);
 double wna16_measure_fma_peak(int n_threads);
-
-/* Monotonic seconds (core/pool.h). */
-#include "core/pool.h"
 
 #endif

@@ -3,7 +3,6 @@
  * weights once). The runtime over them is made by runtime/model_api.c. */
 #include "core/pool.h"
 #include "io/safetensors.h"
-#include "kernels/machine_limits.h"
 #include "model/model.h"
 
 #include <math.h>

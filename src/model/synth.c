@@ -8,7 +8,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-bool wna16_synth_preset(const char *name, wna16_synth_options *o) {
+bool wna16_synth_spec_preset(const char *name, wna16_synth_spec *o) {
     memset(o, 0, sizeof *o);
     o->architecture = "Qwen3MoeForCausalLM";
     o->bits = 4;
@@ -95,7 +95,7 @@ static wna16_status add_vec(wna16_diag *d, shard *s, const char *name, int64_t n
 }
 
 /* One pack-quantized linear [out, in] with random values: Xavier-like range. */
-static wna16_status add_linear(wna16_diag *d, shard *s, rng *r, const wna16_synth_options *o,
+static wna16_status add_linear(wna16_diag *d, shard *s, rng *r, const wna16_synth_spec *o,
                                const char *prefix, int64_t out, int64_t in) {
     char name[320];
     wna16_ctx c = {0};
@@ -137,7 +137,7 @@ static wna16_status add_linear(wna16_diag *d, shard *s, rng *r, const wna16_synt
     return WNA16_OK;
 }
 
-static wna16_status add_layer(wna16_diag *d, shard *s, rng *r, const wna16_synth_options *o,
+static wna16_status add_layer(wna16_diag *d, shard *s, rng *r, const wna16_synth_spec *o,
                               int64_t L) {
     char p[256], q[300];
     int64_t H = o->hidden, hd = o->head_dim;
@@ -180,7 +180,7 @@ static wna16_status add_layer(wna16_diag *d, shard *s, rng *r, const wna16_synth
     return WNA16_OK;
 }
 
-static json_t *quant_config(const wna16_synth_options *o) {
+static json_t *quant_config(const wna16_synth_spec *o) {
     json_t *w = json_pack("{s:b,s:I,s:i,s:s,s:b,s:s}", "dynamic", 0, "group_size",
                           (json_int_t)o->group_size, "num_bits", o->bits, "strategy",
                           o->group_size > 0 ? "group" : "channel", "symmetric", o->symmetric,
@@ -203,7 +203,7 @@ static json_t *quant_config(const wna16_synth_options *o) {
                      "version", "0.20.1");
 }
 
-static wna16_status write_configs(wna16_diag *d, const wna16_synth_options *o, const char *dir) {
+static wna16_status write_configs(wna16_diag *d, const wna16_synth_spec *o, const char *dir) {
     bool moe = !strcmp(o->architecture, "Qwen3MoeForCausalLM");
     json_t *c = json_pack(
         "{s:[s],s:b,s:f,s:I,s:s,s:I,s:s,s:I,s:I,s:I,s:s,s:I,s:I,s:I,s:f,s:{s:f,s:s},s:b,s:I}",
@@ -247,14 +247,14 @@ static wna16_status write_shard(wna16_diag *d, shard *s, const char *dir, const 
     return st == WNA16_OK ? st : wna16_fail(d, st, "%s", c.diag.detail);
 }
 
-static wna16_status add_globals(wna16_diag *d, shard *s, rng *r, const wna16_synth_options *o) {
+static wna16_status add_globals(wna16_diag *d, shard *s, rng *r, const wna16_synth_spec *o) {
     WNA16_TRY(add_bf16(d, s, r, "model.embed_tokens.weight", o->vocab, o->hidden, 1.0f, 0.0f));
     WNA16_TRY(add_vec(d, s, "model.norm.weight", o->hidden, 1.0f));
     return add_bf16(d, s, r, "lm_head.weight", o->vocab, o->hidden, 1.7f / sqrtf((float)o->hidden),
                     0.0f);
 }
 
-wna16_status wna16_synth_write(wna16_diag *d, const wna16_synth_options *o, const char *dir) {
+wna16_status wna16_synth_spec_write(wna16_diag *d, const wna16_synth_spec *o, const char *dir) {
     if (mkdir(dir, 0755) != 0 && errno != EEXIST)
         return wna16_fail(d, WNA16_ERR_IO, "%s: cannot create: %s", dir, strerror(errno));
     WNA16_TRY(write_configs(d, o, dir));
@@ -305,4 +305,42 @@ wna16_status wna16_synth_write(wna16_diag *d, const wna16_synth_options *o, cons
         json_decref(map);
     }
     return st;
+}
+
+void wna16_synth_options_init(wna16_synth_options *o) {
+    if (!o) return;
+    memset(o, 0, sizeof *o);
+    o->struct_size = sizeof *o;
+    o->preset = "demo";
+    o->seed = -1;
+}
+
+wna16_status wna16_synth_write(wna16_ctx *ctx, const wna16_synth_options *options,
+                               const char *dir) {
+    wna16_diag *d = wna16_ctx_diag(ctx);
+    wna16_synth_options o;
+    if (options) WNA16_TRY(wna16_options_take(d, "synth options", &o, sizeof o, options));
+    else wna16_synth_options_init(&o);
+    const char *preset = o.preset ? o.preset : "demo";
+    wna16_synth_spec spec;
+    if (!dir) return wna16_fail(d, WNA16_ERR_INVALID_ARGUMENT, "synth: no output directory");
+    if (!wna16_synth_spec_preset(preset, &spec))
+        return wna16_fail(d, WNA16_ERR_INVALID_ARGUMENT,
+                          "synth: preset \"%s\": expected demo or qwen3-30b-a3b", preset);
+    if (o.bits && o.bits != 4 && o.bits != 8 && o.bits != 16)
+        return wna16_fail(d, WNA16_ERR_INVALID_ARGUMENT, "synth: %d bits: expected 4, 8 or 16",
+                          o.bits);
+    if (o.layers < 0 || o.group_size < -1)
+        return wna16_fail(d, WNA16_ERR_INVALID_ARGUMENT,
+                          "synth: layers %lld, group size %lld: expected layers >= 0 and a group "
+                          "size > 0 or -1",
+                          (long long)o.layers, (long long)o.group_size);
+    if (o.layers) spec.layers = o.layers;
+    if (o.bits) spec.bits = o.bits;
+    if (o.group_size) spec.group_size = o.group_size;
+    if (o.seed >= 0) spec.seed = (uint64_t)o.seed;
+    if (o.dense) spec.architecture = "Qwen3ForCausalLM";
+    spec.symmetric = !o.asymmetric;
+    spec.progress = true;
+    return wna16_synth_spec_write(d, &spec, dir);
 }

@@ -7,7 +7,7 @@
 
 #include "core/common.h"
 
-typedef struct wna16_synth_options {
+typedef struct wna16_synth_spec {
     const char *architecture;   /* "Qwen3MoeForCausalLM" or "Qwen3ForCausalLM" */
     int64_t hidden, layers, heads, kv_heads, head_dim;
     int64_t intermediate;       /* dense MLP */
@@ -20,14 +20,14 @@ typedef struct wna16_synth_options {
     int64_t eos_id, bos_id;     /* -1: none */
     int64_t layers_per_shard;   /* 0: one file */
     bool progress;
-} wna16_synth_options;
+} wna16_synth_spec;
 
 /* Presets: "qwen3-30b-a3b" (exact shapes, W4A16 g128) and "demo" (a tiny
  * Qwen3-MoE with the Qwen3 vocabulary). false if the name is unknown. */
-bool wna16_synth_preset(const char *name, wna16_synth_options *o);
+bool wna16_synth_spec_preset(const char *name, wna16_synth_spec *o);
 
 /* Writes config.json, generation_config.json and the safetensors shards
  * into dir (created if needed). */
-wna16_status wna16_synth_write(wna16_diag *d, const wna16_synth_options *o, const char *dir);
+wna16_status wna16_synth_spec_write(wna16_diag *d, const wna16_synth_spec *o, const char *dir);
 
 #endif

@@ -42,8 +42,9 @@ typedef struct wna16_moe_layer wna16_moe_layer;
  * of this rank's slice), w2 row-parallel with group scales/zero points
  * sliced along and channelwise scales replicated. The sharding plan refuses
  * what cannot split (WNA16_ERR_TP_INDIVISIBLE) before anything is allocated.
- * The experts are repacked on n_threads threads (<= 0: OpenMP's default);
- * the result, and the error when one fails, do not depend on it. */
+ * The experts are repacked on n_threads threads (<= 0: the default count,
+ * wna16_threads_default); the result, and the error when one fails, do not
+ * depend on it. */
 wna16_status wna16_moe_layer_load(wna16_diag *d, const struct wna16_checkpoint *ck,
                                   const char *prefix, const wna16_moe_config *cfg, int tp, int rank,
                                   int n_threads, wna16_moe_layer **out);
@@ -54,11 +55,11 @@ size_t wna16_moe_layer_bytes(const wna16_moe_layer *layer);
 /* y[t][h] (fp32, overwritten) = this rank's partial of routed + shared expert
  * output for tokens x[t][h] (bf16, row stride ldx). Router logits are
  * computed from x (replicated on every rank, so every rank routes alike).
- * n_threads OpenMP threads (<= 0: all). tokens == 0 is a no-op. */
+ * n_threads threads (<= 0: all). tokens == 0 is a no-op. */
 wna16_status wna16_moe_layer_forward(wna16_diag *d, const wna16_moe_layer *layer, int64_t tokens,
                                      const uint16_t *x, int64_t ldx, float *y, int n_threads);
 
-/* ------------------------------------------------------------------ added API */
+/* ------------------------------------------- routing and the expert part apart */
 
 /* Routing alone (vllm-wna16.md §3), per token, all in fp32:
  * scores = softmax(logits) (max-subtracted) or sigmoid(logits); selection by

@@ -1,6 +1,6 @@
 /* Communicator front end: argument checks, dispatch to the backend, and the
  * all-reduce counters (`wna16 bench model` reports their share of decode). */
-#include "kernels/machine_limits.h"
+#include "core/clock.h"
 #include "parallel/comm_impl.h"
 
 #include <stdlib.h>

@@ -1,4 +1,4 @@
-/* The quantizer (issue 7): compressed-tensors min-max RTN (bit-exact with
+/* The quantizer: compressed-tensors min-max RTN (bit-exact with
  * CT 0.20.1), GPTQ as llm-compressor runs it (static act-order), and the
  * pack-quantized checkpoint writer. docs/quantizer.md. Internal API. */
 #ifndef WNA16_QUANT_QUANT_H
@@ -164,10 +164,9 @@ typedef struct wna16_quantize_report {
     int64_t calib_tokens;
 } wna16_quantize_report;
 
-/* Set from a signal handler (SIGINT/SIGTERM in the CLI): the run stops at
- * the next layer, expert or sample boundary with WNA16_ERR_IO
- * ("interrupted") and removes its temporary directory. */
-
+/* Runs a quantization. The context's abort callback (the CLI answers
+ * SIGINT/SIGTERM with it) stops the run at the next layer, expert or sample
+ * boundary with WNA16_ERR_ABORTED, and the temporary directory is removed. */
 wna16_status wna16_quantize(wna16_diag *d, const wna16_quantize_opts *o, wna16_quantize_report *rep);
 void wna16_quantize_report_free(wna16_quantize_report *r);
 /* Text or JSON summary (malloc'd, wna16_free). */

@@ -78,9 +78,9 @@ void wna16_quantize_options_init(wna16_quantize_options *o) {
 }
 
 wna16_status wna16_quantize_model(wna16_ctx *ctx, const wna16_quantize_options *options,
-                                  char **report_json) {
+                                  char **report) {
     wna16_diag *d = wna16_ctx_diag(ctx);
-    if (report_json) *report_json = NULL;
+    if (report) *report = NULL;
     if (!options) return wna16_fail(d, WNA16_ERR_INVALID_ARGUMENT, "quantize: NULL options");
     wna16_quantize_options o;
     WNA16_TRY(wna16_options_take(d, "quantize options", &o, sizeof o, options));
@@ -88,9 +88,9 @@ wna16_status wna16_quantize_model(wna16_ctx *ctx, const wna16_quantize_options *
     WNA16_TRY(map_options(d, &o, &q));
     wna16_quantize_report rep;
     wna16_status s = wna16_quantize(d, &q, &rep);
-    if (s == WNA16_OK && report_json) {
-        *report_json = wna16_quantize_report_format(&rep, true);
-        if (!*report_json) s = wna16_fail(d, WNA16_ERR_OUT_OF_MEMORY, "quantize: the report");
+    if (s == WNA16_OK && report) {
+        *report = wna16_quantize_report_format(&rep, !o.report_text);
+        if (!*report) s = wna16_fail(d, WNA16_ERR_OUT_OF_MEMORY, "quantize: the report");
     }
     wna16_quantize_report_free(&rep);
     return s;

@@ -2,7 +2,7 @@
  * chat_template.jinja file, and chat prompts: the model's own Jinja template
  * rendered by our interpreter (jinja.h) with the variables transformers'
  * apply_chat_template gives it. */
-#include "tokenizer/jinja.h"
+#include "jinja/jinja.h"
 #include "tokenizer/tok_internal.h"
 
 #include <errno.h>
@@ -104,11 +104,11 @@ wna16_status tok_load_chat_template_file(wna16_diag *d, wna16_tokenizer *t) {
     else if (n > TOK_MAX_TEMPLATE)
         s = wna16_fail(d, WNA16_ERR_TOKENIZER_INVALID, "%s: over %u MiB; not a chat template", path,
                        TOK_MAX_TEMPLATE >> 20);
-    else if (memchr(text, 0, n) || tok_utf8_check((const uint8_t *)text, n) != n)
+    else if (memchr(text, 0, n) || wna16_utf8_check((const uint8_t *)text, n) != n)
         s = wna16_fail(d, WNA16_ERR_TOKENIZER_INVALID,
                        "%s: not UTF-8 text (a NUL byte or an invalid sequence at offset %zu)", path,
                        memchr(text, 0, n) ? (size_t)((char *)memchr(text, 0, n) - text)
-                                          : tok_utf8_check((const uint8_t *)text, n));
+                                          : wna16_utf8_check((const uint8_t *)text, n));
     if (s == WNA16_OK) {
         text[n] = 0;
         wna16_free(t->chat_template);
@@ -120,7 +120,7 @@ wna16_status tok_load_chat_template_file(wna16_diag *d, wna16_tokenizer *t) {
     return s;
 }
 
-/* The format family, for wna16_tokenizer_info; rendering no longer depends
+/* The format family, for wna16_tokenizer_info; rendering does not depend
  * on it (every template goes through the interpreter). */
 static wna16_chat_format detect_format(const wna16_tokenizer *t) {
     const char *tpl = t->chat_template;

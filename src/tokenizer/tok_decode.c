@@ -24,9 +24,9 @@ static void byte_level_bytes(const char *s, size_t len, wna16_buf *out) {
     size_t start = out->len;
     for (size_t i = 0; i < len;) {
         uint32_t cp;
-        size_t l = tok_utf8_valid_len((const uint8_t *)s + i, len - i);
+        size_t l = wna16_utf8_valid_len((const uint8_t *)s + i, len - i);
         if (!l) break;
-        tok_utf8_decode((const uint8_t *)s + i, &cp);
+        wna16_utf8_decode((const uint8_t *)s + i, &cp);
         int b = tok_cp_to_byte(cp);
         if (b < 0) {
             out->len = start;
@@ -85,7 +85,7 @@ bool tok_decode_token(const wna16_tokenizer *t, const char *s, size_t len, bool 
  * valid UTF-8, else one U+FFFD per byte. */
 static void flush_run(wna16_buf *run, wna16_buf *out) {
     if (!run->len) return;
-    if (tok_utf8_check((const uint8_t *)run->data, run->len) == run->len)
+    if (wna16_utf8_check((const uint8_t *)run->data, run->len) == run->len)
         wna16_buf_put(out, run->data, run->len);
     else
         for (size_t i = 0; i < run->len; i++) wna16_buf_put(out, "\xEF\xBF\xBD", 3);
@@ -116,9 +116,9 @@ static void strip_start(const wna16_tokenizer *t, wna16_buf *b, size_t start, in
     size_t cut = start;
     while (*left > 0 && cut < b->len) {
         uint32_t cp;
-        size_t l = tok_utf8_valid_len((const uint8_t *)b->data + cut, b->len - cut);
+        size_t l = wna16_utf8_valid_len((const uint8_t *)b->data + cut, b->len - cut);
         if (!l) break;
-        tok_utf8_decode((const uint8_t *)b->data + cut, &cp);
+        wna16_utf8_decode((const uint8_t *)b->data + cut, &cp);
         if (cp != t->dec_strip_cp) {
             *left = 0;
             break;

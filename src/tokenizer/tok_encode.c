@@ -122,7 +122,7 @@ static bool add_sym(enc *e, size_t *n, int32_t id) {
 
 static int32_t char_to_id(const wna16_tokenizer *t, const char *s, size_t len) {
     uint32_t cp;
-    tok_utf8_decode((const uint8_t *)s, &cp);
+    wna16_utf8_decode((const uint8_t *)s, &cp);
     if (cp < 512) return t->char_id[cp];
     return tok_strmap_get(&t->vocab, s, len);
 }
@@ -133,7 +133,7 @@ static bool initial_symbols(enc *e, const char *w, size_t len, size_t *n) {
     const wna16_tokenizer *t = e->t;
     bool pending_unk = false;
     for (size_t i = 0; i < len;) {
-        size_t cl = tok_utf8_valid_len((const uint8_t *)w + i, len - i);
+        size_t cl = wna16_utf8_valid_len((const uint8_t *)w + i, len - i);
         if (!cl) cl = 1; /* cannot happen: text was validated */
         int32_t id = char_to_id(t, w + i, cl);
         if (id >= 0) {
@@ -204,7 +204,7 @@ static bool byte_map(enc *e, const char *w, size_t len, size_t *out_len) {
     if (!grow((void **)&e->mapped, &e->mapped_cap, 2 * len + 1, 1)) return false;
     size_t n = 0;
     for (size_t i = 0; i < len; i++)
-        n += tok_utf8_encode(tok_byte_to_cp[(uint8_t)w[i]], e->mapped + n);
+        n += wna16_utf8_encode(tok_byte_to_cp[(uint8_t)w[i]], e->mapped + n);
     *out_len = n;
     return true;
 }
@@ -274,7 +274,7 @@ static wna16_status find_spans(enc *e, const tok_pre *p, const char *s, size_t n
         else if (me >= n)
             break;
         else { /* empty match: step over one character */
-            size_t cl = tok_utf8_valid_len((const uint8_t *)s + me, n - me);
+            size_t cl = wna16_utf8_valid_len((const uint8_t *)s + me, n - me);
             pos = me + (cl ? cl : 1);
         }
     }
@@ -428,7 +428,7 @@ static uint32_t cp_before(const char *s, size_t i, size_t *start) {
     size_t j = i - 1;
     while (j > 0 && ((uint8_t)s[j] & 0xC0) == 0x80) j--;
     uint32_t cp;
-    tok_utf8_decode((const uint8_t *)s + j, &cp);
+    wna16_utf8_decode((const uint8_t *)s + j, &cp);
     if (start) *start = j;
     return cp;
 }
@@ -437,7 +437,7 @@ static bool single_word_ok(const char *s, size_t n, size_t start, size_t stop) {
     uint32_t cp;
     if (start > 0 && is_word_char(cp_before(s, start, NULL))) return false;
     if (stop < n) {
-        tok_utf8_decode((const uint8_t *)s + stop, &cp);
+        wna16_utf8_decode((const uint8_t *)s + stop, &cp);
         if (is_word_char(cp)) return false;
     }
     return true;
@@ -469,8 +469,8 @@ static wna16_status split_added(enc *e, const tok_trie *trie, const char *s, siz
         }
         if (x->rstrip) {
             uint32_t cp;
-            while (stop < n && is_ws((tok_utf8_decode((const uint8_t *)s + stop, &cp), cp)))
-                stop += tok_utf8_valid_len((const uint8_t *)s + stop, n - stop);
+            while (stop < n && is_ws((wna16_utf8_decode((const uint8_t *)s + stop, &cp), cp)))
+                stop += wna16_utf8_valid_len((const uint8_t *)s + stop, n - stop);
         }
         if (start < start_offset) start = start_offset;
         e->at_origin = origin && start_offset == 0;
@@ -526,7 +526,7 @@ static wna16_status replace_matches(wna16_diag *d, const wna16_tokenizer *t, con
         else if (me >= n)
             break;
         else {
-            size_t cl = tok_utf8_valid_len((const uint8_t *)s + me, n - me);
+            size_t cl = wna16_utf8_valid_len((const uint8_t *)s + me, n - me);
             pos = me + (cl ? cl : 1);
         }
     }
@@ -636,7 +636,7 @@ wna16_status wna16_tokenizer_encode(wna16_ctx *ctx, wna16_tokenizer *tok, const 
                           "only when len is 0)");
     *ids = NULL;
     *n_ids = 0;
-    size_t bad = tok_utf8_check((const uint8_t *)text, len);
+    size_t bad = wna16_utf8_check((const uint8_t *)text, len);
     if (bad < len)
         return wna16_fail(
             d, WNA16_ERR_INVALID_UTF8,

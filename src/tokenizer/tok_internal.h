@@ -6,6 +6,7 @@
 #define WNA16_TOKENIZER_INTERNAL_H
 
 #include "core/common.h"
+#include "core/utf8.h"
 
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
@@ -223,13 +224,6 @@ extern const uint16_t tok_byte_to_cp[256];
 /* Code point -> byte, or -1, for code points < 324. */
 int tok_cp_to_byte(uint32_t cp);
 
-/* UTF-8: length of a valid sequence at s (n bytes left), 0 if invalid. */
-size_t tok_utf8_valid_len(const uint8_t *s, size_t n);
-/* Offset of the first invalid byte, or n when all of s is valid UTF-8. */
-size_t tok_utf8_check(const uint8_t *s, size_t n);
-/* Decodes one code point of valid UTF-8; returns its length. */
-size_t tok_utf8_decode(const uint8_t *s, uint32_t *cp);
-size_t tok_utf8_encode(uint32_t cp, char *out);
 /* Appends s to b with every invalid sequence replaced by U+FFFD (one per
  * maximal invalid subpart, as Python and Rust do). If hold_tail, an
  * incomplete but possibly valid sequence at the end is not consumed;

@@ -1,6 +1,7 @@
 /* Loading a Hugging Face tokenizer.json (byte-level BPE) and validating
  * every field we rely on. Each error names the file, the JSON field, what
  * was expected, what was found, and what to do. */
+#include "core/json_get.h"
 #include "tokenizer/tok_internal.h"
 
 #include <jansson.h>
@@ -40,16 +41,11 @@ static wna16_status bad_field(wna16_diag *d, const wna16_tokenizer *t, const cha
 /* Optional boolean: absent or null gives def. */
 static wna16_status get_bool(wna16_diag *d, const wna16_tokenizer *t, const json_t *obj,
                              const char *key, const char *where, bool def, bool *out) {
-    const json_t *v = json_object_get(obj, key);
     *out = def;
-    if (!v || json_is_null(v)) return WNA16_OK;
-    if (!json_is_boolean(v)) {
-        char field[160];
-        snprintf(field, sizeof field, "%s.%s", where, key);
-        return bad_field(d, t, field, "true or false", v);
-    }
-    *out = json_is_true(v);
-    return WNA16_OK;
+    if (wna16_json_bool(obj, key, out) != WNA16_JSON_WRONG_TYPE) return WNA16_OK;
+    char field[160];
+    snprintf(field, sizeof field, "%s.%s", where, key);
+    return bad_field(d, t, field, "true or false", json_object_get(obj, key));
 }
 
 static wna16_status get_id(wna16_diag *d, const wna16_tokenizer *t, const json_t *v,
@@ -231,7 +227,7 @@ static wna16_status get_replacement(wna16_diag *d, const wna16_tokenizer *t, con
     const json_t *v = json_object_get(p, "replacement");
     const char *s = json_string_value(v);
     size_t n = s ? json_string_length(v) : 0;
-    size_t cl = n ? tok_utf8_valid_len((const uint8_t *)s, n) : 0;
+    size_t cl = n ? wna16_utf8_valid_len((const uint8_t *)s, n) : 0;
     if (!s || !cl || cl != n || (n == 1 && !*s)) {
         char field[96];
         snprintf(field, sizeof field, "%s.replacement", where);
@@ -368,7 +364,7 @@ static wna16_status parse_decoder(wna16_diag *d, wna16_tokenizer *t, const json_
                      *b = json_object_get(p, "stop");
         const char *cs = json_string_value(c);
         size_t cl = cs ? json_string_length(c) : 0;
-        if (!cs || !cl || tok_utf8_valid_len((const uint8_t *)cs, cl) != cl)
+        if (!cs || !cl || wna16_utf8_valid_len((const uint8_t *)cs, cl) != cl)
             return bad_field(d, t, "decoder Strip.content", "a string of one character", c);
         if (!json_is_integer(a) || json_integer_value(a) < 0 || json_integer_value(a) > 1024)
             return bad_field(d, t, "decoder Strip.start", "an integer 0..1024", a);
@@ -378,7 +374,7 @@ static wna16_status parse_decoder(wna16_diag *d, wna16_tokenizer *t, const json_
             return dec_order(d, t, type, "has stop > 0 (stripping the end is not supported)");
         if (!st->fused) return dec_order(d, t, type, "comes before Fuse");
         if (st->stripped) return dec_order(d, t, type, "appears twice");
-        tok_utf8_decode((const uint8_t *)cs, &t->dec_strip_cp);
+        wna16_utf8_decode((const uint8_t *)cs, &t->dec_strip_cp);
         t->dec_strip_start = (int)json_integer_value(a);
         st->seq_step = st->stripped = true;
         return WNA16_OK;
@@ -762,7 +758,7 @@ static wna16_status build_id_tables(wna16_diag *d, wna16_tokenizer *t, int32_t m
     }
     for (uint32_t cp = 0; cp < 512; cp++) {
         char u[4];
-        t->char_id[cp] = tok_strmap_get(&t->vocab, u, tok_utf8_encode(cp, u));
+        t->char_id[cp] = tok_strmap_get(&t->vocab, u, wna16_utf8_encode(cp, u));
     }
     for (int b = 0; b < 256; b++) {
         char name[8];

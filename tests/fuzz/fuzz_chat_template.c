@@ -7,8 +7,8 @@
  * character). The steps budget bounds each input's time. */
 #include "fuzz_common.h"
 
-#include "tokenizer/jinja.h"
-#include "tokenizer/tok_internal.h"
+#include "jinja/jinja.h"
+#include "core/utf8.h"
 
 static json_t *vars;
 
@@ -41,8 +41,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         size_t n = strlen(out);
         FUZZ_CHECK(n <= JINJA_MAX_OUTPUT);
         size_t srcn = strlen(src);
-        if (tok_utf8_check((const uint8_t *)src, srcn) == srcn)
-            FUZZ_CHECK(tok_utf8_check((const uint8_t *)out, n) == n);
+        if (wna16_utf8_check((const uint8_t *)src, srcn) == srcn)
+            FUZZ_CHECK(wna16_utf8_check((const uint8_t *)out, n) == n);
         wna16_free(out);
     } else {
         FUZZ_CHECK(out == NULL);

@@ -69,7 +69,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     size_t n = 0;
     wna16_status s = wna16_tokenizer_encode(ctx, tok, text, len, flags, &ids, &n);
     fuzz_note(wna16_status_str(s), s);
-    bool valid = tok_utf8_check((const uint8_t *)text, len) == len;
+    bool valid = wna16_utf8_check((const uint8_t *)text, len) == len;
     if (!valid) {
         FUZZ_CHECK(s == WNA16_ERR_INVALID_UTF8);
         FUZZ_CHECK(ids == NULL);

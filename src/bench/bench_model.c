@@ -4,7 +4,7 @@
  * experts of every layer, routers, lm_head) over the read bandwidth. Prefill
  * is compute-bound: its FLOPs over the compute peak of the active ISA level
  * (the bf16-dot peak where the level has one, else its fp32 FMA peak). */
-#include "cli/cli.h"
+#include "bench/bench.h"
 #include "kernels/gemm.h"
 #include "format/checkpoint.h"
 #include "kernels/machine_limits.h"
@@ -263,7 +263,6 @@ int wna16_bench_model(int argc, char **argv) {
     wna16_model_options o = {.tp = (int)tp,
                              .threads = nt,
                              .context = prompt + decode + 1,
-                             .progress = !json && lead,
                              .comm = comm};
     double t0 = cli_now();
     wna16_status s = wna16_model_load(ctx, dir, &o, &m);

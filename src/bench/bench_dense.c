@@ -9,7 +9,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "cli/cli.h"
+#include "bench/bench.h"
 #include "core/pool.h"
 #include "core/common.h"
 #include "kernels/dense.h"

@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli/cli.h"
+#include "bench/bench.h"
 #include "kernels/gemm.h"
 #include "kernels/machine_limits.h"
 #include "runtime/runtime.h"
@@ -202,9 +202,7 @@ int wna16_bench_step(int argc, char **argv) {
     wna16_ctx *ctx;
     if (wna16_ctx_create(&ctx) != WNA16_OK) return 1;
     cli_install_hooks(ctx, !a.json);
-    wna16_model_options o = {.threads = (int)a.threads,
-                             .context = a.context + a.steps + 1,
-                             .progress = !a.json};
+    wna16_model_options o = {.threads = (int)a.threads, .context = a.context + a.steps + 1};
     wna16_model *m = NULL;
     wna16_status s = wna16_model_load(ctx, a.dir, &o, &m);
     if (s != WNA16_OK) {

@@ -1,6 +1,4 @@
-#include "cli/cli.h"
-#include "kernels/gemm.h"
-#include "kernels/machine_limits.h"
+#include "tool/tool.h"
 
 #include <errno.h>
 #include <math.h>
@@ -78,28 +76,6 @@ void cli_print_json_string(FILE *f, const char *s) {
         else fputc(*p, f);
     }
     fputc('"', f);
-}
-
-bool cli_parse_seconds(const char *cmd, const char *flag, const char *text, double *out) {
-    *out = text ? atof(text) : 0;
-    if (*out > 0 && *out < 100) return true;
-    fprintf(stderr, "wna16 %s: %s expects seconds in (0, 100)\n", cmd, flag);
-    return false;
-}
-
-static double bw_sample(int threads) { return wna16_measure_read_bw(threads, (size_t)1 << 30, 2); }
-
-void cli_bw_rounds_start(cli_bw_rounds *r, int threads) {
-    r->threads = threads;
-    r->prev = r->lo = r->hi = bw_sample(threads);
-}
-
-double cli_bw_rounds_next(cli_bw_rounds *r) {
-    double next = bw_sample(r->threads), held = 0.5 * (r->prev + next);
-    r->lo = next < r->lo ? next : r->lo;
-    r->hi = next > r->hi ? next : r->hi;
-    r->prev = next;
-    return held;
 }
 
 bool cli_parse_double(const char *flag, const char *text, double min, double max, double *out) {
@@ -197,15 +173,4 @@ bool cli_parse_list(const char *flag, const char *text, long lo, long hi, long *
         (*n)++;
     }
     return *n > 0;
-}
-
-bool cli_set_isa(const char *cmd, const char *text) {
-    wna16_isa isa;
-    if (!text || !wna16_isa_parse(text, &isa)) {
-        fprintf(stderr,
-                "wna16 %s: --isa takes ref, avx2, avx512, avx512bf16, neon or neonbf16\n", cmd);
-        return false;
-    }
-    wna16_isa_set_cap(isa);
-    return true;
 }

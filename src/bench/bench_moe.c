@@ -10,7 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "cli/cli.h"
+#include "bench/bench.h"
 #include "core/pool.h"
 #include "core/common.h"
 #include "kernels/gemm.h"

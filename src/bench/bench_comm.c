@@ -2,7 +2,7 @@
  * effective bandwidth for the sizes a forward pass reduces (one token's
  * hidden state in decode, a prompt's in prefill), with ranks as threads of
  * this process (--tp N) or one rank per process under mpirun. */
-#include "cli/cli.h"
+#include "bench/bench.h"
 #include "core/common.h"
 #include "parallel/comm.h"
 

@@ -15,8 +15,8 @@
  *  - WNA16_ERR_LIMIT: output past 16 MiB, nesting past the depth cap, or more
  *    work than the step budget (an endless or huge loop);
  *  - WNA16_ERR_OUT_OF_MEMORY. */
-#ifndef WNA16_TOKENIZER_JINJA_H
-#define WNA16_TOKENIZER_JINJA_H
+#ifndef WNA16_JINJA_H
+#define WNA16_JINJA_H
 
 #include "core/common.h"
 

@@ -11,7 +11,7 @@
  * server measured at start), so the run reports the fraction of the
  * roofline its decode steps reached. HTTP is libcurl's; this file only
  * splits the server-sent events into "data:" lines. */
-#include "cli/cli.h"
+#include "bench/bench.h"
 
 #ifdef WNA16_HAVE_CURL
 #include <curl/curl.h>

@@ -1,10 +1,10 @@
-/* Sequential GPTQ calibration (included by quantize.c).
+/* Sequential GPTQ calibration.
  *
  * The model runtime is loaded once (tp 1, MoE layers deferred). Hidden
  * states of every calibration sample entering layer L are kept in r->x.
  * For layer L:
- *  1. capture pass: the runtime runs layer L alone from r->x (the hooks' start_x,
- *     first_layer = last_layer = L) with the original weights; the capture hook
+ *  1. capture pass: the runtime runs layer L alone from r->x (the hooks'
+ *     start_x, first_layer = last_layer = L) with the original weights; the capture hook
  *     accumulates H = 2/N_samples * sum x x^T for attn_in (q/k/v), o_in,
  *     mlp_in (gate/up, every expert's gate/up, the shared expert) and
  *     down_in (dense down_proj) — as llm-compressor calibrates a whole
@@ -15,12 +15,29 @@
  *  3. the quantized weights replace the layer's (dense linears in the
  *     runtime; MoE layers through mlp_override with the quantized experts),
  *     and a propagation pass writes the layer's outputs back into r->x. */
+#include "core/pool.h"
+#include "io/safetensors.h"
+#include "runtime/runtime.h"
+#include "quant/quant_internal.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* The calibration token ids. */
+typedef struct calib_state {
+    int32_t *ids; /* [samples][seq] */
+} calib_state;
 
 typedef struct moe_q {
     int64_t E, I, topk, SI;
     bool renorm;
-    float *router;          /* [E][H] */
-    float *shared_gate;     /* [H] or NULL */
+    wna16_moe_config cfg;        /* routing as inference routes */
+    float *router;               /* [E][H] */
+    float *shared_gate;          /* [H] or NULL */
     wna16_lin *gate, *up, *down; /* [E + 1]: index E = shared expert */
     /* When every expert is quantized: the runtime's own fused MoE layer with
      * the quantized experts, so propagation uses inference's numerics; the
@@ -44,10 +61,10 @@ static void moe_q_free(moe_q *m) {
     wna16_free(m);
 }
 
-
 /* The canonical view of a quantized linear (packed rows and unsigned zero
  * points built into *owned; free with wna16_free). */
-static wna16_status qweight_of(wna16_diag *d, const wna16_qlinear *q, wna16_qweight *w, void **owned) {
+static wna16_status qweight_of(wna16_diag *d, const wna16_qlinear *q, wna16_qweight *w,
+                               void **owned) {
     int b = q->spec.bits;
     int64_t rw = (q->k * b + 31) / 32, ng = q->n_groups;
     size_t pb = (size_t)(q->n * rw) * 4;
@@ -56,10 +73,20 @@ static wna16_status qweight_of(wna16_diag *d, const wna16_qlinear *q, wna16_qwei
     uint32_t *packed = (uint32_t *)buf;
     uint8_t *zeros = q->spec.symmetric ? NULL : buf + pb;
     wna16_pack_rows(q->q, q->n, q->k, b, packed);
-    for (int64_t i = 0; zeros && i < q->n * ng; i++) zeros[i] = (uint8_t)(q->zp[i] + (1 << (b - 1)));
-    *w = (wna16_qweight){.n = q->n, .k = q->k, .bits = b, .group_size = q->k / ng, .n_groups = ng,
-                         .symmetric = q->spec.symmetric, .packed = packed, .row_words = rw,
-                         .scales = q->scale, .scale_stride = ng, .zeros = zeros, .zero_stride = ng,
+    for (int64_t i = 0; zeros && i < q->n * ng; i++)
+        zeros[i] = (uint8_t)(q->zp[i] + (1 << (b - 1)));
+    *w = (wna16_qweight){.n = q->n,
+                         .k = q->k,
+                         .bits = b,
+                         .group_size = q->k / ng,
+                         .n_groups = ng,
+                         .symmetric = q->spec.symmetric,
+                         .packed = packed,
+                         .row_words = rw,
+                         .scales = q->scale,
+                         .scale_stride = ng,
+                         .zeros = zeros,
+                         .zero_stride = ng,
                          .scale_dtype = q->spec.dtype};
     *owned = buf;
     return WNA16_OK;
@@ -96,7 +123,8 @@ static void on_capture(void *user, int64_t layer, const char *what, int64_t rows
     (void)layer;
     if (r->phase == 1) {
         if (!strcmp(what, "layer_out"))
-            memcpy(r->x + r->cur_sample * r->seq * r->hidden, x, (size_t)(rows * cols) * sizeof(float));
+            memcpy(r->x + r->cur_sample * r->seq * r->hidden, x,
+                   (size_t)(rows * cols) * sizeof(float));
         return;
     }
     if (!strcmp(what, "layer_out")) return;
@@ -114,9 +142,9 @@ static void on_capture(void *user, int64_t layer, const char *what, int64_t rows
 
 /* One H per input kind, allocated at its first capture in a layer. */
 static float *gptq_hess(qrun *r, const char *what, int64_t cols, bool *fresh) {
-    float **slot = !strcmp(what, "attn_in") ? &r->h_attn
-                   : !strcmp(what, "o_in")  ? &r->h_o
-                   : !strcmp(what, "mlp_in") ? &r->h_mlp
+    float **slot = !strcmp(what, "attn_in")   ? &r->h_attn
+                   : !strcmp(what, "o_in")    ? &r->h_o
+                   : !strcmp(what, "mlp_in")  ? &r->h_mlp
                    : !strcmp(what, "down_in") ? &r->h_down
                                               : NULL;
     if (!slot) return NULL;
@@ -139,14 +167,17 @@ static void silu_mul(const float *g, const float *u, int64_t n, uint16_t *hb, fl
 
 /* gate/up -> silu*up -> down on rows of x (bf16 + fp32 copies, stride H);
  * out [rows][H] (overwritten). */
-static wna16_status expert_forward(qrun *r, const wna16_lin *g, const wna16_lin *u, const wna16_lin *dn,
-                                   int64_t rows, const uint16_t *xb, const float *xf, float *out) {
+static wna16_status expert_forward(qrun *r, const wna16_lin *g, const wna16_lin *u,
+                                   const wna16_lin *dn, int64_t rows, const uint16_t *xb,
+                                   const float *xf, float *out) {
     int64_t H = r->hidden, I = g->n;
     float *gb = wna16_malloc((size_t)(rows * I) * sizeof(float));
     float *ub = wna16_malloc((size_t)(rows * I) * sizeof(float));
     uint16_t *ab = wna16_malloc((size_t)(rows * I) * sizeof(uint16_t));
     float *af = wna16_malloc((size_t)(rows * I) * sizeof(float));
-    wna16_status s = gb && ub && ab && af ? WNA16_OK : wna16_fail(r->d, WNA16_ERR_OUT_OF_MEMORY, "expert scratch");
+    wna16_status s = gb && ub && ab && af
+                         ? WNA16_OK
+                         : wna16_fail(r->d, WNA16_ERR_OUT_OF_MEMORY, "expert scratch");
     if (s == WNA16_OK) s = wna16_lin_forward(r->d, g, rows, xb, xf, H, gb, I, r->threads);
     if (s == WNA16_OK) s = wna16_lin_forward(r->d, u, rows, xb, xf, H, ub, I, r->threads);
     if (s == WNA16_OK) {
@@ -160,54 +191,31 @@ static wna16_status expert_forward(qrun *r, const wna16_lin *g, const wna16_lin 
     return s;
 }
 
-typedef struct route_job {
+typedef struct logits_job {
     const moe_q *m;
     int64_t H;
     const float *xf;
     float *lg;
-    int32_t *ids;
-    float *wt;
-} route_job;
+} logits_job;
 
-/* Router softmax and top-k of rows [t0, t1). */
-static void route_rows(void *arg, int64_t t0, int64_t t1, int tid) {
+/* Router logits of rows [t0, t1) in fp32 (the checkpoint's router). */
+static void router_logits(void *arg, int64_t t0, int64_t t1, int tid) {
     (void)tid;
-    const route_job *rj = arg;
-    const moe_q *m = rj->m;
-    int64_t H = rj->H;
-    const float *xf = rj->xf;
-    float *lg = rj->lg, *wt = rj->wt;
-    int32_t *ids = rj->ids;
-    for (int64_t t = t0; t < t1; t++) {
-        float *l = lg + t * m->E, mx = -INFINITY, sum = 0;
-        for (int64_t e = 0; e < m->E; e++) {
+    const logits_job *j = arg;
+    const moe_q *m = j->m;
+    int64_t H = j->H, E = m->cfg.num_experts;
+    for (int64_t t = t0; t < t1; t++)
+        for (int64_t e = 0; e < E; e++) {
             float acc = 0;
-            for (int64_t h = 0; h < H; h++) acc += xf[t * H + h] * m->router[e * H + h];
-            l[e] = acc;
-            if (acc > mx) mx = acc;
+            for (int64_t h = 0; h < H; h++) acc += j->xf[t * H + h] * m->router[e * H + h];
+            j->lg[t * E + e] = acc;
         }
-        for (int64_t e = 0; e < m->E; e++) sum += l[e] = expf(l[e] - mx);
-        for (int64_t e = 0; e < m->E; e++) l[e] /= sum;
-        float tot = 0;
-        for (int64_t j = 0; j < m->topk; j++) {
-            int64_t best = -1;
-            for (int64_t e = 0; e < m->E; e++) {
-                bool used = false;
-                for (int64_t p = 0; p < j; p++) used |= ids[t * m->topk + p] == e;
-                if (!used && (best < 0 || l[e] > l[best])) best = e;
-            }
-            ids[t * m->topk + j] = (int32_t)best;
-            wt[t * m->topk + j] = l[best];
-            tot += l[best];
-        }
-        if (m->renorm && tot > 0)
-            for (int64_t j = 0; j < m->topk; j++) wt[t * m->topk + j] /= tot;
-    }
 }
 
-/* The MoE MLP of a calibrated layer: router softmax top-k (renormalised as
- * the config says), quantized experts, shared expert with its sigmoid gate. */
-static wna16_status moe_override(void *user, int64_t layer, int64_t rows, const uint16_t *x, float *y) {
+/* The MoE MLP of a calibrated layer: the runtime's routing (moe/), the
+ * quantized experts, the shared expert with its sigmoid gate. */
+static wna16_status moe_override(void *user, int64_t layer, int64_t rows, const uint16_t *x,
+                                 float *y) {
     qrun *r = user;
     (void)layer;
     int64_t H = r->hidden;
@@ -228,8 +236,9 @@ static wna16_status moe_override(void *user, int64_t layer, int64_t rows, const 
                          : wna16_fail(r->d, WNA16_ERR_OUT_OF_MEMORY, "MoE calibration scratch");
     if (s == WNA16_OK) {
         for (int64_t i = 0; i < rows * H; i++) xf[i] = wna16_bf16_to_f32(x[i]);
-        route_job rj = {m, H, xf, lg, ids, wt};
-        wna16_parallel_for(r->threads, rows, route_rows, &rj);
+        logits_job lj = {m, H, xf, lg};
+        wna16_parallel_for(r->threads, rows, router_logits, &lj);
+        s = wna16_moe_route(r->d, &m->cfg, rows, lg, NULL, ids, wt);
     }
     for (int64_t e = 0; s == WNA16_OK && e < m->E; e++) {
         int64_t n = 0;
@@ -292,7 +301,8 @@ static wna16_status read_text_ids(qrun *r, int32_t **ids, size_t *n) {
     if (s == WNA16_OK) s = wna16_tokenizer_load(ctx, o->src, &tok);
     if (s == WNA16_OK) s = wna16_tokenizer_encode(ctx, tok, b.data ? b.data : "", b.len, 0, ids, n);
     if (s != WNA16_OK)
-        s = wna16_fail(r->d, s, "--calib %s: %s", o->calib_text, ctx ? wna16_ctx_error(ctx) : "out of memory");
+        s = wna16_fail(r->d, s, "--calib %s: %s", o->calib_text,
+                       ctx ? wna16_ctx_error(ctx) : "out of memory");
     wna16_tokenizer_free(tok);
     wna16_ctx_free(ctx);
     wna16_buf_free(&b);
@@ -319,8 +329,9 @@ static wna16_status read_ids(qrun *r, int32_t *ids, int64_t vocab) {
         for (size_t i = 0; i < n_all && n < need; i++) {
             if (all[i] < 0 || all[i] >= vocab) {
                 free(all);
-                return wna16_fail(r->d, WNA16_ERR_TOKEN_ID, "%s: token id %d outside the model's vocabulary [0, %lld)",
-                                  label, all[i], (long long)vocab);
+                return wna16_fail(r->d, WNA16_ERR_TOKEN_ID,
+                                  "%s: token id %d outside the model's vocabulary [0, %lld)", label,
+                                  all[i], (long long)vocab);
             }
             ids[n++] = all[i];
         }
@@ -332,21 +343,23 @@ static wna16_status read_ids(qrun *r, int32_t *ids, int64_t vocab) {
         while (n < need && fscanf(f, " %ld ,", &v) == 1) {
             if (v < 0 || v >= vocab) {
                 fclose(f);
-                return wna16_fail(r->d, WNA16_ERR_TOKEN_ID, "%s: token id %ld outside the vocabulary [0, %lld)",
-                                  label, v, (long long)vocab);
+                return wna16_fail(r->d, WNA16_ERR_TOKEN_ID,
+                                  "%s: token id %ld outside the vocabulary [0, %lld)", label, v,
+                                  (long long)vocab);
             }
             ids[n++] = (int32_t)v;
         }
         fclose(f);
     }
     if (n < r->seq)
-        return wna16_fail(r->d, WNA16_ERR_INVALID_ARGUMENT, "%s: %lld tokens; need at least --seq-len %lld",
-                          label, (long long)n, (long long)r->seq);
+        return wna16_fail(r->d, WNA16_ERR_INVALID_ARGUMENT,
+                          "%s: %lld tokens; need at least --seq-len %lld", label, (long long)n,
+                          (long long)r->seq);
     r->n_samples = n / r->seq; /* whole samples only */
     return WNA16_OK;
 }
 
-static wna16_status gptq_begin(qrun *r) {
+wna16_status wna16_qrun_gptq_begin(qrun *r) {
     const wna16_quantize_opts *o = r->o;
     int64_t maxpos = r->ck->config.max_position_embeddings;
     r->seq = o->seq_len > 0 ? o->seq_len : 512;
@@ -371,7 +384,8 @@ static wna16_status gptq_begin(qrun *r) {
                           "--samples or a shorter --seq-len",
                           (long long)T, (long long)H, (double)T * (double)H * 4 / 1073741824.0);
     for (int64_t t = 0; t < T; t++)
-        for (int64_t h = 0; h < H; h++) r->x[t * H + h] = wna16_bf16_to_f32(r->model->embed[(int64_t)cs->ids[t] * H + h]);
+        for (int64_t h = 0; h < H; h++)
+            r->x[t * H + h] = wna16_bf16_to_f32(r->model->embed[(int64_t)cs->ids[t] * H + h]);
     r->hooks = (wna16_forward_hooks){
         .user = r, .observe = on_capture, .mlp_override = moe_override, .last_layer = -1};
     wna16_runtime_set_hooks(r->model, &r->hooks);
@@ -390,7 +404,7 @@ static void gptq_free_layer(qrun *r) {
     r->moe = NULL;
 }
 
-static void gptq_end(qrun *r) {
+void wna16_qrun_gptq_end(qrun *r) {
     if (r->model) {
         const gptq_prof *p = &r->prof;
         wna16_log(r->d, WNA16_LOG_INFO,
@@ -417,7 +431,7 @@ static wna16_status run_layer(qrun *r, int64_t L, int phase) {
     r->phase = phase;
     wna16_model *m = r->model;
     for (int64_t s = 0; s < r->n_samples; s++) {
-        WNA16_TRY(check_interrupt(r->d));
+        WNA16_TRY(wna16_qrun_check_abort(r->d));
         r->cur_sample = s;
         wna16_model_reset(m);
         r->hooks.start_x = r->x + s * r->seq * r->hidden;
@@ -447,25 +461,27 @@ static wna16_status factor_get(qrun *r, factor_slot *fs, int64_t k, const wna16_
         prof_end(&r->prof, PH_FACTOR, pm);
         fs->built = true;
         if (fs->f.fallback)
-            fprintf(stderr, "\nwna16 quantize: Hessian not positive definite; falling back to RTN for this input\n");
+            fprintf(stderr, "\nwna16 quantize: Hessian not positive definite; falling back to RTN "
+                            "for this input\n");
     }
     *out = &fs->f;
     return WNA16_OK;
 }
 
 /* GPTQ of one module; *q is left allocated for the caller. */
-static wna16_status gptq_module(qrun *r, const wna16_module *mod, const wna16_gptq_factor *f, wna16_qlinear *q) {
+static wna16_status gptq_module(qrun *r, const wna16_module *mod, const wna16_gptq_factor *f,
+                                wna16_qlinear *q) {
     float *w;
-    WNA16_TRY(read_weight(r, mod, &w));
-    wna16_qspec s = spec_for(r, mod);
+    WNA16_TRY(wna16_qrun_read_weight(r, mod, &w));
+    wna16_qspec s = wna16_qrun_spec(r, mod);
     double loss = 0;
     wna16_status st = wna16_qlinear_alloc(r->d, &s, mod->out, mod->in, q);
     prof_mark pm = prof_begin();
     if (st == WNA16_OK) st = wna16_gptq_quantize(r->d, w, f, &r->gopts, q, &loss, r->threads);
     prof_end(&r->prof, PH_SWEEP, pm);
     if (st == WNA16_OK) {
-        record(r, mod->name, w, q, loss);
-        st = add_qlinear(r, mod->name, q);
+        wna16_qrun_record(r, mod->name, w, q, loss);
+        st = wna16_qrun_add_qlinear(r, mod->name, q);
     }
     wna16_free(w);
     return st;
@@ -483,7 +499,8 @@ static wna16_status gptq_sparse(qrun *r, int64_t L, factor_slot *mlp_f) {
     const wna16_model_config *c = &r->ck->config;
     const char *pfx = r->model->arch->mlp_prefix;
     bool mixtral = !strcmp(pfx, "block_sparse_moe");
-    const char *gn = mixtral ? "w1" : "gate_proj", *un = mixtral ? "w3" : "up_proj", *dn = mixtral ? "w2" : "down_proj";
+    const char *gn = mixtral ? "w1" : "gate_proj", *un = mixtral ? "w3" : "up_proj",
+               *dn = mixtral ? "w2" : "down_proj";
     moe_q *m = r->moe = wna16_calloc(1, sizeof *m);
     if (!m) return wna16_fail(r->d, WNA16_ERR_OUT_OF_MEMORY, "MoE");
     int64_t H = r->hidden, T = r->n_samples * r->seq;
@@ -495,14 +512,17 @@ static wna16_status gptq_sparse(qrun *r, int64_t L, factor_slot *mlp_f) {
     m->up = wna16_calloc((size_t)m->E + 1, sizeof(wna16_lin));
     m->down = wna16_calloc((size_t)m->E + 1, sizeof(wna16_lin));
     m->router = wna16_malloc((size_t)(m->E * H) * sizeof(float));
-    if (!m->gate || !m->up || !m->down || !m->router) return wna16_fail(r->d, WNA16_ERR_OUT_OF_MEMORY, "MoE");
+    if (!m->gate || !m->up || !m->down || !m->router)
+        return wna16_fail(r->d, WNA16_ERR_OUT_OF_MEMORY, "MoE");
     char name[256];
     snprintf(name, sizeof name, "model.layers.%lld.%s.gate.weight", (long long)L, pfx);
     const wna16_tensor_view *rv = wna16_checkpoint_tensor(r->ck, name);
     if (!rv || wna16_view_numel(rv) != m->E * H)
-        return wna16_fail(r->d, WNA16_ERR_TENSOR_MISSING, "%s: router '%s' missing or mis-shaped", r->o->src, name);
+        return wna16_fail(r->d, WNA16_ERR_TENSOR_MISSING, "%s: router '%s' missing or mis-shaped",
+                          r->o->src, name);
     for (int64_t i = 0; i < m->E * H; i++) m->router[i] = wna16_view_float(rv, i);
-    snprintf(name, sizeof name, "model.layers.%lld.%s.shared_expert_gate.weight", (long long)L, pfx);
+    snprintf(name, sizeof name, "model.layers.%lld.%s.shared_expert_gate.weight", (long long)L,
+             pfx);
     rv = wna16_checkpoint_tensor(r->ck, name);
     if (rv && wna16_view_numel(rv) == H) {
         m->shared_gate = wna16_malloc((size_t)H * sizeof(float));
@@ -510,27 +530,35 @@ static wna16_status gptq_sparse(qrun *r, int64_t L, factor_slot *mlp_f) {
         for (int64_t i = 0; i < H; i++) m->shared_gate[i] = wna16_view_float(rv, i);
     }
     snprintf(name, sizeof name, "model.layers.%lld.%s.shared_expert.%s", (long long)L, pfx, gn);
-    bool shared = find_mod(r, name) != NULL;
+    bool shared = wna16_qrun_find(r, name) != NULL;
     /* the fused layer needs every expert quantized */
     bool all_q = !r->o->moe_reference;
     char pre[200];
     snprintf(pre, sizeof pre, "model.layers.%lld.%s.", (long long)L, pfx);
     for (size_t i = 0; all_q && i < r->n_mods; i++)
         if (!strncmp(r->mods[i].m->name, pre, strlen(pre)) &&
-            (strstr(r->mods[i].m->name, ".experts.") || strstr(r->mods[i].m->name, ".shared_expert.")) &&
+            (strstr(r->mods[i].m->name, ".experts.") ||
+             strstr(r->mods[i].m->name, ".shared_expert.")) &&
             !r->mods[i].quantize)
             all_q = false;
+    m->cfg = (wna16_moe_config){
+        .hidden = H,
+        .intermediate = c->moe_intermediate_size,
+        .num_experts = m->E,
+        .top_k = m->topk,
+        .scoring = WNA16_MOE_SOFTMAX,
+        .renormalize = m->renorm,
+        .routed_scaling_factor =
+            (float)(json_is_number(json_object_get(r->ck->config_json, "routed_scaling_factor"))
+                        ? json_number_value(
+                              json_object_get(r->ck->config_json, "routed_scaling_factor"))
+                        : 1.0),
+        .shared_intermediate =
+            r->model->arch->shared_expert ? c->shared_expert_intermediate_size : 0,
+        .shared_expert_gate = r->model->arch->shared_expert,
+    };
     if (all_q) {
-        wna16_moe_config mc = {
-            .hidden = H, .intermediate = c->moe_intermediate_size, .num_experts = m->E, .top_k = m->topk,
-            .scoring = WNA16_MOE_SOFTMAX, .renormalize = m->renorm,
-            .routed_scaling_factor = (float)(json_is_number(json_object_get(r->ck->config_json, "routed_scaling_factor"))
-                                                 ? json_number_value(json_object_get(r->ck->config_json, "routed_scaling_factor"))
-                                                 : 1.0),
-            .shared_intermediate = r->model->arch->shared_expert ? c->shared_expert_intermediate_size : 0,
-            .shared_expert_gate = r->model->arch->shared_expert,
-        };
-        wna16_status cs = wna16_moe_layer_create(r->d, &mc, 1, 0, &m->fused);
+        wna16_status cs = wna16_moe_layer_create(r->d, &m->cfg, 1, 0, &m->fused);
         if (cs == WNA16_OK) cs = wna16_moe_layer_set_router(r->d, m->fused, m->router, NULL);
         if (cs != WNA16_OK) return cs;
     }
@@ -540,14 +568,20 @@ static wna16_status gptq_sparse(qrun *r, int64_t L, factor_slot *mlp_f) {
     wna16_status st = WNA16_OK;
     for (int64_t e = 0; st == WNA16_OK && e < m->E + (shared ? 1 : 0); e++) {
         char base[200], gname[256], uname[256], dname[256];
-        if (e < m->E) snprintf(base, sizeof base, "model.layers.%lld.%s.experts.%lld", (long long)L, pfx, (long long)e);
-        else snprintf(base, sizeof base, "model.layers.%lld.%s.shared_expert", (long long)L, pfx);
+        if (e < m->E)
+            snprintf(base, sizeof base, "model.layers.%lld.%s.experts.%lld", (long long)L, pfx,
+                     (long long)e);
+        else
+            snprintf(base, sizeof base, "model.layers.%lld.%s.shared_expert", (long long)L, pfx);
         snprintf(gname, sizeof gname, "%s.%s", base, gn);
         snprintf(uname, sizeof uname, "%s.%s", base, un);
         snprintf(dname, sizeof dname, "%s.%s", base, dn);
-        if ((st = check_interrupt(r->d)) != WNA16_OK) break;
-        const qmodule *qg = find_mod(r, gname), *qu = find_mod(r, uname), *qd = find_mod(r, dname);
-        if (!qg || !qu || !qd) return wna16_fail(r->d, WNA16_ERR_TENSOR_MISSING, "%s: expert '%s' is incomplete", r->o->src, base);
+        if ((st = wna16_qrun_check_abort(r->d)) != WNA16_OK) break;
+        const qmodule *qg = wna16_qrun_find(r, gname), *qu = wna16_qrun_find(r, uname),
+                      *qd = wna16_qrun_find(r, dname);
+        if (!qg || !qu || !qd)
+            return wna16_fail(r->d, WNA16_ERR_TENSOR_MISSING, "%s: expert '%s' is incomplete",
+                              r->o->src, base);
         wna16_qlinear q, qgu[2];
         memset(qgu, 0, sizeof qgu);
         const wna16_gptq_factor *f = NULL;
@@ -557,7 +591,8 @@ static wna16_status gptq_sparse(qrun *r, int64_t L, factor_slot *mlp_f) {
                 st = factor_get(r, mlp_f, H, &f);
                 if (st == WNA16_OK) st = gptq_module(r, qm->m, f, &qgu[which]);
             }
-            if (st == WNA16_OK) st = lin_for(r, qm->m->name, &qgu[which], which ? &m->up[e] : &m->gate[e]);
+            if (st == WNA16_OK)
+                st = lin_for(r, qm->m->name, &qgu[which], which ? &m->up[e] : &m->gate[e]);
         }
         if (st != WNA16_OK) {
             wna16_qlinear_free(&qgu[0]);
@@ -585,7 +620,8 @@ static wna16_status gptq_sparse(qrun *r, int64_t L, factor_slot *mlp_f) {
                 const uint16_t *xb = r->mlp_rows + t0 * H;
                 for (int64_t i = 0; i < n * H; i++) xf[i] = wna16_bf16_to_f32(xb[i]);
                 st = wna16_lin_forward(r->d, &m->gate[e], n, xb, xf, H, gb, I, r->threads);
-                if (st == WNA16_OK) st = wna16_lin_forward(r->d, &m->up[e], n, xb, xf, H, ub, I, r->threads);
+                if (st == WNA16_OK)
+                    st = wna16_lin_forward(r->d, &m->up[e], n, xb, xf, H, ub, I, r->threads);
                 if (st != WNA16_OK) break;
                 silu_mul(gb, ub, n * I, ab, af);
                 prof_mark pm = prof_begin();
@@ -604,7 +640,8 @@ static wna16_status gptq_sparse(qrun *r, int64_t L, factor_slot *mlp_f) {
                 if (st == WNA16_OK) st = qweight_of(r->d, &q, &wd, &od);
                 if (st == WNA16_OK)
                     st = e < m->E ? wna16_moe_layer_set_expert(r->d, m->fused, e, &wg, &wu, &wd)
-                                  : wna16_moe_layer_set_shared(r->d, m->fused, &wg, &wu, &wd, m->shared_gate);
+                                  : wna16_moe_layer_set_shared(r->d, m->fused, &wg, &wu, &wd,
+                                                               m->shared_gate);
                 wna16_free(og), wna16_free(ou), wna16_free(od);
                 /* the fused layer has its own copy */
                 wna16_lin_free(&m->gate[e]);
@@ -622,29 +659,36 @@ static wna16_status gptq_sparse(qrun *r, int64_t L, factor_slot *mlp_f) {
         wna16_qlinear_free(&qgu[1]);
         if (e % 8 == 7) wna16_ck_release_pages(r->ck); /* expert pages read so far */
         if (e % 8 == 7 || e + 1 == m->E)
-            progress(r, (double)L + (double)(e + 1) / (double)(m->E + 1), c->num_layers);
+            wna16_qrun_progress(r, (double)L + (double)(e + 1) / (double)(m->E + 1), c->num_layers);
     }
     wna16_free(gb), wna16_free(ub), wna16_free(af), wna16_free(ab), wna16_free(xf);
     return st;
 }
 
 static wna16_status gptq_layer_loaded(qrun *r, int64_t L) {
-    wna16_layer *ly = &r->model->ranks[0].layers[L];    int64_t T = r->n_samples * r->seq;
+    wna16_layer *ly = &r->model->ranks[0].layers[L];
+    int64_t T = r->n_samples * r->seq;
     if (ly->sparse) {
         r->mlp_rows = wna16_malloc((size_t)(T * r->hidden) * sizeof(uint16_t));
-        if (!r->mlp_rows) return wna16_fail(r->d, WNA16_ERR_OUT_OF_MEMORY, "MoE calibration inputs");
+        if (!r->mlp_rows)
+            return wna16_fail(r->d, WNA16_ERR_OUT_OF_MEMORY, "MoE calibration inputs");
     }
     WNA16_TRY(run_layer(r, L, 0));
-    if ((!r->h_attn || !r->h_mlp) && !r->h_o) return wna16_fail(r->d, WNA16_ERR_OUT_OF_MEMORY, "Hessians");
-    factor_slot fa = {.h = &r->h_attn}, fo = {.h = &r->h_o}, fm = {.h = &r->h_mlp}, fd = {.h = &r->h_down};
+    if ((!r->h_attn || !r->h_mlp) && !r->h_o)
+        return wna16_fail(r->d, WNA16_ERR_OUT_OF_MEMORY, "Hessians");
+    factor_slot fa = {.h = &r->h_attn}, fo = {.h = &r->h_o}, fm = {.h = &r->h_mlp},
+                fd = {.h = &r->h_down};
     static const struct {
         const char *tail;
         int slot; /* 0 attn_in, 1 o_in, 2 mlp_in, 3 down_in */
         size_t off;
     } dense[] = {
-        {"self_attn.q_proj", 0, offsetof(wna16_layer, q)},  {"self_attn.k_proj", 0, offsetof(wna16_layer, k)},
-        {"self_attn.v_proj", 0, offsetof(wna16_layer, v)},  {"self_attn.o_proj", 1, offsetof(wna16_layer, o)},
-        {"mlp.gate_proj", 2, offsetof(wna16_layer, gate)},  {"mlp.up_proj", 2, offsetof(wna16_layer, up)},
+        {"self_attn.q_proj", 0, offsetof(wna16_layer, q)},
+        {"self_attn.k_proj", 0, offsetof(wna16_layer, k)},
+        {"self_attn.v_proj", 0, offsetof(wna16_layer, v)},
+        {"self_attn.o_proj", 1, offsetof(wna16_layer, o)},
+        {"mlp.gate_proj", 2, offsetof(wna16_layer, gate)},
+        {"mlp.up_proj", 2, offsetof(wna16_layer, up)},
         {"mlp.down_proj", 3, offsetof(wna16_layer, down)},
     };
     factor_slot *slots[] = {&fa, &fo, &fm, &fd};
@@ -653,7 +697,7 @@ static wna16_status gptq_layer_loaded(qrun *r, int64_t L) {
         if (ly->sparse && dense[i].slot >= 2) continue;
         char name[256];
         snprintf(name, sizeof name, "model.layers.%lld.%s", (long long)L, dense[i].tail);
-        const qmodule *qm = find_mod(r, name);
+        const qmodule *qm = wna16_qrun_find(r, name);
         if (!qm || !qm->quantize) continue;
         const wna16_gptq_factor *f = NULL;
         int64_t k = qm->m->in;
@@ -674,7 +718,7 @@ static wna16_status gptq_layer_loaded(qrun *r, int64_t L) {
     return st;
 }
 
-static wna16_status gptq_layer(qrun *r, int64_t L) {
+wna16_status wna16_qrun_gptq_layer(qrun *r, int64_t L) {
     WNA16_TRY(wna16_model_load_layer(r->d, r->model, L));
     wna16_status st = gptq_layer_loaded(r, L);
     /* this layer never runs again: release its weights and the source pages */

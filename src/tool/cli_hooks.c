@@ -1,7 +1,7 @@
 /* The tool's answers to the library's callbacks: log lines and progress bars
  * on stderr (bars only on a terminal), Ctrl-C as an abort request. The
  * library itself never prints. */
-#include "cli/cli.h"
+#include "tool/tool.h"
 
 #include <signal.h>
 #include <stdlib.h>

@@ -5,8 +5,8 @@
  * balanced before a tag can end (so "}}" inside a dict literal is not an
  * end), newlines normalized to \n and one trailing newline dropped
  * (keep_trailing_newline=False). */
-#include "tokenizer/jinja_internal.h"
-#include "tokenizer/tok_internal.h"
+#include "core/utf8.h"
+#include "jinja/jinja_internal.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -37,7 +37,7 @@ static wna16_status lex_oom(jlex *L) {
 static wna16_status push(jlex *L, jtok t) {
     if (L->ntoks == L->cap) {
         size_t cap = L->cap ? L->cap * 2 : 256;
-        jtok *nt = jarena_alloc(L->a, cap * sizeof *nt);
+        jtok *nt = wna16_jinja_alloc(L->a, cap * sizeof *nt);
         if (!nt) return lex_oom(L);
         if (L->ntoks) memcpy(nt, L->toks, L->ntoks * sizeof *nt);
         L->toks = nt, L->cap = cap;
@@ -55,8 +55,8 @@ static int count_nl(const char *s, size_t n) {
 /* Length of the whitespace code point at s (Python's str.isspace), or 0. */
 static size_t space_at(const char *s, size_t n) {
     uint32_t cp;
-    size_t k = ju8_decode(s, n, &cp);
-    return k && ju8_is_space(cp) ? k : 0;
+    size_t k = wna16_jinja_u8_decode(s, n, &cp);
+    return k && wna16_jinja_u8_is_space(cp) ? k : 0;
 }
 
 /* Python's text.rstrip() on [s, s + *n). */
@@ -95,7 +95,7 @@ static int hexval(char c) {
 
 /* Python's unicode-escape decoding of a string literal's body. */
 static wna16_status decode_string(jlex *L, int line, const char *s, size_t n, jtok *t) {
-    char *o = jarena_alloc(L->a, n + 1);
+    char *o = wna16_jinja_alloc(L->a, n + 1);
     if (!o) return lex_oom(L);
     size_t k = 0;
     for (size_t i = 0; i < n; i++) {
@@ -114,7 +114,7 @@ static wna16_status decode_string(jlex *L, int line, const char *s, size_t n, jt
             int v = e - '0';
             for (int m = 0; m < 2 && i + 1 < n && s[i + 1] >= '0' && s[i + 1] <= '7'; m++)
                 v = v * 8 + (s[++i] - '0');
-            k += tok_utf8_encode((uint32_t)v, o + k);
+            k += wna16_utf8_encode((uint32_t)v, o + k);
         } else if (e == 'x' || e == 'u' || e == 'U') {
             int digits = e == 'x' ? 2 : e == 'u' ? 4 : 8;
             uint32_t v = 0;
@@ -125,7 +125,7 @@ static wna16_status decode_string(jlex *L, int line, const char *s, size_t n, jt
             }
             if (v > 0x10FFFF || (v >= 0xD800 && v <= 0xDFFF))
                 return lex_fail(L, line, "string escape is not a Unicode scalar value");
-            k += tok_utf8_encode(v, o + k);
+            k += wna16_utf8_encode(v, o + k);
         } else if (e == 'N') {
             return wna16_fail(L->d, WNA16_ERR_UNSUPPORTED,
                               "chat template line %d: \\N{...} string escapes are not supported",
@@ -327,7 +327,7 @@ static wna16_status lex_all(jlex *L) {
 
 /* \r\n and \r become \n; one trailing newline goes. */
 static char *normalize(jarena *a, const char *src, size_t n, size_t *out_n) {
-    char *o = jarena_alloc(a, n + 1);
+    char *o = wna16_jinja_alloc(a, n + 1);
     if (!o) return NULL;
     size_t k = 0;
     for (size_t i = 0; i < n; i++) {
@@ -344,7 +344,8 @@ static char *normalize(jarena *a, const char *src, size_t n, size_t *out_n) {
     return o;
 }
 
-wna16_status jinja_lex(wna16_diag *d, jarena *a, const char *src, size_t n, const jtok **toks) {
+wna16_status wna16_jinja_lex(wna16_diag *d, jarena *a, const char *src, size_t n,
+                             const jtok **toks) {
     jlex L = {.d = d, .a = a, .line = 1};
     L.src = normalize(a, src, n, &L.n);
     if (!L.src) return lex_oom(&L);

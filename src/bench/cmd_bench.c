@@ -7,7 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "cli/cli.h"
+#include "bench/bench.h"
 #include "core/pool.h"
 #include "core/common.h"
 #include "format/qweight.h"
@@ -362,7 +362,7 @@ static int bench_gemm(int argc, char **argv) {
                 lim.read_gbs, lim.bf16_gflops, lim.fma_gflops, bits, group, asym ? "false" : "true",
                 dt_name(dt), repeat);
         } else {
-            printf("\ntargets (issue 3, meant for the default int4 g128 cases): M=1 >= 90%% bw; "
+            printf("\ntargets (for the default int4 g128 cases): M=1 >= 90%% bw; "
                    "M>=128 >= 65%% peak;\n  1<M<128 time <= max(t(M=1), flops / best M>=128 rate "
                    "of the same shape) (pass),\n  or at least <= max(t(M=1), flops / 65%% of peak) "
                    "(pass-target)\n");

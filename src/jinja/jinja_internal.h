@@ -1,10 +1,10 @@
 /* Internals of the Jinja subset (jinja.h): the arena, values, the syntax
  * tree, and what the parser (jinja_parse.c), the evaluator (jinja_eval.c)
  * and the builtins (jinja_builtins.c) share. */
-#ifndef WNA16_TOKENIZER_JINJA_INTERNAL_H
-#define WNA16_TOKENIZER_JINJA_INTERNAL_H
+#ifndef WNA16_JINJA_INTERNAL_H
+#define WNA16_JINJA_INTERNAL_H
 
-#include "tokenizer/jinja.h"
+#include "jinja/jinja.h"
 
 /* ----------------------------------------------------------------- arena */
 
@@ -23,8 +23,8 @@ typedef struct jarena {
 } jarena;
 
 /* NULL when out of memory or past the cap (see jarena.total). */
-void *jarena_alloc(jarena *a, size_t n);
-void jarena_free(jarena *a);
+void *wna16_jinja_alloc(jarena *a, size_t n);
+void wna16_jinja_arena_free(jarena *a);
 
 /* ---------------------------------------------------------------- values */
 
@@ -87,6 +87,9 @@ static inline jv jv_undef(const char *name, size_t n) {
     return v;
 }
 static inline jv jv_none(void) { return (jv){.t = JV_NONE}; }
+/* Numbers as Python sees them: bool is an int. */
+static inline bool jv_is_num(jv v) { return v.t == JV_INT || v.t == JV_FLOAT || v.t == JV_BOOL; }
+static inline int64_t jv_num_i(jv v) { return v.t == JV_INT ? v.u.i : (int64_t)v.u.b; }
 static inline jv jv_bool(bool b) {
     jv v = {.t = JV_BOOL};
     v.u.b = b;
@@ -203,11 +206,12 @@ typedef struct jtok {
 } jtok;
 
 /* Tokenizes template source (jinja_lex.c); the array ends with T_EOF. */
-wna16_status jinja_lex(wna16_diag *d, jarena *a, const char *src, size_t n, const jtok **toks);
+wna16_status wna16_jinja_lex(wna16_diag *d, jarena *a, const char *src, size_t n,
+                             const jtok **toks);
 
 /* Parses template source into a statement list (*body, NULL when empty).
  * Nodes live in the arena. */
-wna16_status jinja_parse(wna16_diag *d, jarena *a, const char *src, size_t n, jnode **body);
+wna16_status wna16_jinja_parse(wna16_diag *d, jarena *a, const char *src, size_t n, jnode **body);
 
 /* ------------------------------------------------------------- evaluator */
 
@@ -235,41 +239,46 @@ typedef struct jctx {
     int line;    /* line of the node being evaluated, for messages */
 } jctx;
 
-/* Fails with "chat template line N: ..." (the node's line). */
-wna16_status jfail(jctx *c, wna16_status s, const char *fmt, ...) WNA16_PRINTF(3, 4);
-wna16_status joom(jctx *c);
+/* Errors and budgets (jinja_value.c). Fails with "chat template line N:
+ * ..." (the node's line). */
+wna16_status wna16_jinja_fail(jctx *c, wna16_status s, const char *fmt, ...) WNA16_PRINTF(3, 4);
+wna16_status wna16_jinja_oom(jctx *c);
 /* Charges k steps against JINJA_MAX_STEPS (LIMIT past it). */
-wna16_status jsteps(jctx *c, uint64_t k);
+wna16_status wna16_jinja_steps(jctx *c, uint64_t k);
+/* "'name' is undefined" for an undefined value used as a defined one. */
+wna16_status wna16_jinja_undefined(jctx *c, jv v);
+/* Integer arithmetic past 64 bits (UNSUPPORTED). */
+wna16_status wna16_jinja_overflow(jctx *c);
 
-/* Evaluates an expression node. */
-wna16_status jeval(jctx *c, const jnode *e, jv *out);
-
-/* a op b for a comparison JOP_* (==, <, in, ...), Python semantics. */
-wna16_status jcompare(jctx *c, int op, jv a, jv b, bool *out);
+/* Operators (jinja_ops.c), Python semantics: a op b for an arithmetic
+ * JOP_* (+, //, **, ~, ...); for a comparison JOP_* (==, <, in, ...); the
+ * unary minus (negate) or plus. */
+wna16_status wna16_jinja_arith(jctx *c, int op, jv a, jv b, jv *out);
+wna16_status wna16_jinja_compare(jctx *c, int op, jv a, jv b, bool *out);
+wna16_status wna16_jinja_sign(jctx *c, bool negate, jv v, jv *out);
 
 /* Value helpers (jinja_value.c). */
-bool jv_truthy(jv v);
-bool jv_equal(jv a, jv b);
+bool wna16_jinja_truthy(jv v);
+bool wna16_jinja_equal(jv a, jv b);
 /* Python str(v) appended to b; repr when `repr`. */
-wna16_status jv_to_text(jctx *c, jv v, bool repr, wna16_buf *b);
+wna16_status wna16_jinja_to_text(jctx *c, jv v, bool repr, wna16_buf *b);
 /* str(v) as a string value in the arena. */
-wna16_status jv_to_str(jctx *c, jv v, jv *out);
-wna16_status jv_make_str(jctx *c, const char *s, size_t n, jv *out);
-wna16_status jv_make_list(jctx *c, size_t n, jv *out);
-wna16_status jv_make_dict(jctx *c, jv *out, jv_type t);
-wna16_status jdict_set(jctx *c, jdict *d, jv key, jv val);
+wna16_status wna16_jinja_to_str(jctx *c, jv v, jv *out);
+wna16_status wna16_jinja_make_str(jctx *c, const char *s, size_t n, jv *out);
+wna16_status wna16_jinja_make_list(jctx *c, size_t n, jv *out);
+wna16_status wna16_jinja_make_dict(jctx *c, jv *out, jv_type t);
+wna16_status wna16_jinja_dict_set(jctx *c, jdict *d, jv key, jv val);
 /* Item lookup; false when absent. */
-bool jdict_get(const jdict *d, jv key, jv *out);
-bool jdict_get_str(const jdict *d, const char *key, size_t n, jv *out);
+bool wna16_jinja_dict_get(const jdict *d, jv key, jv *out);
 /* Items of an iterable (list, dict keys, string characters; undefined: none). */
-wna16_status jv_iterate(jctx *c, jv v, jv *list_out);
+wna16_status wna16_jinja_iterate(jctx *c, jv v, jv *list_out);
 /* JSON input to values. */
-wna16_status jv_from_json(jctx *c, const json_t *j, jv *out, int depth);
-const char *jv_type_name(jv v);
+wna16_status wna16_jinja_from_json(jctx *c, const json_t *j, jv *out, int depth);
+const char *wna16_jinja_type_name(jv v);
 
 /* Attribute / item access with Jinja's rules (missing: undefined). */
-wna16_status jv_getattr(jctx *c, jv obj, const char *name, size_t n, jv *out);
-wna16_status jv_getitem(jctx *c, jv obj, jv key, jv *out);
+wna16_status wna16_jinja_getattr(jctx *c, jv obj, const char *name, size_t n, jv *out);
+wna16_status wna16_jinja_getitem(jctx *c, jv obj, jv key, jv *out);
 
 /* Arguments of a call after evaluation: positional, then keyword. */
 typedef struct jargs {
@@ -282,23 +291,23 @@ typedef struct jargs {
 } jargs;
 
 /* Keyword argument by name, or positional index i (-1: keyword only). */
-bool jargs_get(const jargs *a, size_t i, const char *name, jv *out);
+bool wna16_jinja_arg(const jargs *a, size_t i, const char *name, jv *out);
 
-wna16_status jbuiltin_filter(jctx *c, const char *name, size_t n, jv v, const jargs *a, jv *out);
-wna16_status jbuiltin_test(jctx *c, const char *name, size_t n, jv v, const jargs *a, bool *out);
+wna16_status wna16_jinja_filter(jctx *c, const char *name, size_t n, jv v, const jargs *a, jv *out);
+wna16_status wna16_jinja_test(jctx *c, const char *name, size_t n, jv v, const jargs *a, bool *out);
 /* A method call obj.name(args) on a string, dict or the loop; *handled is
  * false when obj has no such method. */
-wna16_status jbuiltin_method(jctx *c, jv obj, const char *name, size_t n, const jargs *a, jv *out,
-                             bool *handled);
+wna16_status wna16_jinja_method(jctx *c, jv obj, const char *name, size_t n, const jargs *a,
+                                jv *out, bool *handled);
+/* The tojson filter (jinja_tojson.c). */
+wna16_status wna16_jinja_tojson(jctx *c, jv v, const jargs *a, jv *out);
 /* A global function by name (JV_FUNC id), or -1. */
-int jbuiltin_global(const char *name, size_t n);
-wna16_status jbuiltin_call_global(jctx *c, int id, const jargs *a, jv *out);
+int wna16_jinja_global_id(const char *name, size_t n);
+wna16_status wna16_jinja_call_global(jctx *c, int id, const jargs *a, jv *out);
 
 /* UTF-8 helpers. */
-size_t ju8_count(const char *s, size_t n);
-/* Byte offset of code point index i (clamped to n). */
-size_t ju8_offset(const char *s, size_t n, size_t i);
-bool ju8_is_space(uint32_t cp);
-size_t ju8_decode(const char *s, size_t n, uint32_t *cp);
+size_t wna16_jinja_u8_count(const char *s, size_t n);
+bool wna16_jinja_u8_is_space(uint32_t cp);
+size_t wna16_jinja_u8_decode(const char *s, size_t n, uint32_t *cp);
 
 #endif

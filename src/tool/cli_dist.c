@@ -1,9 +1,7 @@
 /* Distributed runs of the CLI: under mpirun/mpiexec (or with --mpi) each
  * process is one TP rank. Rank 0 owns tokenization, sampling and output;
  * the other ranks print only errors. */
-#include "cli/cli.h"
-#include "core/common.h"
-#include "parallel/comm.h"
+#include "tool/tool.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -59,14 +57,16 @@ int cli_dist_start(const char *cmd, bool want_mpi, long *tp, bool tp_given, wna1
 double cli_rss_mib(void) { return cli_status_mib("VmRSS:"); }
 
 bool cli_dist_gather(wna16_comm *c, double mine, double *all) {
-    int n = wna16_comm_size(c), r = wna16_comm_rank(c);
-    float *v = calloc((size_t)n, sizeof *v);
-    if (!v) return false;
-    v[r] = (float)mine;
-    wna16_diag d = {{0}, NULL};
-    bool ok = wna16_comm_all_reduce_sum(&d, c, v, (size_t)n) == WNA16_OK;
-    for (int i = 0; ok && i < n; i++) all[i] = v[i];
-    free(v);
+    /* one broadcast per rank: a handful of doubles, sent whole */
+    wna16_ctx *ctx;
+    if (wna16_ctx_create(&ctx) != WNA16_OK) return false;
+    int n = wna16_comm_size(c), me = wna16_comm_rank(c);
+    bool ok = true;
+    for (int r = 0; ok && r < n; r++) {
+        all[r] = r == me ? mine : 0;
+        ok = wna16_comm_bcast(ctx, c, &all[r], sizeof all[r], r) == WNA16_OK;
+    }
+    wna16_ctx_free(ctx);
     return ok;
 }
 

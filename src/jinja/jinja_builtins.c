@@ -1,10 +1,9 @@
-/* Builtins of the Jinja subset: filters, tests, string/dict/loop methods,
- * the global functions, and tojson as transformers defines it
- * (json.dumps(x, ensure_ascii=False, indent=indent, separators=separators,
- * sort_keys=sort_keys)). Semantics are Python's and jinja2's; where a
- * generator would come back in jinja2 (select, map, ...) a list does. */
-#include "tokenizer/jinja_internal.h"
-#include "tokenizer/tok_internal.h"
+/* Builtins of the Jinja subset: filters, tests, string/dict/loop methods and
+ * the global functions (tojson is in jinja_tojson.c). Semantics are
+ * Python's and jinja2's; where a generator would come back in jinja2
+ * (select, map, ...) a list does. */
+#include "core/utf8.h"
+#include "jinja/jinja_internal.h"
 
 #include <locale.h>
 #include <math.h>
@@ -16,33 +15,21 @@
 
 #define NAME_IS(s, n, lit) ((n) == sizeof(lit) - 1 && !memcmp((s), (lit), (n)))
 
-bool jargs_get(const jargs *a, size_t i, const char *name, jv *out) {
-    for (size_t k = 0; name && k < a->nkw; k++)
-        if (a->kwlen[k] == strlen(name) && !memcmp(a->kwname[k], name, a->kwlen[k])) {
-            *out = a->kw[k];
-            return true;
-        }
-    if (i != (size_t)-1 && i < a->npos) {
-        *out = a->pos[i];
-        return true;
-    }
-    return false;
-}
-
 static wna16_status buf_done(jctx *c, wna16_buf *b, jv *out) {
-    wna16_status s = b->failed ? joom(c) : jv_make_str(c, b->data ? b->data : "", b->len, out);
+    wna16_status s = b->failed ? wna16_jinja_oom(c)
+                               : wna16_jinja_make_str(c, b->data ? b->data : "", b->len, out);
     wna16_buf_free(b);
     return s;
 }
 
 static wna16_status want_str(jctx *c, const char *what, jv v) {
     if (v.t == JV_STR) return WNA16_OK;
-    return jfail(c, WNA16_ERR_INVALID_ARGUMENT, "%s expects a string, not %s", what,
-                 jv_type_name(v));
+    return wna16_jinja_fail(c, WNA16_ERR_INVALID_ARGUMENT, "%s expects a string, not %s", what,
+                            wna16_jinja_type_name(v));
 }
 
 /* str(v) for the string filters; undefined is "". */
-static wna16_status text_of(jctx *c, jv v, jv *out) { return jv_to_str(c, v, out); }
+static wna16_status text_of(jctx *c, jv v, jv *out) { return wna16_jinja_to_str(c, v, out); }
 
 /* ------------------------------------------------------------ string ops */
 
@@ -50,7 +37,7 @@ typedef enum { CASE_UPPER, CASE_LOWER, CASE_TITLE } case_kind;
 
 static void put_cp(wna16_buf *b, uint32_t cp) {
     char u[4];
-    wna16_buf_put(b, u, tok_utf8_encode(cp, u));
+    wna16_buf_put(b, u, wna16_utf8_encode(cp, u));
 }
 
 static uint32_t map_case(uint32_t cp, case_kind k) {
@@ -73,7 +60,7 @@ static wna16_status recase(jctx *c, jv s, int mode, jv *out) {
     bool prev_cased = false, word_start = true;
     for (size_t i = 0, k = 0; i < s.n; k++) {
         uint32_t cp;
-        i += ju8_decode(s.u.s + i, s.n - i, &cp);
+        i += wna16_jinja_u8_decode(s.u.s + i, s.n - i, &cp);
         case_kind want = CASE_LOWER;
         if (mode == 0)
             want = CASE_UPPER;
@@ -84,7 +71,7 @@ static wna16_status recase(jctx *c, jv s, int mode, jv *out) {
         else if (mode == 4)
             want = word_start ? CASE_UPPER : CASE_LOWER;
         prev_cased = is_cased(cp);
-        word_start = ju8_is_space(cp) || (cp < 128 && strchr("-({[<", (int)cp));
+        word_start = wna16_jinja_u8_is_space(cp) || (cp < 128 && strchr("-({[<", (int)cp));
         if (cp == 0xDF && want != CASE_LOWER) /* Python's full mapping: ß -> SS, Ss */
             wna16_buf_put(&b, want == CASE_UPPER ? "SS" : "Ss", 2);
         else
@@ -96,14 +83,14 @@ static wna16_status recase(jctx *c, jv s, int mode, jv *out) {
 static bool in_chars(uint32_t cp, jv chars) {
     for (size_t i = 0; i < chars.n;) {
         uint32_t x;
-        i += ju8_decode(chars.u.s + i, chars.n - i, &x);
+        i += wna16_jinja_u8_decode(chars.u.s + i, chars.n - i, &x);
         if (x == cp) return true;
     }
     return false;
 }
 
 static bool strip_match(uint32_t cp, const jv *chars) {
-    return chars ? in_chars(cp, *chars) : ju8_is_space(cp);
+    return chars ? in_chars(cp, *chars) : wna16_jinja_u8_is_space(cp);
 }
 
 /* Python's str.strip/lstrip/rstrip([chars]); chars NULL: whitespace. */
@@ -111,7 +98,7 @@ static jv strip(jv s, const jv *chars, bool left, bool right) {
     size_t b = 0, e = s.n;
     while (left && b < e) {
         uint32_t cp;
-        size_t k = ju8_decode(s.u.s + b, e - b, &cp);
+        size_t k = wna16_jinja_u8_decode(s.u.s + b, e - b, &cp);
         if (!strip_match(cp, chars)) break;
         b += k;
     }
@@ -119,7 +106,7 @@ static jv strip(jv s, const jv *chars, bool left, bool right) {
         size_t k = 1;
         while (k < e - b && k < 4 && ((unsigned char)s.u.s[e - k] & 0xC0) == 0x80) k++;
         uint32_t cp;
-        ju8_decode(s.u.s + e - k, k, &cp);
+        wna16_jinja_u8_decode(s.u.s + e - k, k, &cp);
         if (!strip_match(cp, chars)) break;
         e -= k;
     }
@@ -130,8 +117,8 @@ static wna16_status list_push(jctx *c, jv *list, size_t *cap, jv v) {
     jlist *l = list->u.l;
     if (l->n == *cap) {
         size_t nc = *cap ? *cap * 2 : 8;
-        jv *nv = jarena_alloc(c->a, nc * sizeof *nv);
-        if (!nv) return joom(c);
+        jv *nv = wna16_jinja_alloc(c->a, nc * sizeof *nv);
+        if (!nv) return wna16_jinja_oom(c);
         if (l->n) memcpy(nv, l->v, l->n * sizeof *nv);
         l->v = nv, *cap = nc;
     }
@@ -141,14 +128,14 @@ static wna16_status list_push(jctx *c, jv *list, size_t *cap, jv v) {
 
 static size_t space_len(const char *s, size_t n) {
     uint32_t cp;
-    size_t k = ju8_decode(s, n, &cp);
-    return k && ju8_is_space(cp) ? k : 0;
+    size_t k = wna16_jinja_u8_decode(s, n, &cp);
+    return k && wna16_jinja_u8_is_space(cp) ? k : 0;
 }
 
 /* Python's str.split(sep=None, maxsplit=-1). */
 static wna16_status split(jctx *c, jv s, jv sep, int64_t maxsplit, jv *out) {
     size_t cap = 0;
-    WNA16_TRY(jv_make_list(c, 0, out));
+    WNA16_TRY(wna16_jinja_make_list(c, 0, out));
     const char *p = s.u.s, *end = s.u.s + s.n;
     if (sep.t == JV_NONE || sep.t == JV_UNDEF) {
         for (;;) {
@@ -165,7 +152,7 @@ static wna16_status split(jctx *c, jv s, jv sep, int64_t maxsplit, jv *out) {
         }
     }
     WNA16_TRY(want_str(c, "split", sep));
-    if (!sep.n) return jfail(c, WNA16_ERR_INVALID_ARGUMENT, "split: empty separator");
+    if (!sep.n) return wna16_jinja_fail(c, WNA16_ERR_INVALID_ARGUMENT, "split: empty separator");
     for (;;) {
         const char *hit = maxsplit-- == 0 ? NULL : memmem(p, (size_t)(end - p), sep.u.s, sep.n);
         if (!hit) return list_push(c, out, &cap, jv_str(p, (size_t)(end - p)));
@@ -182,7 +169,7 @@ static wna16_status replace(jctx *c, jv s, jv old, jv rep, int64_t count, jv *ou
         for (size_t i = 0; i <= s.n && count != 0; count--) {
             wna16_buf_put(&b, rep.u.s, rep.n);
             uint32_t cp;
-            size_t k = i < s.n ? ju8_decode(s.u.s + i, s.n - i, &cp) : 1;
+            size_t k = i < s.n ? wna16_jinja_u8_decode(s.u.s + i, s.n - i, &cp) : 1;
             if (i < s.n) wna16_buf_put(&b, s.u.s + i, k);
             i += k;
             p = s.u.s + (i < s.n ? i : s.n);
@@ -201,7 +188,8 @@ static wna16_status replace(jctx *c, jv s, jv old, jv rep, int64_t count, jv *ou
     wna16_buf_put(&b, p, (size_t)(end - p));
     if (b.len > JINJA_MAX_OUTPUT) {
         wna16_buf_free(&b);
-        return jfail(c, WNA16_ERR_LIMIT, "replace builds more than %u MiB", JINJA_MAX_OUTPUT >> 20);
+        return wna16_jinja_fail(c, WNA16_ERR_LIMIT, "replace builds more than %u MiB",
+                                JINJA_MAX_OUTPUT >> 20);
     }
     return buf_done(c, &b, out);
 }
@@ -229,204 +217,20 @@ static wna16_status affix(jctx *c, jv s, jv arg, bool suffix, jv *out) {
 
 static wna16_status join(jctx *c, jv seq, jv sep, const jv *attr, jv *out) {
     jv items;
-    WNA16_TRY(jv_iterate(c, seq, &items));
+    WNA16_TRY(wna16_jinja_iterate(c, seq, &items));
     wna16_buf b = {0};
     for (size_t i = 0; i < items.u.l->n; i++) {
         jv v = items.u.l->v[i];
-        if (attr) WNA16_TRY(jv_getitem(c, v, *attr, &v));
+        if (attr) WNA16_TRY(wna16_jinja_getitem(c, v, *attr, &v));
         if (i) wna16_buf_put(&b, sep.u.s, sep.n);
-        wna16_status s = jv_to_text(c, v, false, &b);
+        wna16_status s = wna16_jinja_to_text(c, v, false, &b);
         if (s == WNA16_OK && b.len > JINJA_MAX_OUTPUT)
-            s = jfail(c, WNA16_ERR_LIMIT, "join builds more than %u MiB", JINJA_MAX_OUTPUT >> 20);
+            s = wna16_jinja_fail(c, WNA16_ERR_LIMIT, "join builds more than %u MiB",
+                                 JINJA_MAX_OUTPUT >> 20);
         if (s != WNA16_OK) {
             wna16_buf_free(&b);
             return s;
         }
-    }
-    return buf_done(c, &b, out);
-}
-
-/* -------------------------------------------------------------------- json */
-
-typedef struct json_opts {
-    bool pretty;
-    const char *indent, *item_sep, *key_sep;
-    size_t indent_n, item_n, key_n;
-    bool sort_keys;
-} json_opts;
-
-static void json_str(wna16_buf *b, const char *s, size_t n) {
-    wna16_buf_put(b, "\"", 1);
-    for (size_t i = 0; i < n; i++) {
-        unsigned char ch = (unsigned char)s[i];
-        const char *e = ch == '"'    ? "\\\""
-                        : ch == '\\' ? "\\\\"
-                        : ch == '\n' ? "\\n"
-                        : ch == '\r' ? "\\r"
-                        : ch == '\t' ? "\\t"
-                        : ch == '\b' ? "\\b"
-                        : ch == '\f' ? "\\f"
-                                     : NULL;
-        if (e)
-            wna16_buf_put(b, e, 2);
-        else if (ch < 0x20)
-            wna16_buf_printf(b, "\\u%04x", ch);
-        else
-            wna16_buf_put(b, s + i, 1);
-    }
-    wna16_buf_put(b, "\"", 1);
-}
-
-static void json_newline(wna16_buf *b, const json_opts *o, int level) {
-    wna16_buf_put(b, "\n", 1);
-    for (int i = 0; i < level; i++) wna16_buf_put(b, o->indent, o->indent_n);
-}
-
-static wna16_status json_dump(jctx *c, jv v, const json_opts *o, int level, wna16_buf *b);
-
-static wna16_status json_key(jctx *c, jv k, wna16_buf *b) {
-    if (k.t == JV_STR) {
-        json_str(b, k.u.s, k.n);
-        return WNA16_OK;
-    }
-    if (k.t == JV_NONE || k.t == JV_BOOL || k.t == JV_INT || k.t == JV_FLOAT) {
-        wna16_buf t = {0};
-        if (k.t == JV_NONE)
-            wna16_buf_put(&t, "null", 4);
-        else if (k.t == JV_BOOL)
-            wna16_buf_put(&t, k.u.b ? "true" : "false", k.u.b ? 4 : 5);
-        else
-            WNA16_TRY(jv_to_text(c, k, false, &t));
-        json_str(b, t.data ? t.data : "", t.len);
-        wna16_buf_free(&t);
-        return WNA16_OK;
-    }
-    return jfail(c, WNA16_ERR_INVALID_ARGUMENT,
-                 "tojson: keys must be str, int, float, bool or None, not %s", jv_type_name(k));
-}
-
-static int key_cmp(jv a, jv b) {
-    if (a.t != JV_STR || b.t != JV_STR) return 0;
-    int r = memcmp(a.u.s, b.u.s, a.n < b.n ? a.n : b.n);
-    return r ? r : (a.n > b.n) - (a.n < b.n);
-}
-
-static wna16_status json_dict(jctx *c, const jdict *d, const json_opts *o, int level,
-                              wna16_buf *b) {
-    if (!d->n) {
-        wna16_buf_put(b, "{}", 2);
-        return WNA16_OK;
-    }
-    size_t *order = jarena_alloc(c->a, d->n * sizeof *order);
-    if (!order) return joom(c);
-    for (size_t i = 0; i < d->n; i++) {
-        size_t j = i; /* insertion sort: dicts in templates are small */
-        for (; o->sort_keys && j > 0 && key_cmp(d->keys[order[j - 1]], d->keys[i]) > 0; j--)
-            order[j] = order[j - 1];
-        order[j] = i;
-    }
-    wna16_buf_put(b, "{", 1);
-    for (size_t i = 0; i < d->n; i++) {
-        if (i) wna16_buf_put(b, o->item_sep, o->item_n);
-        if (o->pretty) json_newline(b, o, level + 1);
-        WNA16_TRY(json_key(c, d->keys[order[i]], b));
-        wna16_buf_put(b, o->key_sep, o->key_n);
-        WNA16_TRY(json_dump(c, d->vals[order[i]], o, level + 1, b));
-    }
-    if (o->pretty) json_newline(b, o, level);
-    wna16_buf_put(b, "}", 1);
-    return WNA16_OK;
-}
-
-static wna16_status json_dump(jctx *c, jv v, const json_opts *o, int level, wna16_buf *b) {
-    char num[64];
-    if (level > 64) return jfail(c, WNA16_ERR_LIMIT, "tojson: a value nested deeper than 64");
-    if (b->len > JINJA_MAX_OUTPUT)
-        return jfail(c, WNA16_ERR_LIMIT, "tojson builds more than %u MiB", JINJA_MAX_OUTPUT >> 20);
-    switch (v.t) {
-    case JV_NONE:
-        wna16_buf_put(b, "null", 4);
-        return WNA16_OK;
-    case JV_BOOL:
-        wna16_buf_put(b, v.u.b ? "true" : "false", v.u.b ? 4 : 5);
-        return WNA16_OK;
-    case JV_INT:
-        wna16_buf_printf(b, "%lld", (long long)v.u.i);
-        return WNA16_OK;
-    case JV_FLOAT:
-        if (isnan(v.u.f))
-            snprintf(num, sizeof num, "NaN");
-        else if (isinf(v.u.f))
-            snprintf(num, sizeof num, v.u.f < 0 ? "-Infinity" : "Infinity");
-        else {
-            wna16_buf t = {0};
-            WNA16_TRY(jv_to_text(c, v, false, &t));
-            snprintf(num, sizeof num, "%s", t.data ? t.data : "0.0");
-            wna16_buf_free(&t);
-        }
-        wna16_buf_put(b, num, strlen(num));
-        return WNA16_OK;
-    case JV_STR:
-        json_str(b, v.u.s, v.n);
-        return WNA16_OK;
-    case JV_DICT:
-        return json_dict(c, v.u.d, o, level, b);
-    case JV_LIST:
-        if (!v.u.l->n) {
-            wna16_buf_put(b, "[]", 2);
-            return WNA16_OK;
-        }
-        wna16_buf_put(b, "[", 1);
-        for (size_t i = 0; i < v.u.l->n; i++) {
-            if (i) wna16_buf_put(b, o->item_sep, o->item_n);
-            if (o->pretty) json_newline(b, o, level + 1);
-            WNA16_TRY(json_dump(c, v.u.l->v[i], o, level + 1, b));
-        }
-        if (o->pretty) json_newline(b, o, level);
-        wna16_buf_put(b, "]", 1);
-        return WNA16_OK;
-    default:
-        return jfail(c, WNA16_ERR_INVALID_ARGUMENT,
-                     "tojson: Object of type %s is not JSON serializable", jv_type_name(v));
-    }
-}
-
-static wna16_status f_tojson(jctx *c, jv v, const jargs *a, jv *out) {
-    json_opts o = {.item_sep = ", ", .key_sep = ": "};
-    jv indent = jv_none(), seps = jv_none(), sort = jv_bool(false), ascii = jv_bool(false);
-    jargs_get(a, 0, "indent", &indent);
-    jargs_get(a, (size_t)-1, "separators", &seps);
-    jargs_get(a, (size_t)-1, "sort_keys", &sort);
-    jargs_get(a, (size_t)-1, "ensure_ascii", &ascii);
-    if (jv_truthy(ascii))
-        return jfail(c, WNA16_ERR_UNSUPPORTED, "tojson(ensure_ascii=true) is not supported");
-    char spaces[65];
-    if (indent.t == JV_INT) {
-        int64_t k = indent.u.i < 0 ? 0 : indent.u.i > 64 ? 64 : indent.u.i;
-        memset(spaces, ' ', (size_t)k);
-        spaces[k] = 0;
-        o.indent = spaces, o.indent_n = (size_t)k, o.pretty = true;
-    } else if (indent.t == JV_STR) {
-        o.indent = indent.u.s, o.indent_n = indent.n, o.pretty = true;
-    } else if (indent.t != JV_NONE) {
-        return jfail(c, WNA16_ERR_INVALID_ARGUMENT, "tojson: indent must be an int or a string");
-    }
-    if (o.pretty) o.item_sep = ",";
-    if (seps.t == JV_LIST && seps.u.l->n == 2 && seps.u.l->v[0].t == JV_STR &&
-        seps.u.l->v[1].t == JV_STR) {
-        o.item_sep = seps.u.l->v[0].u.s, o.item_n = seps.u.l->v[0].n;
-        o.key_sep = seps.u.l->v[1].u.s, o.key_n = seps.u.l->v[1].n;
-    } else if (seps.t != JV_NONE) {
-        return jfail(c, WNA16_ERR_INVALID_ARGUMENT, "tojson: separators must be two strings");
-    } else {
-        o.item_n = strlen(o.item_sep), o.key_n = strlen(o.key_sep);
-    }
-    o.sort_keys = jv_truthy(sort);
-    wna16_buf b = {0};
-    wna16_status s = json_dump(c, v, &o, 0, &b);
-    if (s != WNA16_OK) {
-        wna16_buf_free(&b);
-        return s;
     }
     return buf_done(c, &b, out);
 }
@@ -437,7 +241,7 @@ static wna16_status f_length(jctx *c, jv v, const jargs *a, jv *out) {
     (void)a;
     switch (v.t) {
     case JV_STR:
-        *out = jv_int((int64_t)ju8_count(v.u.s, v.n));
+        *out = jv_int((int64_t)wna16_jinja_u8_count(v.u.s, v.n));
         return WNA16_OK;
     case JV_LIST:
         *out = jv_int((int64_t)v.u.l->n);
@@ -449,15 +253,15 @@ static wna16_status f_length(jctx *c, jv v, const jargs *a, jv *out) {
         *out = jv_int(0);
         return WNA16_OK;
     default:
-        return jfail(c, WNA16_ERR_INVALID_ARGUMENT, "object of type '%s' has no len()",
-                     jv_type_name(v));
+        return wna16_jinja_fail(c, WNA16_ERR_INVALID_ARGUMENT, "object of type '%s' has no len()",
+                                wna16_jinja_type_name(v));
     }
 }
 
 static wna16_status f_trim(jctx *c, jv v, const jargs *a, jv *out) {
     jv s, chars;
     WNA16_TRY(text_of(c, v, &s));
-    bool has = jargs_get(a, 0, "chars", &chars) && chars.t != JV_NONE;
+    bool has = wna16_jinja_arg(a, 0, "chars", &chars) && chars.t != JV_NONE;
     if (has) WNA16_TRY(want_str(c, "trim", chars));
     *out = strip(s, has ? &chars : NULL, true, true);
     return WNA16_OK;
@@ -488,15 +292,15 @@ static wna16_status f_title(jctx *c, jv v, const jargs *a, jv *out) {
 static wna16_status f_default(jctx *c, jv v, const jargs *a, jv *out) {
     (void)c;
     jv dflt = jv_str("", 0), boolean = jv_bool(false);
-    jargs_get(a, 0, "default_value", &dflt);
-    jargs_get(a, 1, "boolean", &boolean);
-    *out = (v.t == JV_UNDEF || (jv_truthy(boolean) && !jv_truthy(v))) ? dflt : v;
+    wna16_jinja_arg(a, 0, "default_value", &dflt);
+    wna16_jinja_arg(a, 1, "boolean", &boolean);
+    *out = (v.t == JV_UNDEF || (wna16_jinja_truthy(boolean) && !wna16_jinja_truthy(v))) ? dflt : v;
     return WNA16_OK;
 }
 
 static wna16_status f_first_last(jctx *c, jv v, bool last, jv *out) {
     jv items;
-    WNA16_TRY(jv_iterate(c, v, &items));
+    WNA16_TRY(wna16_jinja_iterate(c, v, &items));
     size_t n = items.u.l->n;
     *out = n ? items.u.l->v[last ? n - 1 : 0] : jv_undef(last ? "last" : "first", last ? 4 : 5);
     return WNA16_OK;
@@ -512,35 +316,35 @@ static wna16_status f_last(jctx *c, jv v, const jargs *a, jv *out) {
 
 static wna16_status f_join(jctx *c, jv v, const jargs *a, jv *out) {
     jv sep = jv_str("", 0), attr;
-    jargs_get(a, 0, "d", &sep);
-    WNA16_TRY(jv_to_str(c, sep, &sep));
-    bool has_attr = jargs_get(a, 1, "attribute", &attr) && attr.t != JV_NONE;
+    wna16_jinja_arg(a, 0, "d", &sep);
+    WNA16_TRY(wna16_jinja_to_str(c, sep, &sep));
+    bool has_attr = wna16_jinja_arg(a, 1, "attribute", &attr) && attr.t != JV_NONE;
     return join(c, v, sep, has_attr ? &attr : NULL, out);
 }
 
 static wna16_status f_replace(jctx *c, jv v, const jargs *a, jv *out) {
     jv s, old, rep, count = jv_none();
     WNA16_TRY(text_of(c, v, &s));
-    if (!jargs_get(a, 0, "old", &old) || !jargs_get(a, 1, "new", &rep))
-        return jfail(c, WNA16_ERR_INVALID_ARGUMENT, "replace needs old and new");
-    WNA16_TRY(jv_to_str(c, old, &old));
-    WNA16_TRY(jv_to_str(c, rep, &rep));
-    jargs_get(a, 2, "count", &count);
+    if (!wna16_jinja_arg(a, 0, "old", &old) || !wna16_jinja_arg(a, 1, "new", &rep))
+        return wna16_jinja_fail(c, WNA16_ERR_INVALID_ARGUMENT, "replace needs old and new");
+    WNA16_TRY(wna16_jinja_to_str(c, old, &old));
+    WNA16_TRY(wna16_jinja_to_str(c, rep, &rep));
+    wna16_jinja_arg(a, 2, "count", &count);
     return replace(c, s, old, rep, count.t == JV_INT ? count.u.i : -1, out);
 }
 
 static wna16_status f_list(jctx *c, jv v, const jargs *a, jv *out) {
     (void)a;
     jv items;
-    WNA16_TRY(jv_iterate(c, v, &items));
-    WNA16_TRY(jv_make_list(c, items.u.l->n, out));
+    WNA16_TRY(wna16_jinja_iterate(c, v, &items));
+    WNA16_TRY(wna16_jinja_make_list(c, items.u.l->n, out));
     if (items.u.l->n) memcpy(out->u.l->v, items.u.l->v, items.u.l->n * sizeof(jv));
     return WNA16_OK;
 }
 
 static wna16_status f_string(jctx *c, jv v, const jargs *a, jv *out) {
     (void)a;
-    return jv_to_str(c, v, out);
+    return wna16_jinja_to_str(c, v, out);
 }
 
 static wna16_status f_safe(jctx *c, jv v, const jargs *a, jv *out) {
@@ -552,15 +356,15 @@ static wna16_status f_safe(jctx *c, jv v, const jargs *a, jv *out) {
 /* int(): ints, floats (truncated), bools, numeric strings; else the default. */
 static wna16_status f_int(jctx *c, jv v, const jargs *a, jv *out) {
     jv dflt = jv_int(0), base = jv_int(10);
-    jargs_get(a, 0, "default", &dflt);
-    jargs_get(a, 1, "base", &base);
+    wna16_jinja_arg(a, 0, "default", &dflt);
+    wna16_jinja_arg(a, 1, "base", &base);
     if (v.t == JV_INT || v.t == JV_BOOL) {
         *out = jv_int(v.t == JV_INT ? v.u.i : v.u.b);
     } else if (v.t == JV_FLOAT && isfinite(v.u.f) && fabs(v.u.f) < 9.2e18) {
         *out = jv_int((int64_t)v.u.f);
     } else if (v.t == JV_STR) {
         jv t;
-        WNA16_TRY(jv_make_str(c, v.u.s, v.n, &t));
+        WNA16_TRY(wna16_jinja_make_str(c, v.u.s, v.n, &t));
         char *end;
         long long i = strtoll(t.u.s, &end, base.t == JV_INT ? (int)base.u.i : 10);
         jv s = strip(jv_str(end, strlen(end)), NULL, true, true);
@@ -580,12 +384,12 @@ static wna16_status f_int(jctx *c, jv v, const jargs *a, jv *out) {
 
 static wna16_status f_float(jctx *c, jv v, const jargs *a, jv *out) {
     jv dflt = jv_float(0);
-    jargs_get(a, 0, "default", &dflt);
+    wna16_jinja_arg(a, 0, "default", &dflt);
     if (v.t == JV_INT || v.t == JV_BOOL || v.t == JV_FLOAT) {
         *out = jv_float(v.t == JV_FLOAT ? v.u.f : v.t == JV_INT ? (double)v.u.i : v.u.b);
     } else if (v.t == JV_STR) {
         jv t;
-        WNA16_TRY(jv_make_str(c, v.u.s, v.n, &t));
+        WNA16_TRY(wna16_jinja_make_str(c, v.u.s, v.n, &t));
         char *end;
         double f = strtod(t.u.s, &end);
         jv rest = strip(jv_str(end, strlen(end)), NULL, true, true);
@@ -597,11 +401,12 @@ static wna16_status f_float(jctx *c, jv v, const jargs *a, jv *out) {
 }
 
 static wna16_status dict_pairs(jctx *c, jv v, int which, jv *out) {
-    if (v.t == JV_UNDEF) return jv_make_list(c, 0, out);
+    if (v.t == JV_UNDEF) return wna16_jinja_make_list(c, 0, out);
     if (v.t != JV_DICT)
-        return jfail(c, WNA16_ERR_INVALID_ARGUMENT, "expected a mapping, not %s", jv_type_name(v));
+        return wna16_jinja_fail(c, WNA16_ERR_INVALID_ARGUMENT, "expected a mapping, not %s",
+                                wna16_jinja_type_name(v));
     const jdict *d = v.u.d;
-    WNA16_TRY(jv_make_list(c, d->n, out));
+    WNA16_TRY(wna16_jinja_make_list(c, d->n, out));
     for (size_t i = 0; i < d->n; i++) {
         if (which == 1) {
             out->u.l->v[i] = d->keys[i];
@@ -609,7 +414,7 @@ static wna16_status dict_pairs(jctx *c, jv v, int which, jv *out) {
             out->u.l->v[i] = d->vals[i];
         } else {
             jv pair;
-            WNA16_TRY(jv_make_list(c, 2, &pair));
+            WNA16_TRY(wna16_jinja_make_list(c, 2, &pair));
             pair.u.l->tuple = true;
             pair.u.l->v[0] = d->keys[i], pair.u.l->v[1] = d->vals[i];
             out->u.l->v[i] = pair;
@@ -626,10 +431,10 @@ static wna16_status f_items(jctx *c, jv v, const jargs *a, jv *out) {
 static wna16_status f_reverse(jctx *c, jv v, const jargs *a, jv *out) {
     (void)a;
     jv items;
-    WNA16_TRY(jv_iterate(c, v, &items));
+    WNA16_TRY(wna16_jinja_iterate(c, v, &items));
     size_t n = items.u.l->n;
     jv r;
-    WNA16_TRY(jv_make_list(c, n, &r));
+    WNA16_TRY(wna16_jinja_make_list(c, n, &r));
     for (size_t i = 0; i < n; i++) r.u.l->v[i] = items.u.l->v[n - 1 - i];
     if (v.t != JV_STR) {
         *out = r;
@@ -648,8 +453,8 @@ static wna16_status f_abs(jctx *c, jv v, const jargs *a, jv *out) {
     else if (v.t == JV_FLOAT)
         *out = jv_float(fabs(v.u.f));
     else
-        return jfail(c, WNA16_ERR_INVALID_ARGUMENT, "bad operand type for abs(): '%s'",
-                     jv_type_name(v));
+        return wna16_jinja_fail(c, WNA16_ERR_INVALID_ARGUMENT, "bad operand type for abs(): '%s'",
+                                wna16_jinja_type_name(v));
     return WNA16_OK;
 }
 
@@ -657,27 +462,28 @@ static wna16_status f_abs(jctx *c, jv v, const jargs *a, jv *out) {
  * unless case_sensitive. */
 static wna16_status sort_key(jctx *c, jv v, const jargs *a, jv *out) {
     jv attr, cs = jv_bool(false);
-    if (jargs_get(a, (size_t)-1, "attribute", &attr) && attr.t != JV_NONE)
-        WNA16_TRY(jv_getitem(c, v, attr, &v));
-    jargs_get(a, (size_t)-1, "case_sensitive", &cs);
-    if (v.t == JV_STR && !jv_truthy(cs)) return recase(c, v, 1, out);
+    if (wna16_jinja_arg(a, (size_t)-1, "attribute", &attr) && attr.t != JV_NONE)
+        WNA16_TRY(wna16_jinja_getitem(c, v, attr, &v));
+    wna16_jinja_arg(a, (size_t)-1, "case_sensitive", &cs);
+    if (v.t == JV_STR && !wna16_jinja_truthy(cs)) return recase(c, v, 1, out);
     *out = v;
     return WNA16_OK;
 }
 
 static wna16_status f_unique(jctx *c, jv v, const jargs *a, jv *out) {
     jv items, keys;
-    WNA16_TRY(jv_iterate(c, v, &items));
+    WNA16_TRY(wna16_jinja_iterate(c, v, &items));
     size_t n = items.u.l->n;
-    WNA16_TRY(jv_make_list(c, n, &keys));
-    WNA16_TRY(jv_make_list(c, n, out));
+    WNA16_TRY(wna16_jinja_make_list(c, n, &keys));
+    WNA16_TRY(wna16_jinja_make_list(c, n, out));
     out->u.l->n = 0;
     for (size_t i = 0; i < n; i++) {
         WNA16_TRY(sort_key(c, items.u.l->v[i], a, &keys.u.l->v[i]));
         bool seen = false;
-        for (size_t j = 0; j < i && !seen; j++) seen = jv_equal(keys.u.l->v[j], keys.u.l->v[i]);
+        for (size_t j = 0; j < i && !seen; j++)
+            seen = wna16_jinja_equal(keys.u.l->v[j], keys.u.l->v[i]);
         if (!seen) out->u.l->v[out->u.l->n++] = items.u.l->v[i];
-        WNA16_TRY(jsteps(c, i)); /* quadratic: charge it */
+        WNA16_TRY(wna16_jinja_steps(c, i)); /* quadratic: charge it */
     }
     return WNA16_OK;
 }
@@ -690,10 +496,11 @@ static wna16_status merge_sort(jctx *c, const jv *keys, size_t *idx, size_t *tmp
     WNA16_TRY(merge_sort(c, keys, idx, tmp, h, rev));
     WNA16_TRY(merge_sort(c, keys, idx + h, tmp, n - h, rev));
     size_t i = 0, j = h, k = 0;
-    WNA16_TRY(jsteps(c, n));
+    WNA16_TRY(wna16_jinja_steps(c, n));
     while (i < h && j < n) {
         bool less;
-        WNA16_TRY(jcompare(c, JOP_LT, keys[idx[rev ? i : j]], keys[idx[rev ? j : i]], &less));
+        WNA16_TRY(
+            wna16_jinja_compare(c, JOP_LT, keys[idx[rev ? i : j]], keys[idx[rev ? j : i]], &less));
         tmp[k++] = less ? idx[j++] : idx[i++];
     }
     while (i < h) tmp[k++] = idx[i++];
@@ -704,19 +511,19 @@ static wna16_status merge_sort(jctx *c, const jv *keys, size_t *idx, size_t *tmp
 
 static wna16_status f_sort(jctx *c, jv v, const jargs *a, jv *out) {
     jv items, rev = jv_bool(false);
-    jargs_get(a, 0, "reverse", &rev);
-    WNA16_TRY(jv_iterate(c, v, &items));
+    wna16_jinja_arg(a, 0, "reverse", &rev);
+    WNA16_TRY(wna16_jinja_iterate(c, v, &items));
     size_t n = items.u.l->n;
-    jv *keys = jarena_alloc(c->a, (n + 1) * sizeof *keys);
-    size_t *idx = jarena_alloc(c->a, (n + 1) * sizeof *idx),
-           *tmp = jarena_alloc(c->a, (n + 1) * sizeof *tmp);
-    if (!keys || !idx || !tmp) return joom(c);
+    jv *keys = wna16_jinja_alloc(c->a, (n + 1) * sizeof *keys);
+    size_t *idx = wna16_jinja_alloc(c->a, (n + 1) * sizeof *idx),
+           *tmp = wna16_jinja_alloc(c->a, (n + 1) * sizeof *tmp);
+    if (!keys || !idx || !tmp) return wna16_jinja_oom(c);
     for (size_t i = 0; i < n; i++) {
         idx[i] = i;
         WNA16_TRY(sort_key(c, items.u.l->v[i], a, &keys[i]));
     }
-    WNA16_TRY(merge_sort(c, keys, idx, tmp, n, jv_truthy(rev)));
-    WNA16_TRY(jv_make_list(c, n, out));
+    WNA16_TRY(merge_sort(c, keys, idx, tmp, n, wna16_jinja_truthy(rev)));
+    WNA16_TRY(wna16_jinja_make_list(c, n, out));
     for (size_t i = 0; i < n; i++) out->u.l->v[i] = items.u.l->v[idx[i]];
     return WNA16_OK;
 }
@@ -725,25 +532,26 @@ static wna16_status f_sort(jctx *c, jv v, const jargs *a, jv *out) {
  * the test (or is truthy when no test is named). */
 static wna16_status select_items(jctx *c, jv v, const jargs *a, bool attr, bool keep, jv *out) {
     jv items;
-    WNA16_TRY(jv_iterate(c, v, &items));
+    WNA16_TRY(wna16_jinja_iterate(c, v, &items));
     size_t first = attr ? 1 : 0;
     jv name = jv_none(), test = jv_none();
-    if (attr && (!jargs_get(a, 0, NULL, &name) || name.t != JV_STR))
-        return jfail(c, WNA16_ERR_INVALID_ARGUMENT, "selectattr/rejectattr need an attribute name");
-    bool has_test = jargs_get(a, first, NULL, &test);
+    if (attr && (!wna16_jinja_arg(a, 0, NULL, &name) || name.t != JV_STR))
+        return wna16_jinja_fail(c, WNA16_ERR_INVALID_ARGUMENT,
+                                "selectattr/rejectattr need an attribute name");
+    bool has_test = wna16_jinja_arg(a, first, NULL, &test);
     if (has_test) WNA16_TRY(want_str(c, "the test name of select", test));
     jargs targs = {0};
     if (a->npos > first + 1) targs.pos = a->pos + first + 1, targs.npos = a->npos - first - 1;
-    WNA16_TRY(jv_make_list(c, items.u.l->n, out));
+    WNA16_TRY(wna16_jinja_make_list(c, items.u.l->n, out));
     out->u.l->n = 0;
     for (size_t i = 0; i < items.u.l->n; i++) {
         jv x = items.u.l->v[i];
-        if (attr) WNA16_TRY(jv_getitem(c, x, name, &x));
+        if (attr) WNA16_TRY(wna16_jinja_getitem(c, x, name, &x));
         bool pass;
         if (has_test)
-            WNA16_TRY(jbuiltin_test(c, test.u.s, test.n, x, &targs, &pass));
+            WNA16_TRY(wna16_jinja_test(c, test.u.s, test.n, x, &targs, &pass));
         else
-            pass = jv_truthy(x);
+            pass = wna16_jinja_truthy(x);
         if (pass == keep) out->u.l->v[out->u.l->n++] = items.u.l->v[i];
     }
     return WNA16_OK;
@@ -764,21 +572,22 @@ static wna16_status f_reject(jctx *c, jv v, const jargs *a, jv *out) {
 /* map(attribute='x', default=...) or map('filter', args...). */
 static wna16_status f_map(jctx *c, jv v, const jargs *a, jv *out) {
     jv items, attr, dflt, fname;
-    WNA16_TRY(jv_iterate(c, v, &items));
-    bool by_attr = jargs_get(a, (size_t)-1, "attribute", &attr);
-    bool has_dflt = jargs_get(a, (size_t)-1, "default", &dflt);
-    if (!by_attr && (!jargs_get(a, 0, NULL, &fname) || fname.t != JV_STR))
-        return jfail(c, WNA16_ERR_INVALID_ARGUMENT, "map needs attribute= or a filter name");
+    WNA16_TRY(wna16_jinja_iterate(c, v, &items));
+    bool by_attr = wna16_jinja_arg(a, (size_t)-1, "attribute", &attr);
+    bool has_dflt = wna16_jinja_arg(a, (size_t)-1, "default", &dflt);
+    if (!by_attr && (!wna16_jinja_arg(a, 0, NULL, &fname) || fname.t != JV_STR))
+        return wna16_jinja_fail(c, WNA16_ERR_INVALID_ARGUMENT,
+                                "map needs attribute= or a filter name");
     jargs fargs = {0};
     if (!by_attr && a->npos > 1) fargs.pos = a->pos + 1, fargs.npos = a->npos - 1;
-    WNA16_TRY(jv_make_list(c, items.u.l->n, out));
+    WNA16_TRY(wna16_jinja_make_list(c, items.u.l->n, out));
     for (size_t i = 0; i < items.u.l->n; i++) {
         jv x = items.u.l->v[i];
         if (by_attr) {
-            WNA16_TRY(jv_getitem(c, x, attr, &x));
+            WNA16_TRY(wna16_jinja_getitem(c, x, attr, &x));
             if (x.t == JV_UNDEF && has_dflt) x = dflt;
         } else {
-            WNA16_TRY(jbuiltin_filter(c, fname.u.s, fname.n, x, &fargs, &x));
+            WNA16_TRY(wna16_jinja_filter(c, fname.u.s, fname.n, x, &fargs, &x));
         }
         out->u.l->v[i] = x;
     }
@@ -816,18 +625,19 @@ static const struct {
     {"sort", f_sort},
     {"string", f_string},
     {"title", f_title},
-    {"tojson", f_tojson},
+    {"tojson", wna16_jinja_tojson},
     {"trim", f_trim},
     {"unique", f_unique},
     {"upper", f_upper},
 };
 
-wna16_status jbuiltin_filter(jctx *c, const char *name, size_t n, jv v, const jargs *a, jv *out) {
+wna16_status wna16_jinja_filter(jctx *c, const char *name, size_t n, jv v, const jargs *a,
+                                jv *out) {
     for (size_t i = 0; i < sizeof FILTERS / sizeof *FILTERS; i++)
         if (strlen(FILTERS[i].name) == n && !memcmp(FILTERS[i].name, name, n))
             return FILTERS[i].fn(c, v, a, out);
-    return jfail(c, WNA16_ERR_UNSUPPORTED, "filter \"%.*s\" is not supported",
-                 (int)(n > 40 ? 40 : n), name);
+    return wna16_jinja_fail(c, WNA16_ERR_UNSUPPORTED, "filter \"%.*s\" is not supported",
+                            (int)(n > 40 ? 40 : n), name);
 }
 
 /* ------------------------------------------------------------------ tests */
@@ -835,7 +645,7 @@ wna16_status jbuiltin_filter(jctx *c, const char *name, size_t n, jv v, const ja
 static bool all_case(jv s, bool upper) {
     for (size_t i = 0; i < s.n;) {
         uint32_t cp;
-        i += ju8_decode(s.u.s + i, s.n - i, &cp);
+        i += wna16_jinja_u8_decode(s.u.s + i, s.n - i, &cp);
         if (is_cased(cp) && map_case(cp, upper ? CASE_UPPER : CASE_LOWER) != cp) return false;
     }
     return true;
@@ -854,21 +664,22 @@ static wna16_status compare_test(jctx *c, const char *name, size_t n, jv v, cons
     for (size_t i = 0; i < sizeof ops / sizeof *ops; i++) {
         if (strlen(ops[i].name) != n || memcmp(ops[i].name, name, n)) continue;
         jv other;
-        if (!jargs_get(a, 0, NULL, &other))
-            return jfail(c, WNA16_ERR_INVALID_ARGUMENT, "test \"%.*s\" needs an argument", (int)n,
-                         name);
+        if (!wna16_jinja_arg(a, 0, NULL, &other))
+            return wna16_jinja_fail(c, WNA16_ERR_INVALID_ARGUMENT,
+                                    "test \"%.*s\" needs an argument", (int)n, name);
         *handled = true;
-        return jcompare(c, ops[i].op, v, other, out);
+        return wna16_jinja_compare(c, ops[i].op, v, other, out);
     }
     return WNA16_OK;
 }
 
-wna16_status jbuiltin_test(jctx *c, const char *name, size_t n, jv v, const jargs *a, bool *out) {
+wna16_status wna16_jinja_test(jctx *c, const char *name, size_t n, jv v, const jargs *a,
+                              bool *out) {
     bool handled;
     WNA16_TRY(compare_test(c, name, n, v, a, out, &handled));
     if (handled) return WNA16_OK;
     jv arg = jv_none();
-    jargs_get(a, 0, NULL, &arg);
+    wna16_jinja_arg(a, 0, NULL, &arg);
     bool isint = v.t == JV_INT || v.t == JV_BOOL;
     if (NAME_IS(name, n, "defined"))
         *out = v.t != JV_UNDEF;
@@ -897,22 +708,24 @@ wna16_status jbuiltin_test(jctx *c, const char *name, size_t n, jv v, const jarg
     else if (NAME_IS(name, n, "callable"))
         *out = v.t == JV_MACRO || v.t == JV_FUNC;
     else if (NAME_IS(name, n, "odd") || NAME_IS(name, n, "even")) {
-        if (!isint) return jfail(c, WNA16_ERR_INVALID_ARGUMENT, "odd/even need an integer");
+        if (!isint)
+            return wna16_jinja_fail(c, WNA16_ERR_INVALID_ARGUMENT, "odd/even need an integer");
         int64_t i = v.t == JV_INT ? v.u.i : v.u.b;
         *out = (i % 2 != 0) == (name[0] == 'o');
     } else if (NAME_IS(name, n, "divisibleby")) {
         if (!isint || arg.t != JV_INT || arg.u.i == 0)
-            return jfail(c, WNA16_ERR_INVALID_ARGUMENT, "divisibleby needs non-zero integers");
+            return wna16_jinja_fail(c, WNA16_ERR_INVALID_ARGUMENT,
+                                    "divisibleby needs non-zero integers");
         *out = (v.t == JV_INT ? v.u.i : v.u.b) % arg.u.i == 0;
     } else if (NAME_IS(name, n, "sameas")) {
-        *out = v.t == arg.t && jv_equal(v, arg);
+        *out = v.t == arg.t && wna16_jinja_equal(v, arg);
     } else if (NAME_IS(name, n, "lower") || NAME_IS(name, n, "upper")) {
         jv s;
-        WNA16_TRY(jv_to_str(c, v, &s));
+        WNA16_TRY(wna16_jinja_to_str(c, v, &s));
         *out = all_case(s, name[0] == 'u');
     } else {
-        return jfail(c, WNA16_ERR_UNSUPPORTED, "test \"%.*s\" is not supported",
-                     (int)(n > 40 ? 40 : n), name);
+        return wna16_jinja_fail(c, WNA16_ERR_UNSUPPORTED, "test \"%.*s\" is not supported",
+                                (int)(n > 40 ? 40 : n), name);
     }
     return WNA16_OK;
 }
@@ -922,13 +735,14 @@ wna16_status jbuiltin_test(jctx *c, const char *name, size_t n, jv v, const jarg
 static wna16_status str_method(jctx *c, jv s, const char *name, size_t n, const jargs *a, jv *out,
                                bool *handled) {
     jv x = jv_none(), y = jv_none(), z = jv_none();
-    bool hx = jargs_get(a, 0, NULL, &x);
-    jargs_get(a, 1, NULL, &y);
-    jargs_get(a, 2, NULL, &z);
+    bool hx = wna16_jinja_arg(a, 0, NULL, &x);
+    wna16_jinja_arg(a, 1, NULL, &y);
+    wna16_jinja_arg(a, 2, NULL, &z);
     *handled = true;
     if (NAME_IS(name, n, "startswith") || NAME_IS(name, n, "endswith")) {
         if (!hx)
-            return jfail(c, WNA16_ERR_INVALID_ARGUMENT, "%.*s needs an argument", (int)n, name);
+            return wna16_jinja_fail(c, WNA16_ERR_INVALID_ARGUMENT, "%.*s needs an argument", (int)n,
+                                    name);
         return affix(c, s, x, name[0] == 'e', out);
     }
     if (NAME_IS(name, n, "strip") || NAME_IS(name, n, "lstrip") || NAME_IS(name, n, "rstrip")) {
@@ -938,13 +752,13 @@ static wna16_status str_method(jctx *c, jv s, const char *name, size_t n, const 
         return WNA16_OK;
     }
     if (NAME_IS(name, n, "split")) {
-        jargs_get(a, 0, "sep", &x);
-        jargs_get(a, 1, "maxsplit", &y);
+        wna16_jinja_arg(a, 0, "sep", &x);
+        wna16_jinja_arg(a, 1, "maxsplit", &y);
         return split(c, s, x, y.t == JV_INT ? y.u.i : -1, out);
     }
     if (NAME_IS(name, n, "replace")) {
         if (x.t != JV_STR || y.t != JV_STR)
-            return jfail(c, WNA16_ERR_INVALID_ARGUMENT, "replace needs two strings");
+            return wna16_jinja_fail(c, WNA16_ERR_INVALID_ARGUMENT, "replace needs two strings");
         return replace(c, s, x, y, z.t == JV_INT ? z.u.i : -1, out);
     }
     if (NAME_IS(name, n, "upper")) return recase(c, s, 0, out);
@@ -956,12 +770,12 @@ static wna16_status str_method(jctx *c, jv s, const char *name, size_t n, const 
         WNA16_TRY(want_str(c, "find/count", x));
         const char *hit = x.n ? memmem(s.u.s, s.n, x.u.s, x.n) : s.u.s;
         if (name[0] == 'f') {
-            *out = jv_int(hit ? (int64_t)ju8_count(s.u.s, (size_t)(hit - s.u.s)) : -1);
+            *out = jv_int(hit ? (int64_t)wna16_jinja_u8_count(s.u.s, (size_t)(hit - s.u.s)) : -1);
             return WNA16_OK;
         }
         int64_t k = 0;
         if (!x.n)
-            k = (int64_t)ju8_count(s.u.s, s.n) + 1;
+            k = (int64_t)wna16_jinja_u8_count(s.u.s, s.n) + 1;
         else
             for (const char *p = s.u.s; (hit = memmem(p, s.n - (size_t)(p - s.u.s), x.u.s, x.n));
                  k++)
@@ -981,24 +795,25 @@ static wna16_status dict_method(jctx *c, jv d, const char *name, size_t n, const
     if (NAME_IS(name, n, "values")) return dict_pairs(c, d, 2, out);
     if (NAME_IS(name, n, "get")) {
         jv key, dflt = jv_none();
-        if (!jargs_get(a, 0, NULL, &key))
-            return jfail(c, WNA16_ERR_INVALID_ARGUMENT, "get needs a key");
-        jargs_get(a, 1, NULL, &dflt);
-        if (!jdict_get(d.u.d, key, out)) *out = dflt;
+        if (!wna16_jinja_arg(a, 0, NULL, &key))
+            return wna16_jinja_fail(c, WNA16_ERR_INVALID_ARGUMENT, "get needs a key");
+        wna16_jinja_arg(a, 1, NULL, &dflt);
+        if (!wna16_jinja_dict_get(d.u.d, key, out)) *out = dflt;
         return WNA16_OK;
     }
     *handled = false;
     return WNA16_OK;
 }
 
-wna16_status jbuiltin_method(jctx *c, jv obj, const char *name, size_t n, const jargs *a, jv *out,
-                             bool *handled) {
+wna16_status wna16_jinja_method(jctx *c, jv obj, const char *name, size_t n, const jargs *a,
+                                jv *out, bool *handled) {
     *handled = false;
     if (obj.t == JV_STR) return str_method(c, obj, name, n, a, out, handled);
     if (obj.t == JV_DICT) return dict_method(c, obj, name, n, a, out, handled);
     if (obj.t == JV_LOOP && NAME_IS(name, n, "cycle")) {
         *handled = true;
-        if (!a->npos) return jfail(c, WNA16_ERR_INVALID_ARGUMENT, "loop.cycle needs arguments");
+        if (!a->npos)
+            return wna16_jinja_fail(c, WNA16_ERR_INVALID_ARGUMENT, "loop.cycle needs arguments");
         *out = a->pos[obj.u.loop->index0 % (int64_t)a->npos];
         return WNA16_OK;
     }
@@ -1011,7 +826,7 @@ enum { G_RANGE, G_NAMESPACE, G_DICT, G_RAISE, G_STRFTIME, G_COUNT };
 static const char *const GLOBALS[G_COUNT] = {"range", "namespace", "dict", "raise_exception",
                                              "strftime_now"};
 
-int jbuiltin_global(const char *name, size_t n) {
+int wna16_jinja_global_id(const char *name, size_t n) {
     for (int i = 0; i < G_COUNT; i++)
         if (strlen(GLOBALS[i]) == n && !memcmp(GLOBALS[i], name, n)) return i;
     return -1;
@@ -1020,42 +835,46 @@ int jbuiltin_global(const char *name, size_t n) {
 static wna16_status g_range(jctx *c, const jargs *a, jv *out) {
     int64_t v[3] = {0, 0, 1};
     if (a->npos < 1 || a->npos > 3)
-        return jfail(c, WNA16_ERR_INVALID_ARGUMENT, "range takes 1 to 3 integers");
+        return wna16_jinja_fail(c, WNA16_ERR_INVALID_ARGUMENT, "range takes 1 to 3 integers");
     for (size_t i = 0; i < a->npos; i++) {
         jv x = a->pos[i];
         if (x.t != JV_INT && x.t != JV_BOOL)
-            return jfail(c, WNA16_ERR_INVALID_ARGUMENT, "range: '%s' is not an integer",
-                         jv_type_name(x));
+            return wna16_jinja_fail(c, WNA16_ERR_INVALID_ARGUMENT, "range: '%s' is not an integer",
+                                    wna16_jinja_type_name(x));
         v[a->npos == 1 ? 1 : i] = x.t == JV_INT ? x.u.i : x.u.b;
     }
-    if (v[2] == 0) return jfail(c, WNA16_ERR_INVALID_ARGUMENT, "range() arg 3 must not be zero");
+    if (v[2] == 0)
+        return wna16_jinja_fail(c, WNA16_ERR_INVALID_ARGUMENT, "range() arg 3 must not be zero");
     /* count in double: no overflow on extreme bounds */
     double span = ((double)v[1] - (double)v[0]) / (double)v[2];
     double count = span > 0 ? ceil(span) : 0;
     if (count > JINJA_MAX_RANGE)
-        return jfail(c, WNA16_ERR_LIMIT, "range of more than %d items", JINJA_MAX_RANGE);
-    WNA16_TRY(jv_make_list(c, (size_t)count, out));
+        return wna16_jinja_fail(c, WNA16_ERR_LIMIT, "range of more than %d items", JINJA_MAX_RANGE);
+    WNA16_TRY(wna16_jinja_make_list(c, (size_t)count, out));
     for (size_t i = 0; i < (size_t)count; i++) out->u.l->v[i] = jv_int(v[0] + (int64_t)i * v[2]);
     return WNA16_OK;
 }
 
 static wna16_status g_namespace(jctx *c, const jargs *a, jv *out, jv_type t) {
-    WNA16_TRY(jv_make_dict(c, out, t));
+    WNA16_TRY(wna16_jinja_make_dict(c, out, t));
     for (size_t i = 0; i < a->npos; i++) {
         if (a->pos[i].t != JV_DICT)
-            return jfail(c, WNA16_ERR_INVALID_ARGUMENT, "namespace/dict take keyword arguments");
+            return wna16_jinja_fail(c, WNA16_ERR_INVALID_ARGUMENT,
+                                    "namespace/dict take keyword arguments");
         const jdict *d = a->pos[i].u.d;
-        for (size_t k = 0; k < d->n; k++) WNA16_TRY(jdict_set(c, out->u.d, d->keys[k], d->vals[k]));
+        for (size_t k = 0; k < d->n; k++)
+            WNA16_TRY(wna16_jinja_dict_set(c, out->u.d, d->keys[k], d->vals[k]));
     }
     for (size_t k = 0; k < a->nkw; k++)
-        WNA16_TRY(jdict_set(c, out->u.d, jv_str(a->kwname[k], a->kwlen[k]), a->kw[k]));
+        WNA16_TRY(wna16_jinja_dict_set(c, out->u.d, jv_str(a->kwname[k], a->kwlen[k]), a->kw[k]));
     return WNA16_OK;
 }
 
 static wna16_status g_strftime(jctx *c, const jargs *a, jv *out) {
     jv fmt;
-    if (!jargs_get(a, 0, "format", &fmt) || fmt.t != JV_STR)
-        return jfail(c, WNA16_ERR_INVALID_ARGUMENT, "strftime_now needs a format string");
+    if (!wna16_jinja_arg(a, 0, "format", &fmt) || fmt.t != JV_STR)
+        return wna16_jinja_fail(c, WNA16_ERR_INVALID_ARGUMENT,
+                                "strftime_now needs a format string");
     const char *fixed = getenv("WNA16_CHAT_NOW");
     time_t now = fixed ? (time_t)strtoll(fixed, NULL, 10) : time(NULL);
     struct tm tm;
@@ -1064,18 +883,18 @@ static wna16_status g_strftime(jctx *c, const jargs *a, jv *out) {
     else
         localtime_r(&now, &tm);
     jv f;
-    WNA16_TRY(jv_make_str(c, fmt.u.s, fmt.n, &f)); /* NUL-terminated */
+    WNA16_TRY(wna16_jinja_make_str(c, fmt.u.s, fmt.n, &f)); /* NUL-terminated */
     char buf[512];
     locale_t loc = newlocale(LC_ALL_MASK, "C", (locale_t)0); /* Python's strftime: C names */
     size_t len = loc ? strftime_l(buf, sizeof buf, f.u.s, &tm, loc) : 0;
     if (loc) freelocale(loc);
     if (!len && f.n)
-        return jfail(c, WNA16_ERR_UNSUPPORTED,
-                     "strftime_now: format gives no text or more than 511 bytes");
-    return jv_make_str(c, buf, len, out);
+        return wna16_jinja_fail(c, WNA16_ERR_UNSUPPORTED,
+                                "strftime_now: format gives no text or more than 511 bytes");
+    return wna16_jinja_make_str(c, buf, len, out);
 }
 
-wna16_status jbuiltin_call_global(jctx *c, int id, const jargs *a, jv *out) {
+wna16_status wna16_jinja_call_global(jctx *c, int id, const jargs *a, jv *out) {
     jv msg;
     switch (id) {
     case G_RANGE:
@@ -1087,12 +906,12 @@ wna16_status jbuiltin_call_global(jctx *c, int id, const jargs *a, jv *out) {
     case G_STRFTIME:
         return g_strftime(c, a, out);
     case G_RAISE:
-        if (!jargs_get(a, 0, "message", &msg)) msg = jv_str("", 0);
-        WNA16_TRY(jv_to_str(c, msg, &msg));
+        if (!wna16_jinja_arg(a, 0, "message", &msg)) msg = jv_str("", 0);
+        WNA16_TRY(wna16_jinja_to_str(c, msg, &msg));
         return wna16_fail(c->d, WNA16_ERR_INVALID_ARGUMENT,
                           "chat template line %d: the template raised an error: %.*s", c->line,
                           (int)(msg.n > 1500 ? 1500 : msg.n), msg.u.s);
     default:
-        return jfail(c, WNA16_ERR_INTERNAL, "unknown global %d", id);
+        return wna16_jinja_fail(c, WNA16_ERR_INTERNAL, "unknown global %d", id);
     }
 }

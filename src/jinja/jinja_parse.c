@@ -2,7 +2,7 @@
  * mirrors jinja2's parser.py precedence: condexpr < or < and < not <
  * compare < + - < ~ < * / // % < ** < unary < filters, tests, calls <
  * postfix. */
-#include "tokenizer/jinja_internal.h"
+#include "jinja/jinja_internal.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -82,7 +82,7 @@ static wna16_status expect_op(jparser *P, const char *op) {
 }
 
 static wna16_status new_node(jparser *P, jnode_kind k, int line, jnode **out) {
-    jnode *n = jarena_alloc(P->a, sizeof *n);
+    jnode *n = wna16_jinja_alloc(P->a, sizeof *n);
     if (!n) {
         *out = NULL;
         if (P->a->total > JINJA_MAX_MEMORY)
@@ -204,7 +204,7 @@ static wna16_status parse_strings(jparser *P, jnode **out) {
     size_t total = 0;
     for (size_t i = P->pos; P->toks[i].t == T_STRING; i++) total += P->toks[i].n;
     WNA16_TRY(parse_const(P, jv_none(), out));
-    char *s = jarena_alloc(P->a, total + 1);
+    char *s = wna16_jinja_alloc(P->a, total + 1);
     if (!s) return new_node(P, E_CONST, 0, out); /* fails: the arena is exhausted */
     size_t k = 0;
     for (; cur(P)->t == T_STRING; advance(P)) memcpy(s + k, cur(P)->s, cur(P)->n), k += cur(P)->n;
@@ -769,9 +769,9 @@ static wna16_status parse_body(jparser *P, const char *const *ends, jnode **body
     }
 }
 
-wna16_status jinja_parse(wna16_diag *d, jarena *a, const char *src, size_t n, jnode **body) {
+wna16_status wna16_jinja_parse(wna16_diag *d, jarena *a, const char *src, size_t n, jnode **body) {
     const jtok *toks;
-    WNA16_TRY(jinja_lex(d, a, src, n, &toks));
+    WNA16_TRY(wna16_jinja_lex(d, a, src, n, &toks));
     jparser P = {.d = d, .a = a, .toks = toks};
     WNA16_TRY(parse_body(&P, NULL, body));
     if (cur(&P)->t != T_EOF) return syntax(&P, "end of template");

@@ -1,8 +1,8 @@
 /* Values of the Jinja subset: the arena, construction, Python's truth,
  * equality, str() and repr(), iteration, attribute and item access, JSON
  * input, and UTF-8 helpers. */
-#include "tokenizer/jinja_internal.h"
-#include "tokenizer/tok_internal.h"
+#include "core/utf8.h"
+#include "jinja/jinja_internal.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -13,7 +13,7 @@
 
 #define JARENA_CHUNK (64u << 10)
 
-void *jarena_alloc(jarena *a, size_t n) {
+void *wna16_jinja_alloc(jarena *a, size_t n) {
     n = (n + sizeof(max_align_t) - 1) / sizeof(max_align_t) * sizeof(max_align_t);
     jarena_chunk *h = a->head;
     if (!h || h->cap - h->used < n) {
@@ -33,7 +33,7 @@ void *jarena_alloc(jarena *a, size_t n) {
     return p;
 }
 
-void jarena_free(jarena *a) {
+void wna16_jinja_arena_free(jarena *a) {
     for (jarena_chunk *h = a->head, *next; h; h = next) {
         next = h->next;
         wna16_free(h);
@@ -43,35 +43,36 @@ void jarena_free(jarena *a) {
 
 /* ------------------------------------------------------------------ UTF-8 */
 
-size_t ju8_decode(const char *s, size_t n, uint32_t *cp) {
+size_t wna16_jinja_u8_decode(const char *s, size_t n, uint32_t *cp) {
     if (!n) return 0;
-    size_t k = tok_utf8_valid_len((const uint8_t *)s, n);
+    size_t k = wna16_utf8_valid_len((const uint8_t *)s, n);
     if (!k) {
         *cp = 0xFFFD; /* inputs are valid UTF-8; a stray byte counts as one */
         return 1;
     }
-    tok_utf8_decode((const uint8_t *)s, cp);
+    wna16_utf8_decode((const uint8_t *)s, cp);
     return k;
 }
 
-size_t ju8_count(const char *s, size_t n) {
+size_t wna16_jinja_u8_count(const char *s, size_t n) {
     size_t k = 0;
     for (size_t i = 0; i < n;) {
         uint32_t cp;
-        i += ju8_decode(s + i, n - i, &cp);
+        i += wna16_jinja_u8_decode(s + i, n - i, &cp);
         k++;
     }
     return k;
 }
 
-size_t ju8_offset(const char *s, size_t n, size_t idx) {
+/* Byte offset of code point index idx (clamped to n). */
+static size_t ju8_offset(const char *s, size_t n, size_t idx) {
     size_t i = 0;
-    for (uint32_t cp; idx > 0 && i < n; idx--) i += ju8_decode(s + i, n - i, &cp);
+    for (uint32_t cp; idx > 0 && i < n; idx--) i += wna16_jinja_u8_decode(s + i, n - i, &cp);
     return i;
 }
 
 /* Python's str.isspace() for one code point. */
-bool ju8_is_space(uint32_t c) {
+bool wna16_jinja_u8_is_space(uint32_t c) {
     return (c >= 0x09 && c <= 0x0D) || (c >= 0x1C && c <= 0x20) || c == 0x85 || c == 0xA0 ||
            c == 0x1680 || (c >= 0x2000 && c <= 0x200A) || c == 0x2028 || c == 0x2029 ||
            c == 0x202F || c == 0x205F || c == 0x3000;
@@ -79,28 +80,28 @@ bool ju8_is_space(uint32_t c) {
 
 /* ------------------------------------------------------------ construction */
 
-wna16_status jv_make_str(jctx *c, const char *s, size_t n, jv *out) {
-    char *p = jarena_alloc(c->a, n + 1);
-    if (!p) return joom(c);
+wna16_status wna16_jinja_make_str(jctx *c, const char *s, size_t n, jv *out) {
+    char *p = wna16_jinja_alloc(c->a, n + 1);
+    if (!p) return wna16_jinja_oom(c);
     if (n) memcpy(p, s, n);
     p[n] = 0;
     *out = jv_str(p, n);
     return WNA16_OK;
 }
 
-wna16_status jv_make_list(jctx *c, size_t n, jv *out) {
-    jlist *l = jarena_alloc(c->a, sizeof *l);
-    jv *v = n ? jarena_alloc(c->a, n * sizeof *v) : NULL;
-    if (!l || (n && !v)) return joom(c);
+wna16_status wna16_jinja_make_list(jctx *c, size_t n, jv *out) {
+    jlist *l = wna16_jinja_alloc(c->a, sizeof *l);
+    jv *v = n ? wna16_jinja_alloc(c->a, n * sizeof *v) : NULL;
+    if (!l || (n && !v)) return wna16_jinja_oom(c);
     *l = (jlist){.v = v, .n = n};
     *out = (jv){.t = JV_LIST};
     out->u.l = l;
     return WNA16_OK;
 }
 
-wna16_status jv_make_dict(jctx *c, jv *out, jv_type t) {
-    jdict *d = jarena_alloc(c->a, sizeof *d);
-    if (!d) return joom(c);
+wna16_status wna16_jinja_make_dict(jctx *c, jv *out, jv_type t) {
+    jdict *d = wna16_jinja_alloc(c->a, sizeof *d);
+    if (!d) return wna16_jinja_oom(c);
     memset(d, 0, sizeof *d);
     *out = (jv){.t = t};
     out->u.d = d;
@@ -109,10 +110,10 @@ wna16_status jv_make_dict(jctx *c, jv *out, jv_type t) {
 
 static bool key_match(jv a, jv b) {
     if (a.t == JV_STR && b.t == JV_STR) return a.n == b.n && !memcmp(a.u.s, b.u.s, a.n);
-    return jv_equal(a, b);
+    return wna16_jinja_equal(a, b);
 }
 
-bool jdict_get(const jdict *d, jv key, jv *out) {
+bool wna16_jinja_dict_get(const jdict *d, jv key, jv *out) {
     for (size_t i = 0; i < d->n; i++)
         if (key_match(d->keys[i], key)) {
             *out = d->vals[i];
@@ -121,11 +122,11 @@ bool jdict_get(const jdict *d, jv key, jv *out) {
     return false;
 }
 
-bool jdict_get_str(const jdict *d, const char *key, size_t n, jv *out) {
-    return jdict_get(d, jv_str(key, n), out);
+static bool jdict_get_str(const jdict *d, const char *key, size_t n, jv *out) {
+    return wna16_jinja_dict_get(d, jv_str(key, n), out);
 }
 
-wna16_status jdict_set(jctx *c, jdict *d, jv key, jv val) {
+wna16_status wna16_jinja_dict_set(jctx *c, jdict *d, jv key, jv val) {
     for (size_t i = 0; i < d->n; i++)
         if (key_match(d->keys[i], key)) {
             d->vals[i] = val;
@@ -133,8 +134,9 @@ wna16_status jdict_set(jctx *c, jdict *d, jv key, jv val) {
         }
     if (d->n == d->cap) {
         size_t cap = d->cap ? d->cap * 2 : 8;
-        jv *k = jarena_alloc(c->a, cap * sizeof *k), *v = jarena_alloc(c->a, cap * sizeof *v);
-        if (!k || !v) return joom(c);
+        jv *k = wna16_jinja_alloc(c->a, cap * sizeof *k),
+           *v = wna16_jinja_alloc(c->a, cap * sizeof *v);
+        if (!k || !v) return wna16_jinja_oom(c);
         if (d->n) memcpy(k, d->keys, d->n * sizeof *k), memcpy(v, d->vals, d->n * sizeof *v);
         d->keys = k, d->vals = v, d->cap = cap;
     }
@@ -143,7 +145,7 @@ wna16_status jdict_set(jctx *c, jdict *d, jv key, jv val) {
     return WNA16_OK;
 }
 
-wna16_status jv_from_json(jctx *c, const json_t *j, jv *out, int depth) {
+wna16_status wna16_jinja_from_json(jctx *c, const json_t *j, jv *out, int depth) {
     if (depth > 64)
         return wna16_fail(c->d, WNA16_ERR_LIMIT, "chat template variables nested deeper than 64");
     switch (json_typeof(j)) {
@@ -166,18 +168,18 @@ wna16_status jv_from_json(jctx *c, const json_t *j, jv *out, int depth) {
         *out = jv_str(json_string_value(j), json_string_length(j));
         return WNA16_OK;
     case JSON_ARRAY:
-        WNA16_TRY(jv_make_list(c, json_array_size(j), out));
+        WNA16_TRY(wna16_jinja_make_list(c, json_array_size(j), out));
         for (size_t i = 0; i < json_array_size(j); i++)
-            WNA16_TRY(jv_from_json(c, json_array_get(j, i), &out->u.l->v[i], depth + 1));
+            WNA16_TRY(wna16_jinja_from_json(c, json_array_get(j, i), &out->u.l->v[i], depth + 1));
         return WNA16_OK;
     case JSON_OBJECT: {
-        WNA16_TRY(jv_make_dict(c, out, JV_DICT));
+        WNA16_TRY(wna16_jinja_make_dict(c, out, JV_DICT));
         const char *key;
         json_t *val;
         json_object_foreach((json_t *)j, key, val) {
             jv v;
-            WNA16_TRY(jv_from_json(c, val, &v, depth + 1));
-            WNA16_TRY(jdict_set(c, out->u.d, jv_str(key, strlen(key)), v));
+            WNA16_TRY(wna16_jinja_from_json(c, val, &v, depth + 1));
+            WNA16_TRY(wna16_jinja_dict_set(c, out->u.d, jv_str(key, strlen(key)), v));
         }
         return WNA16_OK;
     }
@@ -187,7 +189,7 @@ wna16_status jv_from_json(jctx *c, const json_t *j, jv *out, int depth) {
 
 /* ---------------------------------------------------------- truth, equality */
 
-const char *jv_type_name(jv v) {
+const char *wna16_jinja_type_name(jv v) {
     switch (v.t) {
     case JV_UNDEF:
         return "Undefined";
@@ -217,7 +219,7 @@ const char *jv_type_name(jv v) {
     return "?";
 }
 
-bool jv_truthy(jv v) {
+bool wna16_jinja_truthy(jv v) {
     switch (v.t) {
     case JV_UNDEF:
     case JV_NONE:
@@ -244,7 +246,7 @@ static double as_f(jv v) {
     return v.t == JV_FLOAT ? v.u.f : v.t == JV_INT ? (double)v.u.i : (double)v.u.b;
 }
 
-bool jv_equal(jv a, jv b) {
+bool wna16_jinja_equal(jv a, jv b) {
     if (num(a) && num(b)) {
         if (a.t != JV_FLOAT && b.t != JV_FLOAT)
             return (a.t == JV_INT ? a.u.i : a.u.b) == (b.t == JV_INT ? b.u.i : b.u.b);
@@ -260,13 +262,14 @@ bool jv_equal(jv a, jv b) {
     case JV_LIST:
         if (a.u.l->n != b.u.l->n || a.u.l->tuple != b.u.l->tuple) return false;
         for (size_t i = 0; i < a.u.l->n; i++)
-            if (!jv_equal(a.u.l->v[i], b.u.l->v[i])) return false;
+            if (!wna16_jinja_equal(a.u.l->v[i], b.u.l->v[i])) return false;
         return true;
     case JV_DICT:
         if (a.u.d->n != b.u.d->n) return false;
         for (size_t i = 0; i < a.u.d->n; i++) {
             jv other;
-            if (!jdict_get(b.u.d, a.u.d->keys[i], &other) || !jv_equal(a.u.d->vals[i], other))
+            if (!wna16_jinja_dict_get(b.u.d, a.u.d->keys[i], &other) ||
+                !wna16_jinja_equal(a.u.d->vals[i], other))
                 return false;
         }
         return true;
@@ -382,7 +385,8 @@ static wna16_status dict_text(jctx *c, const jdict *d, wna16_buf *b, int depth) 
 
 static wna16_status to_text(jctx *c, jv v, bool repr, wna16_buf *b, int depth) {
     char num[64];
-    if (depth > 64) return jfail(c, WNA16_ERR_LIMIT, "a value nested deeper than 64 levels");
+    if (depth > 64)
+        return wna16_jinja_fail(c, WNA16_ERR_LIMIT, "a value nested deeper than 64 levels");
     switch (v.t) {
     case JV_UNDEF:
         if (repr) wna16_buf_put(b, "Undefined", 9);
@@ -427,15 +431,15 @@ static wna16_status to_text(jctx *c, jv v, bool repr, wna16_buf *b, int depth) {
         wna16_buf_put(b, "<function>", 10);
         break;
     }
-    if (b->failed) return joom(c);
+    if (b->failed) return wna16_jinja_oom(c);
     return WNA16_OK;
 }
 
-wna16_status jv_to_text(jctx *c, jv v, bool repr, wna16_buf *b) {
+wna16_status wna16_jinja_to_text(jctx *c, jv v, bool repr, wna16_buf *b) {
     return to_text(c, v, repr, b, 0);
 }
 
-wna16_status jv_to_str(jctx *c, jv v, jv *out) {
+wna16_status wna16_jinja_to_str(jctx *c, jv v, jv *out) {
     if (v.t == JV_STR) {
         *out = v;
         return WNA16_OK;
@@ -445,8 +449,8 @@ wna16_status jv_to_str(jctx *c, jv v, jv *out) {
         return WNA16_OK;
     }
     wna16_buf b = {0};
-    wna16_status s = jv_to_text(c, v, false, &b);
-    if (s == WNA16_OK) s = jv_make_str(c, b.data ? b.data : "", b.len, out);
+    wna16_status s = wna16_jinja_to_text(c, v, false, &b);
+    if (s == WNA16_OK) s = wna16_jinja_make_str(c, b.data ? b.data : "", b.len, out);
     wna16_buf_free(&b);
     return s;
 }
@@ -454,32 +458,33 @@ wna16_status jv_to_str(jctx *c, jv v, jv *out) {
 /* --------------------------------------------------------------- iteration */
 
 static wna16_status str_chars(jctx *c, jv s, jv *out) {
-    WNA16_TRY(jv_make_list(c, ju8_count(s.u.s, s.n), out));
+    WNA16_TRY(wna16_jinja_make_list(c, wna16_jinja_u8_count(s.u.s, s.n), out));
     size_t k = 0;
     for (size_t i = 0; i < s.n;) {
         uint32_t cp;
-        size_t len = ju8_decode(s.u.s + i, s.n - i, &cp);
+        size_t len = wna16_jinja_u8_decode(s.u.s + i, s.n - i, &cp);
         out->u.l->v[k++] = jv_str(s.u.s + i, len);
         i += len;
     }
     return WNA16_OK;
 }
 
-wna16_status jv_iterate(jctx *c, jv v, jv *out) {
+wna16_status wna16_jinja_iterate(jctx *c, jv v, jv *out) {
     switch (v.t) {
     case JV_LIST:
         *out = v;
         return WNA16_OK;
     case JV_UNDEF:
-        return jv_make_list(c, 0, out);
+        return wna16_jinja_make_list(c, 0, out);
     case JV_STR:
         return str_chars(c, v, out);
     case JV_DICT:
-        WNA16_TRY(jv_make_list(c, v.u.d->n, out));
+        WNA16_TRY(wna16_jinja_make_list(c, v.u.d->n, out));
         if (v.u.d->n) memcpy(out->u.l->v, v.u.d->keys, v.u.d->n * sizeof(jv));
         return WNA16_OK;
     default:
-        return jfail(c, WNA16_ERR_INVALID_ARGUMENT, "'%s' object is not iterable", jv_type_name(v));
+        return wna16_jinja_fail(c, WNA16_ERR_INVALID_ARGUMENT, "'%s' object is not iterable",
+                                wna16_jinja_type_name(v));
     }
 }
 
@@ -511,16 +516,17 @@ static wna16_status loop_attr(jctx *c, const jloop *l, const char *name, size_t 
     else if (IS("nextitem"))
         *out = i + 1 < len ? l->items[i + 1] : jv_undef("nextitem", 8);
     else
-        return jfail(c, WNA16_ERR_UNSUPPORTED, "loop.%.*s is not supported", (int)n, name);
+        return wna16_jinja_fail(c, WNA16_ERR_UNSUPPORTED, "loop.%.*s is not supported", (int)n,
+                                name);
 #undef IS
     return WNA16_OK;
 }
 
-wna16_status jv_getattr(jctx *c, jv obj, const char *name, size_t n, jv *out) {
+wna16_status wna16_jinja_getattr(jctx *c, jv obj, const char *name, size_t n, jv *out) {
     switch (obj.t) {
     case JV_UNDEF:
-        return jfail(c, WNA16_ERR_INVALID_ARGUMENT, "'%.*s' is undefined",
-                     (int)(obj.n > 80 ? 80 : obj.n), obj.u.s ? obj.u.s : "");
+        return wna16_jinja_fail(c, WNA16_ERR_INVALID_ARGUMENT, "'%.*s' is undefined",
+                                (int)(obj.n > 80 ? 80 : obj.n), obj.u.s ? obj.u.s : "");
     case JV_DICT:
     case JV_NS:
         if (!jdict_get_str(obj.u.d, name, n, out)) *out = jv_undef(name, n);
@@ -533,13 +539,14 @@ wna16_status jv_getattr(jctx *c, jv obj, const char *name, size_t n, jv *out) {
     }
 }
 
-wna16_status jv_getitem(jctx *c, jv obj, jv key, jv *out) {
-    if (obj.t == JV_UNDEF) return jv_getattr(c, obj, "", 0, out);
+wna16_status wna16_jinja_getitem(jctx *c, jv obj, jv key, jv *out) {
+    if (obj.t == JV_UNDEF) return wna16_jinja_getattr(c, obj, "", 0, out);
     if (obj.t == JV_DICT || obj.t == JV_NS) {
-        if (jdict_get(obj.u.d, key, out)) return WNA16_OK;
+        if (wna16_jinja_dict_get(obj.u.d, key, out)) return WNA16_OK;
     } else if ((obj.t == JV_LIST || obj.t == JV_STR) && (key.t == JV_INT || key.t == JV_BOOL)) {
         int64_t i = key.t == JV_INT ? key.u.i : key.u.b;
-        int64_t len = obj.t == JV_LIST ? (int64_t)obj.u.l->n : (int64_t)ju8_count(obj.u.s, obj.n);
+        int64_t len =
+            obj.t == JV_LIST ? (int64_t)obj.u.l->n : (int64_t)wna16_jinja_u8_count(obj.u.s, obj.n);
         if (i < 0) i += len;
         if (i >= 0 && i < len) {
             if (obj.t == JV_LIST) {
@@ -547,13 +554,68 @@ wna16_status jv_getitem(jctx *c, jv obj, jv key, jv *out) {
             } else {
                 size_t off = ju8_offset(obj.u.s, obj.n, (size_t)i);
                 uint32_t cp;
-                *out = jv_str(obj.u.s + off, ju8_decode(obj.u.s + off, obj.n - off, &cp));
+                *out =
+                    jv_str(obj.u.s + off, wna16_jinja_u8_decode(obj.u.s + off, obj.n - off, &cp));
             }
             return WNA16_OK;
         }
     } else if (key.t == JV_STR) {
-        return jv_getattr(c, obj, key.u.s, key.n, out); /* x['attr'] falls back to x.attr */
+        return wna16_jinja_getattr(c, obj, key.u.s, key.n,
+                                   out); /* x['attr'] falls back to x.attr */
     }
     *out = jv_undef(key.t == JV_STR ? key.u.s : "", key.t == JV_STR ? key.n : 0);
     return WNA16_OK;
+}
+
+/* ------------------------------------------------- errors and budgets */
+
+wna16_status wna16_jinja_fail(jctx *c, wna16_status s, const char *fmt, ...) {
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    return wna16_fail(c->d, s, "chat template line %d: %s", c->line, msg);
+}
+
+wna16_status wna16_jinja_oom(jctx *c) {
+    if (c->a->total > JINJA_MAX_MEMORY)
+        return wna16_jinja_fail(c, WNA16_ERR_LIMIT,
+                                "rendering needs more than %u MiB of working memory",
+                                JINJA_MAX_MEMORY >> 20);
+    return wna16_jinja_fail(c, WNA16_ERR_OUT_OF_MEMORY, "out of memory");
+}
+
+wna16_status wna16_jinja_steps(jctx *c, uint64_t k) {
+    c->steps += k;
+    if (c->steps > JINJA_MAX_STEPS)
+        return wna16_jinja_fail(
+            c, WNA16_ERR_LIMIT,
+            "rendering takes more than %d steps (a loop too long for a chat prompt)",
+            JINJA_MAX_STEPS);
+    return WNA16_OK;
+}
+
+wna16_status wna16_jinja_undefined(jctx *c, jv v) {
+    return wna16_jinja_fail(c, WNA16_ERR_INVALID_ARGUMENT, "'%.*s' is undefined",
+                            (int)(v.n > 80 ? 80 : v.n), v.u.s ? v.u.s : "");
+}
+
+wna16_status wna16_jinja_overflow(jctx *c) {
+    return wna16_jinja_fail(c, WNA16_ERR_UNSUPPORTED, "integer arithmetic beyond 64 bits");
+}
+
+/* -------------------------------------------------------- arguments */
+
+bool wna16_jinja_arg(const jargs *a, size_t i, const char *name, jv *out) {
+    for (size_t k = 0; name && k < a->nkw; k++)
+        if (a->kwlen[k] == strlen(name) && !memcmp(a->kwname[k], name, a->kwlen[k])) {
+            *out = a->kw[k];
+            return true;
+        }
+    if (i != (size_t)-1 && i < a->npos) {
+        *out = a->pos[i];
+        return true;
+    }
+    return false;
 }

@@ -1,0 +1,67 @@
+/* `wna16 bench` (cmd_bench.c and one bench_<mode>.c per mode): speed as
+ * fractions of this machine's limits, measured in the same run. The one part
+ * of the tool that may include the library's internal headers: it times
+ * kernels and layers the public API does not expose. */
+#ifndef WNA16_BENCH_H
+#define WNA16_BENCH_H
+
+#include "tool/tool.h"
+#include "wna16.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+int wna16_cmd_bench(int argc, char **argv);
+int wna16_bench_model(int argc, char **argv);
+int wna16_bench_step(int argc, char **argv);
+int wna16_bench_comm(int argc, char **argv);
+/* `wna16 bench moe` (bench_moe.c), a mode of wna16_cmd_bench. */
+int wna16_bench_moe(int argc, char **argv);
+/* `wna16 bench dense` (bench_dense.c). */
+int wna16_bench_dense(int argc, char **argv);
+/* `wna16 bench serve` (bench_serve.c): load generator for a running server. */
+int wna16_bench_serve(int argc, char **argv);
+
+/* A model's weights as a step of the forward reads them (bench_model.c):
+ * bytes and multiply-adds of the linears every row runs (dense_*, lm_head
+ * apart in head_params) and of all routed experts together (expert_*; each
+ * row runs top_k of the n_experts of every MoE layer). */
+typedef struct cli_model_costs {
+    double dense_bytes, dense_params, head_params, expert_bytes, expert_params;
+    int64_t n_experts, top_k; /* 0: no MoE */
+} cli_model_costs;
+void cli_model_costs_get(const wna16_model *m, cli_model_costs *c);
+/* The compute peak (GFLOP/s) the prefill kernels can reach: the bf16-dot
+ * peak where the ISA level has one, else its fp32 FMA peak; *kind names it
+ * ("bf16", "fp32_fma", or NULL when there is none). */
+double cli_compute_peak(int threads, const char **kind);
+/* Read bandwidth (a bw_bytes buffer) and compute peak on `threads` threads;
+ * under MPI every rank measures at once (call it on all of them) and the
+ * limits are the ranks' sum: the ranks of one host share its memory and
+ * cores, those of several hosts add theirs. */
+void cli_machine_limits(wna16_comm *comm, int threads, size_t bw_bytes, double *bw, double *peak,
+                        const char **kind);
+
+/* Read bandwidth sampled between the rounds of a bandwidth-bound benchmark
+ * (bench_util.c): the host's bandwidth moves by 2x within a run, so each
+ * round is held to the mean of the samples taken just before and after it.
+ * A sample is a 1 GiB STREAM-style sum, the better of 4 passes
+ * (wna16_measure_read_bw); lo/hi track the spread of the samples. */
+typedef struct cli_bw_rounds {
+    int threads;
+    double prev, lo, hi;
+} cli_bw_rounds;
+void cli_bw_rounds_start(cli_bw_rounds *r, int threads);
+/* Takes the next sample; returns the bandwidth the round that just ended is
+ * held to (GB/s). */
+double cli_bw_rounds_next(cli_bw_rounds *r);
+
+/* --isa NAME: caps the kernel level for the rest of the process (as
+ * WNA16_ISA does); prints an error naming cmd and returns false if bad. */
+bool cli_set_isa(const char *cmd, const char *text);
+
+/* Parses a duration in (0, 100) seconds; prints an error naming cmd if bad. */
+bool cli_parse_seconds(const char *cmd, const char *flag, const char *text, double *out);
+
+#endif
