@@ -37,7 +37,9 @@ LAYERS = [
     ("kernels",),      # dispatch, GEMM, dense, attention; ISA leaves
     ("moe",),          # the fused MoE layer
     ("model",),        # immutable weights and the forward's blocks
-    ("runtime",),      # per-request execution: KV memory, workspace, executor
+    ("runtime",),      # per-request execution: KV memory, workspace, forward, executor
+    ("generate",),     # sampling, logprobs, the output processor, scoring, generate
+    ("grammar",),      # constrained decoding: grammars, token masks
     ("quant",),        # RTN and GPTQ
     ("engine",),       # the serving engine: scheduler, requests, metrics
     ("tool",),         # what the tool's commands and benchmarks share

@@ -10,6 +10,7 @@
 #include "core/clock.h"
 #include "format/checkpoint.h"
 #include "quant/quant.h"
+#include "runtime/runtime.h"
 
 #include <time.h>
 
