@@ -57,6 +57,12 @@ wna16_status wna16_ck_qweight(wna16_diag *d, const wna16_checkpoint *ck, const w
 wna16_shard_request wna16_ck_shard_request(const wna16_checkpoint *ck, const wna16_module *m,
                                            int tp, int rank);
 
+/* The requests module m's plan is made of: the module's own, or one per
+ * part of a fused projection (q, k, v of a qkv_proj; gate, up of a
+ * gate_up_proj), each on its rows of the module. Returns how many (<= 3). */
+size_t wna16_ck_shard_parts(const wna16_checkpoint *ck, const wna16_module *m, int tp, int rank,
+                            wna16_shard_request out[3]);
+
 /* Drops this process's resident pages of every shard mapping (views stay
  * valid): a distributed rank calls it after repacking its slices. */
 void wna16_ck_release_pages(const wna16_checkpoint *ck);

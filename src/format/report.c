@@ -54,13 +54,18 @@ static wna16_status judge(const wna16_checkpoint *ck, int tp, verdict *v) {
         const wna16_module *m = &ck->modules[i];
         if (m->kind == WNA16_MODULE_OTHER || m->role == WNA16_TP_REPLICATED) continue;
         for (int rank = 0; rank < tp; rank++) {
-            wna16_shard_request r = wna16_ck_shard_request(ck, m, tp, rank);
-            wna16_shard_slice s;
-            wna16_diag d = {0};
-            if (wna16_shard_plan(&d, &r, &s) != WNA16_OK) {
-                if (!add_reason(v, m, d.detail)) return WNA16_ERR_OUT_OF_MEMORY;
-                break;
+            wna16_shard_request parts[3];
+            size_t n = wna16_ck_shard_parts(ck, m, tp, rank, parts);
+            bool refused = false;
+            for (size_t i = 0; i < n && !refused; i++) {
+                wna16_shard_slice s;
+                wna16_diag d = {0};
+                if (wna16_shard_plan(&d, &parts[i], &s) != WNA16_OK) {
+                    if (!add_reason(v, m, d.detail)) return WNA16_ERR_OUT_OF_MEMORY;
+                    refused = true;
+                }
             }
+            if (refused) break;
         }
     }
     return WNA16_OK;
