@@ -219,9 +219,7 @@ wna16_status wna16_checkpoint_open(wna16_ctx *ctx, const char *dir, wna16_checkp
     if (!dir || !out) return wna16_fail(d, WNA16_ERR_INVALID_ARGUMENT, "NULL argument");
     *out = NULL;
     wna16_diag_clear(d);
-    struct stat sb;
-    if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode))
-        return wna16_fail(d, WNA16_ERR_IO, "%s: not a directory", dir);
+    WNA16_TRY(wna16_ck_check_path(d, dir));
     wna16_checkpoint *ck = wna16_calloc(1, sizeof *ck);
     if (!ck || !(ck->dir = wna16_strdup(dir))) {
         wna16_free(ck);

@@ -42,6 +42,12 @@ struct wna16_checkpoint {
     size_t n_modules;
 };
 
+/* Refuses, naming what it is and what to do, a path that is not a Hugging
+ * Face model directory with config.json and safetensors weights: missing,
+ * a GGUF file, another file, a directory without config.json (or holding
+ * only a GGUF) or without weights (or with PyTorch .bin ones). */
+wna16_status wna16_ck_check_path(wna16_diag *d, const char *dir);
+
 const wna16_module *wna16_ck_module(const wna16_checkpoint *ck, const char *name);
 
 /* Canonical weight for a module (optionally one TP rank's slice). The qweight
