@@ -14,6 +14,7 @@
 
 #include <jansson.h>
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 static wna16_ctx *ctx;
@@ -149,6 +150,84 @@ static void check_fused_split(void) {
     CHECK(m == NULL);
 }
 
+/* A copy of the llama_bf16 fixture in build/, with config.json's
+ * architecture and generation_config.json replaced. */
+static const char *fixture_copy(const char *arch, const char *gen_config) {
+    static const char *dir = "build/families-case";
+    char cmd[512];
+    snprintf(cmd, sizeof cmd,
+             "rm -rf %s && mkdir -p %s && cp tests/data/models/llama_bf16/* %s/ && sed -i "
+             "'s/LlamaForCausalLM/%s/' %s/config.json",
+             dir, dir, dir, arch, dir);
+    CHECK(system(cmd) == 0);
+    snprintf(cmd, sizeof cmd, "%s/generation_config.json", dir);
+    FILE *f = fopen(cmd, "w");
+    if (f) {
+        fputs(gen_config, f);
+        fclose(f);
+    }
+    return dir;
+}
+
+/* generation_config.json's sampling keys reach wna16_model_generation_defaults;
+ * a bad one fails the load naming the key. */
+static void check_generation_defaults(void) {
+    wna16_model_options o;
+    wna16_model_options_init(&o);
+    o.context = 32;
+    wna16_model *m = NULL;
+    const char *dir = fixture_copy("LlamaForCausalLM",
+                                   "{\"do_sample\": true, \"temperature\": 0.7, \"top_p\": 0.8, "
+                                   "\"top_k\": 20, \"repetition_penalty\": 1.1, \"eos_token_id\": 2}");
+    CHECK_STATUS(ctx, wna16_model_load(ctx, dir, &o, &m), WNA16_OK, NULL);
+    if (m) {
+        wna16_generation_defaults g;
+        wna16_model_generation_defaults(m, &g);
+        CHECK(g.set == (WNA16_GEN_TEMPERATURE | WNA16_GEN_TOP_P | WNA16_GEN_TOP_K |
+                        WNA16_GEN_REPETITION_PENALTY | WNA16_GEN_DO_SAMPLE));
+        CHECK(g.do_sample && g.sampler.temperature == 0.7f && g.sampler.top_p == 0.8f &&
+              g.sampler.top_k == 20 && g.sampler.repetition_penalty == 1.1f &&
+              g.sampler.min_p == 0.0f);
+        wna16_model_free(m);
+    }
+    dir = fixture_copy("LlamaForCausalLM", "{\"eos_token_id\": 2}");
+    CHECK_STATUS(ctx, wna16_model_load(ctx, dir, &o, &m), WNA16_OK, NULL);
+    if (m) {
+        wna16_generation_defaults g;
+        wna16_model_generation_defaults(m, &g);
+        CHECK(g.set == 0 && !g.do_sample && g.sampler.temperature == 0.0f &&
+              g.sampler.top_k == -1 && g.sampler.top_p == 1.0f);
+        wna16_model_free(m);
+    }
+    dir = fixture_copy("LlamaForCausalLM", "{\"top_p\": 2}");
+    CHECK_STATUS(ctx, wna16_model_load(ctx, dir, &o, &m), WNA16_ERR_CONFIG_INVALID,
+                 "generation_config.json: \"top_p\" must be a number in [0, 1]");
+    CHECK(m == NULL);
+}
+
+/* inspect and load agree: an architecture load refuses is not loadable
+ * for inspect either (exit 1, the supported list shown). */
+static void check_inspect_agrees(void) {
+    const char *dir = fixture_copy("GPT2LMHeadModel", "{}");
+    char args[600], out[8192];
+    snprintf(args, sizeof args, "inspect %s", dir);
+    int rc = test_run_cli(args, out, sizeof out, 0);
+    CHECK_MSG(rc == 1 && strstr(out, "NOT SUPPORTED: wna16 runs Qwen3MoeForCausalLM"),
+              "inspect of a GPT2LMHeadModel exits %d: %s", rc, out);
+    snprintf(args, sizeof args, "inspect --json %s", dir);
+    rc = test_run_cli(args, out, sizeof out, 0);
+    CHECK_MSG(rc == 1 && strstr(out, "\"architecture_supported\": false") &&
+                  strstr(out, "\"loadable\": false"),
+              "inspect --json: %s", out);
+    wna16_model_options o;
+    wna16_model_options_init(&o);
+    wna16_model *m = NULL;
+    CHECK_STATUS(ctx, wna16_model_load(ctx, dir, &o, &m), WNA16_ERR_UNSUPPORTED,
+                 "architecture \"GPT2LMHeadModel\" is not supported (Qwen3MoeForCausalLM");
+    snprintf(args, sizeof args, "inspect tests/data/models/phi3_w4a16 --tp 1");
+    CHECK_MSG(test_run_cli(args, out, sizeof out, 0) == 0, "inspect phi3: %s", out);
+}
+
 int main(void) {
     CHECK(wna16_ctx_create(&ctx) == WNA16_OK);
     static const char *const names[] = {
@@ -157,6 +236,8 @@ int main(void) {
     };
     for (size_t i = 0; i < sizeof names / sizeof *names; i++) check_family(names[i]);
     check_fused_split();
+    check_generation_defaults();
+    check_inspect_agrees();
     wna16_ctx_free(ctx);
     TEST_MAIN_END();
 }

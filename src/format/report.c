@@ -125,6 +125,10 @@ static void text_header(wna16_buf *b, const wna16_checkpoint *ck) {
     wna16_buf_printf(b, "Checkpoint      %s\n", ck->dir);
     wna16_buf_printf(b, "Architecture    %s (%s)\n", c->architecture[0] ? c->architecture : "?",
                      c->model_type[0] ? c->model_type : "?");
+    if (!wna16_arch_find(c->architecture))
+        wna16_buf_printf(b, "                NOT SUPPORTED: wna16 runs %s; load and generate "
+                            "refuse this checkpoint\n",
+                         wna16_arch_names());
     wna16_buf_printf(b, "Layers          %lld, hidden %lld, heads %lld (kv %lld, head_dim %lld), vocab %lld\n",
                      (long long)c->num_layers, (long long)c->hidden_size, (long long)c->num_heads,
                      (long long)c->num_kv_heads, (long long)c->head_dim, (long long)c->vocab_size);
@@ -196,7 +200,8 @@ static void json_report(wna16_buf *b, const wna16_checkpoint *ck, const totals *
     json_str(b, ck->dir);
     wna16_buf_printf(b, ", \"architecture\": ");
     json_str(b, c->architecture);
-    wna16_buf_printf(b, ", \"model_type\": ");
+    wna16_buf_printf(b, ", \"architecture_supported\": %s, \"model_type\": ",
+                     wna16_arch_find(c->architecture) ? "true" : "false");
     json_str(b, c->model_type);
     wna16_buf_printf(b, ", \"num_layers\": %lld, \"hidden_size\": %lld, \"num_heads\": %lld, "
                         "\"num_kv_heads\": %lld, \"head_dim\": %lld, \"vocab_size\": %lld, "
@@ -277,6 +282,7 @@ wna16_status wna16_checkpoint_report(wna16_ctx *ctx, const wna16_checkpoint *ck,
     bool ok = true;
     for (int i = 0; i < n_tp; i++)
         if (v[i].n && (tp != default_tp || v[i].tp == 1)) ok = false;
+    if (!wna16_arch_find(ck->config.architecture)) ok = false; /* what load refuses */
     wna16_buf b = {0};
     if (s == WNA16_OK) {
         if (json) json_report(&b, ck, &t, v, (size_t)n_tp, ok);

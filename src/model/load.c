@@ -280,6 +280,60 @@ static void read_eos(wna16_model *m) {
     json_decref(gen);
 }
 
+/* One sampling key of generation_config.json: absent or null leaves the
+ * default; a number in [lo, hi] sets it; anything else is refused. */
+static wna16_status gen_number(wna16_diag *d, const char *path, const json_t *gen, const char *key,
+                               double lo, double hi, unsigned bit, wna16_generation_defaults *g,
+                               double *out) {
+    const json_t *v = json_object_get(gen, key);
+    if (!v || json_is_null(v)) return WNA16_OK;
+    double x = json_is_number(v) ? json_number_value(v) : NAN;
+    if (!(x >= lo && x <= hi))
+        return wna16_fail(d, WNA16_ERR_CONFIG_INVALID,
+                          "%s: \"%s\" must be a number in [%g, %g]; fix or remove the key", path,
+                          key, lo, hi);
+    *out = x;
+    g->set |= bit;
+    return WNA16_OK;
+}
+
+/* generation_config.json's sampling defaults (transformers' keys). */
+static wna16_status read_generation_defaults(wna16_diag *d, wna16_model *m) {
+    wna16_generation_defaults *g = &m->gen;
+    memset(g, 0, sizeof *g);
+    wna16_sampler_options_init(&g->sampler);
+    char *path = wna16_asprintf("%s/generation_config.json", m->ck->dir);
+    if (!path) return wna16_fail(d, WNA16_ERR_OUT_OF_MEMORY, "path");
+    json_t *gen = json_load_file(path, 0, NULL);
+    double t = g->sampler.temperature, p = g->sampler.top_p, k = g->sampler.top_k,
+           mp = g->sampler.min_p, rp = g->sampler.repetition_penalty;
+    wna16_status s = WNA16_OK;
+    if (gen) {
+        s = gen_number(d, path, gen, "temperature", 0, 1e6, WNA16_GEN_TEMPERATURE, g, &t);
+        if (!s) s = gen_number(d, path, gen, "top_p", 0, 1, WNA16_GEN_TOP_P, g, &p);
+        if (!s) s = gen_number(d, path, gen, "top_k", 0, 1 << 30, WNA16_GEN_TOP_K, g, &k);
+        if (!s) s = gen_number(d, path, gen, "min_p", 0, 1, WNA16_GEN_MIN_P, g, &mp);
+        if (!s)
+            s = gen_number(d, path, gen, "repetition_penalty", 1e-6, 1e6,
+                           WNA16_GEN_REPETITION_PENALTY, g, &rp);
+        const json_t *ds = json_object_get(gen, "do_sample");
+        if (!s && ds && !json_is_null(ds)) {
+            if (!json_is_boolean(ds))
+                s = wna16_fail(d, WNA16_ERR_CONFIG_INVALID,
+                               "%s: \"do_sample\" must be true or false", path);
+            g->do_sample = json_is_true(ds);
+            g->set |= WNA16_GEN_DO_SAMPLE;
+        }
+    }
+    /* top_k 0 in transformers means no top-k filter, our -1 */
+    g->sampler.temperature = (float)t, g->sampler.top_p = (float)p;
+    g->sampler.top_k = (int)k > 0 ? (int)k : -1, g->sampler.min_p = (float)mp;
+    g->sampler.repetition_penalty = (float)rp;
+    json_decref(gen);
+    wna16_free(path);
+    return s;
+}
+
 /* lm_head is the largest single stream of a decode step (V x H bf16, read
  * whole for every token). From the file mapping it streams through 4 KiB
  * page-cache pages, where the hardware prefetcher stops at every page and
@@ -316,6 +370,7 @@ static wna16_status load_globals(wna16_diag *d, wna16_model *m) {
     if (!m->defer_layers && (!m->dist || m->my_rank == 0)) WNA16_TRY(own_lm_head(d, m));
     WNA16_TRY(wna16_features_init(d, m));
     read_eos(m);
+    WNA16_TRY(read_generation_defaults(d, m));
     return WNA16_OK;
 }
 
@@ -529,6 +584,10 @@ int64_t wna16_model_vocab_size(const wna16_model *m) { return m->cfg.vocab_size;
 int64_t wna16_model_context(const wna16_model *m) { return m->context; }
 void wna16_model_reset(wna16_model *m) {
     if (m && m->cache) wna16_kv_cache_truncate(m->cache, 0, 0);
+}
+
+void wna16_model_generation_defaults(const wna16_model *m, wna16_generation_defaults *out) {
+    *out = m->gen;
 }
 
 size_t wna16_model_eos(const wna16_model *m, const int32_t **ids) {

@@ -23,28 +23,6 @@ typedef enum wna16_rope_kind {
     WNA16_ROPE_LONGROPE
 } wna16_rope_kind;
 
-/* What differs between the supported architectures. */
-typedef struct wna16_arch {
-    const char *name;       /* HF architectures[0] */
-    bool qk_norm;           /* Qwen3, Gemma 3: RMSNorm over head_dim on q and k */
-    bool qkv_bias;          /* Qwen2, Qwen2-MoE: q/k/v carry a bias */
-    bool moe;               /* sparse MLP in (some) layers */
-    const char *mlp_prefix; /* "mlp" or "block_sparse_moe" */
-    bool shared_expert;     /* Qwen2-MoE */
-    bool default_norm_topk; /* norm_topk_prob when the config omits it */
-    bool gemma;             /* RMSNorm scales by (1 + w); embeddings times sqrt(hidden) */
-    bool sandwich_norms;    /* Gemma 2/3: norms after attention and MLP too */
-    bool fused_qkv;         /* Phi-3: one qkv_proj, one gate_up_proj */
-    bool window_all_layers; /* Mistral: sliding_window, when set, limits every layer */
-    bool window_if_enabled; /* Qwen2: only with use_sliding_window (max_window_layers) */
-    int window_pattern;     /* Gemma: every Nth layer global when layer_types is absent */
-    bool local_rope;        /* Gemma 3: local layers have a RoPE of their own */
-} wna16_arch;
-
-const wna16_arch *wna16_arch_find(const char *architecture);
-/* The supported architectures, comma-separated, for messages. */
-const char *wna16_arch_names(void);
-
 /* One RoPE: its inverse frequencies over the rotated dimensions and the
  * factor YaRN and LongRoPE put on cos and sin. */
 typedef struct wna16_rope {
@@ -257,6 +235,7 @@ struct wna16_model {
     wna16_model_profile profile;
     int32_t *eos;
     size_t n_eos;
+    wna16_generation_defaults gen; /* generation_config.json's sampling keys */
     size_t weight_bytes;
     wna16_capture_fn capture;
     void *capture_user;
