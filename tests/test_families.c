@@ -4,7 +4,8 @@
  * window shorter than the prompt), Gemma 3 (sandwich norms, GeGLU, q/k
  * norms, local/global layers with their own RoPE), Gemma 2 (soft-capping)
  * and Phi-3 (fused projections, LongRoPE past the original context,
- * partial rotary), bf16 and W4A16: last-position logits within 1 % of
+ * partial rotary), bf16, compressed-tensors W4A16 and GPTQ v1 (the same
+ * integers as W4A16: its reference): last-position logits within 1 % of
  * max|logit|, the same 32 greedy tokens, and TP=2 the same as TP=1. A fused
  * projection that cannot split is refused up front, naming its part. */
 #include "core/common.h"
@@ -231,8 +232,9 @@ static void check_inspect_agrees(void) {
 int main(void) {
     CHECK(wna16_ctx_create(&ctx) == WNA16_OK);
     static const char *const names[] = {
-        "qwen2_bf16",  "qwen2_w4a16",  "mistral_bf16", "mistral_w4a16", "gemma3_bf16",
-        "gemma3_w4a16", "gemma2_bf16", "gemma2_w4a16", "phi3_bf16",     "phi3_w4a16",
+        "qwen2_bf16",   "qwen2_w4a16",   "qwen2_gptq",  "mistral_bf16", "mistral_w4a16",
+        "mistral_gptq", "gemma3_bf16",   "gemma3_w4a16", "gemma3_gptq", "gemma2_bf16",
+        "gemma2_w4a16", "gemma2_gptq",   "phi3_bf16",   "phi3_w4a16",   "phi3_gptq",
     };
     for (size_t i = 0; i < sizeof names / sizeof *names; i++) check_family(names[i]);
     check_fused_split();
