@@ -214,6 +214,11 @@ static void check_perplexity(const char *dir, json_t *ppl) {
     int rc = test_run_cli(args, out, sizeof out, 0);
     double got = json_field(out, "\"perplexity\": ");
     CHECK_MSG(rc == 0, "wna16 %s exits %d", args, rc);
+    /* the same ids as transformers' tokenizer, scored in one window */
+    CHECK_MSG(json_field(out, "\"tokens\": ") ==
+                      (double)json_integer_value(json_object_get(ppl, "tokens")) &&
+                  json_field(out, "\"windows\": ") == 1,
+              "perplexity: %s", out);
     CHECK_MSG(fabs(got - want) <= PPL_TOL * want, "perplexity %.4f, transformers %.4f (%+.2f %%)",
               got, want, 100 * (got - want) / want);
     printf("perplexity (%lld tokens, one window of %ld): %.4f, transformers %.4f (%+.2f %%)\n",
