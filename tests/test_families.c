@@ -229,6 +229,60 @@ static void check_inspect_agrees(void) {
     CHECK_MSG(test_run_cli(args, out, sizeof out, 0) == 0, "inspect phi3: %s", out);
 }
 
+/* Mistral's every layer attends over a window of 8: through a paged cache
+ * a sequence keeps only the blocks of the next query's window (and the one
+ * before it), its logits equal the model's own full cache's step for step,
+ * and a second sequence reusing a prefix from the prefix cache (blocks the
+ * first one gave back) computes the same logits again. */
+static void check_window_blocks(void) {
+    wna16_model_options o;
+    wna16_model_options_init(&o);
+    o.context = 128;
+    wna16_model *m = NULL;
+    CHECK_STATUS(ctx, wna16_model_load(ctx, "tests/data/models/mistral_bf16", &o, &m), WNA16_OK,
+                 NULL);
+    if (!m) return;
+    wna16_kv_cache_options co;
+    wna16_kv_cache_options_init(&co);
+    co.max_seqs = 2;
+    co.n_blocks = 8;
+    co.prefix_caching = true;
+    wna16_kv_cache *c = NULL;
+    CHECK_STATUS(ctx, wna16_kv_cache_create(ctx, m, &co, &c), WNA16_OK, NULL);
+    enum { N = 100, CHUNK = 8, V = 512 };
+    int32_t ids[N];
+    for (int i = 0; i < N; i++) ids[i] = (i * 37 + 11) % V;
+    float got[V], want[V];
+    bool same = true;
+    int64_t most_used = 0;
+    wna16_model_reset(m);
+    for (int at = 0; c && at < N; at += CHUNK) {
+        wna16_batch_token rows[CHUNK];
+        for (int j = 0; j < CHUNK; j++) rows[j] = (wna16_batch_token){ids[at + j], 0, j == CHUNK - 1};
+        CHECK_STATUS(ctx, wna16_batch_eval(ctx, m, c, rows, CHUNK, got), WNA16_OK, NULL);
+        CHECK_STATUS(ctx, wna16_model_eval(ctx, m, ids + at, CHUNK, want), WNA16_OK, NULL);
+        same &= !memcmp(got, want, sizeof got);
+        wna16_kv_cache_stats st;
+        wna16_kv_cache_get_stats(c, &st);
+        if (st.blocks_used > most_used) most_used = st.blocks_used;
+        if (at + CHUNK > N - CHUNK) break;
+    }
+    CHECK_MSG(same, "windowed paged cache: logits differ from the full cache");
+    CHECK_MSG(most_used <= 3, "a 96-position sequence with window 8 held %lld blocks",
+              (long long)most_used);
+    int64_t reused = 0;
+    CHECK_STATUS(ctx, wna16_kv_cache_seq_reuse(ctx, c, 1, ids, 40, &reused), WNA16_OK, NULL);
+    CHECK_MSG(reused == 32, "prefix reuse of 40 tokens: %lld positions", (long long)reused);
+    wna16_batch_token rows[8];
+    for (int j = 0; j < 8; j++) rows[j] = (wna16_batch_token){ids[32 + j], 1, j == 7};
+    CHECK_STATUS(ctx, wna16_batch_eval(ctx, m, c, rows, 8, got), WNA16_OK, NULL);
+    wna16_model_reset(m);
+    CHECK_STATUS(ctx, wna16_model_eval(ctx, m, ids, 40, want), WNA16_OK, NULL);
+    CHECK_MSG(!memcmp(got, want, sizeof got), "prefix-cached windowed sequence differs");
+    wna16_kv_cache_free(c);
+    wna16_model_free(m);
+}
+
 int main(void) {
     CHECK(wna16_ctx_create(&ctx) == WNA16_OK);
     static const char *const names[] = {
@@ -239,6 +293,7 @@ int main(void) {
     for (size_t i = 0; i < sizeof names / sizeof *names; i++) check_family(names[i]);
     check_fused_split();
     check_generation_defaults();
+    check_window_blocks();
     check_inspect_agrees();
     wna16_ctx_free(ctx);
     TEST_MAIN_END();

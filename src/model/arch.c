@@ -217,6 +217,8 @@ static wna16_status windows(wna16_diag *d, wna16_model *m) {
                           m->ck->dir);
     f->window = any && w > 0 ? w : 0;
     if (!f->window) memset(f->local, 0, (size_t)m->cfg.num_layers * sizeof *f->local);
+    f->window_everywhere = f->window > 0;
+    for (int64_t L = 0; L < m->cfg.num_layers; L++) f->window_everywhere &= f->local[L];
     return WNA16_OK;
 }
 

@@ -46,6 +46,7 @@ typedef struct wna16_features {
     wna16_act act;               /* the gated MLP's activation */
     int64_t rotary_dim;          /* dimensions RoPE turns (partial_rotary_factor) */
     int64_t window;              /* sliding window of the local layers; 0 none */
+    bool window_everywhere;      /* every layer local: a sequence's older blocks go back */
     bool *local;                 /* [layers]: the layer attends over the window only */
     wna16_rope rope, rope_local; /* global and (Gemma 3) local layers' RoPE */
 } wna16_features;
@@ -168,6 +169,11 @@ wna16_status wna16_kv_cache_reserve(wna16_diag *d, wna16_kv_cache *c, int32_t s,
 wna16_status wna16_kv_cache_commit(wna16_diag *d, wna16_kv_cache *c, const wna16_rows *rows);
 /* Shortens sequence s to `positions`. */
 void wna16_kv_cache_truncate(wna16_kv_cache *c, int32_t s, int64_t positions);
+/* After a step: when every layer of the model attends over a sliding
+ * window, the rows' sequences give back their blocks wholly before the
+ * next query's window, but one (the prefix cache keys a block by the one
+ * before it). */
+void wna16_kv_cache_slide(wna16_kv_cache *c, const wna16_rows *rows);
 
 /* Calibration hook (the quantizer): called on rank 0 with the bf16-rounded
  * input of each linear group of layer `layer`: what = "attn_in" (q/k/v),
