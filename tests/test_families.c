@@ -289,6 +289,7 @@ int main(void) {
         "qwen2_bf16",   "qwen2_w4a16",   "qwen2_gptq",  "mistral_bf16", "mistral_w4a16",
         "mistral_gptq", "gemma3_bf16",   "gemma3_w4a16", "gemma3_gptq", "gemma2_bf16",
         "gemma2_w4a16", "gemma2_gptq",   "phi3_bf16",   "phi3_w4a16",   "phi3_gptq",
+        "gemma3_mm_bf16", /* Gemma3ForConditionalGeneration: its text model */
     };
     for (size_t i = 0; i < sizeof names / sizeof *names; i++) check_family(names[i]);
     check_fused_split();

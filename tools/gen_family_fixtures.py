@@ -25,10 +25,14 @@ compressed-tensors (scripts/requirements-fixtures.txt):
 import argparse
 import collections
 import os
+import shutil
 import sys
 
 import torch
 from transformers import (
+    Gemma3Config,
+    Gemma3ForConditionalGeneration,
+    SiglipVisionConfig,
     Gemma2Config,
     Gemma2ForCausalLM,
     Gemma3ForCausalLM,
@@ -103,6 +107,49 @@ def std_for(family):
     return f
 
 
+MM_TEXT = dict(FAMILIES["gemma3"][2])
+
+
+def gen_multimodal(rows):
+    """gemma3_mm_bf16: a Gemma3ForConditionalGeneration (text_config as gemma3's, a
+    one-layer SigLIP vision tower that wna16 does not load), referenced on text ids."""
+    name = "gemma3_mm"
+    vision = SiglipVisionConfig(hidden_size=32, intermediate_size=64, num_hidden_layers=1,
+                                num_attention_heads=2, image_size=28, patch_size=14)
+    cfg = Gemma3Config(text_config=Gemma3TextConfig(**MM_TEXT).to_dict(),
+                       vision_config=vision.to_dict(), mm_tokens_per_image=4,
+                       image_token_index=500, boi_token_index=501, eoi_token_index=502,
+                       tie_word_embeddings=False, dtype="bfloat16")
+    torch.manual_seed(base.SEED)
+    model = Gemma3ForConditionalGeneration(cfg).to(torch.bfloat16)
+    std = std_for("gemma3")
+    with torch.no_grad():
+        for pname, p in model.named_parameters():
+            g = base._gen(name + ":" + pname)
+            sd = std(pname)
+            if sd is None:
+                p.copy_((1.0 + 0.1 * torch.randn(p.shape, generator=g)).to(p.dtype))
+            else:
+                p.copy_((sd * torch.randn(p.shape, generator=g)).to(p.dtype))
+    d = os.path.join(base.OUT, name + "_bf16")
+    if os.path.isdir(d):
+        shutil.rmtree(d)
+    model.save_pretrained(d)
+    # base.choose_prompt's rule (its model.config has no vocab_size here)
+    hf = base.AutoModelForCausalLM.from_pretrained(d, dtype=torch.float32,
+                                                   attn_implementation=base.ATTN).eval()
+    for k in range(base.N_CANDIDATES):
+        ids = base.prompt_ids(name, 512, k)
+        distinct, margin = base._greedy_stats(hf, ids)
+        if distinct >= base.MIN_DISTINCT and margin >= base.GOOD_MARGIN:
+            break
+    print(f"  {name}: prompt candidate {k}, min margin {margin:.4f}")
+    ref, _ = base.reference(d, ids, "bf16 checkpoint, upcast to float32")
+    ref["prompt_candidate"] = k
+    base.write_reference(d, ref)
+    rows.append((name + "_bf16", d, ref))
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--only", help="comma separated subset of: " + ",".join(FAMILIES))
@@ -116,6 +163,8 @@ def main():
             continue
         base._std_for = std_for(name)
         base.gen_one(name, spec, ("bf16", "w4a16"), rows)
+    if only is None or "gemma3_mm" in only:
+        gen_multimodal(rows)
     base.summarize(rows)
 
 

@@ -39,6 +39,13 @@ static const wna16_arch archs[] = {
      .sandwich_norms = true,
      .window_pattern = 6,
      .local_rope = true},
+    {.name = "Gemma3ForConditionalGeneration", /* its text model (text_config) */
+     .qk_norm = true,
+     .mlp_prefix = "mlp",
+     .gemma = true,
+     .sandwich_norms = true,
+     .window_pattern = 6,
+     .local_rope = true},
     {.name = "Phi3ForCausalLM", .mlp_prefix = "mlp", .fused_qkv = true, .window_all_layers = true},
 };
 
@@ -51,6 +58,6 @@ const wna16_arch *wna16_arch_find(const char *architecture) {
 const char *wna16_arch_names(void) {
     return "Qwen3MoeForCausalLM, Qwen3ForCausalLM, LlamaForCausalLM, MixtralForCausalLM, "
            "Qwen2MoeForCausalLM, Qwen2ForCausalLM, MistralForCausalLM, Gemma2ForCausalLM, "
-           "Gemma3ForCausalLM, Phi3ForCausalLM";
+           "Gemma3ForCausalLM, Gemma3ForConditionalGeneration (its text model), Phi3ForCausalLM";
 }
 

@@ -31,6 +31,11 @@ typedef struct wna16_module {
 
 struct wna16_checkpoint {
     char *dir;
+    /* where the text model's tensors are: "model." ("model.layers.0..."), or
+     * a multimodal checkpoint's language model ("language_model.model.",
+     * "model.language_model."), whose other modules (vision tower,
+     * projector) are not loaded */
+    char text_prefix[32];
     json_t *config_json;
     wna16_model_config config;
     wna16_qconfig qconfig;

@@ -405,7 +405,20 @@ static bool is_linear(const wna16_module *m) {
     return m->weight && m->weight->rank == 2 && !strstr(m->name, "embed");
 }
 
+/* Outside a multimodal checkpoint's language model (vision tower,
+ * projector): not run, so not checked either. */
+static bool outside_text_model(const wna16_checkpoint *ck, const wna16_module *m) {
+    if (!strcmp(ck->text_prefix, "model.")) return false;
+    return strncmp(m->name, ck->text_prefix, strlen(ck->text_prefix)) &&
+           strcmp(m->name, "lm_head") && strcmp(m->name, "language_model.lm_head");
+}
+
 static wna16_status resolve_module(wna16_diag *d, wna16_checkpoint *ck, wna16_module *m) {
+    if (outside_text_model(ck, m)) {
+        m->kind = WNA16_MODULE_OTHER;
+        m->layer = m->expert = -1;
+        return WNA16_OK;
+    }
     long layer = index_after(m->name, "layers.");
     long expert = index_after(m->name, "experts.");
     if (layer == -2 || expert == -2)

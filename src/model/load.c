@@ -105,20 +105,20 @@ static wna16_moe_config moe_config(const wna16_model *m) {
 static wna16_status load_gate_up(wna16_diag *d, wna16_model *m, wna16_rank_model *r, int64_t L) {
     wna16_layer *ly = &r->layers[L];
     char name[256];
-    snprintf(name, sizeof name, "model.layers.%lld.mlp.gate_up_proj", (long long)L);
+    snprintf(name, sizeof name, "%slayers.%lld.mlp.gate_up_proj", m->ck->text_prefix, (long long)L);
     int64_t I = m->cfg.intermediate_size;
     wna16_lin_part gate = {.role = WNA16_TP_MERGED_COLUMN, .begin = 0, .rows = I, .name = "gate"};
     wna16_lin_part up = {.role = WNA16_TP_MERGED_COLUMN, .begin = I, .rows = I, .name = "up"};
     WNA16_TRY(wna16_lin_load_part(d, m->ck, name, &gate, r->tp, r->rank, true, &ly->gate));
     WNA16_TRY(wna16_lin_load_part(d, m->ck, name, &up, r->tp, r->rank, true, &ly->up));
-    snprintf(name, sizeof name, "model.layers.%lld.mlp.down_proj", (long long)L);
+    snprintf(name, sizeof name, "%slayers.%lld.mlp.down_proj", m->ck->text_prefix, (long long)L);
     return wna16_lin_load(d, m->ck, name, WNA16_TP_ROW, 0, r->tp, r->rank, r->rank == 0, &ly->down);
 }
 
 static wna16_status load_mlp(wna16_diag *d, wna16_model *m, wna16_rank_model *r, int64_t L) {
     wna16_layer *ly = &r->layers[L];
     char name[256];
-    snprintf(name, sizeof name, "model.layers.%lld.%s", (long long)L, m->arch->mlp_prefix);
+    snprintf(name, sizeof name, "%slayers.%lld.%s", m->ck->text_prefix, (long long)L, m->arch->mlp_prefix);
     if (ly->sparse) {
         if (m->defer_moe) return WNA16_OK;
         wna16_moe_config mc = moe_config(m);
@@ -130,7 +130,7 @@ static wna16_status load_mlp(wna16_diag *d, wna16_model *m, wna16_rank_model *r,
     static const char *const mlp[] = {"gate_proj", "up_proj", "down_proj"};
     wna16_lin *ml[] = {&ly->gate, &ly->up, &ly->down};
     for (int i = 0; i < 3; i++) {
-        snprintf(name, sizeof name, "model.layers.%lld.mlp.%s", (long long)L, mlp[i]);
+        snprintf(name, sizeof name, "%slayers.%lld.mlp.%s", m->ck->text_prefix, (long long)L, mlp[i]);
         WNA16_TRY(wna16_lin_load(d, m->ck, name, i < 2 ? WNA16_TP_MERGED_COLUMN : WNA16_TP_ROW, 0,
                                  r->tp, r->rank, i < 2 || r->rank == 0, ml[i]));
     }
@@ -151,14 +151,14 @@ static wna16_status load_norms(wna16_diag *d, wna16_model *m, wna16_layer *ly, i
     float **gemma_out[] = {&ly->attn_norm, &ly->attn_post_norm, &ly->mlp_norm, &ly->mlp_post_norm};
     bool sandwich = m->arch->sandwich_norms;
     for (int i = 0; i < (sandwich ? 4 : 2); i++) {
-        snprintf(name, sizeof name, "model.layers.%lld.%s.weight", (long long)L,
+        snprintf(name, sizeof name, "%slayers.%lld.%s.weight", m->ck->text_prefix, (long long)L,
                  sandwich ? gemma[i] : llama[i]);
         WNA16_TRY(load_norm_f32(d, m, name, H, sandwich ? gemma_out[i] : llama_out[i]));
     }
     if (m->arch->qk_norm) {
-        snprintf(name, sizeof name, "model.layers.%lld.self_attn.q_norm.weight", (long long)L);
+        snprintf(name, sizeof name, "%slayers.%lld.self_attn.q_norm.weight", m->ck->text_prefix, (long long)L);
         WNA16_TRY(load_norm_f32(d, m, name, m->cfg.head_dim, &ly->q_norm));
-        snprintf(name, sizeof name, "model.layers.%lld.self_attn.k_norm.weight", (long long)L);
+        snprintf(name, sizeof name, "%slayers.%lld.self_attn.k_norm.weight", m->ck->text_prefix, (long long)L);
         WNA16_TRY(load_norm_f32(d, m, name, m->cfg.head_dim, &ly->k_norm));
     }
     return WNA16_OK;
@@ -178,7 +178,7 @@ static wna16_status load_attention(wna16_diag *d, wna16_model *m, wna16_rank_mod
     const int64_t begin[] = {0, q, q + kv}, rows[] = {q, kv, kv};
     for (int i = 0; i < 4; i++) {
         bool fused = m->arch->fused_qkv && i < 3;
-        snprintf(name, sizeof name, "model.layers.%lld.self_attn.%s", (long long)L,
+        snprintf(name, sizeof name, "%slayers.%lld.self_attn.%s", m->ck->text_prefix, (long long)L,
                  fused ? "qkv_proj" : proj[i]);
         wna16_lin_part part = {.role = roles[i], .heads = heads[i]};
         if (fused) part.begin = begin[i], part.rows = rows[i], part.name = proj[i];
@@ -359,10 +359,18 @@ static wna16_status own_lm_head(wna16_diag *d, wna16_model *m) {
 
 static wna16_status load_globals(wna16_diag *d, wna16_model *m) {
     int64_t V = m->cfg.vocab_size, H = m->cfg.hidden_size;
-    WNA16_TRY(need_bf16(d, m, "model.embed_tokens.weight", V * H, &m->embed));
-    WNA16_TRY(load_norm_f32(d, m, "model.norm.weight", H, &m->final_norm));
-    if (wna16_checkpoint_tensor(m->ck, "lm_head.weight") || !m->cfg.tie_word_embeddings) {
-        WNA16_TRY(need_bf16(d, m, "lm_head.weight", V * H, &m->lm_head));
+    char name[128];
+    snprintf(name, sizeof name, "%sembed_tokens.weight", m->ck->text_prefix);
+    WNA16_TRY(need_bf16(d, m, name, V * H, &m->embed));
+    snprintf(name, sizeof name, "%snorm.weight", m->ck->text_prefix);
+    WNA16_TRY(load_norm_f32(d, m, name, H, &m->final_norm));
+    /* a multimodal checkpoint's text model may keep its head beside it */
+    const char *head = wna16_checkpoint_tensor(m->ck, "lm_head.weight") ||
+                               !wna16_checkpoint_tensor(m->ck, "language_model.lm_head.weight")
+                           ? "lm_head.weight"
+                           : "language_model.lm_head.weight";
+    if (wna16_checkpoint_tensor(m->ck, head) || !m->cfg.tie_word_embeddings) {
+        WNA16_TRY(need_bf16(d, m, head, V * H, &m->lm_head));
     } else {
         m->lm_head = m->embed;
     }
