@@ -225,6 +225,14 @@ static void check_inspect_agrees(void) {
     wna16_model *m = NULL;
     CHECK_STATUS(ctx, wna16_model_load(ctx, dir, &o, &m), WNA16_ERR_UNSUPPORTED,
                  "architecture \"GPT2LMHeadModel\" is not supported (Qwen3MoeForCausalLM");
+    /* the multimodal checkpoint's text model runs; wna16 quantize refuses it */
+    snprintf(args, sizeof args,
+             "quantize --model tests/data/models/gemma3_mm_bf16 --out build/families-mm-q "
+             "--group-size 32 --method rtn --no-progress");
+    rc = test_run_cli(args, out, sizeof out, 1);
+    CHECK_MSG(rc != 0 && strstr(out, "is a multimodal checkpoint (Gemma3ForConditionalGeneration); "
+                                     "wna16 quantize takes text models only"),
+              "quantize of a multimodal checkpoint exits %d: %s", rc, out);
     snprintf(args, sizeof args, "inspect tests/data/models/phi3_w4a16 --tp 1");
     CHECK_MSG(test_run_cli(args, out, sizeof out, 0) == 0, "inspect phi3: %s", out);
 }
