@@ -372,7 +372,9 @@ WNA16_API void wna16_model_options_init(wna16_model_options *o);
  * error on any rank makes every rank return the same status and detail
  * ("rank R: ...").
  * Architectures: Qwen3MoeForCausalLM, Qwen3ForCausalLM, LlamaForCausalLM,
- * MixtralForCausalLM, Qwen2MoeForCausalLM (WNA16_ERR_UNSUPPORTED otherwise). */
+ * MixtralForCausalLM, Qwen2MoeForCausalLM, Qwen2ForCausalLM,
+ * MistralForCausalLM, Gemma2ForCausalLM, Gemma3ForCausalLM, Phi3ForCausalLM
+ * (WNA16_ERR_UNSUPPORTED otherwise; docs/models.md). */
 WNA16_API wna16_status wna16_model_load(wna16_ctx *ctx, const char *dir,
                                         const wna16_model_options *options, wna16_model **out);
 WNA16_API void wna16_model_free(wna16_model *m);
@@ -522,6 +524,31 @@ WNA16_API void wna16_sampler_options_init(wna16_sampler_options *o);
  * infinite, negative or out of its range (top_p and min_p in [0, 1],
  * top_k >= -1). wna16_generate checks its options with it. */
 WNA16_API wna16_status wna16_sampler_check(wna16_ctx *ctx, const wna16_sampler_options *o);
+
+/* The sampling defaults a checkpoint ships in generation_config.json
+ * (transformers' keys temperature, top_p, top_k, min_p,
+ * repetition_penalty and do_sample), for a front end to apply where a
+ * request leaves a field unset. `set` has a WNA16_GEN_* bit for each key
+ * the file gives; fields it does not give keep wna16_sampler_options_init's
+ * values. do_sample false (the transformers default) means the file asks
+ * for greedy decoding whatever its other keys say. A key of the wrong type
+ * or out of range fails wna16_model_load (WNA16_ERR_CONFIG_INVALID, naming
+ * the file and key). */
+enum {
+    WNA16_GEN_TEMPERATURE = 1,
+    WNA16_GEN_TOP_P = 2,
+    WNA16_GEN_TOP_K = 4,
+    WNA16_GEN_MIN_P = 8,
+    WNA16_GEN_REPETITION_PENALTY = 16,
+    WNA16_GEN_DO_SAMPLE = 32
+};
+typedef struct wna16_generation_defaults {
+    wna16_sampler_options sampler;
+    bool do_sample;
+    unsigned set; /* WNA16_GEN_* bits */
+} wna16_generation_defaults;
+WNA16_API void wna16_model_generation_defaults(const wna16_model *m,
+                                               wna16_generation_defaults *out);
 
 /* Picks the next token from logits (modified in place). history holds the
  * ids seen so far, for the repetition penalty. NaN logits never win.

@@ -212,11 +212,13 @@ static wna16_status try_open(const char *dir) {
 static void test_config_errors(void) {
     const char *d = fresh("w4a16_sym_g32");
     EXPECT(d, WNA16_OK, NULL);
-    EXPECT("/nonexistent/model", WNA16_ERR_IO, "not a directory");
+    EXPECT("/nonexistent/model", WNA16_ERR_IO,
+           "/nonexistent/model does not exist (No such file or directory); pass a Hugging Face "
+           "model directory");
     char p[600];
     snprintf(p, sizeof p, "%s/config.json", d);
     unlink(p);
-    EXPECT(d, WNA16_ERR_IO, "config.json: cannot read");
+    EXPECT(d, WNA16_ERR_IO, "has no config.json: it is not a Hugging Face model directory");
     write_text(d, "config.json", "{\"hidden_size\": 64,");
     EXPECT(d, WNA16_ERR_CONFIG_INVALID, "not valid JSON");
     write_text(d, "config.json", "{\"hidden_size\": 64, \"hidden_size\": 32}");
@@ -523,6 +525,33 @@ static void test_gptq_v1_int8_zero(void) {
     EXPECT(d, WNA16_ERR_BAD_ZERO_POINT, "group 1, output 63 stores 255");
 }
 
+/* A path that is not a model directory is named for what it is, with
+ * what to do: a GGUF file (or a directory holding only one), another file,
+ * PyTorch .bin weights, no weights at all. */
+static void test_not_a_model_dir(void) {
+    const char *d = fresh("w4a16_sym_g32");
+    char p[600];
+    snprintf(p, sizeof p, "%s/model.gguf", d);
+    FILE *f = fopen(p, "wb");
+    fwrite("GGUF\3\0\0\0", 1, 8, f);
+    fclose(f);
+    EXPECT(p, WNA16_ERR_UNSUPPORTED, "model.gguf is a GGUF file; wna16 loads Hugging Face "
+                                     "safetensors directories");
+    snprintf(p, sizeof p, "%s/config.json", d);
+    EXPECT(p, WNA16_ERR_IO, "config.json is a file, not a model directory");
+    unlink(p);
+    EXPECT(d, WNA16_ERR_UNSUPPORTED, "holds a GGUF file (model.gguf) and no config.json");
+    d = fresh("w4a16_sym_g32");
+    snprintf(p, sizeof p, "%s/model.safetensors", d);
+    char bin[600];
+    snprintf(bin, sizeof bin, "%s/pytorch_model.bin", d);
+    rename(p, bin);
+    EXPECT(d, WNA16_ERR_SHARD_MISSING, "has PyTorch weights (pytorch_model.bin) but no "
+                                       "model.safetensors: convert them");
+    unlink(bin);
+    EXPECT(d, WNA16_ERR_SHARD_MISSING, "has config.json but no weights");
+}
+
 static void test_index_errors(void) {
     const char *d = fresh("w4a16_sym_g32");
     char from[600], to[600];
@@ -589,6 +618,7 @@ int main(void) {
     test_refusal_fixtures();
     test_inspect_moe();
     test_config_errors();
+    test_not_a_model_dir();
     test_quant_config_errors();
     test_tensor_errors();
     test_index_errors();

@@ -1,4 +1,4 @@
-/* The paged KV cache's block bookkeeping (model/kv_blocks.h): blocks come
+/* The paged KV cache's block bookkeeping (runtime/kv_blocks.h): blocks come
  * from and return to the free list, reservation is all-or-nothing, shared
  * prefix blocks are reference counted, bad requests are refused with their
  * message. */

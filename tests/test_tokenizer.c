@@ -196,7 +196,20 @@ static void test_malformed(void) {
     free(ids);
     wna16_tokenizer_free(tok);
     CHECK_STATUS(ctx, wna16_tokenizer_load(ctx, "/nonexistent/dir", &tok), WNA16_ERR_IO,
-                 "no such file");
+                 "/nonexistent/dir does not exist (No such file or directory); pass a Hugging "
+                 "Face model directory");
+    /* a GGUF file, and a model directory without tokenizer.json, are named as such */
+    FILE *g = fopen("build/tok-test.gguf", "wb");
+    if (g) {
+        fwrite("GGUF\3\0\0\0", 1, 8, g);
+        fclose(g);
+    }
+    CHECK_STATUS(ctx, wna16_tokenizer_load(ctx, "build/tok-test.gguf", &tok),
+                 WNA16_ERR_UNSUPPORTED, "tok-test.gguf is a GGUF file; wna16 reads a Hugging "
+                                        "Face tokenizer.json");
+    remove("build/tok-test.gguf");
+    CHECK_STATUS(ctx, wna16_tokenizer_load(ctx, "tests/data/models/qwen3_bf16", &tok),
+                 WNA16_ERR_IO, "qwen3_bf16 has config.json but no tokenizer.json");
     CHECK_STATUS(ctx, wna16_tokenizer_load(ctx, NULL, &tok), WNA16_ERR_INVALID_ARGUMENT, "path");
     unlink(write_tmp("tokenizer_config.json", ""));
     unlink(write_tmp("tokenizer.json", ""));

@@ -10,8 +10,8 @@
 static void quantize_help(FILE *f) {
     fprintf(f,
             "usage: wna16 quantize --model SRC_DIR --out DST_DIR [options]\n\n"
-            "Quantizes a bf16/fp16/fp32 safetensors model (Qwen3-MoE, Qwen3, Llama, Mixtral,\n"
-            "Qwen2-MoE) to a compressed-tensors pack-quantized checkpoint that vLLM, transformers\n"
+            "Quantizes a bf16/fp16/fp32 safetensors text model (any architecture wna16 runs:\n"
+            "docs/models.md) to a compressed-tensors pack-quantized checkpoint that vLLM, transformers\n"
             "and wna16 load. The output is built in DST_DIR.tmp-XXXXXX and renamed when complete.\n\n"
             "  --scheme W4A16|W4A16_ASYM|W8A16   weights int4 sym / int4 asym / int8 sym (W4A16)\n"
             "  --group-size 32|64|128|-1         columns per scale group; -1 = channelwise (128)\n"

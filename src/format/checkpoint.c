@@ -214,14 +214,26 @@ static wna16_status open_shards(wna16_diag *d, wna16_checkpoint *ck) {
     return s;
 }
 
+/* A multimodal checkpoint (config.json with a text_config) keeps its
+ * language model under a prefix of its own; a text model under "model.". */
+static void find_text_prefix(wna16_checkpoint *ck) {
+    static const char *const prefixes[] = {"language_model.model.", "model.language_model."};
+    snprintf(ck->text_prefix, sizeof ck->text_prefix, "model.");
+    if (!json_is_object(json_object_get(ck->config_json, "text_config"))) return;
+    for (size_t i = 0; i < 2; i++) {
+        char name[64];
+        snprintf(name, sizeof name, "%sembed_tokens.weight", prefixes[i]);
+        if (wna16_checkpoint_tensor(ck, name))
+            snprintf(ck->text_prefix, sizeof ck->text_prefix, "%s", prefixes[i]);
+    }
+}
+
 wna16_status wna16_checkpoint_open(wna16_ctx *ctx, const char *dir, wna16_checkpoint **out) {
     wna16_diag *d = wna16_ctx_diag(ctx);
     if (!dir || !out) return wna16_fail(d, WNA16_ERR_INVALID_ARGUMENT, "NULL argument");
     *out = NULL;
     wna16_diag_clear(d);
-    struct stat sb;
-    if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode))
-        return wna16_fail(d, WNA16_ERR_IO, "%s: not a directory", dir);
+    WNA16_TRY(wna16_ck_check_path(d, dir));
     wna16_checkpoint *ck = wna16_calloc(1, sizeof *ck);
     if (!ck || !(ck->dir = wna16_strdup(dir))) {
         wna16_free(ck);
@@ -229,6 +241,7 @@ wna16_status wna16_checkpoint_open(wna16_ctx *ctx, const char *dir, wna16_checkp
     }
     wna16_status s = load_configs(d, ck);
     if (s == WNA16_OK) s = open_shards(d, ck);
+    if (s == WNA16_OK) find_text_prefix(ck);
     if (s == WNA16_OK) s = wna16_ck_discover_modules(d, ck);
     if (s != WNA16_OK) {
         wna16_checkpoint_close(ck);

@@ -31,6 +31,11 @@ typedef struct wna16_module {
 
 struct wna16_checkpoint {
     char *dir;
+    /* where the text model's tensors are: "model." ("model.layers.0..."), or
+     * a multimodal checkpoint's language model ("language_model.model.",
+     * "model.language_model."), whose other modules (vision tower,
+     * projector) are not loaded */
+    char text_prefix[32];
     json_t *config_json;
     wna16_model_config config;
     wna16_qconfig qconfig;
@@ -41,6 +46,12 @@ struct wna16_checkpoint {
     wna16_module *modules; /* sorted by name */
     size_t n_modules;
 };
+
+/* Refuses, naming what it is and what to do, a path that is not a Hugging
+ * Face model directory with config.json and safetensors weights: missing,
+ * a GGUF file, another file, a directory without config.json (or holding
+ * only a GGUF) or without weights (or with PyTorch .bin ones). */
+wna16_status wna16_ck_check_path(wna16_diag *d, const char *dir);
 
 const wna16_module *wna16_ck_module(const wna16_checkpoint *ck, const char *name);
 
@@ -56,6 +67,12 @@ wna16_status wna16_ck_qweight(wna16_diag *d, const wna16_checkpoint *ck, const w
  * spans K, as vLLM decides). */
 wna16_shard_request wna16_ck_shard_request(const wna16_checkpoint *ck, const wna16_module *m,
                                            int tp, int rank);
+
+/* The requests module m's plan is made of: the module's own, or one per
+ * part of a fused projection (q, k, v of a qkv_proj; gate, up of a
+ * gate_up_proj), each on its rows of the module. Returns how many (<= 3). */
+size_t wna16_ck_shard_parts(const wna16_checkpoint *ck, const wna16_module *m, int tp, int rank,
+                            wna16_shard_request out[3]);
 
 /* Drops this process's resident pages of every shard mapping (views stay
  * valid): a distributed rank calls it after repacking its slices. */

@@ -51,6 +51,9 @@ static wna16_status need_positive(wna16_diag *d, const char *label, const char *
 
 bool wna16_model_config_is_moe(const wna16_model_config *c) { return c->num_experts > 0; }
 
+static wna16_status text_sizes(wna16_diag *d, const char *label, const json_t *root,
+                               wna16_model_config *c);
+
 wna16_status wna16_model_config_parse(wna16_diag *d, const char *label, const json_t *root,
                                       wna16_model_config *c) {
     memset(c, 0, sizeof *c);
@@ -62,6 +65,22 @@ wna16_status wna16_model_config_parse(wna16_diag *d, const char *label, const js
                  json_string_value(json_array_get(archs, 0)));
     copy_str(c->model_type, sizeof c->model_type,
              json_string_value(json_object_get(root, "model_type")));
+    /* a multimodal config (Gemma3ForConditionalGeneration): its language
+     * model's sizes are in text_config; a tied head may be said on top */
+    const json_t *text = json_object_get(root, "text_config");
+    if (json_is_object(text)) {
+        bool tied = false;
+        WNA16_TRY(get_bool(d, label, root, "tie_word_embeddings", false, &tied));
+        WNA16_TRY(text_sizes(d, label, text, c));
+        if (json_object_get(root, "tie_word_embeddings")) c->tie_word_embeddings = tied;
+        return WNA16_OK;
+    }
+    return text_sizes(d, label, root, c);
+}
+
+/* The sizes of a (language) model's config object. */
+static wna16_status text_sizes(wna16_diag *d, const char *label, const json_t *root,
+                               wna16_model_config *c) {
     const int64_t BIG = (int64_t)1 << 40;
     WNA16_TRY(get_int(d, label, root, "hidden_size", 0, &c->hidden_size));
     WNA16_TRY(need_positive(d, label, "hidden_size", c->hidden_size, 1 << 20));

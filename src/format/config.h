@@ -22,6 +22,29 @@ typedef struct wna16_model_config {
     double rms_norm_eps, rope_theta;
 } wna16_model_config;
 
+/* What differs between the supported architectures (the table: format/arch.c;
+ * what the config decides on top: model/arch.c). */
+typedef struct wna16_arch {
+    const char *name;       /* HF architectures[0] */
+    bool qk_norm;           /* Qwen3, Gemma 3: RMSNorm over head_dim on q and k */
+    bool qkv_bias;          /* Qwen2, Qwen2-MoE: q/k/v carry a bias */
+    bool moe;               /* sparse MLP in (some) layers */
+    const char *mlp_prefix; /* "mlp" or "block_sparse_moe" */
+    bool shared_expert;     /* Qwen2-MoE */
+    bool default_norm_topk; /* norm_topk_prob when the config omits it */
+    bool gemma;             /* RMSNorm scales by (1 + w); embeddings times sqrt(hidden) */
+    bool sandwich_norms;    /* Gemma 2/3: norms after attention and MLP too */
+    bool fused_qkv;         /* Phi-3: one qkv_proj, one gate_up_proj */
+    bool window_all_layers; /* Mistral: sliding_window, when set, limits every layer */
+    bool window_if_enabled; /* Qwen2: only with use_sliding_window (max_window_layers) */
+    int window_pattern;     /* Gemma: every Nth layer global when layer_types is absent */
+    bool local_rope;        /* Gemma 3: local layers have a RoPE of their own */
+} wna16_arch;
+
+const wna16_arch *wna16_arch_find(const char *architecture);
+/* The supported architectures, comma-separated, for messages. */
+const char *wna16_arch_names(void);
+
 wna16_status wna16_model_config_parse(wna16_diag *d, const char *label, const json_t *root,
                                       wna16_model_config *out);
 bool wna16_model_config_is_moe(const wna16_model_config *c);

@@ -67,6 +67,8 @@ static wna16_tp_role role_of(const char *name, bool is_expert) {
         {".w1", WNA16_TP_MERGED_COLUMN, WNA16_TP_MOE_W13}, /* Mixtral experts */
         {".w3", WNA16_TP_MERGED_COLUMN, WNA16_TP_MOE_W13},
         {".w2", WNA16_TP_ROW, WNA16_TP_MOE_W2},
+        {".qkv_proj", WNA16_TP_FUSED_QKV, WNA16_TP_FUSED_QKV}, /* Phi-3 */
+        {".gate_up_proj", WNA16_TP_FUSED_GATE_UP, WNA16_TP_FUSED_GATE_UP},
     };
     for (size_t i = 0; i < sizeof rules / sizeof rules[0]; i++)
         if (ends_with(name, rules[i].tail)) return is_expert ? rules[i].expert_role : rules[i].role;
@@ -403,7 +405,20 @@ static bool is_linear(const wna16_module *m) {
     return m->weight && m->weight->rank == 2 && !strstr(m->name, "embed");
 }
 
+/* Outside a multimodal checkpoint's language model (vision tower,
+ * projector): not run, so not checked either. */
+static bool outside_text_model(const wna16_checkpoint *ck, const wna16_module *m) {
+    if (!strcmp(ck->text_prefix, "model.")) return false;
+    return strncmp(m->name, ck->text_prefix, strlen(ck->text_prefix)) &&
+           strcmp(m->name, "lm_head") && strcmp(m->name, "language_model.lm_head");
+}
+
 static wna16_status resolve_module(wna16_diag *d, wna16_checkpoint *ck, wna16_module *m) {
+    if (outside_text_model(ck, m)) {
+        m->kind = WNA16_MODULE_OTHER;
+        m->layer = m->expert = -1;
+        return WNA16_OK;
+    }
     long layer = index_after(m->name, "layers.");
     long expert = index_after(m->name, "experts.");
     if (layer == -2 || expert == -2)
@@ -486,6 +501,10 @@ static wna16_status check_against_config(wna16_diag *d, const wna16_checkpoint *
         return expect_dims(d, ck, m, inter, h);
     case WNA16_TP_MOE_W2:
         return expect_dims(d, ck, m, h, inter);
+    case WNA16_TP_FUSED_QKV:
+        return expect_dims(d, ck, m, q + 2 * kv, h);
+    case WNA16_TP_FUSED_GATE_UP:
+        return expect_dims(d, ck, m, 2 * inter, h);
     default:
         return WNA16_OK;
     }

@@ -166,3 +166,34 @@ wna16_shard_request wna16_ck_shard_request(const wna16_checkpoint *ck, const wna
     if (m->role == WNA16_TP_QKV_KV) r.num_heads = c->num_kv_heads;
     return r;
 }
+
+size_t wna16_ck_shard_parts(const wna16_checkpoint *ck, const wna16_module *m, int tp, int rank,
+                            wna16_shard_request out[3]) {
+    const wna16_model_config *c = &ck->config;
+    wna16_shard_request whole = wna16_ck_shard_request(ck, m, tp, rank);
+    if (m->role == WNA16_TP_FUSED_QKV) {
+        int64_t q = c->num_heads * c->head_dim, kv = c->num_kv_heads * c->head_dim;
+        static const char *const names[] = {"q", "k", "v"};
+        for (int i = 0; i < 3; i++) {
+            out[i] = whole;
+            out[i].role = i ? WNA16_TP_QKV_KV : WNA16_TP_QKV_Q;
+            out[i].num_heads = i ? c->num_kv_heads : c->num_heads;
+            out[i].part_begin = i ? q + (i - 1) * kv : 0;
+            out[i].part_rows = i ? kv : q;
+            out[i].part = names[i];
+        }
+        return 3;
+    }
+    if (m->role == WNA16_TP_FUSED_GATE_UP) {
+        for (int i = 0; i < 2; i++) {
+            out[i] = whole;
+            out[i].role = WNA16_TP_MERGED_COLUMN;
+            out[i].part_begin = i * (m->out / 2);
+            out[i].part_rows = m->out / 2;
+            out[i].part = i ? "up" : "gate";
+        }
+        return 2;
+    }
+    out[0] = whole;
+    return 1;
+}

@@ -54,13 +54,18 @@ static wna16_status judge(const wna16_checkpoint *ck, int tp, verdict *v) {
         const wna16_module *m = &ck->modules[i];
         if (m->kind == WNA16_MODULE_OTHER || m->role == WNA16_TP_REPLICATED) continue;
         for (int rank = 0; rank < tp; rank++) {
-            wna16_shard_request r = wna16_ck_shard_request(ck, m, tp, rank);
-            wna16_shard_slice s;
-            wna16_diag d = {0};
-            if (wna16_shard_plan(&d, &r, &s) != WNA16_OK) {
-                if (!add_reason(v, m, d.detail)) return WNA16_ERR_OUT_OF_MEMORY;
-                break;
+            wna16_shard_request parts[3];
+            size_t n = wna16_ck_shard_parts(ck, m, tp, rank, parts);
+            bool refused = false;
+            for (size_t i = 0; i < n && !refused; i++) {
+                wna16_shard_slice s;
+                wna16_diag d = {0};
+                if (wna16_shard_plan(&d, &parts[i], &s) != WNA16_OK) {
+                    if (!add_reason(v, m, d.detail)) return WNA16_ERR_OUT_OF_MEMORY;
+                    refused = true;
+                }
             }
+            if (refused) break;
         }
     }
     return WNA16_OK;
@@ -120,6 +125,10 @@ static void text_header(wna16_buf *b, const wna16_checkpoint *ck) {
     wna16_buf_printf(b, "Checkpoint      %s\n", ck->dir);
     wna16_buf_printf(b, "Architecture    %s (%s)\n", c->architecture[0] ? c->architecture : "?",
                      c->model_type[0] ? c->model_type : "?");
+    if (!wna16_arch_find(c->architecture))
+        wna16_buf_printf(b, "                NOT SUPPORTED: wna16 runs %s; load and generate "
+                            "refuse this checkpoint\n",
+                         wna16_arch_names());
     wna16_buf_printf(b, "Layers          %lld, hidden %lld, heads %lld (kv %lld, head_dim %lld), vocab %lld\n",
                      (long long)c->num_layers, (long long)c->hidden_size, (long long)c->num_heads,
                      (long long)c->num_kv_heads, (long long)c->head_dim, (long long)c->vocab_size);
@@ -191,7 +200,8 @@ static void json_report(wna16_buf *b, const wna16_checkpoint *ck, const totals *
     json_str(b, ck->dir);
     wna16_buf_printf(b, ", \"architecture\": ");
     json_str(b, c->architecture);
-    wna16_buf_printf(b, ", \"model_type\": ");
+    wna16_buf_printf(b, ", \"architecture_supported\": %s, \"model_type\": ",
+                     wna16_arch_find(c->architecture) ? "true" : "false");
     json_str(b, c->model_type);
     wna16_buf_printf(b, ", \"num_layers\": %lld, \"hidden_size\": %lld, \"num_heads\": %lld, "
                         "\"num_kv_heads\": %lld, \"head_dim\": %lld, \"vocab_size\": %lld, "
@@ -272,6 +282,7 @@ wna16_status wna16_checkpoint_report(wna16_ctx *ctx, const wna16_checkpoint *ck,
     bool ok = true;
     for (int i = 0; i < n_tp; i++)
         if (v[i].n && (tp != default_tp || v[i].tp == 1)) ok = false;
+    if (!wna16_arch_find(ck->config.architecture)) ok = false; /* what load refuses */
     wna16_buf b = {0};
     if (s == WNA16_OK) {
         if (json) json_report(&b, ck, &t, v, (size_t)n_tp, ok);

@@ -72,6 +72,15 @@ void wna16_attn_group__avx512bf16(const float *q, int64_t g, const wna16_attn_kv
 void wna16_attn_group__neon(const float *q, int64_t g, const wna16_attn_kv *kv, int64_t n,
                      int64_t hd, float scale, float *scores, int64_t lds, float *out);
 
+/* The reference leaf's wider form: only positions [start, n) are attended
+ * (a sliding window), and with softcap > 0 each score s becomes
+ * softcap * tanh(s / softcap) before the softmax (Gemma 2). The SIMD
+ * leaves cover start 0 (or whole blocks: pass the shifted block table)
+ * without soft-capping. */
+void wna16_attn_window__ref(const float *q, int64_t g, const wna16_attn_kv *kv, int64_t start,
+                            int64_t n, int64_t hd, float scale, float softcap, float *scores,
+                            int64_t lds, float *out);
+
 /* The leaf for the active ISA level and this head size: the active level's
  * if it takes hd, else the highest lower level's that does. */
 wna16_attn_fn wna16_attn_group(int64_t hd);

@@ -42,13 +42,23 @@ static wna16_status load_bias(wna16_diag *d, const wna16_module *m, const wna16_
 wna16_status wna16_lin_load(wna16_diag *d, const wna16_checkpoint *ck, const char *name,
                             wna16_tp_role role, int64_t heads, int tp, int rank, bool bias_here,
                             wna16_lin *l) {
+    wna16_lin_part whole = {.role = role, .heads = heads};
+    return wna16_lin_load_part(d, ck, name, &whole, tp, rank, bias_here, l);
+}
+
+wna16_status wna16_lin_load_part(wna16_diag *d, const wna16_checkpoint *ck, const char *name,
+                                 const wna16_lin_part *part, int tp, int rank, bool bias_here,
+                                 wna16_lin *l) {
     memset(l, 0, sizeof *l);
     const wna16_module *m = wna16_ck_module(ck, name);
     if (!m || m->kind == WNA16_MODULE_OTHER)
         return wna16_fail(d, WNA16_ERR_TENSOR_MISSING, "%s: module '%s' is missing", ck->dir, name);
     wna16_shard_request r = wna16_ck_shard_request(ck, m, tp, rank);
-    r.role = role;
-    if (heads) r.num_heads = heads;
+    r.role = part->role;
+    if (part->heads) r.num_heads = part->heads;
+    r.part_begin = part->begin;
+    r.part_rows = part->rows;
+    r.part = part->name;
     wna16_shard_slice s;
     WNA16_TRY(wna16_shard_plan(d, &r, &s));
     wna16_status st;

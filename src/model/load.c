@@ -23,33 +23,6 @@ static double json_num(const json_t *o, const char *key, double def) {
     return json_is_number(v) ? json_number_value(v) : def;
 }
 
-/* Llama-3 RoPE scaling (transformers' _compute_llama3_parameters). */
-static void init_rope(wna16_model *m) {
-    int64_t half = m->cfg.head_dim / 2;
-    const json_t *rp = cfg_get(m, "rope_scaling");
-    if (!json_is_object(rp)) rp = cfg_get(m, "rope_parameters");
-    const char *type = json_string_value(json_object_get(rp, "rope_type"));
-    if (!type) type = json_string_value(json_object_get(rp, "type"));
-    m->rope = type && !strcmp(type, "llama3") ? WNA16_ROPE_LLAMA3 : WNA16_ROPE_DEFAULT;
-    double theta = json_num(rp, "rope_theta", m->cfg.rope_theta);
-    for (int64_t i = 0; i < half; i++) {
-        float inv = (float)(1.0 / pow(theta, (double)(2 * i) / (double)m->cfg.head_dim));
-        if (m->rope == WNA16_ROPE_LLAMA3) {
-            double factor = json_num(rp, "factor", 8.0), lo = json_num(rp, "low_freq_factor", 1.0),
-                   hi = json_num(rp, "high_freq_factor", 4.0),
-                   old = json_num(rp, "original_max_position_embeddings", 8192.0);
-            double wavelen = 2.0 * M_PI / inv, lo_wl = old / lo, hi_wl = old / hi;
-            double v = wavelen > lo_wl ? inv / factor : inv;
-            if (!(wavelen < hi_wl) && !(wavelen > lo_wl)) {
-                double smooth = (old / wavelen - lo) / (hi - lo);
-                v = (1.0 - smooth) * v / factor + smooth * v;
-            }
-            inv = (float)v;
-        }
-        m->inv_freq[i] = inv;
-    }
-}
-
 static wna16_status find_tensor(wna16_diag *d, const wna16_model *m, const char *name,
                                 int64_t numel, const wna16_tensor_view **out) {
     const wna16_tensor_view *v = wna16_checkpoint_tensor(m->ck, name);
@@ -88,13 +61,16 @@ static wna16_status need_bf16(wna16_diag *d, wna16_model *m, const char *name, i
     return WNA16_OK;
 }
 
+/* Gemma's RMSNorm scales by (1 + w): the copy holds 1 + w, in fp32 as
+ * transformers computes it. */
 static wna16_status load_norm_f32(wna16_diag *d, const wna16_model *m, const char *name, int64_t n,
                                   float **out) {
     const wna16_tensor_view *v;
     WNA16_TRY(find_tensor(d, m, name, n, &v));
     *out = wna16_malloc((size_t)n * sizeof(float));
     if (!*out) return wna16_fail(d, WNA16_ERR_OUT_OF_MEMORY, "norm");
-    for (int64_t i = 0; i < n; i++) (*out)[i] = wna16_view_float(v, i);
+    float one = m->arch->gemma ? 1.0f : 0.0f;
+    for (int64_t i = 0; i < n; i++) (*out)[i] = wna16_view_float(v, i) + one;
     return WNA16_OK;
 }
 
@@ -123,10 +99,25 @@ static wna16_moe_config moe_config(const wna16_model *m) {
     return c;
 }
 
+/* Phi-3's gate_up_proj: gate rows then up rows, each split as a merged
+ * column of its own. */
+static wna16_status load_gate_up(wna16_diag *d, wna16_model *m, wna16_rank_model *r, int64_t L) {
+    wna16_layer *ly = &r->layers[L];
+    char name[256];
+    snprintf(name, sizeof name, "%slayers.%lld.mlp.gate_up_proj", m->ck->text_prefix, (long long)L);
+    int64_t I = m->cfg.intermediate_size;
+    wna16_lin_part gate = {.role = WNA16_TP_MERGED_COLUMN, .begin = 0, .rows = I, .name = "gate"};
+    wna16_lin_part up = {.role = WNA16_TP_MERGED_COLUMN, .begin = I, .rows = I, .name = "up"};
+    WNA16_TRY(wna16_lin_load_part(d, m->ck, name, &gate, r->tp, r->rank, true, &ly->gate));
+    WNA16_TRY(wna16_lin_load_part(d, m->ck, name, &up, r->tp, r->rank, true, &ly->up));
+    snprintf(name, sizeof name, "%slayers.%lld.mlp.down_proj", m->ck->text_prefix, (long long)L);
+    return wna16_lin_load(d, m->ck, name, WNA16_TP_ROW, 0, r->tp, r->rank, r->rank == 0, &ly->down);
+}
+
 static wna16_status load_mlp(wna16_diag *d, wna16_model *m, wna16_rank_model *r, int64_t L) {
     wna16_layer *ly = &r->layers[L];
     char name[256];
-    snprintf(name, sizeof name, "model.layers.%lld.%s", (long long)L, m->arch->mlp_prefix);
+    snprintf(name, sizeof name, "%slayers.%lld.%s", m->ck->text_prefix, (long long)L, m->arch->mlp_prefix);
     if (ly->sparse) {
         if (m->defer_moe) return WNA16_OK;
         wna16_moe_config mc = moe_config(m);
@@ -134,41 +125,74 @@ static wna16_status load_mlp(wna16_diag *d, wna16_model *m, wna16_rank_model *r,
             return wna16_dense_moe_load(d, m->ck, name, &mc, r->tp, r->rank, &ly->dense_moe);
         return wna16_moe_layer_load(d, m->ck, name, &mc, r->tp, r->rank, m->threads, &ly->moe);
     }
+    if (m->arch->fused_qkv) return load_gate_up(d, m, r, L);
     static const char *const mlp[] = {"gate_proj", "up_proj", "down_proj"};
     wna16_lin *ml[] = {&ly->gate, &ly->up, &ly->down};
     for (int i = 0; i < 3; i++) {
-        snprintf(name, sizeof name, "model.layers.%lld.mlp.%s", (long long)L, mlp[i]);
+        snprintf(name, sizeof name, "%slayers.%lld.mlp.%s", m->ck->text_prefix, (long long)L, mlp[i]);
         WNA16_TRY(wna16_lin_load(d, m->ck, name, i < 2 ? WNA16_TP_MERGED_COLUMN : WNA16_TP_ROW, 0,
                                  r->tp, r->rank, i < 2 || r->rank == 0, ml[i]));
     }
     return WNA16_OK;
 }
 
-static wna16_status load_layer(wna16_diag *d, wna16_model *m, wna16_rank_model *r, int64_t L) {
-    wna16_layer *ly = &r->layers[L];
+/* The layer's norms: Llama's two (input_layernorm before attention,
+ * post_attention_layernorm before the MLP), or Gemma's four (input and
+ * post_attention_layernorm around attention, pre_ and
+ * post_feedforward_layernorm around the MLP), and q/k norms. */
+static wna16_status load_norms(wna16_diag *d, wna16_model *m, wna16_layer *ly, int64_t L) {
     char name[256];
     int64_t H = m->cfg.hidden_size;
-    snprintf(name, sizeof name, "model.layers.%lld.input_layernorm.weight", (long long)L);
-    WNA16_TRY(load_norm_f32(d, m, name, H, &ly->attn_norm));
-    snprintf(name, sizeof name, "model.layers.%lld.post_attention_layernorm.weight", (long long)L);
-    WNA16_TRY(load_norm_f32(d, m, name, H, &ly->mlp_norm));
+    static const char *const llama[] = {"input_layernorm", "post_attention_layernorm"};
+    static const char *const gemma[] = {"input_layernorm", "post_attention_layernorm",
+                                        "pre_feedforward_layernorm", "post_feedforward_layernorm"};
+    float **llama_out[] = {&ly->attn_norm, &ly->mlp_norm};
+    float **gemma_out[] = {&ly->attn_norm, &ly->attn_post_norm, &ly->mlp_norm, &ly->mlp_post_norm};
+    bool sandwich = m->arch->sandwich_norms;
+    for (int i = 0; i < (sandwich ? 4 : 2); i++) {
+        snprintf(name, sizeof name, "%slayers.%lld.%s.weight", m->ck->text_prefix, (long long)L,
+                 sandwich ? gemma[i] : llama[i]);
+        WNA16_TRY(load_norm_f32(d, m, name, H, sandwich ? gemma_out[i] : llama_out[i]));
+    }
     if (m->arch->qk_norm) {
-        snprintf(name, sizeof name, "model.layers.%lld.self_attn.q_norm.weight", (long long)L);
+        snprintf(name, sizeof name, "%slayers.%lld.self_attn.q_norm.weight", m->ck->text_prefix, (long long)L);
         WNA16_TRY(load_norm_f32(d, m, name, m->cfg.head_dim, &ly->q_norm));
-        snprintf(name, sizeof name, "model.layers.%lld.self_attn.k_norm.weight", (long long)L);
+        snprintf(name, sizeof name, "%slayers.%lld.self_attn.k_norm.weight", m->ck->text_prefix, (long long)L);
         WNA16_TRY(load_norm_f32(d, m, name, m->cfg.head_dim, &ly->k_norm));
     }
+    return WNA16_OK;
+}
+
+/* q, k, v and o: separate projections, or (Phi-3) q, k and v as the parts
+ * of one qkv_proj, each sharded by its heads. */
+static wna16_status load_attention(wna16_diag *d, wna16_model *m, wna16_rank_model *r,
+                                   int64_t L) {
+    wna16_layer *ly = &r->layers[L];
+    char name[256];
     static const char *const proj[] = {"q_proj", "k_proj", "v_proj", "o_proj"};
     wna16_lin *lins[] = {&ly->q, &ly->k, &ly->v, &ly->o};
     const wna16_tp_role roles[] = {WNA16_TP_QKV_Q, WNA16_TP_QKV_KV, WNA16_TP_QKV_KV, WNA16_TP_ROW};
     const int64_t heads[] = {m->cfg.num_heads, m->cfg.num_kv_heads, m->cfg.num_kv_heads, 0};
+    int64_t q = m->cfg.num_heads * m->cfg.head_dim, kv = m->cfg.num_kv_heads * m->cfg.head_dim;
+    const int64_t begin[] = {0, q, q + kv}, rows[] = {q, kv, kv};
     for (int i = 0; i < 4; i++) {
-        snprintf(name, sizeof name, "model.layers.%lld.self_attn.%s", (long long)L, proj[i]);
-        WNA16_TRY(wna16_lin_load(d, m->ck, name, roles[i], heads[i], r->tp, r->rank,
-                                 i < 3 || r->rank == 0, lins[i]));
+        bool fused = m->arch->fused_qkv && i < 3;
+        snprintf(name, sizeof name, "%slayers.%lld.self_attn.%s", m->ck->text_prefix, (long long)L,
+                 fused ? "qkv_proj" : proj[i]);
+        wna16_lin_part part = {.role = roles[i], .heads = heads[i]};
+        if (fused) part.begin = begin[i], part.rows = rows[i], part.name = proj[i];
+        WNA16_TRY(wna16_lin_load_part(d, m->ck, name, &part, r->tp, r->rank,
+                                      i < 3 || r->rank == 0, lins[i]));
     }
     wna16_lin *qkv[] = {&ly->q, &ly->k, &ly->v};
     (void)wna16_lin_fuse(qkv, 3, &ly->qkv);
+    return WNA16_OK;
+}
+
+static wna16_status load_layer(wna16_diag *d, wna16_model *m, wna16_rank_model *r, int64_t L) {
+    wna16_layer *ly = &r->layers[L];
+    WNA16_TRY(load_norms(d, m, ly, L));
+    WNA16_TRY(load_attention(d, m, r, L));
     ly->sparse = layer_is_sparse(m, L);
     WNA16_TRY(load_mlp(d, m, r, L));
     /* this layer's quantized projections side by side on huge pages (the
@@ -185,9 +209,12 @@ static wna16_status check_plan(wna16_diag *d, const wna16_model *m) {
         const wna16_module *mod = &m->ck->modules[i];
         if (mod->kind == WNA16_MODULE_OTHER || mod->role == WNA16_TP_REPLICATED) continue;
         for (int r = 0; r < m->tp; r++) {
-            wna16_shard_request req = wna16_ck_shard_request(m->ck, mod, m->tp, r);
-            wna16_shard_slice s;
-            WNA16_TRY(wna16_shard_plan(d, &req, &s));
+            wna16_shard_request req[3];
+            size_t n = wna16_ck_shard_parts(m->ck, mod, m->tp, r, req);
+            for (size_t i = 0; i < n; i++) {
+                wna16_shard_slice s;
+                WNA16_TRY(wna16_shard_plan(d, &req[i], &s));
+            }
         }
     }
     return WNA16_OK;
@@ -249,6 +276,60 @@ static void read_eos(wna16_model *m) {
     json_decref(gen);
 }
 
+/* One sampling key of generation_config.json: absent or null leaves the
+ * default; a number in [lo, hi] sets it; anything else is refused. */
+static wna16_status gen_number(wna16_diag *d, const char *path, const json_t *gen, const char *key,
+                               double lo, double hi, unsigned bit, wna16_generation_defaults *g,
+                               double *out) {
+    const json_t *v = json_object_get(gen, key);
+    if (!v || json_is_null(v)) return WNA16_OK;
+    double x = json_is_number(v) ? json_number_value(v) : NAN;
+    if (!(x >= lo && x <= hi))
+        return wna16_fail(d, WNA16_ERR_CONFIG_INVALID,
+                          "%s: \"%s\" must be a number in [%g, %g]; fix or remove the key", path,
+                          key, lo, hi);
+    *out = x;
+    g->set |= bit;
+    return WNA16_OK;
+}
+
+/* generation_config.json's sampling defaults (transformers' keys). */
+static wna16_status read_generation_defaults(wna16_diag *d, wna16_model *m) {
+    wna16_generation_defaults *g = &m->gen;
+    memset(g, 0, sizeof *g);
+    wna16_sampler_options_init(&g->sampler);
+    char *path = wna16_asprintf("%s/generation_config.json", m->ck->dir);
+    if (!path) return wna16_fail(d, WNA16_ERR_OUT_OF_MEMORY, "path");
+    json_t *gen = json_load_file(path, 0, NULL);
+    double t = g->sampler.temperature, p = g->sampler.top_p, k = g->sampler.top_k,
+           mp = g->sampler.min_p, rp = g->sampler.repetition_penalty;
+    wna16_status s = WNA16_OK;
+    if (gen) {
+        s = gen_number(d, path, gen, "temperature", 0, 1e6, WNA16_GEN_TEMPERATURE, g, &t);
+        if (!s) s = gen_number(d, path, gen, "top_p", 0, 1, WNA16_GEN_TOP_P, g, &p);
+        if (!s) s = gen_number(d, path, gen, "top_k", 0, 1 << 30, WNA16_GEN_TOP_K, g, &k);
+        if (!s) s = gen_number(d, path, gen, "min_p", 0, 1, WNA16_GEN_MIN_P, g, &mp);
+        if (!s)
+            s = gen_number(d, path, gen, "repetition_penalty", 1e-6, 1e6,
+                           WNA16_GEN_REPETITION_PENALTY, g, &rp);
+        const json_t *ds = json_object_get(gen, "do_sample");
+        if (!s && ds && !json_is_null(ds)) {
+            if (!json_is_boolean(ds))
+                s = wna16_fail(d, WNA16_ERR_CONFIG_INVALID,
+                               "%s: \"do_sample\" must be true or false", path);
+            g->do_sample = json_is_true(ds);
+            g->set |= WNA16_GEN_DO_SAMPLE;
+        }
+    }
+    /* top_k 0 in transformers means no top-k filter, our -1 */
+    g->sampler.temperature = (float)t, g->sampler.top_p = (float)p;
+    g->sampler.top_k = (int)k > 0 ? (int)k : -1, g->sampler.min_p = (float)mp;
+    g->sampler.repetition_penalty = (float)rp;
+    json_decref(gen);
+    wna16_free(path);
+    return s;
+}
+
 /* lm_head is the largest single stream of a decode step (V x H bf16, read
  * whole for every token). From the file mapping it streams through 4 KiB
  * page-cache pages, where the hardware prefetcher stops at every page and
@@ -274,19 +355,26 @@ static wna16_status own_lm_head(wna16_diag *d, wna16_model *m) {
 
 static wna16_status load_globals(wna16_diag *d, wna16_model *m) {
     int64_t V = m->cfg.vocab_size, H = m->cfg.hidden_size;
-    WNA16_TRY(need_bf16(d, m, "model.embed_tokens.weight", V * H, &m->embed));
-    WNA16_TRY(load_norm_f32(d, m, "model.norm.weight", H, &m->final_norm));
-    if (wna16_checkpoint_tensor(m->ck, "lm_head.weight") || !m->cfg.tie_word_embeddings) {
-        WNA16_TRY(need_bf16(d, m, "lm_head.weight", V * H, &m->lm_head));
+    char name[128];
+    snprintf(name, sizeof name, "%sembed_tokens.weight", m->ck->text_prefix);
+    WNA16_TRY(need_bf16(d, m, name, V * H, &m->embed));
+    snprintf(name, sizeof name, "%snorm.weight", m->ck->text_prefix);
+    WNA16_TRY(load_norm_f32(d, m, name, H, &m->final_norm));
+    /* a multimodal checkpoint's text model may keep its head beside it */
+    const char *head = wna16_checkpoint_tensor(m->ck, "lm_head.weight") ||
+                               !wna16_checkpoint_tensor(m->ck, "language_model.lm_head.weight")
+                           ? "lm_head.weight"
+                           : "language_model.lm_head.weight";
+    if (wna16_checkpoint_tensor(m->ck, head) || !m->cfg.tie_word_embeddings) {
+        WNA16_TRY(need_bf16(d, m, head, V * H, &m->lm_head));
     } else {
         m->lm_head = m->embed;
     }
     /* the process that computes logits (not the quantizer's calibration) */
     if (!m->defer_layers && (!m->dist || m->my_rank == 0)) WNA16_TRY(own_lm_head(d, m));
-    m->inv_freq = wna16_malloc((size_t)(m->cfg.head_dim / 2 + 1) * sizeof(float));
-    if (!m->inv_freq) return wna16_fail(d, WNA16_ERR_OUT_OF_MEMORY, "rope");
-    init_rope(m);
+    WNA16_TRY(wna16_features_init(d, m));
     read_eos(m);
+    WNA16_TRY(read_generation_defaults(d, m));
     return WNA16_OK;
 }
 
@@ -313,10 +401,8 @@ static wna16_status prepare(wna16_diag *d, wna16_model *m, const char *dir,
     m->arch = wna16_arch_find(m->cfg.architecture);
     if (!m->arch)
         return wna16_fail(d, WNA16_ERR_UNSUPPORTED,
-                          "%s: architecture \"%s\" is not supported (Qwen3MoeForCausalLM, "
-                          "Qwen3ForCausalLM, LlamaForCausalLM, MixtralForCausalLM, "
-                          "Qwen2MoeForCausalLM)",
-                          dir, m->cfg.architecture);
+                          "%s: architecture \"%s\" is not supported (%s)", dir,
+                          m->cfg.architecture, wna16_arch_names());
     m->tp = o->tp > 0 ? o->tp : 1;
     if (m->dist) {
         if (o->tp > 0 && o->tp != wna16_comm_size(o->comm))
@@ -433,6 +519,8 @@ static void free_layer(wna16_layer *ly) {
     wna16_free(ly->mlp_norm);
     wna16_free(ly->q_norm);
     wna16_free(ly->k_norm);
+    wna16_free(ly->attn_post_norm);
+    wna16_free(ly->mlp_post_norm);
     wna16_lin *lins[] = {&ly->qkv, &ly->q, &ly->k, &ly->v, &ly->o, &ly->gate, &ly->up, &ly->down};
     for (size_t i = 0; i < sizeof lins / sizeof *lins; i++) wna16_lin_free(lins[i]);
     wna16_moe_layer_free(ly->moe);
@@ -451,7 +539,7 @@ void wna16_weights_free(wna16_model *m) {
     for (int r = 0; m->comms && r < m->tp; r++) wna16_comm_free(m->comms[r]);
     wna16_free(m->comms);
     wna16_free(m->ranks);
-    wna16_free(m->inv_freq);
+    wna16_features_free(&m->feat);
     wna16_free(m->eos);
     wna16_free(m->final_norm);
     for (size_t i = 0; i < m->n_converted; i++) wna16_free(m->converted[i]);
@@ -463,6 +551,10 @@ void wna16_weights_free(wna16_model *m) {
 
 int64_t wna16_model_vocab_size(const wna16_model *m) { return m->cfg.vocab_size; }
 int64_t wna16_model_context(const wna16_model *m) { return m->context; }
+
+void wna16_model_generation_defaults(const wna16_model *m, wna16_generation_defaults *out) {
+    *out = m->gen;
+}
 
 size_t wna16_model_eos(const wna16_model *m, const int32_t **ids) {
     *ids = m->eos;

@@ -13,20 +13,46 @@
 #include "moe/moe.h"
 #include "parallel/comm.h"
 
-typedef enum wna16_rope_kind { WNA16_ROPE_DEFAULT = 0, WNA16_ROPE_LLAMA3 } wna16_rope_kind;
+typedef enum wna16_rope_kind {
+    WNA16_ROPE_DEFAULT = 0,
+    WNA16_ROPE_LLAMA3,
+    WNA16_ROPE_LINEAR,
+    WNA16_ROPE_YARN,
+    WNA16_ROPE_LONGROPE
+} wna16_rope_kind;
 
-/* What differs between the supported architectures. */
-typedef struct wna16_arch {
-    const char *name;       /* HF architectures[0] */
-    bool qk_norm;           /* Qwen3: RMSNorm over head_dim on q and k */
-    bool qkv_bias;          /* Qwen2-MoE: q/k/v carry a bias */
-    bool moe;               /* sparse MLP in (some) layers */
-    const char *mlp_prefix; /* "mlp" or "block_sparse_moe" */
-    bool shared_expert;     /* Qwen2-MoE */
-    bool default_norm_topk; /* norm_topk_prob when the config omits it */
-} wna16_arch;
+/* One RoPE: its inverse frequencies over the rotated dimensions and the
+ * factor YaRN and LongRoPE put on cos and sin. */
+typedef struct wna16_rope {
+    wna16_rope_kind kind;
+    float *inv_freq; /* [rotary_dim / 2] */
+    float mscale;    /* 1 unless the scaling says otherwise */
+} wna16_rope;
 
-const wna16_arch *wna16_arch_find(const char *architecture);
+typedef enum wna16_act {
+    WNA16_ACT_SILU = 0,  /* SwiGLU */
+    WNA16_ACT_GELU_TANH, /* GeGLU, tanh approximation (gelu_pytorch_tanh) */
+    WNA16_ACT_GELU       /* GeGLU, exact (erf) */
+} wna16_act;
+
+/* Per-model numerics the config decides (arch.c): data for the one forward. */
+typedef struct wna16_features {
+    float embed_scale;           /* 1, or sqrt(hidden) (Gemma) */
+    float attn_scale;            /* head_dim^-0.5 or query_pre_attn_scalar^-0.5 */
+    float attn_softcap;          /* Gemma 2: cap * tanh(score / cap); 0 off */
+    float final_softcap;         /* Gemma 2: the same on the logits; 0 off */
+    wna16_act act;               /* the gated MLP's activation */
+    int64_t rotary_dim;          /* dimensions RoPE turns (partial_rotary_factor) */
+    int64_t window;              /* sliding window of the local layers; 0 none */
+    bool window_everywhere;      /* every layer local: a sequence's older blocks go back */
+    bool *local;                 /* [layers]: the layer attends over the window only */
+    wna16_rope rope, rope_local; /* global and (Gemma 3) local layers' RoPE */
+} wna16_features;
+
+/* Fills m->feat from the architecture and config.json (arch.c). */
+struct wna16_model;
+wna16_status wna16_features_init(wna16_diag *d, struct wna16_model *m);
+void wna16_features_free(wna16_features *f);
 
 /* One linear layer of one rank: quantized (repacked) or dense bf16. */
 typedef struct wna16_lin {
@@ -56,6 +82,7 @@ typedef struct wna16_layer {
      * memory pressure: the 48-layer model major-faulted on them in prefill). */
     float *attn_norm, *mlp_norm; /* [hidden] */
     float *q_norm, *k_norm;      /* [head_dim] or NULL */
+    float *attn_post_norm, *mlp_post_norm; /* [hidden] Gemma 2/3, else NULL */
     wna16_lin q, k, v, o;
     wna16_lin qkv; /* q|k|v fused when their packing allows; q, k, v then empty */
     bool sparse;
@@ -76,9 +103,7 @@ struct wna16_model {
     wna16_checkpoint *ck;
     const wna16_arch *arch;
     wna16_model_config cfg;
-    wna16_rope_kind rope;
-    double rope_factor, rope_low, rope_high, rope_orig_ctx;
-    float *inv_freq;                 /* [head_dim/2] */
+    wna16_features feat;
     const uint16_t *embed, *lm_head; /* bf16 */
     float *final_norm;               /* fp32 copy [hidden] */
     uint16_t *lm_head_own;           /* lm_head's private huge-page copy (or NULL) */
@@ -93,6 +118,7 @@ struct wna16_model {
     int my_rank;             /* this process's rank when dist */
     int32_t *eos;
     size_t n_eos;
+    wna16_generation_defaults gen; /* generation_config.json's sampling keys */
     size_t weight_bytes;
     /* The quantizer's model: sparse layers' experts are not loaded (their
      * MLP goes through a hook), nor any layer up front
@@ -125,6 +151,17 @@ void wna16_model_free_layer(wna16_model *m, int64_t L);
 wna16_status wna16_lin_load(wna16_diag *d, const wna16_checkpoint *ck, const char *name,
                             wna16_tp_role role, int64_t heads, int tp, int rank, bool bias_here,
                             wna16_lin *out);
+/* Rows [begin, begin + rows) of a fused module planned as a linear of
+ * their own (rows 0: the whole module), e.g. k of Phi-3's qkv_proj. */
+typedef struct wna16_lin_part {
+    wna16_tp_role role;
+    int64_t heads; /* QKV roles: the part's heads */
+    int64_t begin, rows;
+    const char *name; /* for messages */
+} wna16_lin_part;
+wna16_status wna16_lin_load_part(wna16_diag *d, const wna16_checkpoint *ck, const char *name,
+                                 const wna16_lin_part *part, int tp, int rank, bool bias_here,
+                                 wna16_lin *out);
 void wna16_lin_free(wna16_lin *l);
 /* Replaces quantized parts[0..n) (same input, e.g. q, k, v) by one linear
  * whose outputs are theirs side by side (one GEMM, one weight stream);

@@ -8,7 +8,8 @@ static const char *const role_names[WNA16_TP_ROLE_COUNT] = {
     [WNA16_TP_REPLICATED] = "replicated",       [WNA16_TP_COLUMN] = "column-parallel",
     [WNA16_TP_ROW] = "row-parallel",            [WNA16_TP_MERGED_COLUMN] = "merged column-parallel",
     [WNA16_TP_QKV_Q] = "qkv (q heads)",         [WNA16_TP_QKV_KV] = "qkv (kv heads)",
-    [WNA16_TP_MOE_W13] = "MoE w13 (gate|up)",   [WNA16_TP_MOE_W2] = "MoE w2 (down)"};
+    [WNA16_TP_MOE_W13] = "MoE w13 (gate|up)",   [WNA16_TP_MOE_W2] = "MoE w2 (down)",
+    [WNA16_TP_FUSED_QKV] = "fused qkv",         [WNA16_TP_FUSED_GATE_UP] = "fused gate|up"};
 
 const char *wna16_tp_role_name(wna16_tp_role r) {
     return (unsigned)r < WNA16_TP_ROLE_COUNT ? role_names[r] : "?";
@@ -21,10 +22,12 @@ static bool whole_words(int64_t count, int bits) { return (count * bits) % 32 ==
 
 static wna16_status refuse(wna16_diag *d, const wna16_shard_request *r, const char *what,
                            const char *fix) {
+    char part[64] = "";
+    if (r->part) snprintf(part, sizeof part, ", its %s part", r->part);
     return wna16_fail(d, WNA16_ERR_TP_INDIVISIBLE,
-                      "layer '%s' (%s, [out=%lld, in=%lld]) cannot shard at TP=%d: %s; %s",
-                      r->layer, role_names[r->role], (long long)r->out, (long long)r->in, r->tp,
-                      what, fix);
+                      "layer '%s' (%s%s, [out=%lld, in=%lld]) cannot shard at TP=%d: %s; %s",
+                      r->layer, role_names[r->role], part, (long long)r->out, (long long)r->in,
+                      r->tp, what, fix);
 }
 
 static void full_columns(const wna16_shard_request *r, wna16_shard_slice *s) {
@@ -202,9 +205,48 @@ static wna16_status check_request(wna16_diag *d, const wna16_shard_request *r) {
     return WNA16_OK;
 }
 
+static wna16_status plan_whole(wna16_diag *d, const wna16_shard_request *r,
+                               wna16_shard_slice *s);
+
+/* A fused projection's part: planned as a weight of part_rows rows, then
+ * moved to its rows of the module, whose packed zero points (asymmetric)
+ * must still split on whole words there. */
+static wna16_status plan_part(wna16_diag *d, const wna16_shard_request *r, wna16_shard_slice *s) {
+    if (r->part_begin < 0 || r->part_rows > r->out || r->part_begin > r->out - r->part_rows)
+        return wna16_fail(d, WNA16_ERR_INVALID_ARGUMENT,
+                          "shard plan for '%s': part rows [%lld, +%lld) outside %lld rows",
+                          r->layer ? r->layer : "?", (long long)r->part_begin,
+                          (long long)r->part_rows, (long long)r->out);
+    wna16_shard_request p = *r;
+    p.out = r->part_rows;
+    p.part_rows = 0;
+    WNA16_TRY(plan_whole(d, &p, s));
+    s->row_begin += r->part_begin;
+    if (quantized(r) && !r->symmetric) {
+        if (!whole_words(s->row_begin, r->bits)) {
+            char what[200];
+            snprintf(what, sizeof what,
+                     "the rank's rows start at row %lld of the fused weight, inside a word of "
+                     "zero points packed %d to an int32",
+                     (long long)s->row_begin, 32 / r->bits);
+            return refuse(d, &p, what,
+                          "use a TP degree that leaves each part a multiple of 8 (int4) or 4 "
+                          "(int8) rows per rank, or a symmetric scheme");
+        }
+        s->zp_row_begin = s->row_begin * r->bits / 32;
+    }
+    return WNA16_OK;
+}
+
 wna16_status wna16_shard_plan(wna16_diag *d, const wna16_shard_request *r,
                               wna16_shard_slice *s) {
     memset(s, 0, sizeof *s);
+    if (r->part_rows > 0) return plan_part(d, r, s);
+    return plan_whole(d, r, s);
+}
+
+static wna16_status plan_whole(wna16_diag *d, const wna16_shard_request *r,
+                               wna16_shard_slice *s) {
     WNA16_TRY(check_request(d, r));
     s->kv_replicas = 1;
     switch (r->role) {
@@ -228,6 +270,11 @@ wna16_status wna16_shard_plan(wna16_diag *d, const wna16_shard_request *r,
         }
         return split_rows(d, r, s);
     case WNA16_TP_MOE_W2: return split_columns(d, r, s, true);
+    case WNA16_TP_FUSED_QKV:
+    case WNA16_TP_FUSED_GATE_UP:
+        return wna16_fail(d, WNA16_ERR_INVALID_ARGUMENT,
+                          "shard plan for '%s': a fused projection is planned part by part",
+                          r->layer ? r->layer : "?");
     default: return wna16_fail(d, WNA16_ERR_INVALID_ARGUMENT, "bad role");
     }
 }

@@ -17,6 +17,8 @@ typedef enum wna16_tp_role {
     WNA16_TP_QKV_KV,         /* k/v_proj: heads split, or replicated when TP >= kv heads */
     WNA16_TP_MOE_W13,        /* an expert's gate or up: split over the intermediate dim */
     WNA16_TP_MOE_W2,         /* an expert's down: split over the intermediate (input) dim */
+    WNA16_TP_FUSED_QKV,      /* q|k|v in one weight (Phi-3): planned part by part */
+    WNA16_TP_FUSED_GATE_UP,  /* gate|up in one weight (Phi-3): planned part by part */
     WNA16_TP_ROLE_COUNT
 } wna16_tp_role;
 
@@ -32,6 +34,12 @@ typedef struct wna16_shard_request {
     int64_t num_heads;  /* QKV roles: heads in this projection */
     int64_t head_dim;
     int tp, rank;
+    /* A part of a fused projection: rows [part_begin, part_begin +
+     * part_rows) of the module are planned as a weight of their own with
+     * `role` (the slice's rows are the module's); part_rows 0: the whole
+     * module. `part` names it in messages ("q", "gate", ...). */
+    int64_t part_begin, part_rows;
+    const char *part;
 } wna16_shard_request;
 
 typedef struct wna16_shard_slice {

@@ -53,6 +53,12 @@ static wna16_status run(qrun *r) {
                           "%s is already quantized (quantization_config present); quantize the "
                           "original bf16/fp16/fp32 model",
                           o->src);
+    if (strcmp(r->ck->text_prefix, "model."))
+        return wna16_fail(r->d, WNA16_ERR_UNSUPPORTED,
+                          "%s is a multimodal checkpoint (%s); wna16 quantize takes text models "
+                          "only: quantize its language model with llm-compressor, or a text-only "
+                          "release",
+                          o->src, r->ck->config.architecture);
     WNA16_TRY(wna16_qrun_plan(r));
     struct stat sb;
     if (stat(o->dst, &sb) == 0)

@@ -22,6 +22,7 @@ typedef struct wna16_fwd_scratch {
     float *qkv;    /* [n][q + 2 kv] fused projection output */
     float *scores; /* [context] */
     float *rope;   /* [n][head_dim] cos | sin per position */
+    float *rope_local; /* the same for the local layers' RoPE (Gemma 3) */
     /* the step being run */
     const wna16_rows *rows;
     wna16_kv_cache *cache;
@@ -109,20 +110,23 @@ static void head_norm(float *v, int64_t hd, const float *w, double eps) {
 }
 
 /* cos and sin of pos * inv_freq[i] for the n rows of this step, once
- * (every head of every layer uses them): [t][0, half) cos, [half, hd) sin. */
-static void rope_table(const float *inv_freq, int64_t hd, const int64_t *pos, int64_t n,
+ * (every head of every layer uses them), times the RoPE's mscale (YaRN,
+ * LongRoPE): [t][0, half) cos, [half, rd) sin, half = rd / 2 of the rd
+ * rotated dimensions, rows hd apart. */
+static void rope_table(const wna16_rope *r, int64_t rd, int64_t hd, const int64_t *pos, int64_t n,
                        float *cs) {
-    int64_t half = hd / 2;
+    int64_t half = rd / 2;
     for (int64_t t = 0; t < n; t++)
         for (int64_t i = 0; i < half; i++) {
-            float angle = (float)pos[t] * inv_freq[i];
-            cs[t * hd + i] = cosf(angle);
-            cs[t * hd + half + i] = sinf(angle);
+            float angle = (float)pos[t] * r->inv_freq[i];
+            cs[t * hd + i] = cosf(angle) * r->mscale;
+            cs[t * hd + half + i] = sinf(angle) * r->mscale;
         }
 }
 
-static void rope(float *v, int64_t hd, const float *cs) {
-    int64_t half = hd / 2;
+/* Rotates the first rd dimensions of v (rotate-half); the rest pass. */
+static void rope(float *v, int64_t rd, const float *cs) {
+    int64_t half = rd / 2;
     for (int64_t i = 0; i < half; i++) {
         float c = cs[i], s = cs[half + i];
         float a = v[i], b = v[i + half];
@@ -162,29 +166,48 @@ static void prepare_head(const wna16_model *m, const wna16_rank_model *r, int64_
     const wna16_layer *ly = &r->layers[L];
     int64_t hd = m->cfg.head_dim, group = r->heads / r->kv_heads;
     double eps = m->cfg.rms_norm_eps;
-    const float *cs = s->rope + t * hd;
+    int64_t rd = m->feat.rotary_dim;
+    bool own = m->feat.local[L] && m->feat.rope_local.inv_freq;
+    const float *cs = (own ? s->rope_local : s->rope) + t * hd;
     float *k = s->k + (t * r->kv_heads + kvh) * hd;
     if (ly->k_norm) head_norm(k, hd, ly->k_norm, eps);
-    rope(k, hd, cs);
+    rope(k, rd, cs);
     cache_store(m, r, s, L, kvh, t, k, s->v + (t * r->kv_heads + kvh) * hd);
     for (int64_t h = kvh * group; h < (kvh + 1) * group; h++) {
         float *q = s->q + (t * r->heads + h) * hd;
         if (ly->q_norm) head_norm(q, hd, ly->q_norm, eps);
-        rope(q, hd, cs);
+        rope(q, rd, cs);
     }
 }
 
+/* The first position query row t attends in layer L: past the sliding
+ * window of a local layer, transformers' kv > q - window. */
+static int64_t attend_start(const wna16_model *m, int64_t L, int64_t pos) {
+    int64_t w = m->feat.window;
+    return m->feat.local[L] && pos + 1 > w ? pos + 1 - w : 0;
+}
+
 /* The group of query heads that share KV head kvh, at query position t,
- * reads its cache once. */
+ * reads its cache once. A window starting on a block boundary is the SIMD
+ * leaf's over the blocks from there; one inside a block, or soft-capped
+ * scores, the reference leaf's. */
 static void attend_head(const wna16_model *m, const wna16_rank_model *r, int64_t L, int64_t t,
                         int64_t kvh, scratch *s, wna16_attn_fn attend) {
     int64_t hd = m->cfg.head_dim, group = r->heads / r->kv_heads;
     int64_t h0 = t * r->heads + kvh * group;
+    int64_t n = s->rows->pos[t] + 1, start = attend_start(m, L, s->rows->pos[t]);
     wna16_attn_kv kv = {.k = kv_region(m, r, s, L, 0, kvh),
                         .v = kv_region(m, r, s, L, 1, kvh),
                         .blocks = s->cache->seqs[s->rows->seq[t]].table};
-    attend(s->q + h0 * hd, group, &kv, s->rows->pos[t] + 1, hd, 1.0f / sqrtf((float)hd),
-           s->scores + h0 * m->context, m->context, s->att + h0 * hd);
+    float scale = m->feat.attn_scale, *scores = s->scores + h0 * m->context;
+    if (m->feat.attn_softcap > 0 || start % WNA16_ATTN_KB) {
+        wna16_attn_window__ref(s->q + h0 * hd, group, &kv, start, n, hd, scale,
+                               m->feat.attn_softcap, scores, m->context, s->att + h0 * hd);
+        return;
+    }
+    kv.blocks += start / WNA16_ATTN_KB;
+    attend(s->q + h0 * hd, group, &kv, n - start, hd, scale, scores, m->context,
+           s->att + h0 * hd);
 }
 
 /* Work items per (query position, KV head). Prefill stores every position's
@@ -233,6 +256,14 @@ static void attention(const wna16_model *m, const wna16_rank_model *r, int64_t L
     wna16_parallel_for_dynamic(threads, items, 1, attend_items, &j);
 }
 
+/* Gemma's norm of a block's output before the residual add (fp32 rows in
+ * place, after the all-reduce: every rank norms the same sums). */
+static void post_norm(const wna16_model *m, const float *w, float *x, int64_t n) {
+    if (!w) return;
+    int64_t H = m->cfg.hidden_size;
+    for (int64_t t = 0; t < n; t++) rmsnorm_row(x + t * H, H, w, m->cfg.rms_norm_eps, x + t * H);
+}
+
 static void observe(const scratch *s, const wna16_rank_model *r, int64_t L, const char *what,
                     int64_t rows, int64_t cols, const float *x) {
     if (s->hooks->observe && r->rank == 0) s->hooks->observe(s->hooks->user, L, what, rows, cols, x);
@@ -267,8 +298,21 @@ static wna16_status attn_block(wna16_diag *d, const wna16_model *m, const wna16_
     observe(s, r, L, "o_in", n, qn, s->hf);
     WNA16_TRY(wna16_lin_forward(d, &ly->o, n, s->hb, s->hf, qn, s->tmp, H, threads));
     wna16_status st = wna16_comm_all_reduce_sum(d, m->comms[r->rank], s->tmp, (size_t)(n * H));
+    if (st == WNA16_OK) post_norm(m, ly->attn_post_norm, s->tmp, n);
     phase_end(m, r, n, s, WNA16_PHASE_O);
     return st;
+}
+
+/* gate[i] = act(gate[i]) * up[i]: SwiGLU or GeGLU. */
+static void gated_act(wna16_act act, float *gate, const float *up, int64_t n) {
+    const float k = 0.7978845608028654f; /* sqrt(2 / pi) */
+    for (int64_t i = 0; i < n; i++) {
+        float g = gate[i], a;
+        if (act == WNA16_ACT_GELU_TANH) a = 0.5f * g * (1.0f + tanhf(k * (g + 0.044715f * g * g * g)));
+        else if (act == WNA16_ACT_GELU) a = 0.5f * g * (1.0f + erff(g * 0.7071067811865476f));
+        else a = g / (1.0f + expf(-g));
+        gate[i] = a * up[i];
+    }
 }
 
 static wna16_status mlp_block(wna16_diag *d, const wna16_model *m, const wna16_rank_model *r, int64_t L,
@@ -289,10 +333,7 @@ static wna16_status mlp_block(wna16_diag *d, const wna16_model *m, const wna16_r
         int64_t I = ly->gate.n;
         WNA16_TRY(wna16_lin_forward(d, &ly->gate, n, s->hb, s->hf, H, s->gate, I, threads));
         WNA16_TRY(wna16_lin_forward(d, &ly->up, n, s->hb, s->hf, H, s->up, I, threads));
-        for (int64_t i = 0; i < n * I; i++) {
-            float g = s->gate[i];
-            s->gate[i] = g / (1.0f + expf(-g)) * s->up[i];
-        }
+        gated_act(m->feat.act, s->gate, s->up, n * I);
         to_bf16(s->gate, n, I, s->hb, s->hf, threads);
         observe(s, r, L, "down_in", n, I, s->hf);
         if (s->hooks->observe_only && s->hooks->start_x)
@@ -301,6 +342,7 @@ static wna16_status mlp_block(wna16_diag *d, const wna16_model *m, const wna16_r
             WNA16_TRY(wna16_lin_forward(d, &ly->down, n, s->hb, s->hf, I, s->tmp, H, threads));
     }
     wna16_status st = wna16_comm_all_reduce_sum(d, m->comms[r->rank], s->tmp, (size_t)(n * H));
+    if (st == WNA16_OK) post_norm(m, ly->mlp_post_norm, s->tmp, n);
     phase_end(m, r, n, s, WNA16_PHASE_MLP);
     return st;
 }
@@ -316,7 +358,7 @@ static int64_t max_width(const wna16_model *m, const wna16_rank_model *r) {
 
 static void scratch_free(scratch *s) {
     float *all[] = {s->x,   s->hf,  s->q,    s->k,  s->v,      s->qkv,
-                    s->att, s->tmp, s->gate, s->up, s->scores, s->rope};
+                    s->att, s->tmp, s->gate, s->up, s->scores, s->rope, s->rope_local};
     for (size_t i = 0; i < sizeof all / sizeof *all; i++) wna16_free(all[i]);
     wna16_free(s->hb);
     memset(s, 0, sizeof *s);
@@ -348,9 +390,10 @@ static wna16_status scratch_alloc(wna16_diag *d, const wna16_model *m, const wna
     s->gate = wna16_malloc(nw * sizeof(float));
     s->up = wna16_malloc(nw * sizeof(float));
     s->rope = wna16_malloc((size_t)(n * hd) * sizeof(float));
+    s->rope_local = wna16_malloc((size_t)(n * hd) * sizeof(float));
     s->scores = wna16_malloc((size_t)(n * r->heads * m->context) * sizeof(float));
     if (!s->x || !s->hb || !s->hf || !s->q || !s->att || !s->k || !s->v || !s->qkv || !s->tmp ||
-        !s->gate || !s->up || !s->scores || !s->rope) {
+        !s->gate || !s->up || !s->scores || !s->rope || !s->rope_local) {
         scratch_free(s);
         return wna16_fail(d, WNA16_ERR_OUT_OF_MEMORY, "forward scratch for %lld tokens",
                           (long long)n);
@@ -377,11 +420,26 @@ static wna16_status scratch_get(wna16_diag *d, const wna16_model *m, const wna16
     return WNA16_OK;
 }
 
+/* Gemma scales its embeddings by sqrt(hidden). */
+static void embed_scale(const wna16_model *m, float *x, int64_t n) {
+    float k = m->feat.embed_scale;
+    if (k != 1.0f)
+        for (int64_t i = 0; i < n; i++) x[i] *= k;
+}
+
+/* Gemma 2's final soft-capping: cap * tanh(logit / cap). */
+static void final_softcap(const wna16_model *m, float *logits, int64_t n) {
+    float cap = m->feat.final_softcap;
+    if (cap > 0)
+        for (int64_t i = 0; i < n; i++) logits[i] = cap * tanhf(logits[i] / cap);
+}
+
 static void embed(const wna16_model *m, const int32_t *ids, int64_t n, float *x) {
     int64_t H = m->cfg.hidden_size;
     for (int64_t t = 0; t < n; t++)
         for (int64_t i = 0; i < H; i++)
             x[t * H + i] = wna16_bf16_to_f32(m->embed[(int64_t)ids[t] * H + i]);
+    embed_scale(m, x, n * H);
 }
 
 /* Final norm and lm_head for the rows that ask for logits, as one GEMM of
@@ -396,6 +454,7 @@ static wna16_status logits_out(const wna16_model *m, scratch *s, int threads) {
     }
     wna16_dense_gemm(m->lm_head, m->cfg.vocab_size, H, H, NULL, k, s->hf, H, rows->logits,
                      m->cfg.vocab_size, threads);
+    final_softcap(m, rows->logits, k * m->cfg.vocab_size);
     return WNA16_OK;
 }
 
@@ -430,7 +489,10 @@ wna16_status wna16_forward_rank(wna16_diag *d, const wna16_model *m, int rank, w
     s->ws = ws;
     s->hooks = hooks;
     int64_t n = rows->n, H = m->cfg.hidden_size;
-    rope_table(m->inv_freq, m->cfg.head_dim, rows->pos, n, s->rope);
+    rope_table(&m->feat.rope, m->feat.rotary_dim, m->cfg.head_dim, rows->pos, n, s->rope);
+    if (m->feat.rope_local.inv_freq)
+        rope_table(&m->feat.rope_local, m->feat.rotary_dim, m->cfg.head_dim, rows->pos, n,
+                   s->rope_local);
     if (hooks->start_x)
         memcpy(s->x, hooks->start_x, (size_t)(n * H) * sizeof(float));
     else

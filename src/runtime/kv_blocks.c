@@ -116,7 +116,7 @@ wna16_status wna16_kv_seq_share(wna16_diag *d, wna16_kv_pool *p, const wna16_kv_
         return wna16_fail(d, WNA16_ERR_INVALID_ARGUMENT, "KV cache: sharing into a used sequence");
     /* Only full blocks are shared: a partly filled one would be written by
      * both sequences. */
-    if (n_blocks < 0 || (int64_t)n_blocks * WNA16_KV_BLOCK > src->positions)
+    if (n_blocks < 0 || (int64_t)n_blocks * WNA16_KV_BLOCK > src->positions || src->dropped)
         return wna16_fail(d, WNA16_ERR_INVALID_ARGUMENT,
                           "KV cache: %d full blocks asked of a sequence of %lld positions",
                           (int)n_blocks, (long long)src->positions);
@@ -134,7 +134,8 @@ wna16_status wna16_kv_seq_share(wna16_diag *d, wna16_kv_pool *p, const wna16_kv_
 void wna16_kv_seq_release(wna16_kv_pool *p, wna16_kv_seq *s) {
     /* last block first: a sequence's tail is the least likely to be asked
      * for again, so it goes to the LRU's older end */
-    for (int32_t i = s->n_blocks - 1; i >= 0; i--) drop_block(p, s->table[i]);
+    for (int32_t i = s->n_blocks - 1; i >= 0; i--)
+        if (s->table[i] >= 0) drop_block(p, s->table[i]);
     wna16_free(s->table);
     memset(s, 0, sizeof *s);
 }
@@ -143,8 +144,21 @@ void wna16_kv_seq_truncate(wna16_kv_pool *p, wna16_kv_seq *s, int64_t positions)
     if (positions >= s->positions) return;
     if (positions < 0) positions = 0;
     int64_t keep = wna16_kv_blocks_for(positions);
-    while (s->n_blocks > keep) drop_block(p, s->table[--s->n_blocks]);
+    while (s->n_blocks > keep) {
+        int32_t b = s->table[--s->n_blocks];
+        if (b >= 0) drop_block(p, b);
+    }
+    if (s->dropped > s->n_blocks) s->dropped = s->n_blocks;
     s->positions = positions;
+}
+
+void wna16_kv_seq_drop_front(wna16_kv_pool *p, wna16_kv_seq *s, int32_t n) {
+    if (n > s->n_blocks) n = s->n_blocks;
+    for (int32_t i = s->dropped; i < n; i++) {
+        drop_block(p, s->table[i]);
+        s->table[i] = -1;
+    }
+    if (n > s->dropped) s->dropped = n;
 }
 
 wna16_status wna16_kv_seq_append_block(wna16_diag *d, wna16_kv_pool *p, wna16_kv_seq *s,
@@ -162,7 +176,9 @@ wna16_status wna16_kv_seq_append_block(wna16_diag *d, wna16_kv_pool *p, wna16_kv
 
 wna16_status wna16_kv_seq_mirror(wna16_diag *d, const wna16_kv_pool *p, wna16_kv_seq *s,
                                  const int32_t *table, int32_t n_blocks) {
-    for (int32_t i = 0; i < n_blocks; i++)
+    int32_t dropped = 0; /* the leading blocks rank 0 gave back */
+    while (dropped < n_blocks && table[dropped] == -1) dropped++;
+    for (int32_t i = dropped; i < n_blocks; i++)
         if (table[i] < 0 || table[i] >= p->n_blocks)
             return wna16_fail(d, WNA16_ERR_COMM,
                               "KV cache: block %d of a mirrored table is outside [0, %d)",
@@ -170,6 +186,7 @@ wna16_status wna16_kv_seq_mirror(wna16_diag *d, const wna16_kv_pool *p, wna16_kv
     WNA16_TRY(seq_grow(d, s, n_blocks));
     memcpy(s->table, table, (size_t)n_blocks * sizeof *table);
     s->n_blocks = n_blocks;
+    s->dropped = dropped;
     s->positions = (int64_t)n_blocks * WNA16_KV_BLOCK;
     return WNA16_OK;
 }

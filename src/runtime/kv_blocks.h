@@ -32,8 +32,9 @@ typedef struct wna16_kv_pool {
 } wna16_kv_pool;
 
 typedef struct wna16_kv_seq {
-    int32_t *table; /* [n_blocks] physical block per logical block */
+    int32_t *table; /* [n_blocks] physical block per logical block (-1: given back) */
     int32_t n_blocks, cap;
+    int32_t dropped; /* leading blocks given back (wna16_kv_seq_drop_front) */
     int64_t positions; /* positions the table covers (<= n_blocks * WNA16_KV_BLOCK) */
 } wna16_kv_seq;
 
@@ -59,13 +60,18 @@ wna16_status wna16_kv_seq_share(wna16_diag *d, wna16_kv_pool *p, const wna16_kv_
 void wna16_kv_seq_release(wna16_kv_pool *p, wna16_kv_seq *s);
 /* Shortens s to `positions` (<= its length), dropping the blocks past them. */
 void wna16_kv_seq_truncate(wna16_kv_pool *p, wna16_kv_seq *s, int64_t positions);
+/* Gives back s's blocks before logical block n (their entries become -1):
+ * a model whose every layer attends over a sliding window no longer reads
+ * them. Positions and block count stay; a later truncate never brings them
+ * back. */
+void wna16_kv_seq_drop_front(wna16_kv_pool *p, wna16_kv_seq *s, int32_t n);
 /* Appends physical block b (a cached one, found by the prefix cache) to s,
  * which must end on a block boundary: b's count goes up, and it leaves the
  * LRU if it was there. */
 wna16_status wna16_kv_seq_append_block(wna16_diag *d, wna16_kv_pool *p, wna16_kv_seq *s,
                                        int32_t b);
 /* Makes s's table the n_blocks blocks of table (a follower of a distributed
- * model takes rank 0's tables; distributed.c): no counts change, entries
+ * model takes rank 0's tables; exec_dist.c): no counts change, entries
  * are checked against the pool. */
 wna16_status wna16_kv_seq_mirror(wna16_diag *d, const wna16_kv_pool *p, wna16_kv_seq *s,
                                  const int32_t *table, int32_t n_blocks);

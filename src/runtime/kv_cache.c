@@ -143,6 +143,17 @@ void wna16_kv_cache_truncate(wna16_kv_cache *c, int32_t s, int64_t positions) {
     wna16_kv_seq_truncate(&c->pool, &c->seqs[s], positions);
 }
 
+void wna16_kv_cache_slide(wna16_kv_cache *c, const wna16_rows *rows) {
+    int64_t w = c->m->feat.window;
+    if (!c->m->feat.window_everywhere) return;
+    for (int64_t t = 0; t < rows->n; t++) {
+        wna16_kv_seq *q = &c->seqs[rows->seq[t]];
+        int64_t start = q->positions - w + 1; /* the next query's first position */
+        int64_t first = start > 0 ? start / WNA16_KV_BLOCK : 0;
+        if (first - 1 > q->dropped) wna16_kv_seq_drop_front(&c->pool, q, (int32_t)(first - 1));
+    }
+}
+
 wna16_status wna16_kv_cache_reserve(wna16_diag *d, wna16_kv_cache *c, int32_t s,
                                     int64_t positions) {
     return wna16_kv_seq_reserve(d, &c->pool, &c->seqs[s], positions);

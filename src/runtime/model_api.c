@@ -281,6 +281,7 @@ wna16_status wna16_batch_eval(wna16_ctx *ctx, wna16_model *m, wna16_kv_cache *c,
                      .logit_rows = p.logit_rows, .logits = logits};
     if (st == WNA16_OK) st = wna16_exec_step(d, m, c, &rw);
     if (st == WNA16_OK) st = wna16_kv_cache_commit(d, c, &rw);
+    if (st == WNA16_OK) wna16_kv_cache_slide(c, &rw);
     if (st != WNA16_OK && reserved) /* the step's positions are not valid: give them back */
         for (int64_t t = 0; t < n; t++)
             if (p.pos[t] < c->seqs[p.seq[t]].positions)

@@ -89,6 +89,11 @@ typedef struct wna16_rows {
 
 /* After a step: records the step's tokens and keys the blocks it filled. */
 wna16_status wna16_kv_cache_commit(wna16_diag *d, wna16_kv_cache *c, const wna16_rows *rows);
+/* After a step: when every layer of the model attends over a sliding
+ * window, the rows' sequences give back their blocks wholly before the
+ * next query's window, but one (the prefix cache keys a block by the one
+ * before it). */
+void wna16_kv_cache_slide(wna16_kv_cache *c, const wna16_rows *rows);
 
 /* ------------------------------------------------------------ workspace */
 

@@ -254,6 +254,10 @@ wna16_status tok_load_config(wna16_diag *d, wna16_tokenizer *t, const char *conf
 /* Reads chat_template.jinja beside t->path, when there is one (it replaces
  * the config's chat_template). */
 wna16_status tok_load_chat_template_file(wna16_diag *d, wna16_tokenizer *t);
+/* Refuses a path with no tokenizer.json to read, naming what it is
+ * (missing, a GGUF file, a directory without one) and what to do
+ * (tok_path.c). */
+wna16_status tok_check_path(wna16_diag *d, const char *path);
 
 void tok_cache_free(tok_cache *c);
 

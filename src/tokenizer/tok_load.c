@@ -859,7 +859,8 @@ wna16_status wna16_tokenizer_load(wna16_ctx *ctx, const char *path, wna16_tokeni
     t->bos_id = t->eos_id = t->pad_id = t->unk_id = -1;
     char *config_path = NULL;
     json_t *root = NULL;
-    wna16_status s = resolve_paths(d, path, &t->path, &config_path);
+    wna16_status s = tok_check_path(d, path);
+    if (s == WNA16_OK) s = resolve_paths(d, path, &t->path, &config_path);
     if (s == WNA16_OK) s = load_json(d, t->path, &root);
     if (s == WNA16_OK) s = parse_all(d, t, root);
     json_decref(root);

@@ -37,3 +37,28 @@ void wna16_attn_group__ref(const float *q, int64_t g, const wna16_attn_kv *kv, i
         }
     }
 }
+
+void wna16_attn_window__ref(const float *q, int64_t g, const wna16_attn_kv *kv, int64_t start,
+                            int64_t n, int64_t hd, float scale, float softcap, float *scores,
+                            int64_t lds, float *out) {
+    for (int64_t h = 0; h < g; h++) {
+        const float *qh = q + h * hd;
+        float *sh = scores + h * lds, *oh = out + h * hd;
+        float mx = -INFINITY;
+        for (int64_t p = start; p < n; p++) {
+            float dot = 0;
+            for (int64_t i = 0; i < hd; i++) dot += qh[i] * k_at(kv, p, i, hd);
+            float sc = dot * scale;
+            if (softcap > 0) sc = softcap * tanhf(sc / softcap);
+            sh[p] = sc;
+            if (sc > mx) mx = sc;
+        }
+        float sum = 0;
+        for (int64_t p = start; p < n; p++) sum += sh[p] = expf(sh[p] - mx);
+        memset(oh, 0, (size_t)hd * sizeof *oh);
+        for (int64_t p = start; p < n; p++) {
+            float w = sh[p] / sum;
+            for (int64_t i = 0; i < hd; i++) oh[i] += w * v_at(kv, p, i, hd);
+        }
+    }
+}
