@@ -238,7 +238,7 @@ static void uint_range(wna16_buf *e, int64_t lo, int64_t hi) {
         if (n > la) put(e, " | ");
         digits_range(e, x, y, (size_t)n);
     }
-    if (hi < 0) wna16_buf_printf(e, " | [1-9] [0-9]{%d,}", la);
+    if (hi < 0 && la < 18) wna16_buf_printf(e, " | [1-9] [0-9]{%d,17}", la);
     put(e, ")");
 }
 
@@ -470,7 +470,7 @@ static bool gen_object(sgen *g, json_t *s, const char *path, wna16_buf *e) {
         ws(g, &b);
         put(&b, "\":\"");
         ws(g, &b);
-        path_join(sub, sizeof sub, path, p[i].key);
+        snprintf(sub, sizeof sub, "%s/properties/%s", path, p[i].key);
         ok = gen(g, p[i].schema, sub, &b);
         fresh(g, pr[i], sizeof pr[i]);
         if (ok) define(g, pr[i], &b);
@@ -483,6 +483,7 @@ static bool gen_object(sgen *g, json_t *s, const char *path, wna16_buf *e) {
         if (ok) qsort(keys, n, sizeof *keys, cmp_str);
         char krule[128];
         fresh(g, krule, sizeof krule);
+        g->need |= NEED_STRING;
         if (ok && n) {
             char inner[128];
             fresh(g, inner, sizeof inner);
@@ -788,7 +789,9 @@ static bool gen(sgen *g, json_t *s, const char *path, wna16_buf *e) {
     return ok && !g->st;
 }
 
-/* The shared pieces every schema grammar may use. */
+/* The shared pieces every schema grammar may use. Numbers keep to what
+ * every JSON parser reads exactly: an integer part of at most 18 digits (a
+ * 64-bit integer) and an exponent of at most 2 digits (a finite double). */
 static void gen_primitives(sgen *g) {
     const char *n = g->name;
     wna16_buf *o = g->out;
@@ -806,8 +809,8 @@ static void gen_primitives(sgen *g) {
                          n, n, n, n, n);
     }
     if (need & NEED_NUMBER)
-        wna16_buf_printf(o, "%s-number ::= \"-\"? (\"0\" | [1-9] [0-9]*) (\".\" [0-9]+)? ([eE] [-+]? [0-9]+)?\n", n);
-    if (need & NEED_INT) wna16_buf_printf(o, "%s-integer ::= \"-\"? (\"0\" | [1-9] [0-9]*)\n", n);
+        wna16_buf_printf(o, "%s-number ::= \"-\"? (\"0\" | [1-9] [0-9]{0,17}) (\".\" [0-9]+)? ([eE] [-+]? [0-9]{1,2})?\n", n);
+    if (need & NEED_INT) wna16_buf_printf(o, "%s-integer ::= \"-\"? (\"0\" | [1-9] [0-9]{0,17})\n", n);
     if (need & NEED_VALUE) {
         wna16_buf_printf(o,
                          "%s-value ::= %s-object | %s-array | %s-string | %s-number | \"true\" | "
