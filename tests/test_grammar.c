@@ -378,6 +378,12 @@ static void test_gbnf(void) {
     ACCEPTS(g, deep); /* under the default stack depth */
     grammar_free(g);
 
+    /* a branch that can never finish is cut: its first byte is refused */
+    g = gbnf("root ::= \"a\" x | \"b\"\nx ::= \"c\" x\n");
+    REFUSES_AT(g, "a", 0);
+    ACCEPTS(g, "b");
+    grammar_free(g);
+
     CHECK_COMPILE_FAILS(GRAMMAR_GBNF, "root ::= foo\n", WNA16_ERR_INVALID_ARGUMENT, "rule 'foo' is used but not defined");
     CHECK_COMPILE_FAILS(GRAMMAR_GBNF, "start ::= \"a\"\n", WNA16_ERR_INVALID_ARGUMENT, "no rule 'root'");
     CHECK_COMPILE_FAILS(GRAMMAR_GBNF, "root ::= root \"a\" | \"b\"\n", WNA16_ERR_INVALID_ARGUMENT,
@@ -732,6 +738,9 @@ static void test_masks_mixed(void) {
         "root ::= q (\", \" q)*\nq ::= \"\\\"\" [^\"]* \"\\\"\" | \"[\" root \"]\"\n",
         "root ::= [é日本a-c]{1,6} (\"\\n\" root)?\n",
         "root ::= a a\na ::= \"x\" | \"xy\" | \"\"\n",
+        /* a token that ends q, then reads on through a call, then leaves q's
+         * rule for the context: only the context can accept "a(!" */
+        "root ::= q \"(!\"\nq ::= \"a\" | \"a(\" s \")\" | \"{\" q \"}\"\ns ::= \"x\" | \"[\" s \"]\"\n",
     };
     for (size_t i = 0; i < sizeof gram / sizeof gram[0]; i++) {
         grammar *g = gbnf(gram[i]);
@@ -914,7 +923,7 @@ static grammar_vocab *make_mixed(void) {
         "\", \"", "\": \"", "\"}", "\"]", "{\"", "true", "false", "null", " \"", "\n  ", "ab", "abc",
         "é", "日本", "\xe6\x97", "\x97\xa5", "12", "3.5", "-1", "e+", "name", "\"name\"", "\": 1}",
         "}]", "]}", "\\u00", "\\n", "x\"", "a\"b", "\",\"", "[\"", "xy", "c\n", "((", "))", ")\n(",
-        "T12:", "-0", "@ex", ".com", "ZZ-", "[1,", "e9", "\\\"", " = ", "; ", "\n\n", "aé", NULL};
+        "T12:", "-0", "@ex", ".com", "ZZ-", "[1,", "e9", "\\\"", " = ", "; ", "\n\n", "aé", "a(!", NULL};
     const char *toks[400];
     size_t lens[400];
     static char bytes[256];
