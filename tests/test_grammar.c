@@ -879,6 +879,41 @@ static void test_matcher_api(void) {
     grammar_free(g);
 }
 
+/* A long nested text (300k bytes, depth up to 500): the interned stacks
+ * stay exact, every closer must match its opener. */
+static void test_long_nesting(void) {
+    grammar *g = gbnf("root ::= r\nr ::= (\"(\" r \")\" | \"[\" r \"]\" | \"x\")*\n");
+    grammar_matcher *m;
+    CHECK(g && grammar_matcher_create(&D, g, bytes_vocab, &m) == WNA16_OK);
+    if (!g) return;
+    char stack[600];
+    int depth = 0, refused = 0;
+    uint32_t rng = 7;
+    for (int i = 0; i < 300000 && !refused; i++) {
+        uint32_t r = rng_next(&rng) % 8;
+        char c;
+        if (depth < 500 && r < 3) {
+            c = r ? '(' : '[';
+            stack[depth++] = c;
+        } else if (depth > 0 && r < 6) {
+            c = stack[--depth] == '(' ? ')' : ']';
+        } else {
+            c = 'x';
+        }
+        refused += grammar_matcher_accept_bytes(&D, m, &c, 1) != WNA16_OK;
+    }
+    CHECK(!refused);
+    while (depth > 0 && !refused) {
+        char want = stack[depth - 1] == '(' ? ')' : ']', wrong = want == ')' ? ']' : ')';
+        refused += grammar_matcher_accept_bytes(&D, m, &wrong, 1) == WNA16_OK; /* must be refused */
+        refused += grammar_matcher_accept_bytes(&D, m, &want, 1) != WNA16_OK;
+        depth--;
+    }
+    CHECK(!refused && grammar_matcher_can_end(m));
+    grammar_matcher_free(m);
+    grammar_free(g);
+}
+
 /* --------------------------------------------------------------- limits */
 
 static void test_limits(void) {
@@ -971,6 +1006,7 @@ int main(void) {
     test_tool_calls();
     test_vocab();
     test_matcher_api();
+    test_long_nesting();
     test_limits();
     test_masks_qwen();
     test_schema_walks_qwen();

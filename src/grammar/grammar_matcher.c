@@ -352,8 +352,10 @@ static bool collect_garbage(grammar_matcher *m) {
     uint32_t *map = wna16_calloc(m->pool.n, sizeof *map);
     uint32_t *chain = wna16_malloc((m->g->lim.max_stack_depth + 2) * sizeof *chain);
     bool ok = map && chain;
-    map[GP_NIL] = GP_NIL;
-    map[GP_BOTTOM] = GP_BOTTOM;
+    if (ok) {
+        map[GP_NIL] = GP_NIL;
+        map[GP_BOTTOM] = GP_BOTTOM;
+    }
     for (size_t i = 0; ok && i < m->cur.n; i++) {
         size_t n = 0;
         uint32_t p = m->cur.v[i].parent;
