@@ -11,7 +11,7 @@ cd "$(dirname "$0")/.."
 secs=${1:-60}; shift || true
 targets=("$@")
 if ((${#targets[@]} == 0)); then
-  targets=(safetensors config shard tokenizer_load tokenizer_encode checkpoint chat_template jinja request)
+  targets=(safetensors config shard tokenizer_load tokenizer_encode checkpoint chat_template jinja request grammar)
 fi
 bash scripts/setup.sh
 # -O2 -g without NDEBUG; only the fuzz binaries are built.
@@ -35,6 +35,7 @@ for t in "${targets[@]}"; do
     tokenizer_load) dict=(-dict=tests/fuzz/tokenizer_load.dict) ;;
     request) dict=(-dict=tests/fuzz/request.dict) ;;
     jinja) dict=(-dict=tests/fuzz/jinja.dict) ;;
+    grammar) dict=(-dict=tests/fuzz/grammar.dict) ;;
   esac
   echo "== fuzz_$t: ${secs}s"
   if ! "$bin" "$work" "tests/fuzz/corpus/$t" "${dict[@]}" -max_total_time="$secs" -rss_limit_mb=2560 \

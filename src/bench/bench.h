@@ -20,6 +20,8 @@ int wna16_bench_comm(int argc, char **argv);
 int wna16_bench_moe(int argc, char **argv);
 /* `wna16 bench dense` (bench_dense.c). */
 int wna16_bench_dense(int argc, char **argv);
+/* `wna16 bench grammar` (bench_grammar.c): constrained decoding's compile and mask costs. */
+int wna16_bench_grammar(int argc, char **argv);
 /* `wna16 bench serve` (bench_serve.c): load generator for a running server. */
 int wna16_bench_serve(int argc, char **argv);
 

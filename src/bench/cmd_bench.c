@@ -434,6 +434,7 @@ static const bench_mode bench_modes[] = {
     {"model", wna16_bench_model, "whole-model prefill and decode vs. bandwidth and bf16 peak"},
     {"step", wna16_bench_step, "the batched decode step a server runs, vs its roofline"},
     {"moe", wna16_bench_moe, "fused MoE layer, Qwen3-30B-A3B shapes, cold weights"},
+    {"grammar", wna16_bench_grammar, "constrained decoding: grammar compile and per-step token mask"},
     {"comm", wna16_bench_comm,
      "the TP all-reduce alone (threads, or one rank per process under mpirun)"},
     {"serve", wna16_bench_serve,
