@@ -52,6 +52,7 @@ typedef enum wna16_status {
     WNA16_ERR_INTERNAL = 5,
     WNA16_ERR_LIMIT = 6, /* an allocation or size cap was hit */
     WNA16_ERR_ABORTED = 7, /* the context's abort callback asked to stop */
+    WNA16_ERR_UNAVAILABLE = 8, /* an engine that is shutting down, or whose model failed */
     /* safetensors container (format-spec §1.4, same names as the reference crate) */
     WNA16_ERR_HEADER_TOO_SMALL = 10,
     WNA16_ERR_HEADER_TOO_LARGE = 11,
@@ -380,6 +381,8 @@ WNA16_API wna16_status wna16_model_load(wna16_ctx *ctx, const char *dir,
 WNA16_API void wna16_model_free(wna16_model *m);
 WNA16_API int64_t wna16_model_vocab_size(const wna16_model *m);
 WNA16_API int64_t wna16_model_context(const wna16_model *m);
+/* Compute threads the model runs on, all ranks of this process together. */
+WNA16_API int wna16_model_threads(const wna16_model *m);
 /* Bytes of weights in the checkpoint (all ranks). */
 WNA16_API size_t wna16_model_weight_bytes(const wna16_model *m);
 /* End-of-sequence ids from generation_config.json and config.json. */
@@ -709,6 +712,192 @@ WNA16_API wna16_status wna16_generate(wna16_ctx *ctx, wna16_model *m, const wna1
                                       const wna16_generate_options *options,
                                       wna16_generate_result *result);
 WNA16_API void wna16_generate_result_free(wna16_generate_result *r);
+
+/* ----------------------------------------------------------------- engine */
+
+/* The serving engine, as vLLM's LLMEngine: many requests at once over one
+ * model, run by continuous batching (each step takes every running
+ * sequence's next token, then prompt chunks up to a token budget), a paged
+ * KV cache with prefix caching, and preemption by recompute when blocks run
+ * out. One output processor turns sampled tokens into text (incremental
+ * detokenization, stop strings held back until they cannot match, stop
+ * token ids, EOS from generation_config.json, min_tokens, logprobs); the
+ * CLI, the server and the Python package all run on it.
+ *
+ * Two ways to drive it: call wna16_engine_step until
+ * wna16_engine_has_unfinished is false (one thread), or wna16_engine_start
+ * a thread of its own and get each request's outputs through the callback
+ * given with it (servers). add_request, abort, metrics and status may be
+ * called from any thread in either mode. Evaluations through one model run
+ * one at a time: while an engine runs, use the model through it only. */
+typedef struct wna16_engine wna16_engine;
+
+typedef struct wna16_engine_options {
+    size_t struct_size;  /* sizeof(wna16_engine_options), set by wna16_engine_options_init */
+    /* Needed for text and chat prompts, text outputs and stop strings; NULL:
+     * token ids in and out only. Borrowed: it must outlive the engine. */
+    const wna16_tokenizer *tokenizer;
+    int max_num_seqs;                /* sequences running at once [256] */
+    int64_t max_num_batched_tokens;  /* rows per step [512] */
+    int64_t max_waiting;             /* requests queued beyond the running ones (< 0: any
+                                      * number) [-1] */
+    size_t kv_cache_memory;          /* KV cache bytes [one context per 4 sequences, at most 4 GiB] */
+    int64_t kv_cache_blocks;         /* or an exact number of blocks (tests) */
+    bool enable_prefix_caching;      /* [true] */
+    /* The floor of a step of `rows` rows (logit_rows of them with logits),
+     * in seconds, for wna16_engine_metrics' roofline; NULL: none. */
+    double (*step_floor)(void *user, int64_t rows, int64_t logit_rows);
+    void *step_floor_user;
+} wna16_engine_options;
+WNA16_API void wna16_engine_options_init(wna16_engine_options *o);
+
+/* Creates the engine and its KV cache over m (which must outlive it).
+ * Errors: INVALID_ARGUMENT, OUT_OF_MEMORY, LIMIT (a KV cache that holds no
+ * block), and those of wna16_kv_cache_create. */
+WNA16_API wna16_status wna16_engine_create(wna16_ctx *ctx, wna16_model *m,
+                                           const wna16_engine_options *options,
+                                           wna16_engine **out);
+/* Stops the engine's thread (aborting what runs) and frees it. NULL is ignored. */
+WNA16_API void wna16_engine_free(wna16_engine *e);
+
+/* What a request asks for, as vLLM's SamplingParams. */
+typedef struct wna16_sampling_params {
+    size_t struct_size;  /* sizeof(wna16_sampling_params), set by wna16_sampling_params_init */
+    int64_t max_tokens;  /* [16]; < 0: the rest of the context */
+    int64_t min_tokens;  /* no EOS, stop id or stop string ends it before this many [0] */
+    wna16_sampler_options sampler; /* temperature, top_p, top_k, min_p, repetition_penalty, seed */
+    float presence_penalty, frequency_penalty; /* OpenAI's, over the generated tokens [0] */
+    const char *const *stop;       /* stop strings, matched on the text (copied) */
+    size_t n_stop;
+    const int32_t *stop_token_ids; /* (copied) */
+    size_t n_stop_token_ids;
+    bool ignore_eos;
+    bool include_stop_str_in_output;
+    bool skip_special_tokens;      /* in the text [true] */
+    int logprobs;        /* -1: none [default]; 0..20: the sampled token's and this many more */
+    int prompt_logprobs; /* -1: none [default]; 0..20: every prompt token's (scored from its
+                          * first token: the prefix cache is not used for it) */
+} wna16_sampling_params;
+/* max_tokens 16, greedy, no stop strings, logprobs off, skip_special_tokens. */
+WNA16_API void wna16_sampling_params_init(wna16_sampling_params *p);
+
+/* A request's prompt: token ids, or text (encoded with the engine's
+ * tokenizer, its special tokens parsed and BOS added as the tokenizer
+ * does), or chat messages (rendered by the model's chat template with
+ * add_generation_prompt, then encoded). Exactly one of the three. */
+typedef struct wna16_prompt {
+    const int32_t *ids;
+    size_t n_ids;
+    const char *text;
+    const wna16_chat_message *messages;
+    size_t n_messages;
+    bool enable_thinking; /* chat: the template's enable_thinking */
+} wna16_prompt;
+
+typedef enum wna16_finish_reason {
+    WNA16_FINISH_NONE = 0,   /* still running */
+    WNA16_FINISH_STOP = 1,   /* EOS, a stop token id or a stop string */
+    WNA16_FINISH_LENGTH = 2, /* max_tokens, or the model's context */
+    WNA16_FINISH_ABORT = 3,  /* wna16_engine_abort, or the engine shut down */
+    WNA16_FINISH_ERROR = 4,  /* the step failed (error says why) */
+} wna16_finish_reason;
+/* "stop", "length", "abort", "error" (NULL for NONE). */
+WNA16_API const char *wna16_finish_reason_str(wna16_finish_reason r);
+
+/* One token's log-probabilities under the model (log-softmax of its
+ * logits over the whole vocabulary, before any penalty or filter). */
+typedef struct wna16_token_logprob {
+    int32_t id;
+    float logprob;
+    int n_top; /* the most likely tokens, most likely first */
+    int32_t top_ids[20];
+    float top_logprobs[20];
+} wna16_token_logprob;
+
+/* What a request got in one step. Everything it points to is valid until
+ * the next step of the engine (in a callback: until the callback returns). */
+typedef struct wna16_request_output {
+    const char *request_id;
+    void *user;                /* as given to wna16_engine_add_request */
+    const int32_t *token_ids;  /* generated this step (the stop token included) */
+    size_t n_tokens;
+    const char *text;          /* new text (NUL-terminated): never a part of a UTF-8
+                                * character or of what may begin a stop string */
+    size_t text_len;
+    const wna16_token_logprob *logprobs; /* [n_tokens] when asked, else NULL */
+    /* prompt logprobs scored this step: [n_prompt_logprobs] for prompt
+     * positions from prompt_logprobs_start on (position 0 has none) */
+    const wna16_token_logprob *prompt_logprobs;
+    size_t n_prompt_logprobs;
+    int64_t prompt_logprobs_start;
+    bool finished;
+    wna16_finish_reason finish_reason;
+    const char *stop_str;      /* the stop string that ended it, or NULL */
+    int32_t stop_token;        /* the EOS or stop id that ended it, or -1 */
+    const char *error;         /* FINISH_ERROR / FINISH_ABORT: why (may be "") */
+    int64_t prompt_tokens, completion_tokens, cached_tokens;
+} wna16_request_output;
+
+/* Called on the engine's step thread for each output of the request;
+ * finished is set once, on the last call. */
+typedef void (*wna16_output_fn)(void *user, const wna16_request_output *out);
+
+/* Queues a request. request_id (copied) names it in outputs and for
+ * wna16_engine_abort: unique among the unfinished ones. on_output (may be
+ * NULL) gets its outputs; they are also returned by wna16_engine_step.
+ * Errors: INVALID_ARGUMENT (a bad field, named; an empty prompt; a duplicate
+ * id), TOKEN_ID, CONTEXT_OVERFLOW (the prompt and max_tokens exceed the
+ * context, or more KV blocks than the cache has: it can never run; the
+ * detail is vLLM's message), LIMIT (max_waiting requests already wait: retry
+ * later), UNAVAILABLE (the engine is shutting down or its model failed),
+ * UNSUPPORTED (a chat prompt and no chat template), and the tokenizer's. */
+WNA16_API wna16_status wna16_engine_add_request(wna16_ctx *ctx, wna16_engine *e,
+                                                const char *request_id,
+                                                const wna16_prompt *prompt,
+                                                const wna16_sampling_params *params,
+                                                wna16_output_fn on_output, void *user);
+/* Aborts a request (it finishes with FINISH_ABORT at the next step; its
+ * blocks are freed then). Errors: INVALID_ARGUMENT (no unfinished request
+ * has this id). */
+WNA16_API wna16_status wna16_engine_abort(wna16_ctx *ctx, wna16_engine *e,
+                                          const char *request_id);
+/* Runs one scheduled step (when there is work) and returns the outputs of
+ * the requests it advanced (*outputs valid until the next step; *n may be
+ * 0). Not with wna16_engine_start. Errors: INVALID_ARGUMENT (started), and
+ * UNAVAILABLE once the model has failed for good (the detail says why;
+ * every request then finished with FINISH_ERROR). A step whose forward
+ * fails otherwise finishes its requests with FINISH_ERROR and returns OK. */
+WNA16_API wna16_status wna16_engine_step(wna16_ctx *ctx, wna16_engine *e,
+                                         const wna16_request_output **outputs, size_t *n);
+/* True while any request is waiting or running. */
+WNA16_API bool wna16_engine_has_unfinished(wna16_engine *e);
+
+/* Runs steps on a thread of the engine's own until wna16_engine_stop;
+ * outputs go to each request's callback only. */
+WNA16_API wna16_status wna16_engine_start(wna16_ctx *ctx, wna16_engine *e);
+/* Stops taking requests (UNAVAILABLE), lets what runs finish for up to
+ * drain_seconds, aborts the rest ("shutting down") and joins the thread.
+ * On an engine that was not started: aborts every request. */
+WNA16_API void wna16_engine_stop(wna16_engine *e, double drain_seconds);
+
+typedef struct wna16_engine_metrics {
+    int num_requests_running, num_requests_waiting;
+    wna16_kv_cache_stats kv;
+    int64_t prompt_tokens, generation_tokens;
+    int64_t requests_finished[5]; /* by wna16_finish_reason (STOP, LENGTH, ABORT, ERROR) */
+    int64_t preemptions;
+    int64_t steps, decode_steps, decode_rows; /* decode steps: every row a next token */
+    double step_seconds;            /* wall time of all steps (forward, sampling, outputs) */
+    double decode_seconds;          /* forward time of the decode steps */
+    double decode_roofline_seconds; /* their floor (options.step_floor) */
+} wna16_engine_metrics;
+WNA16_API void wna16_engine_get_metrics(wna16_engine *e, wna16_engine_metrics *out);
+/* OK while the engine can run; once its model has failed for good (a
+ * distributed model's ranks lost each other), that status, with why in
+ * msg (n bytes). */
+WNA16_API wna16_status wna16_engine_status(wna16_engine *e, char *msg, size_t n);
+/* The model's context: a prompt plus max_tokens must fit in it. */
+WNA16_API int64_t wna16_engine_context(const wna16_engine *e);
 
 /* --------------------------------------------------------------- quantize */
 

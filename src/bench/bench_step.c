@@ -3,7 +3,7 @@
  * decode steps of B rows (one token of every sequence) through
  * wna16_batch_eval and a paged KV cache, as `wna16 serve` runs them. Each
  * step is held to its roofline, the same one the server's /metrics report
- * (server/engine.c: max(bytes of the distinct weights the step reads /
+ * (tool/roofline.h: max(bytes of the distinct weights the step reads /
  * read bandwidth, FLOPs / compute peak)), with the bandwidth sampled around
  * every window of steps; --breakdown shows where a step's time goes. */
 #include <stdio.h>
@@ -14,7 +14,7 @@
 #include "kernels/gemm.h"
 #include "kernels/machine_limits.h"
 #include "runtime/runtime.h"
-#include "server/engine.h"
+#include "tool/roofline.h"
 
 static void step_help(FILE *f) {
     fprintf(f,

@@ -3,9 +3,7 @@
 #include "cli/cli.h"
 
 #ifdef WNA16_HAVE_HTTP
-#include "kernels/machine_limits.h"
-#include "runtime/runtime.h"
-#include "server/engine.h"
+#include "server/requests.h"
 #include "server/http.h"
 
 #include <signal.h>
@@ -158,7 +156,7 @@ typedef struct serve_limits {
 
 static serve_limits measure_limits(wna16_comm *comm, const wna16_model *m) {
     serve_limits l = {0};
-    cli_machine_limits(comm, m->threads, (size_t)256 << 20, &l.read_gbs, &l.peak_gflops, &l.kind);
+    cli_machine_limits(comm, wna16_model_threads(m), (size_t)256 << 20, &l.read_gbs, &l.peak_gflops, &l.kind);
     return l;
 }
 

@@ -551,6 +551,7 @@ void wna16_weights_free(wna16_model *m) {
 
 int64_t wna16_model_vocab_size(const wna16_model *m) { return m->cfg.vocab_size; }
 int64_t wna16_model_context(const wna16_model *m) { return m->context; }
+int wna16_model_threads(const wna16_model *m) { return m->threads; }
 
 void wna16_model_generation_defaults(const wna16_model *m, wna16_generation_defaults *out) {
     *out = m->gen;

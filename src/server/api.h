@@ -3,7 +3,7 @@
 #ifndef WNA16_SERVER_API_H
 #define WNA16_SERVER_API_H
 
-#include "server/engine.h"
+#include "server/requests.h"
 
 #include <jansson.h>
 

@@ -184,7 +184,7 @@ static void completion_token(srv_http *h, json_t *a[4], int32_t id, const srv_lo
     json_t *top = lp ? json_object() : json_null();
     for (int k = 0; lp && k < lp->n_top; k++) {
         char *tt = token_text(h, lp->top_ids[k]);
-        json_object_set_new(top, tt, json_real(lp->top_lp[k]));
+        json_object_set_new(top, tt, json_real(lp->top_logprobs[k]));
         free(tt);
     }
     json_array_append_new(a[2], top);
@@ -212,7 +212,7 @@ static json_t *chat_logprobs(srv_http *h, const srv_logprob *lp, int64_t n) {
         for (int k = 0; k < lp[i].n_top; k++) {
             char *tt = token_text(h, lp[i].top_ids[k]);
             json_array_append_new(top, json_pack("{s:s, s:f}", "token", tt, "logprob",
-                                                 (double)lp[i].top_lp[k]));
+                                                 (double)lp[i].top_logprobs[k]));
             free(tt);
         }
         json_array_append_new(content, json_pack("{s:s, s:f, s:o}", "token", t, "logprob",
@@ -400,7 +400,7 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
  * running is aborted and its blocks freed by the engine. */
 static void call_free(void *cls) {
     call *k = cls;
-    atomic_store(&k->r->cancelled, true);
+    srv_request_cancel(k->r);
     srv_request_unref(k->r);
     free(k->echo);
     free(k->out);

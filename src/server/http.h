@@ -2,7 +2,7 @@
 #ifndef WNA16_SERVER_HTTP_H
 #define WNA16_SERVER_HTTP_H
 
-#include "server/engine.h"
+#include "server/requests.h"
 
 #include <stddef.h>
 

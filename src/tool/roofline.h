@@ -1,8 +1,8 @@
 /* The per-step roofline of serving (the engine's /metrics and `wna16 bench
  * step`): pure arithmetic, in a header of its own so that the tool's
  * benches have it in builds without the HTTP server. */
-#ifndef WNA16_SERVER_ROOFLINE_H
-#define WNA16_SERVER_ROOFLINE_H
+#ifndef WNA16_TOOL_ROOFLINE_H
+#define WNA16_TOOL_ROOFLINE_H
 
 #include <math.h>
 #include <stdint.h>

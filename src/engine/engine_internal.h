@@ -1,0 +1,120 @@
+/* The engine's parts (include/wna16.h: wna16_engine): requests and their
+ * outputs (request.c), the scheduler and the step (scheduler.c), and the
+ * object itself with its thread and counters (engine.c). */
+#ifndef WNA16_ENGINE_INTERNAL_H
+#define WNA16_ENGINE_INTERNAL_H
+
+#include "generate/generate.h"
+#include "runtime/runtime.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+/* Generated tokens' counts, for the presence and frequency penalties: an
+ * open-addressing table (keys -1 when empty), so a step costs the distinct
+ * tokens, not every token so far. */
+typedef struct token_counts {
+    int32_t *ids, *counts;
+    uint32_t cap, n;
+} token_counts;
+
+typedef struct engine_request {
+    char *id;
+    void *user;
+    wna16_output_fn on_output;
+    wna16_sampling_params params; /* stop and stop_token_ids point into rules' copies */
+    wna16_output_rules rules;
+    wna16_output out;
+    int32_t *toks; /* prompt, then what was generated */
+    int64_t n_toks, cap_toks, n_prompt;
+    int64_t fed;            /* tokens the cache holds for it */
+    int64_t cached_tokens;  /* positions the prefix cache gave at first admission */
+    int64_t prompt_lp_next; /* the next prompt position to score */
+    int32_t seq;            /* -1: not running */
+    uint64_t rng;
+    bool preempted;
+    atomic_bool abort_asked;
+    token_counts counts;
+    /* this step's output */
+    int32_t *step_ids;
+    wna16_token_logprob *step_lps, *step_plps;
+    size_t n_step, cap_step, cap_step_lps, n_step_plps, cap_step_plps;
+    int64_t step_plp_start;
+    wna16_buf step_text;
+    bool touched; /* has an output this step */
+    const char *error;
+    struct engine_request *next;
+} engine_request;
+
+struct wna16_engine {
+    wna16_ctx *ctx; /* the step thread's */
+    wna16_model *m;
+    const wna16_tokenizer *tok;
+    wna16_engine_options o;
+    wna16_kv_cache *cache;
+    int64_t vocab, context, kv_blocks;
+    const int32_t *eos;
+    size_t n_eos;
+    int32_t *masked; /* ids the tokenizer has no token for: never sampled */
+    size_t n_masked;
+    pthread_mutex_t mu; /* the queue, the running set's size, the counters, the flags */
+    pthread_cond_t cv;
+    pthread_mutex_t tok_mu; /* encoding and chat templates: one caller at a time */
+    engine_request *wait_head, *wait_tail;
+    int64_t n_waiting;
+    engine_request **running; /* [max_num_seqs], admission order; written under mu */
+    int n_running;
+    int32_t *free_seqs;
+    int n_free_seqs;
+    engine_request *retired; /* finished in the last step: freed at the next */
+    bool started, draining, stop, dead;
+    wna16_status dead_status;
+    char dead_msg[256];
+    pthread_t thread;
+    /* step buffers */
+    wna16_batch_token *rows;
+    engine_request **owner;
+    int64_t *row_pos, *take;
+    float *logits, *scratch; /* logits: [max_num_seqs + PROMPT_LP_ROWS][vocab] */
+    wna16_request_output *outs;
+    size_t n_outs;
+    engine_request **touched; /* requests with an output this step */
+    size_t n_touched, cap_touched;
+    wna16_engine_metrics met; /* under mu */
+};
+
+/* Prompt rows that may ask for logits in one step (prompt logprobs), beyond
+ * the one row per running sequence that always may: it bounds the logits
+ * buffer; a long scored prompt takes more steps. */
+#define PROMPT_LP_ROWS 32
+
+/* request.c */
+wna16_status engine_request_new(wna16_diag *d, wna16_engine *e, const char *id,
+                                const int32_t *prompt, int64_t n_prompt,
+                                const wna16_sampling_params *params, wna16_output_fn on_output,
+                                void *user, engine_request **out);
+void engine_request_free(engine_request *r);
+/* A row of logits for r's next token: penalties, sampling, text, end. */
+void engine_request_sample(wna16_engine *e, engine_request *r, float *logits);
+/* A row of logits for prompt position pos + 1 (prompt logprobs). */
+void engine_request_score_prompt(wna16_engine *e, engine_request *r, const float *logits,
+                                 int64_t pos);
+/* Ends r (reason, error may be NULL): its sequence's blocks go back. */
+void engine_request_finish(wna16_engine *e, engine_request *r, wna16_finish_reason reason,
+                           const char *error);
+/* Marks r as having an output this step. */
+void engine_touch(wna16_engine *e, engine_request *r);
+/* Builds the step's outputs and calls the callbacks. */
+void engine_emit(wna16_engine *e);
+
+/* scheduler.c */
+/* One step: aborts, admission, the batched forward, sampling, outputs.
+ * False when there was nothing to run. */
+bool engine_run_step(wna16_engine *e);
+/* Every request, running or waiting, ends with FINISH_ABORT (msg). */
+void engine_fail_everything(wna16_engine *e, const char *msg);
+
+void engine_remove_running(wna16_engine *e, int i);
+double engine_now(void);
+
+#endif
