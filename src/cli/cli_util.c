@@ -89,6 +89,15 @@ bool cli_parse_seconds(const char *cmd, const char *flag, const char *text, doub
 
 static double bw_sample(int threads) { return wna16_measure_read_bw(threads, (size_t)1 << 30, 2); }
 
+double cli_frac(double frac, const char *what) {
+    if (!(frac > 1.0)) return frac;
+    fprintf(stderr,
+            "wna16 bench: %s ran at %.3f of the limit measured in this run: the probe is slower "
+            "than this kernel (kernels/machine_limits.c misses a faster way); reported as 1\n",
+            what, frac);
+    return 1.0;
+}
+
 void cli_bw_rounds_start(cli_bw_rounds *r, int threads) {
     r->threads = threads;
     r->prev = r->lo = r->hi = bw_sample(threads);

@@ -366,15 +366,22 @@ float wna16_peak_fma_loop__avx512(int64_t n_iter);
 float wna16_peak_bf16_loop__avx512bf16(int64_t n_iter);
 float wna16_peak_fma_loop__neon(int64_t n_iter);
 float wna16_peak_bf16_loop__neonbf16(int64_t n_iter);
-/* Sum of bytes (a multiple of 256, 64-byte aligned) at p, as 64-bit lanes;
- * prefetch != 0 adds an L2 software prefetch 8 KiB ahead. */
-uint64_t wna16_read_sum__avx2(const void *p, size_t bytes, int prefetch);
-uint64_t wna16_read_sum__avx512(const void *p, size_t bytes, int prefetch);
-uint64_t wna16_read_sum__neon(const void *p, size_t bytes, int prefetch);
+/* The int16 paths' multiply-add (vpmaddwd + vpaddd) at 256 and 512 bits. */
+float wna16_peak_i16_loop__avx2(int64_t n_iter);
+float wna16_peak_i16_loop__avx512(int64_t n_iter);
+/* Sum of bytes (64-byte aligned) at p as 64-bit lanes, read as `streams`
+ * equal parts side by side (256 bytes of each per step; a tail under
+ * 256 x streams bytes is not read), with an L2 software prefetch `prefetch`
+ * bytes ahead of each (0: none). */
+uint64_t wna16_read_sum__avx2(const void *p, size_t bytes, int streams, int prefetch);
+uint64_t wna16_read_sum__avx512(const void *p, size_t bytes, int streams, int prefetch);
+uint64_t wna16_read_sum__neon(const void *p, size_t bytes, int streams, int prefetch);
 /* Flops per iteration of the loops above. */
 #define WNA16_PEAK_FMA_AVX2_FLOPS   (12 * 8 * 2)
 #define WNA16_PEAK_FMA_AVX512_FLOPS (24 * 16 * 2)
 #define WNA16_PEAK_BF16_FLOPS       (24 * 32 * 2)
+#define WNA16_PEAK_I16_AVX2_FLOPS   (12 * 8 * 2 * 2) /* vpmaddwd: 2 products per lane */
+#define WNA16_PEAK_I16_AVX512_FLOPS (24 * 16 * 2 * 2)
 #define WNA16_PEAK_FMA_NEON_FLOPS   (24 * 4 * 2)
 #define WNA16_PEAK_BF16_NEON_FLOPS  (24 * 4 * 2 * 2) /* BFDOT: 2 products per lane */
 

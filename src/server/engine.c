@@ -519,8 +519,9 @@ static bool step(srv_engine *e) {
         }
     wna16_kv_cache_stats kv;
     wna16_kv_cache_get_stats(e->cache, &kv);
-    double roof = prefill ? 0 : srv_roofline_seconds(&e->o.roofline, rows, rows);
     pthread_mutex_lock(&e->mu);
+    /* (under the lock: tracking moves the limits /metrics reports) */
+    double roof = prefill ? 0 : srv_roofline_track(&e->o.roofline, rows, rows, t_fwd);
     e->kv = kv;
     e->steps++;
     e->step_seconds += srv_now() - t0;
@@ -779,10 +780,12 @@ char *srv_engine_metrics(srv_engine *e) {
     FCOUNTER("decode_step_roofline_seconds_total",
              "The decode steps' floor: max(distinct weight bytes / read bandwidth, FLOPs / peak).",
              e->decode_roofline_seconds);
-    GAUGE("machine_read_bandwidth_gbs", "Read bandwidth measured at start (GB/s).", "%.3f",
-          e->o.roofline.read_gbs);
-    GAUGE("machine_peak_gflops", "Compute peak measured at start (GFLOP/s).", "%.3f",
-          e->o.roofline.peak_gflops);
+    GAUGE("machine_read_bandwidth_gbs",
+          "Read bandwidth measured at start, raised to any decode step's faster rate (GB/s).",
+          "%.3f", e->o.roofline.read_gbs);
+    GAUGE("machine_peak_gflops",
+          "Compute peak measured at start, raised to any decode step's faster rate (GFLOP/s).",
+          "%.3f", e->o.roofline.peak_gflops);
     hist_text(f, "wna16:time_to_first_token_seconds", "Time to first token.", &e->ttft);
     hist_text(f, "wna16:inter_token_latency_seconds", "Time between tokens of a request.", &e->itl);
     pthread_mutex_unlock(&e->mu);
