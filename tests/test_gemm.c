@@ -884,14 +884,23 @@ int main(int argc, char **argv) {
            wna16_isa_name(wna16_isa_detected()));
     test_to_bf16();
     test_roundtrip();
-    test_pack_paths();
-    test_isa_and_clone();
-    test_concat(1);
-    test_concat(2);
-    test_ctx_tuning();
-    test_errors();
-    test_matrix(quick);
-    printf("%d cases, %d gemm runs per thread count over %d ISA levels\n", n_cases, n_runs,
-           n_levels());
+    /* a bf16-dot level runs bf16 activations on its bf16-dot kernels or on
+     * the int16 ones (wna16_bf16_dot): both, the machine's default first */
+    bool has_dot = isa_max == WNA16_ISA_AVX512BF16 || isa_max == WNA16_ISA_NEONBF16;
+    bool dot0 = wna16_bf16_dot();
+    for (int pass = 0; pass < (has_dot ? 2 : 1); pass++) {
+        if (pass) printf("bf16 dot %s:\n", dot0 ? "off" : "on");
+        CHECK(wna16_bf16_dot_set(pass ? !dot0 : dot0) == (pass ? !dot0 : dot0));
+        test_pack_paths();
+        test_isa_and_clone();
+        test_concat(1);
+        test_concat(2);
+        test_ctx_tuning();
+        test_errors();
+        test_matrix(quick);
+        printf("%d cases, %d gemm runs per thread count over %d ISA levels\n", n_cases, n_runs,
+               n_levels());
+    }
+    CHECK(wna16_bf16_dot_set(-1) == dot0);
     TEST_MAIN_END();
 }

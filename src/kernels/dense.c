@@ -104,9 +104,9 @@ static void thread_chunks(wna16_split_share *shares, int n_threads, int t, int64
     if (!xp && kt->dense_rows && rows > 0 && rows <= 2 * kt->dense_rows_max_m) {
         groups = (rows + kt->dense_rows_max_m - 1) / kt->dense_rows_max_m;
         per = (rows + groups - 1) / groups;
-        xqb = (kt->dense_xq_bytes(per, a->k) + 31) & ~(size_t)31;
-        void *heap = scratch_get(0, (size_t)groups * xqb + 32);
-        xq = heap ? (float *)(((uintptr_t)heap + 31) & ~(uintptr_t)31) : NULL;
+        xqb = (kt->dense_xq_bytes(per, a->k) + 63) & ~(size_t)63;
+        void *heap = scratch_get(0, (size_t)groups * xqb + 64);
+        xq = heap ? (float *)(((uintptr_t)heap + 63) & ~(uintptr_t)63) : NULL;
         for (int64_t g = 0; xq && g < groups; g++) {
             int64_t r0 = g * per, r = rows - r0 < per ? rows - r0 : per;
             kt->dense_pack_xq(a->x + (i0 + r0) * a->ldx, a->ldx, r, a->k,

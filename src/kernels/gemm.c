@@ -165,10 +165,16 @@ static bool pack_words(const wna16_qweight *w, int64_t o, int64_t col0, int64_t 
 }
 
 /* Pair interleave for a new packed weight: the tuning's 1 or 2 (tests pack
- * both), else the kernel table's (2 when it has 32-wide kernels). */
+ * both), else the kernel table's: 2 when its bf16 activations run 32-wide
+ * kernels (the bf16 dot's), 1 when they run the int16 ones (one block at a
+ * time for one row: on the Xeon guest the 512-bit pair kernel read a row
+ * at 4096² in 320-345 us, AVX2's one-block kernel on one block after
+ * another in 290-300; two rows and more read two blocks side by side
+ * either way). */
 static int interleave_for_pack(const wna16_tuning *tu) {
     if (tu->pack_interleave == 1 || tu->pack_interleave == 2) return tu->pack_interleave;
     const wna16_kernel_table *t = wna16_kernels();
+    if (t->gemv_i16[WNA16_WFMT_Q4] && !t->gemv2_bf16[WNA16_WFMT_Q4]) return 1;
     return t->gemv2_bf16[WNA16_WFMT_Q4] || t->gemv2_f32[WNA16_WFMT_Q4] ? 2 : 1;
 }
 
@@ -437,6 +443,14 @@ void wna16_linear_prefetch(const wna16_packed_linear *pl) {
     for (size_t off = 0; off < sizeof *pl; off += 64) __builtin_prefetch((const char *)pl + off);
     for (int line = 0; line < 4; line++) __builtin_prefetch(pl->data + line * 64);
 }
+void wna16_linear_prefetch_range(const wna16_packed_linear *pl, int64_t n_begin, size_t bytes) {
+    if (n_begin < 0 || n_begin >= pl->n) return;
+    const uint8_t *p = block_at(pl, n_begin / WNA16_LINEAR_NR);
+    size_t left = (size_t)(pl->data + pl->data_bytes - p);
+    if (bytes > left) bytes = left;
+    for (size_t off = 0; off < bytes; off += 64) __builtin_prefetch(p + off, 0, 2);
+}
+
 size_t wna16_linear_footprint(const wna16_packed_linear *pl) {
     return pl->data_bytes + 64 + sizeof *pl;
 }
@@ -504,6 +518,7 @@ typedef struct plan {
     int64_t kpairs;       /* kp / 2 */
     int64_t chunk_groups; /* prefill: groups per dequantized panel */
     wna16_gemv_i16_fn gemv_i16;
+    wna16_gemv2_i16_fn gemv2_i16; /* (the pair form on interleaved pairs, else NULL) */
     wna16_dequant_i16_fn dequant_i16;
     int64_t sbu;          /* int16 paths: units per sub-block (<= 128 k) */
     int64_t nsub, nsb;    /* sub-blocks per group, per row */
@@ -528,10 +543,12 @@ static void plan_i16(const wna16_packed_linear *pl, int64_t m, plan *p) {
     if (m <= stream_max) {
         p->path = PATH_I16_GEMV;
         p->gemv_i16 = t->gemv_i16[pl->fmt];
+        /* one row on blocks one after another: the one-block kernel */
+        p->gemv2_i16 = m == 1 && pl->L.ilv == 1 ? NULL : t->gemv2_i16[pl->fmt];
         p->mr = t->gemv_i16_mr;
         p->lda = round_up(pl->kp, 32) + 32;
         p->inv_off = al64((size_t)(m * p->lda) * 2);
-        p->thread_bytes = al64(p->mr * WNA16_LINEAR_NR * 4);
+        p->thread_bytes = al64(p->mr * 2 * WNA16_LINEAR_NR * 4);
     } else {
         p->path = PATH_I16_PANEL;
         p->dequant_i16 = t->dequant_i16[pl->fmt];
@@ -789,6 +806,24 @@ static void run_i16_gemv(const wna16_packed_linear *pl, const plan *p, const io 
     const int32_t *sum = (const int32_t *)((const uint8_t *)a + p->sum_off);
     float *c = scratch;
     int64_t tiles = (e->m + (int64_t)p->mr - 1) / (int64_t)p->mr;
+    if (p->gemv2_i16) {
+        /* two blocks a call: a pair's (one stream; a range starting at an
+         * odd block takes that one alone), or two in a row */
+        for (int64_t b = b0, nb; b < b1; b += nb) {
+            nb = b + 1 < b1 && (pl->L.ilv == 1 || b % 2 == 0) ? 2 : 1;
+            const uint8_t *blk = block_at(pl, b);
+            int64_t o0 = b * NR, o1 = o0 + nb * NR < n_end ? o0 + nb * NR : n_end;
+            for (int64_t ti = 0, r = 0; ti < tiles; ti++) {
+                int64_t r1 = e->m * (ti + 1) / tiles;
+                p->gemv2_i16(&pl->L, blk, (size_t)nb, (size_t)(r1 - r),
+                             (const int16_t *)a + r * p->lda, (size_t)p->lda, inv + r * p->nsb,
+                             sum + r * p->nsb, (size_t)p->nsb, p->sbu, c);
+                epilogue(e, r, r1 - r, o0, o1, c, 2 * NR);
+                r = r1;
+            }
+        }
+        return;
+    }
     for (int64_t b = b0; b < b1; b++) {
         const uint8_t *blk = block_at(pl, b);
         int64_t o0 = b * NR, o1 = o0 + NR < n_end ? o0 + NR : n_end;

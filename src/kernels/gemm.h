@@ -68,6 +68,17 @@ wna16_isa wna16_isa_active(void);
  * now active (wna16_isa_min(detected, cap); cap >= WNA16_ISA_COUNT: no cap,
  * the detected level). Not thread-safe against running gemms. */
 wna16_isa wna16_isa_set_cap(wna16_isa cap);
+/* Whether the bf16-dot levels (avx512bf16, neonbf16) run bf16 activations
+ * on their bf16-dot kernels (true) or on the integer kernels of the level
+ * below (false; docs/kernels.md §Integer activations): the machine's
+ * default says which is faster there (on x86: Intel cores run vdpbf16ps at
+ * a quarter of the fp32 FMA's flops and the int16 kernels win; AMD's run it
+ * at full rate), the WNA16_BF16_DOT environment variable (0 or 1) overrides
+ * it, and so does wna16_bf16_dot_set (on < 0: back to the machine's
+ * default; returns the setting now in force; not thread-safe against
+ * running gemms). Weights packed under one setting run under the other. */
+bool wna16_bf16_dot(void);
+bool wna16_bf16_dot_set(int on);
 /* dst[i] = wna16_f32_to_bf16(src[i]), i < n, on the active level's vectors
  * (same bits): activations rounded for the kernels, GEMM outputs. */
 void wna16_f32_to_bf16_n(const float *src, uint16_t *dst, size_t n);
@@ -122,6 +133,10 @@ size_t wna16_linear_packed_bytes(const wna16_packed_linear *pl);
  * descriptors' cache misses then overlap instead of coming one at a time
  * when the work is planned. */
 void wna16_linear_prefetch(const wna16_packed_linear *pl);
+/* Prefetches (into L2) the first `bytes` of the weight stream a range
+ * starting at column n_begin reads: a caller that will run that range next
+ * lets its cold start overlap the work before it. */
+void wna16_linear_prefetch_range(const wna16_packed_linear *pl, int64_t n_begin, size_t bytes);
 /* Bytes of the whole object (packed_bytes plus the header). */
 size_t wna16_linear_footprint(const wna16_packed_linear *pl);
 
