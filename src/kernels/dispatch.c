@@ -126,6 +126,8 @@ static wna16_kernel_table tables[WNA16_ISA_COUNT];
 /* The bf16-dot levels without their bf16-dot kernels (wna16_bf16_dot false) */
 static wna16_kernel_table no_dot[WNA16_ISA_COUNT];
 static bool bf16_dot_default = true, bf16_dot_on = true;
+/* VNNI: which the CPU has, and whether the int16 leaves use it */
+static bool has_avx_vnni, has_avx512_vnni, vnni_on;
 static wna16_isa detected = WNA16_ISA_REF;
 static wna16_isa active = WNA16_ISA_REF;
 static pthread_once_t once = PTHREAD_ONCE_INIT;
@@ -319,9 +321,49 @@ static void fill_no_dot(void) {
     }
 }
 
-static void init(void) {
+/* The int16 leaves' VNNI variants into the levels that have them. */
+static void apply_vnni(void) {
+#ifdef WNA16_X86
+    for (int i = 0; i < WNA16_ISA_COUNT; i++) {
+        wna16_kernel_table *t = &tables[i];
+        if (!vnni_on || !wna16_isa_le(WNA16_ISA_AVX2, (wna16_isa)i)) continue;
+        if (has_avx_vnni) {
+            t->gemv_i16[WNA16_WFMT_Q4] = wna16_gemv_q4_i16_4x16__avxvnni;
+            t->gemv_i16[WNA16_WFMT_Q8] = wna16_gemv_q8_i16_4x16__avxvnni;
+        }
+        if (has_avx512_vnni && wna16_isa_le(WNA16_ISA_AVX512, (wna16_isa)i)) {
+            t->gemv2_i16[WNA16_WFMT_Q4] = wna16_gemv_q4_i16_4x32__avx512vnni;
+            t->gemv2_i16[WNA16_WFMT_Q8] = wna16_gemv_q8_i16_4x32__avx512vnni;
+            t->gemm_i16 = wna16_gemm_i16_12x16__avx512vnni;
+        }
+    }
+#endif
+}
+
+/* The tables for the current switches. */
+static void build_tables(void) {
     fill_tables();
+    apply_vnni();
     fill_no_dot();
+}
+
+static void detect_vnni(void) {
+#ifdef WNA16_X86
+    unsigned a, b, c, d;
+    /* the levels' own checks (XGETBV included) come first: VNNI only adds */
+    if (__get_cpuid_count(7, 0, &a, &b, &c, &d)) has_avx512_vnni = c & (1u << 11);
+    if (__get_cpuid_count(7, 1, &a, &b, &c, &d)) has_avx_vnni = a & (1u << 4);
+#endif
+    vnni_on = has_avx_vnni || has_avx512_vnni;
+}
+
+static void init(void) {
+    detect_vnni();
+    const char *vn = getenv("WNA16_VNNI");
+    if (vn && !strcmp(vn, "0")) vnni_on = false;
+    else if (vn && *vn && strcmp(vn, "1"))
+        wna16_log(NULL, WNA16_LOG_WARN, "WNA16_VNNI='%s' is not 0 or 1; ignored", vn);
+    build_tables();
     detected = detect();
     active = detected;
     bf16_dot_default = bf16_dot_on = bf16_dot_preferred();
@@ -364,6 +406,19 @@ wna16_isa wna16_isa_set_cap(wna16_isa cap) {
     pthread_once(&once, init);
     active = (unsigned)cap >= WNA16_ISA_COUNT ? detected : wna16_isa_min(cap, detected);
     return active;
+}
+
+bool wna16_vnni(void) {
+    pthread_once(&once, init);
+    return vnni_on;
+}
+
+bool wna16_vnni_set(int on) {
+    pthread_once(&once, init);
+    bool have = has_avx_vnni || has_avx512_vnni;
+    vnni_on = have && (on < 0 || on != 0);
+    build_tables();
+    return vnni_on;
 }
 
 bool wna16_bf16_dot(void) {

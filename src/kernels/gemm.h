@@ -79,6 +79,14 @@ wna16_isa wna16_isa_set_cap(wna16_isa cap);
  * running gemms). Weights packed under one setting run under the other. */
 bool wna16_bf16_dot(void);
 bool wna16_bf16_dot_set(int on);
+/* Whether the int16 leaves use vpdpwssd where the CPU has it (AVX_VNNI for
+ * the avx2 leaves, AVX512_VNNI for the avx512 ones): the same int32 sums in
+ * fewer instructions, so the same bits. On by default where present; the
+ * WNA16_VNNI environment variable (0 or 1) and wna16_vnni_set (on < 0: the
+ * default) turn it off for comparisons and tests; returns the setting in
+ * force (false without the instructions). Not thread-safe against gemms. */
+bool wna16_vnni(void);
+bool wna16_vnni_set(int on);
 /* dst[i] = wna16_f32_to_bf16(src[i]), i < n, on the active level's vectors
  * (same bits): activations rounded for the kernels, GEMM outputs. */
 void wna16_f32_to_bf16_n(const float *src, uint16_t *dst, size_t n);

@@ -335,6 +335,25 @@ void wna16_gemv_q4_i16_4x32__avx512(const wna16_block_layout *, const uint8_t *,
 void wna16_gemv_q8_i16_4x32__avx512(const wna16_block_layout *, const uint8_t *, size_t, size_t,
                                     const int16_t *, size_t, const float *, const int32_t *,
                                     size_t, int64_t, float *);
+void wna16_gemv_q4_i16_4x16__avxvnni(const wna16_block_layout *, const uint8_t *, size_t,
+                                     const int16_t *, size_t, const float *, const int32_t *,
+                                     size_t, int64_t, float *);
+void wna16_gemv_q8_i16_4x16__avxvnni(const wna16_block_layout *, const uint8_t *, size_t,
+                                     const int16_t *, size_t, const float *, const int32_t *,
+                                     size_t, int64_t, float *);
+void wna16_gemv_q4_i16_4x32__avx512vnni(const wna16_block_layout *, const uint8_t *, size_t,
+                                        size_t, const int16_t *, size_t, const float *,
+                                        const int32_t *, size_t, int64_t, float *);
+void wna16_gemv_q8_i16_4x32__avx512vnni(const wna16_block_layout *, const uint8_t *, size_t,
+                                        size_t, const int16_t *, size_t, const float *,
+                                        const int32_t *, size_t, int64_t, float *);
+void wna16_gemm_i16_12x16__avx512vnni(size_t, int64_t, int64_t, int64_t, const uint32_t *,
+                                      const int16_t *, const float *, const float *, size_t,
+                                      float *);
+void wna16_dequant_q4_i16_16__avx512vnni(const wna16_block_layout *, const uint8_t *, int64_t,
+                                         int64_t, int16_t *, float *);
+void wna16_dequant_q8_i16_16__avx512vnni(const wna16_block_layout *, const uint8_t *, int64_t,
+                                         int64_t, int16_t *, float *);
 void wna16_dequant_q4_i16_16__avx512(const wna16_block_layout *, const uint8_t *, int64_t, int64_t,
                                      int16_t *, float *);
 void wna16_dequant_q8_i16_16__avx512(const wna16_block_layout *, const uint8_t *, int64_t, int64_t,
