@@ -199,6 +199,16 @@ void wna16_dense_gemm_tuned(const wna16_tuning *t, const uint16_t *w, int64_t n,
                             int64_t k_stride, const float *bias, int64_t m, const float *x,
                             int64_t ldx, float *y, int64_t ldy, int n_threads) {
     const wna16_kernel_table *kt = wna16_kernels();
+    wna16_kernel_table big;
+    if (kt->dense_big && m >= kt->dense_big_min_m && kt->dense_big->dense_tiles) {
+        big = *kt; /* the other level's tiles, with everything they pack x and work in */
+        big.dense_tiles = kt->dense_big->dense_tiles;
+        big.dense_tiles_ws = kt->dense_big->dense_tiles_ws;
+        big.dense_pack_x = kt->dense_big->dense_pack_x;
+        big.dense_xp_bytes = kt->dense_big->dense_xp_bytes;
+        big.dense_tile_rows = kt->dense_big->dense_tile_rows;
+        kt = &big;
+    }
     dense_args a = {.w = w,
                     .n = n,
                     .k = k,

@@ -219,6 +219,12 @@ static void fill_x86(wna16_kernel_table t) {
     t.dense_tile_min_m = WNA16_DENSE_TILE_MIN_M_AVX512;
     t.dense_rows = wna16_dense_rows__avx512;
     t.dense_rows_max_m = 6;
+    /* from 32 rows AVX2's tiles: their weights widened once into a packed
+     * copy pay off over many rows (Xeon guest, 2 threads, N 4096: K 2048
+     * M=32 3.7-3.8 against 3.9-4.1 ms, M=128 12.3-12.9 against 14.5-16.0;
+     * the AVX-512 tiles win at 16 rows: 2.05-2.17 against 2.21-2.31 ms) */
+    t.dense_big = &tables[WNA16_ISA_AVX2];
+    t.dense_big_min_m = 32;
     t.dense_pack_xq = wna16_dense_pack_xq__avx512;
     t.dense_xq_bytes = wna16_dense_xq_bytes__avx512;
     t.attn_group = wna16_attn_group__avx512;

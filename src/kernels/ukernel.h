@@ -233,6 +233,10 @@ typedef struct wna16_kernel_table {
     wna16_dense_tiles_fn dense_tiles;
     wna16_dense_tiles_ws_fn dense_tiles_ws;
     wna16_dense_pack_x_fn dense_pack_x;
+    /* (where set: another level's tiles, taken from dense_big_min_m rows:
+     * its table, whose tile fields replace these) */
+    const struct wna16_kernel_table *dense_big;
+    int64_t dense_big_min_m;
     wna16_dense_xp_bytes_fn dense_xp_bytes;
     int64_t dense_tile_rows, dense_tile_min_m;
     /* the dense linear for m <= dense_rows_max_m (NULL: the dot) */
