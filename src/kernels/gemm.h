@@ -141,10 +141,6 @@ size_t wna16_linear_packed_bytes(const wna16_packed_linear *pl);
  * descriptors' cache misses then overlap instead of coming one at a time
  * when the work is planned. */
 void wna16_linear_prefetch(const wna16_packed_linear *pl);
-/* Prefetches (into L2) the first `bytes` of the weight stream a range
- * starting at column n_begin reads: a caller that will run that range next
- * lets its cold start overlap the work before it. */
-void wna16_linear_prefetch_range(const wna16_packed_linear *pl, int64_t n_begin, size_t bytes);
 /* Bytes of the whole object (packed_bytes plus the header). */
 size_t wna16_linear_footprint(const wna16_packed_linear *pl);
 

@@ -380,14 +380,6 @@ void wna16_linear_prefetch(const wna16_packed_linear *pl) {
     for (size_t off = 0; off < sizeof *pl; off += 64) __builtin_prefetch((const char *)pl + off);
     for (int line = 0; line < 4; line++) __builtin_prefetch(pl->data + line * 64);
 }
-void wna16_linear_prefetch_range(const wna16_packed_linear *pl, int64_t n_begin, size_t bytes) {
-    if (n_begin < 0 || n_begin >= pl->n) return;
-    const uint8_t *p = block_at(pl, n_begin / WNA16_LINEAR_NR);
-    size_t left = (size_t)(pl->data + pl->data_bytes - p);
-    if (bytes > left) bytes = left;
-    for (size_t off = 0; off < bytes; off += 64) __builtin_prefetch(p + off, 0, 2);
-}
-
 size_t wna16_linear_footprint(const wna16_packed_linear *pl) {
     return pl->data_bytes + 64 + sizeof *pl;
 }
