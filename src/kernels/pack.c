@@ -380,6 +380,7 @@ void wna16_linear_prefetch(const wna16_packed_linear *pl) {
     for (size_t off = 0; off < sizeof *pl; off += 64) __builtin_prefetch((const char *)pl + off);
     for (int line = 0; line < 4; line++) __builtin_prefetch(pl->data + line * 64);
 }
+
 size_t wna16_linear_footprint(const wna16_packed_linear *pl) {
     return pl->data_bytes + 64 + sizeof *pl;
 }
