@@ -744,9 +744,10 @@ typedef struct wna16_engine_options {
     size_t kv_cache_memory;          /* KV cache bytes [one context per 4 sequences, at most 4 GiB] */
     int64_t kv_cache_blocks;         /* or an exact number of blocks (tests) */
     bool enable_prefix_caching;      /* [true] */
-    /* The floor of a step of `rows` rows (logit_rows of them with logits),
-     * in seconds, for wna16_engine_metrics' roofline; NULL: none. */
-    double (*step_floor)(void *user, int64_t rows, int64_t logit_rows);
+    /* The floor of a decode step of `rows` rows (logit_rows of them with
+     * logits) whose forward took `seconds`, in seconds, for
+     * wna16_engine_metrics' roofline; NULL: none. */
+    double (*step_floor)(void *user, int64_t rows, int64_t logit_rows, double seconds);
     void *step_floor_user;
 } wna16_engine_options;
 WNA16_API void wna16_engine_options_init(wna16_engine_options *o);

@@ -2,7 +2,48 @@
 #include "testing.h"
 
 #include <stdlib.h>
+#include <math.h>
+#include <stdbool.h>
 #include <sys/wait.h>
+
+#include "server/roofline.h"
+
+/* The engine's roofline holds its limits to the steps it sees: a step faster
+ * than its floor raises the limit it beat, so the floor never passes the
+ * step's time, and a slower step leaves them. */
+static void test_roofline_track(void) {
+    srv_roofline r = {.read_gbs = 10, .peak_gflops = 100, .logit_peak_gflops = 50,
+                      .dense_bytes = 1e9, .row_flops = 1e9, .logit_flops = 1e9};
+    CHECK(fabs(srv_roofline_seconds(&r, 1, 1) - 0.1) < 1e-12); /* bytes: 0.1 s > 0.03 s */
+    CHECK(fabs(srv_roofline_track(&r, 1, 1, 0.2) - 0.1) < 1e-12 && r.read_gbs == 10);
+    CHECK(fabs(srv_roofline_track(&r, 1, 1, 0.05) - 0.05) < 1e-12);
+    CHECK(fabs(r.read_gbs - 20) < 1e-9 && r.peak_gflops == 100);
+    /* 100 rows: compute 100 * (1e9 / 100e9 + 1e9 / 50e9) = 3 s > 0.05 s of bytes */
+    CHECK(fabs(srv_roofline_seconds(&r, 100, 100) - 3.0) < 1e-9);
+    CHECK(fabs(srv_roofline_track(&r, 100, 100, 1.5) - 1.5) < 1e-9);
+    CHECK(fabs(r.peak_gflops - 200) < 1e-6 && fabs(r.logit_peak_gflops - 100) < 1e-6);
+    srv_roofline none = {0};
+    CHECK(srv_roofline_track(&none, 4, 4, 0.1) == 0); /* no bandwidth: no estimate */
+}
+
+/* Every number after `key` in json (up to `end`, or the one after it) is <= 1. */
+static bool fractions_at_most_1(const char *json, const char *key, const char *end) {
+    int seen = 0;
+    for (const char *p = json; (p = strstr(p, key)); seen++) {
+        p += strlen(key);
+        const char *stop = end ? strstr(p, end) : NULL;
+        for (const char *v = p; v && *v && (!stop || v < stop);) {
+            const char *colon = stop ? strstr(v, ": ") : v - 2;
+            if (!colon || (stop && colon > stop)) break;
+            char *after;
+            double f = strtod(colon + 2, &after);
+            if (after == colon + 2 || f > 1.0) return false;
+            if (!stop) break;
+            v = after;
+        }
+    }
+    return seen > 0;
+}
 
 static char out[1 << 16];
 
@@ -10,6 +51,7 @@ static char out[1 << 16];
 static int run(const char *args) { return test_run_cli(args, out, sizeof out, 1); }
 
 int main(void) {
+    test_roofline_track();
     CHECK(run("--help") == 0 && strstr(out, "inspect"));
     CHECK(run("") == 2);
     CHECK(run("frobnicate") == 2 && strstr(out, "unknown command"));
@@ -61,6 +103,9 @@ int main(void) {
               "--breakdown --json") == 0);
     CHECK(strstr(out, "\"batch\": 1, \"step_ms\"") && strstr(out, "\"batch\": 3, \"step_ms\""));
     CHECK(strstr(out, "\"roofline_fraction\"") && strstr(out, "\"lm_head\"") &&
-          strstr(out, "]}\n"));
+          strstr(out, "\"fraction_of_floor\"") && strstr(out, "]}\n"));
+    /* no fraction above 1, whatever the probes measured */
+    CHECK(fractions_at_most_1(out, "\"roofline_fraction\": ", NULL));
+    CHECK(fractions_at_most_1(out, "\"fraction_of_floor\": {", "}"));
     TEST_MAIN_END();
 }

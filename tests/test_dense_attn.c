@@ -41,12 +41,11 @@ static const leaf levels[] = {
 #if defined(__x86_64__) || defined(__i386__)
     {"avx2", WNA16_ISA_AVX2, wna16_dense_dot__avx2, wna16_dense_rows__avx2, wna16_dense_tiles__avx2,
      wna16_attn_group__avx2, 8, false},
-    /* the AVX-512 dot for every m */
-    {"avx512", WNA16_ISA_AVX512, wna16_dense_dot__avx512, NULL, NULL, wna16_attn_group__avx512, 16,
-     false},
-    /* the BF16 level keeps the AVX-512 dense dot */
-    {"avx512bf16", WNA16_ISA_AVX512BF16, wna16_dense_dot__avx512, NULL, NULL,
-     wna16_attn_group__avx512bf16, 32, true},
+    {"avx512", WNA16_ISA_AVX512, wna16_dense_dot__avx512, wna16_dense_rows__avx512,
+     wna16_dense_tiles__avx512, wna16_attn_group__avx512, 16, false},
+    /* the BF16 level keeps the AVX-512 dense leaves */
+    {"avx512bf16", WNA16_ISA_AVX512BF16, wna16_dense_dot__avx512, wna16_dense_rows__avx512,
+     wna16_dense_tiles__avx512, wna16_attn_group__avx512bf16, 32, true},
 #elif defined(__aarch64__)
     {"neon", WNA16_ISA_NEON, wna16_dense_dot__neon, wna16_dense_rows__neon, wna16_dense_tiles__neon,
      wna16_attn_group__neon, 4, false},
@@ -110,7 +109,7 @@ static void test_dense_leaves(void) {
                           levels[l].name, (long long)k, (long long)m, a[0], b[0]);
             }
         }
-        /* each level's row kernel (m <= 4): x packed once, the dot's bits,
+        /* each level's row kernel (m <= dense_rows_max_m): x packed once, the dot's bits,
          * the entries beside each row's output untouched; x as given and
          * rounded to bf16 (as a model's activations are: AVX2 packs it as
          * bf16 then) */
@@ -121,8 +120,8 @@ static void test_dense_leaves(void) {
                 for (int64_t i = 0; i < 8 * LDX; i++) x[i] = wna16_bf16_to_f32(wna16_f32_to_bf16(x[i]));
             for (int r = 0; r < nr; r++) {
                 const wna16_kernel_table *kt = kts[r];
-                static _Alignas(32) float xq[4 * (KMAX + 64) + 256];
-                float bias = 0.25f, y[4 * 3];
+                static _Alignas(64) float xq[6 * (KMAX + 64) + 256];
+                float bias = 0.25f, y[6 * 3];
                 for (int64_t m = 1; m <= kt->dense_rows_max_m; m++) {
                     CHECK(kt->dense_xq_bytes(m, k) <= sizeof xq && kt->dense_xq_bytes(m, k) % 256 == 0);
                     kt->dense_pack_xq(x, LDX, m, k, xq);
@@ -135,7 +134,7 @@ static void test_dense_leaves(void) {
                                 ((uint32_t *)y)[3 * i + 2] == 0xffffffffu,
                             "dense rows %s k=%lld m=%lld row %lld: %g vs %g", wna16_isa_name(kt->isa),
                             (long long)k, (long long)m, (long long)i, y[3 * i], a[i] + bias);
-                    for (int64_t i = m; i < 4; i++) CHECK(((uint32_t *)y)[3 * i] == 0xffffffffu);
+                    for (int64_t i = m; i < 6; i++) CHECK(((uint32_t *)y)[3 * i] == 0xffffffffu);
                 }
             }
         }

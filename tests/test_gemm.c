@@ -884,14 +884,29 @@ int main(int argc, char **argv) {
            wna16_isa_name(wna16_isa_detected()));
     test_to_bf16();
     test_roundtrip();
-    test_pack_paths();
-    test_isa_and_clone();
-    test_concat(1);
-    test_concat(2);
-    test_ctx_tuning();
-    test_errors();
-    test_matrix(quick);
-    printf("%d cases, %d gemm runs per thread count over %d ISA levels\n", n_cases, n_runs,
-           n_levels());
+    /* a bf16-dot level runs bf16 activations on its bf16-dot kernels or on
+     * the int16 ones (wna16_bf16_dot), and the int16 leaves run with or
+     * without VNNI where the CPU has it (wna16_vnni): every combination,
+     * the machine's defaults first */
+    bool has_dot = isa_max == WNA16_ISA_AVX512BF16 || isa_max == WNA16_ISA_NEONBF16;
+    bool dot0 = wna16_bf16_dot(), vnni0 = wna16_vnni();
+    for (int pass = 0; pass < 4; pass++) {
+        bool dot = pass & 1 ? !dot0 : dot0, vnni = pass & 2 ? !vnni0 : vnni0;
+        if ((pass & 1) && !has_dot) continue;
+        if ((pass & 2) && wna16_vnni_set(!vnni0) != !vnni0) continue; /* no VNNI here */
+        CHECK(wna16_bf16_dot_set(dot) == dot && wna16_vnni_set(vnni) == vnni);
+        if (pass) printf("bf16 dot %s, VNNI %s:\n", dot ? "on" : "off", vnni ? "on" : "off");
+        test_pack_paths();
+        test_isa_and_clone();
+        test_concat(1);
+        test_concat(2);
+        test_ctx_tuning();
+        test_errors();
+        test_matrix(quick);
+        printf("%d cases, %d gemm runs per thread count over %d ISA levels\n", n_cases, n_runs,
+               n_levels());
+    }
+    CHECK(wna16_vnni_set(-1) == vnni0);
+    CHECK(wna16_bf16_dot_set(-1) == dot0);
     TEST_MAIN_END();
 }

@@ -29,14 +29,19 @@ int wna16_bench_serve(int argc, char **argv);
  * bytes and multiply-adds of the linears every row runs (dense_*, lm_head
  * apart in head_params) and of all routed experts together (expert_*; each
  * row runs top_k of the n_experts of every MoE layer). */
+#define CLI_PHASES_MAX 16 /* >= WNA16_PHASES (runtime/runtime.h; bench_model.c checks) */
 typedef struct cli_model_costs {
     double dense_bytes, dense_params, head_params, expert_bytes, expert_params;
     int64_t n_experts, top_k; /* 0: no MoE */
+    /* the non-expert linears' bytes and multiply-adds by the forward phase
+     * that runs them (routers, shared experts and dense MLPs: the MLP's) */
+    double phase_bytes[CLI_PHASES_MAX], phase_params[CLI_PHASES_MAX];
 } cli_model_costs;
 void cli_model_costs_get(const wna16_model *m, cli_model_costs *c);
-/* The compute peak (GFLOP/s) the prefill kernels can reach: the bf16-dot
- * peak where the ISA level has one, else its fp32 FMA peak; *kind names it
- * ("bf16", "fp32_fma", or NULL when there is none). */
+/* The compute peak (GFLOP/s) the quantized linears can reach with bf16
+ * activations at the active level (wna16_measure_linear_peak: the bf16 dot,
+ * the int16 multiply-add, or the fp32 FMA); *kind names it ("bf16",
+ * "int16", "fp32_fma", or NULL when there is none). */
 double cli_compute_peak(int threads, const char **kind);
 /* Read bandwidth (a bw_bytes buffer) and compute peak on `threads` threads;
  * under MPI every rank measures at once (call it on all of them) and the
@@ -44,6 +49,17 @@ double cli_compute_peak(int threads, const char **kind);
  * cores, those of several hosts add theirs. */
 void cli_machine_limits(wna16_comm *comm, int threads, size_t bw_bytes, double *bw, double *peak,
                         const char **kind);
+/* The fp32 FMA peak (the dense bf16 linears': lm_head), as cli_machine_limits
+ * measures (every rank at once under MPI, summed). */
+double cli_fma_peak(wna16_comm *comm, int threads);
+/* The buffer a read-bandwidth probe needs to miss the last-level cache:
+ * twice its size, within [256 MiB, 1 GiB]. */
+size_t cli_probe_bytes(void);
+/* A fraction of a limit measured in the same run, as reported: at most 1.
+ * A kernel above a limit shows that the limit's probe misses a faster way
+ * of reading or computing (kernels/machine_limits.c); stderr says so, naming
+ * `what`, and the figure is held to the kernel's own rate (1). */
+double cli_frac(double frac, const char *what);
 
 /* Read bandwidth sampled between the rounds of a bandwidth-bound benchmark
  * (bench_util.c): the host's bandwidth moves by 2x within a run, so each

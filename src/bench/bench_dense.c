@@ -19,7 +19,8 @@
 static void dense_help(FILE *f) {
     fprintf(f,
             "usage: wna16 bench dense [--m LIST] [--n LIST] [--k LIST] [--threads T]\n"
-            "                         [--isa NAME] [--tile-min-m M] [--min-time S] [--repeat R]\n\n"
+            "                         [--isa NAME] [--tile-min-m M] [--min-time S] [--repeat R]\n"
+            "                         [--json]\n\n"
             "Measures read bandwidth and the fp32 FMA peak on T threads, then times the dense\n"
             "bf16-weight linear y = x·Wᵀ (fp32 x and y, bf16 W [N][K]) for each M x (K, N),\n"
             "rotating enough copies of W to exceed the last-level cache (cold weights).\n"
@@ -28,7 +29,8 @@ static void dense_help(FILE *f) {
             "kernel, fewer to the per-output dot (a huge M: the dot for every case, the path\n"
             "before the tiles). --repeat R keeps the best of R sweeps. cpu_GF/s and cpu_%%pk\n"
             "divide the flops by the best call's process CPU time per thread instead of its\n"
-            "wall time: on a loaded host, the rate while the call ran.\n");
+            "wall time: on a loaded host, the rate while the call ran. Fractions are at most 1\n"
+            "(a kernel above a limit is reported at it, with a note that the probe missed).\n");
 }
 
 typedef struct dense_case {
@@ -64,6 +66,7 @@ int wna16_bench_dense(int argc, char **argv) {
     int n_m = 5, n_n = 0, n_k = 0;
     long threads = wna16_threads_default(), repeat = 1;
     double min_time = 0.3;
+    bool json = false;
     wna16_tuning tu = WNA16_TUNING_DEFAULT; /* --tile-min-m: every call of this run takes it */
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -87,6 +90,8 @@ int wna16_bench_dense(int argc, char **argv) {
             long mm;
             ok = cli_parse_int(a, v, 0, 1L << 40, &mm), i++;
             if (ok) tu.dense_tile_min_m = mm;
+        } else if (!strcmp(a, "--json")) {
+            json = true;
         } else if (!strcmp(a, "--isa")) {
             if (!cli_set_isa("bench dense", v)) return 2;
             i++;
@@ -110,11 +115,8 @@ int wna16_bench_dense(int argc, char **argv) {
             for (int b = 0; b < n_n; b++)
                 shapes[n_shapes][0] = ks[a], shapes[n_shapes++][1] = ns[b];
     }
-    long llc = -1;
-#ifdef _SC_LEVEL3_CACHE_SIZE
-    llc = sysconf(_SC_LEVEL3_CACHE_SIZE);
-#endif
-    if (llc <= 0) llc = 32L << 20;
+    const char *llc_source;
+    size_t llc = wna16_llc_bytes(&llc_source);
     int n_res = n_shapes * n_m;
     dense_case *res = calloc((size_t)n_res, sizeof *res);
     if (!res) return 1;
@@ -122,7 +124,7 @@ int wna16_bench_dense(int argc, char **argv) {
     double read_gbs = 0, fma = 0;
     int rc = 0;
     for (long rep = 0; rep < repeat && !rc; rep++) {
-        fprintf(stderr, "measuring machine limits on %ld threads...\n", threads);
+        if (!json) fprintf(stderr, "measuring machine limits on %ld threads...\n", threads);
         read_gbs = fmax(read_gbs, wna16_measure_read_bw((int)threads, (size_t)1 << 30, 6));
         fma = fmax(fma, wna16_measure_fma_peak((int)threads));
         for (int s = 0; s < n_shapes && !rc; s++) {
@@ -164,23 +166,44 @@ int wna16_bench_dense(int argc, char **argv) {
         free(res);
         return rc;
     }
-    printf("machine: %ld threads, isa %s, tiles from M = %lld\n", threads,
-           wna16_isa_name(wna16_isa_active()), (long long)wna16_dense_tile_min_m(&tu));
-    printf("limits:  read %.1f GB/s, fp32 FMA peak %.1f GFLOP/s%s\n\n", read_gbs, fma,
-           repeat > 1 ? " (best of the repeats)" : "");
-    printf("cpu:     GFLOP/s and %%peak by the best call's process CPU time / threads (the\n"
-           "         rate while running; equal to the wall-time rate on an idle host)\n\n");
-    printf("%6s %6s %6s %11s %9s %8s %8s %8s %9s %8s\n", "M", "K", "N", "best_us", "GFLOP/s",
-           "%peak", "W_GB/s", "%bw", "cpu_GF/s", "cpu_%pk");
+    if (json)
+        printf("{\"machine\": {\"threads\": %ld, \"isa\": \"%s\", \"llc_bytes\": %zu, "
+               "\"llc_source\": \"%s\", \"read_gbs\": %.9g, \"fma_gflops\": %.9g, "
+               "\"tile_min_m\": %lld},\n \"results\": [",
+               threads, wna16_isa_name(wna16_isa_active()), llc, llc_source, read_gbs, fma,
+               (long long)wna16_dense_tile_min_m(&tu));
+    else {
+        printf("machine: %ld threads, isa %s, LLC %zu MiB (%s), tiles from M = %lld\n", threads,
+               wna16_isa_name(wna16_isa_active()), llc >> 20, llc_source,
+               (long long)wna16_dense_tile_min_m(&tu));
+        printf("limits:  read %.1f GB/s, fp32 FMA peak %.1f GFLOP/s%s\n\n", read_gbs, fma,
+               repeat > 1 ? " (best of the repeats)" : "");
+        printf("cpu:     GFLOP/s and %%peak by the best call's process CPU time / threads (the\n"
+               "         rate while running; equal to the wall-time rate on an idle host)\n\n");
+        printf("%6s %6s %6s %11s %9s %8s %8s %8s %9s %8s\n", "M", "K", "N", "best_us", "GFLOP/s",
+               "%peak", "W_GB/s", "%bw", "cpu_GF/s", "cpu_%pk");
+    }
     for (int i = 0; i < n_res; i++) {
         dense_case *g = &res[i];
         double gf = 2.0 * (double)g->m * (double)g->n * (double)g->k / g->t_best * 1e-9;
         double wgbs = 2.0 * (double)g->n * (double)g->k / g->t_best * 1e-9;
         double cgf = 2.0 * (double)g->m * (double)g->n * (double)g->k / g->cpu_best * 1e-9;
-        printf("%6ld %6ld %6ld %11.1f %9.1f %7.1f%% %8.1f %7.1f%% %9.1f %7.1f%%\n", g->m, g->k,
-               g->n, g->t_best * 1e6, gf, fma > 0 ? 100 * gf / fma : 0, wgbs,
-               read_gbs > 0 ? 100 * wgbs / read_gbs : 0, cgf, fma > 0 ? 100 * cgf / fma : 0);
+        char what[80];
+        snprintf(what, sizeof what, "bench dense M=%ld K=%ld N=%ld", g->m, g->k, g->n);
+        double fpk = fma > 0 ? cli_frac(gf / fma, what) : 0;
+        double fbw = read_gbs > 0 ? cli_frac(wgbs / read_gbs, what) : 0;
+        double fcpu = fma > 0 ? cli_frac(cgf / fma, what) : 0;
+        if (json)
+            printf("%s\n  {\"m\": %ld, \"k\": %ld, \"n\": %ld, \"best_us\": %.9g, \"gflops\": "
+                   "%.9g, \"frac_peak\": %.9g, \"weight_gbs\": %.9g, \"frac_bw\": %.9g, "
+                   "\"cpu_gflops\": %.9g, \"cpu_frac_peak\": %.9g, \"tiled\": %s}",
+                   i ? "," : "", g->m, g->k, g->n, g->t_best * 1e6, gf, fpk, wgbs, fbw, cgf, fcpu,
+                   wna16_dense_tiled(&tu, g->m, g->k) ? "true" : "false");
+        else
+            printf("%6ld %6ld %6ld %11.1f %9.1f %7.1f%% %8.1f %7.1f%% %9.1f %7.1f%%\n", g->m,
+                   g->k, g->n, g->t_best * 1e6, gf, 100 * fpk, wgbs, 100 * fbw, cgf, 100 * fcpu);
     }
+    if (json) printf("\n]}\n");
     free(res);
     return 0;
 }

@@ -2,8 +2,9 @@
  * this machine's limits, measured in the same run. Decode is bandwidth-bound:
  * its floor is the bytes of weights one token touches (attention, the top-k
  * experts of every layer, routers, lm_head) over the read bandwidth. Prefill
- * is compute-bound: its FLOPs over the compute peak of the active ISA level
- * (the bf16-dot peak where the level has one, else its fp32 FMA peak). */
+ * is compute-bound: its FLOPs over the compute peak of the arithmetic the
+ * active level's quantized linears use (the bf16 dot, the int16
+ * multiply-add, or the fp32 FMA: wna16_measure_linear_peak). */
 #include "bench/bench.h"
 #include "kernels/gemm.h"
 #include "format/checkpoint.h"
@@ -22,8 +23,9 @@ static void bench_model_help(FILE *f) {
         "[--mpi] [--breakdown] [--isa NAME] [--json]\n\n"
         "Prefills a random N-token prompt (default 512) in one pass, then decodes --decode tokens\n"
         "(default 32) greedily, and reports tok/s beside the bandwidth floor (decode) and the\n"
-        "compute peak (prefill: the bf16-dot peak, or the fp32 FMA peak on a level without a\n"
-        "bf16 dot) measured in the same run, and the time spent inside the TP\n"
+        "compute peak (prefill: the peak of the arithmetic the level's int4/int8 linears run\n"
+        "bf16 activations on: the bf16 dot, the int16 multiply-add or the fp32 FMA) measured\n"
+        "in the same run (fractions are at most 1), and the time spent inside the TP\n"
         "all-reduce (per decoded token, and as a share of decode and prefill time).\n"
         "Under mpirun -np N (or --mpi) each process runs one TP rank (--tp must equal N).\n"
         "--breakdown times each phase of the forward on rank 0 (norms, q|k|v, RoPE and cache,\n"
@@ -89,6 +91,8 @@ static model_costs costs(const wna16_model *m) {
     return c;
 }
 
+_Static_assert(WNA16_PHASES <= CLI_PHASES_MAX, "cli_model_costs needs more phases");
+
 void cli_model_costs_get(const wna16_model *m, cli_model_costs *c) {
     *c = (cli_model_costs){0};
     const wna16_checkpoint *ck = m->ck;
@@ -102,6 +106,8 @@ void cli_model_costs_get(const wna16_model *m, cli_model_costs *c) {
             continue;
         }
         c->dense_bytes += bytes;
+        c->phase_bytes[phase_of(mod)] += bytes;
+        c->phase_params[phase_of(mod)] += params;
         if (strcmp(mod->name, "lm_head"))
             c->dense_params += params;
         else
@@ -117,17 +123,10 @@ void cli_model_costs_get(const wna16_model *m, cli_model_costs *c) {
  * 40 GB/s, not timed). */
 #define DECODE_WINDOW 8
 
-/* The prefill's yardstick: the bf16-dot peak where the active level has
- * the instruction (its prefill runs vdpbf16ps), else the level's fp32 FMA
- * peak (its kernels are FMA; a bf16 peak of 0 made the fraction inf). *kind
- * names it ("bf16", "fp32_fma"; NULL at the reference level: no peak). */
+/* The prefill's yardstick: the peak of what the level's quantized linears
+ * compute with (kernels/machine_limits.h). */
 double cli_compute_peak(int threads, const char **kind) {
-    double p = wna16_measure_bf16_peak(threads);
-    *kind = "bf16";
-    if (p > 0) return p;
-    p = wna16_measure_fma_peak(threads);
-    *kind = p > 0 ? "fp32_fma" : NULL;
-    return p;
+    return wna16_measure_linear_peak(threads, kind);
 }
 
 /* v as a JSON number, or null when it is not finite (no peak to divide by). */
@@ -159,13 +158,26 @@ void cli_machine_limits(wna16_comm *comm, int threads, size_t bw_bytes, double *
     free(all);
 }
 
+double cli_fma_peak(wna16_comm *comm, int threads) {
+    if (comm) wna16_comm_barrier(NULL, comm);
+    double v = wna16_measure_fma_peak(threads);
+    if (!comm) return v;
+    int n = wna16_comm_size(comm);
+    double *all = calloc((size_t)n, sizeof *all), sum = 0;
+    if (all && cli_dist_gather(comm, v, all))
+        for (int i = 0; i < n; i++) sum += all[i];
+    free(all);
+    return sum;
+}
+
 /* A decode phase's weight bytes per second over the bandwidth its windows
  * were held to (0: no bytes, or TP > 1, where rank 0 reads its share). */
 static double phase_fraction(const wna16_model *m, const model_costs *c, wna16_phase i, long decode,
                              double decode_bw) {
     const wna16_model_profile *p = wna16_model_profile_get(m);
     if (m->tp > 1 || c->phase_bytes[i] <= 0 || p->seconds[0][i] <= 0 || decode_bw <= 0) return 0;
-    return c->phase_bytes[i] * (double)decode / p->seconds[0][i] / 1e9 / decode_bw;
+    return cli_frac(c->phase_bytes[i] * (double)decode / p->seconds[0][i] / 1e9 / decode_bw,
+                    wna16_phase_name(i));
 }
 
 /* --breakdown: the forward's phases on rank 0 (wna16_model_profile); with
@@ -352,13 +364,19 @@ int wna16_bench_model(int argc, char **argv) {
                      (double)(prompt + 1) / 2.0;
         double prefill_flops = 2.0 * c.params_per_token * (double)prompt + attn_flops;
         double prefill_gflops = prefill_flops / prefill_s / 1e9;
-        double prefill_frac = peak > 0 ? prefill_gflops / peak : NAN; /* no peak: null */
+        double prefill_frac =
+            peak > 0 ? cli_frac(prefill_gflops / peak, "the prefill") : NAN; /* no peak: null */
         bool bf16_peak = peak_kind && !strcmp(peak_kind, "bf16");
-        const char *peak_name = !peak_kind ? "compute" : bf16_peak ? "bf16" : "fp32 FMA";
+        const char *peak_name = !peak_kind                      ? "compute"
+                                : bf16_peak                     ? "bf16"
+                                : !strcmp(peak_kind, "int16") ? "int16 multiply-add"
+                                                                : "fp32 FMA";
         double decode_tok_s = (double)decode / decode_s;
         double decode_gbs = c.bytes_per_token * decode_tok_s / 1e9;
         /* the bandwidth the decode windows were held to (harmonic, token-weighted) */
         double decode_bw = (double)decode / floor_bytes_over_bw;
+        double decode_frac = cli_frac(decode_gbs / decode_bw, "the decode");
+        double window_frac = cli_frac(best_window * c.bytes_per_token / 1e9, "a decode window");
         const char *backend = comm ? "mpi" : tp > 1 ? "threads" : "single";
         double ar_tok_ms = 1e3 * ar_dec.all_reduce_seconds / (double)decode;
         double ar_dec_share = ar_dec.all_reduce_seconds / decode_s;
@@ -386,10 +404,10 @@ int wna16_bench_model(int argc, char **argv) {
                    dir, wna16_isa_name(wna16_isa_active()), limit_threads, tp, bw, bf16_peak ? peak : 0.0, peak_kind ? "\"" : "",
                    peak_kind ? peak_kind : "null", peak_kind ? "\"" : "", peak, load_s, prompt,
                    prefill_s, prompt / prefill_s, prefill_gflops, json_num(fb, prefill_frac, 4),
-                   decode, decode_tok_s, c.bytes_per_token, decode_gbs, decode_gbs / decode_bw,
+                   decode, decode_tok_s, c.bytes_per_token, decode_gbs, decode_frac,
                    cli_peak_rss_mib(), backend, ar_tok_ms, ar_dec_share, ar_calls_tok, ar_kb_tok,
                    ar_pre.all_reduce_seconds, ar_pre_share, decode_bw, bwr.lo, bwr.hi,
-                   best_window * c.bytes_per_token / 1e9);
+                   window_frac);
             if (breakdown) print_breakdown_json(m, &c, decode, decode_bw);
             if (have_ranks) {
                 printf(", \"rank_allreduce_seconds\": ");
@@ -414,8 +432,8 @@ int wna16_bench_model(int argc, char **argv) {
                    "         measured around each %d-token window (%.2f GB/s over the decode; "
                    "samples %.1f-%.1f GB/s); the fastest window: %.1f%%\n",
                    decode, decode_tok_s, c.bytes_per_token / 1e6, decode_gbs,
-                   100 * decode_gbs / decode_bw, DECODE_WINDOW, decode_bw, bwr.lo, bwr.hi,
-                   100 * best_window * c.bytes_per_token / 1e9);
+                   100 * decode_frac, DECODE_WINDOW, decode_bw, bwr.lo, bwr.hi,
+                   100 * window_frac);
             printf("allreduce (%s, TP=%ld, rank 0): decode %.3f ms/token = %.1f%% of decode time "
                    "(%.0f calls, "
                    "%.1f KiB/token); prefill %.3fs = %.1f%% of prefill time\n",

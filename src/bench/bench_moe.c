@@ -2,8 +2,8 @@
  * (hidden 2048, expert intermediate 768, 128 experts, top-8, int4 g128),
  * cold weights, random routing every run, as fractions of this machine's
  * limits measured in the same run: the bandwidth floor (bytes of the
- * distinct experts touched / read bandwidth) and the bf16-dot peak
- * (expert FLOPs / peak). */
+ * distinct experts touched / read bandwidth) and the compute peak of the
+ * level's linears (expert FLOPs / peak; wna16_measure_linear_peak). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,9 +27,11 @@ static void moe_help(FILE *f) {
             "tokens 1,8,32,128,512. Weights are random and cold (enough layer copies rotated\n"
             "to exceed the last-level cache); x and so the routing are drawn at random each\n"
             "run. Reports the best time and, measured in the same run, the fraction of the\n"
-            "bandwidth floor (distinct experts' bytes / read bandwidth) and of the bf16-dot\n"
-            "peak (2*tokens*top_k*3*H*I / peak). Targets: n=1 >= 90%% of the floor, n=8/32\n"
-            ">= 85%% of the floor, n>=128 >= 60%% of the bf16 peak. --isa caps the kernel level\n"
+            "bandwidth floor (distinct experts' bytes / read bandwidth) and of the compute\n"
+            "peak of what the level's linears compute with (bf16 dot, int16 multiply-add or\n"
+            "fp32 FMA; 2*tokens*top_k*3*H*I / peak); fractions are at most 1. Targets: n=1 >=\n"
+            "90%% of the floor, n=8/32 >= 85%% of the floor, n>=128 >= 60%% of the peak. LLC as\n"
+            "sysfs reports it. --isa caps the kernel level\n"
             "(ref, avx2, avx512, avx512bf16, neon, neonbf16; as WNA16_ISA does).\n");
 }
 
@@ -50,14 +52,6 @@ typedef struct moe_result {
 static int cmp_d(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
     return (x > y) - (x < y);
-}
-
-static size_t llc_bytes_moe(void) {
-    long v = -1;
-#ifdef _SC_LEVEL3_CACHE_SIZE
-    v = sysconf(_SC_LEVEL3_CACHE_SIZE);
-#endif
-    return v > 0 ? (size_t)v : (size_t)32 << 20;
 }
 
 static uint32_t xs(uint32_t *s) {
@@ -141,10 +135,11 @@ static wna16_status build_layer(wna16_diag *d, const wna16_moe_config *cfg, int 
     return st;
 }
 
-static void limits_refresh(int nt, int rounds, double *read_gbs, double *peak) {
+static void limits_refresh(int nt, int rounds, double *read_gbs, double *peak,
+                           const char **kind) {
     for (int rep = 0; rep < rounds; rep++) {
         double bw = wna16_measure_read_bw(nt, (size_t)1 << 30, 4);
-        double pk = wna16_measure_bf16_peak(nt);
+        double pk = wna16_measure_linear_peak(nt, kind);
         *read_gbs = bw > *read_gbs ? bw : *read_gbs;
         *peak = pk > *peak ? pk : *peak;
     }
@@ -221,9 +216,8 @@ int wna16_bench_moe(int argc, char **argv) {
      * after each token count), like the layer times are the best of their
      * runs: other processes on the machine only ever make a pass slower. */
     double read_gbs = 0, peak = 0;
-    limits_refresh(nt, 2, &read_gbs, &peak);
-    bool bf16_peak = peak > 0;
-    if (!bf16_peak) peak = wna16_measure_fma_peak(nt);
+    const char *peak_kind = NULL;
+    limits_refresh(nt, 2, &read_gbs, &peak, &peak_kind);
 
     wna16_moe_config cfg = {.hidden = H,
                             .intermediate = I,
@@ -236,7 +230,8 @@ int wna16_bench_moe(int argc, char **argv) {
     wna16_moe_layer *copies[64] = {0};
     wna16_status st = build_layer(d, &cfg, (int)bits, group, &copies[0]);
     size_t layer_bytes = st == WNA16_OK ? wna16_moe_layer_bytes(copies[0]) : 1;
-    size_t llc = llc_bytes_moe();
+    const char *llc_source;
+    size_t llc = wna16_llc_bytes(&llc_source);
     int n_copies = (int)((2 * llc) / layer_bytes) + 2;
     if (n_copies > 64) n_copies = 64;
     for (int c = 1; c < n_copies && st == WNA16_OK; c++)
@@ -328,7 +323,7 @@ int wna16_bench_moe(int argc, char **argv) {
         else if (!json)
             fprintf(stderr, "  %ld tokens: %d runs\n", T, n);
         free(x), free(y), free(logits), free(wts), free(ids), free(seen), free(touched);
-        limits_refresh(nt, 1, &read_gbs, &peak);
+        limits_refresh(nt, 1, &read_gbs, &peak, &peak_kind);
     }
     /* fractions against the final (best) limits */
     for (int ti = 0; ti < n_res && !rc; ti++) {
@@ -345,24 +340,27 @@ int wna16_bench_moe(int argc, char **argv) {
         r->read_gbs = bw_sum / n;
         qsort(fr, (size_t)n, sizeof *fr, cmp_d);
         qsort(r->times, (size_t)n, sizeof *r->times, cmp_d);
-        r->floor_frac = r->bw ? r->round_frac : best_frac;
-        r->floor_frac_median = fr[n / 2];
+        char what[64];
+        snprintf(what, sizeof what, "bench moe n=%ld", r->tokens);
+        r->floor_frac = cli_frac(r->bw ? r->round_frac : best_frac, what);
+        r->floor_frac_median = cli_frac(fr[n / 2], what);
         r->t_best = r->times[0];
         r->t_median = r->times[n / 2];
         r->floor_us = r->experts_touched * (double)wna16_moe_layer_expert_bytes(copies[0], 0) /
                       (r->read_gbs * 1e9) * 1e6;
         double flops = 2.0 * (double)r->tokens * (double)K * 3.0 * (double)H * (double)I;
         r->gflops = flops / r->t_best * 1e-9;
-        r->peak_frac = r->gflops / peak;
+        r->peak_frac = peak > 0 ? cli_frac(r->gflops / peak, what) : 0;
         free(fr);
     }
     if (!json && !rc) {
-        printf("machine: %d threads, isa %s, LLC %zu MiB; %d layer copies of %.1f MiB rotated\n",
-               nt, wna16_isa_name(wna16_isa_active()), llc >> 20, n_copies,
+        printf("machine: %d threads, isa %s, LLC %zu MiB (%s); %d layer copies of %.1f MiB "
+               "rotated\n",
+               nt, wna16_isa_name(wna16_isa_active()), llc >> 20, llc_source, n_copies,
                (double)layer_bytes / (1 << 20));
         printf(
             "limits:  read %.1f GB/s, %s peak %.1f GFLOP/s (best passes, measured in this run)\n",
-            read_gbs, bf16_peak ? "bf16-dot" : "fp32 FMA", peak);
+            read_gbs, peak_kind ? peak_kind : "no", peak);
         printf("layer:   H %ld, I %ld, %ld experts, top-%ld, int%ld sym g%ld, softmax + renorm\n\n",
                H, I, E, K, bits, group);
         printf("%7s %6s %11s %11s %10s %9s %9s %9s %10s %8s\n", "tokens", "runs", "best_us",
@@ -379,12 +377,13 @@ int wna16_bench_moe(int argc, char **argv) {
         if (json)
             wna16_buf_printf(&out,
                              "{\"machine\": {\"threads\": %d, \"isa\": \"%s\", \"llc_bytes\": %zu, "
-                             "\"read_gbs\": %.9g, \"%s_gflops\": %.9g},\n \"layer\": {\"hidden\": "
+                             "\"read_gbs\": %.9g, \"compute_peak\": \"%s\", "
+                             "\"compute_peak_gflops\": %.9g},\n \"layer\": {\"hidden\": "
                              "%ld, \"intermediate\": %ld, \"experts\": %ld, \"top_k\": %ld, "
                              "\"bits\": %ld, \"group\": %ld, \"bytes\": %zu, \"copies\": %d},\n "
                              "\"results\": [",
                              nt, wna16_isa_name(wna16_isa_active()), llc, read_gbs,
-                             bf16_peak ? "bf16" : "fma", peak, H, I, E, K, bits, group, layer_bytes,
+                             peak_kind ? peak_kind : "none", peak, H, I, E, K, bits, group, layer_bytes,
                              n_copies);
         else
             printf("\n%%floor: n <= %d: the best of %d rounds of runs, each (its runs' "

@@ -6,6 +6,7 @@
  * (tool/roofline.h: max(bytes of the distinct weights the step reads /
  * read bandwidth, FLOPs / compute peak)), with the bandwidth sampled around
  * every window of steps; --breakdown shows where a step's time goes. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,10 +28,13 @@ static void step_help(FILE *f) {
             "roofline: max(bytes of the distinct weights it reads / read bandwidth, its FLOPs /\n"
             "the compute peak), the expected distinct experts of B random top-k routings, the\n"
             "bandwidth sampled around every 4-step window (the fraction is roofline time /\n"
-            "step time, as `bench serve` reports from the server's /metrics). --breakdown adds\n"
-            "ms per step by forward phase (norms, q|k|v, RoPE and cache, attention, o_proj,\n"
-            "MLP/MoE, lm_head, other). --isa caps the kernel level (ref, avx2, avx512,\n"
-            "avx512bf16, neon, neonbf16; as WNA16_ISA does).\n");
+            "step time, as `bench serve` reports from the server's /metrics; the compute\n"
+            "peaks are the quantized linears' and, for lm_head, the fp32 FMA's; fractions are\n"
+            "at most 1). --breakdown adds ms per step by forward phase (norms, q|k|v, RoPE and\n"
+            "cache, attention, o_proj, MLP/MoE, lm_head, other; host: the step's time outside\n"
+            "them), each beside its own roofline: max(its bytes / bandwidth, its FLOPs / its\n"
+            "peak), with the KV cache's bytes for attention. --isa caps the kernel level (ref,\n"
+            "avx2, avx512, avx512bf16, neon, neonbf16; as WNA16_ISA does).\n");
 }
 
 typedef struct step_args {
@@ -79,11 +83,12 @@ static int parse(int argc, char **argv, step_args *a) {
 
 /* The roofline of the model's steps on this machine (as cmd_serve.c's,
  * bandwidth filled in per window). */
-static srv_roofline roofline_of(const wna16_model *m, double peak) {
+static srv_roofline roofline_of(const wna16_model *m, double peak, double fma) {
     cli_model_costs c;
     cli_model_costs_get(m, &c);
     return (srv_roofline){
         .peak_gflops = peak,
+        .logit_peak_gflops = fma,
         .dense_bytes = c.dense_bytes,
         .expert_bytes = c.expert_bytes,
         .n_experts = (double)c.n_experts,
@@ -97,9 +102,41 @@ static srv_roofline roofline_of(const wna16_model *m, double peak) {
 typedef struct step_result {
     long batch;
     double step_s, roof_s; /* summed over the steps */
-    double bw_lo, bw_hi;
+    double bw_lo, bw_hi, bw_mean;
     double phase_s[WNA16_PHASES];
+    double phase_floor_s[WNA16_PHASES]; /* per step (0: no floor counted) */
 } step_result;
+
+/* The machine's limits for the per-phase floors. */
+typedef struct step_limits {
+    double peak, fma;
+} step_limits;
+
+/* One phase of a B-row step, context ctx per sequence: its floor,
+ * max(bytes / bandwidth, flops / peak), in seconds (0 for the phases without
+ * weights or cache to read: norms, RoPE, other). */
+static double phase_floor(const wna16_model *m, const cli_model_costs *c, wna16_phase ph, long B,
+                          double ctx, double bw, const step_limits *l) {
+    double bytes = c->phase_bytes[ph], flops = 2 * c->phase_params[ph] * (double)B;
+    double peak = ph == WNA16_PHASE_LM_HEAD ? l->fma : l->peak;
+    const wna16_model_config *g = &m->cfg;
+    if (ph == WNA16_PHASE_ATTENTION) {
+        /* every row reads its sequence's K and V (bf16) and does 2 dots per
+         * head and position */
+        bytes = (double)B * ctx * (double)g->num_layers * 2 * (double)(g->num_kv_heads * g->head_dim) * 2;
+        flops = (double)B * ctx * (double)g->num_layers * 4 * (double)(g->num_heads * g->head_dim);
+        peak = l->fma;
+    } else if (ph == WNA16_PHASE_MLP && c->n_experts) {
+        double E = (double)c->n_experts, k = (double)c->top_k;
+        bytes += c->expert_bytes * (1 - pow(1 - k / E, (double)B));
+        flops += 2 * c->expert_params * k / E * (double)B;
+    } else if (ph != WNA16_PHASE_QKV && ph != WNA16_PHASE_O && ph != WNA16_PHASE_MLP &&
+               ph != WNA16_PHASE_LM_HEAD)
+        return 0;
+    double t = bw > 0 ? bytes / (bw * 1e9) : 0;
+    if (peak > 0 && flops / (peak * 1e9) > t) t = flops / (peak * 1e9);
+    return t;
+}
 
 static int32_t argmax(const float *v, int64_t n) {
     int32_t best = 0;
@@ -110,7 +147,7 @@ static int32_t argmax(const float *v, int64_t n) {
 
 /* Prefill B sequences (one call each), then the timed steps. */
 static wna16_status run_batch(wna16_ctx *ctx, wna16_model *m, const step_args *a, long B,
-                              srv_roofline roof, step_result *res) {
+                              srv_roofline roof, const step_limits *lim, step_result *res) {
     int64_t V = m->cfg.vocab_size, per_seq = a->context + a->steps + 1;
     wna16_kv_cache_options o;
     wna16_kv_cache_options_init(&o);
@@ -136,6 +173,7 @@ static wna16_status run_batch(wna16_ctx *ctx, wna16_model *m, const step_args *a
         next[q] = argmax(logits, V);
     }
     *res = (step_result){.batch = B};
+    double bw_time_sum = 0; /* the steps' bytes over the bandwidth each was held to */
     cli_bw_rounds bwr;
     if (s == WNA16_OK) {
         wna16_model_profile_enable(m, a->breakdown);
@@ -155,11 +193,23 @@ static wna16_status run_batch(wna16_ctx *ctx, wna16_model *m, const step_args *a
         roof.read_gbs = cli_bw_rounds_next(&bwr);
         res->step_s += t_window;
         res->roof_s += (double)n * srv_roofline_seconds(&roof, B, B);
+        bw_time_sum += (double)n * srv_roofline_bytes(&roof, B) / (roof.read_gbs * 1e9);
     }
     if (s == WNA16_OK) {
         res->bw_lo = bwr.lo, res->bw_hi = bwr.hi;
         const wna16_model_profile *p = wna16_model_profile_get(m);
-        for (int i = 0; i < WNA16_PHASES; i++) res->phase_s[i] = p->seconds[B > 1][i];
+        cli_model_costs c;
+        cli_model_costs_get(m, &c);
+        /* the bandwidth the steps were held to (the floor is linear in 1/bw) */
+        double bw = res->roof_s > 0 ? srv_roofline_bytes(&roof, B) / 1e9 * (double)a->steps /
+                                          bw_time_sum
+                                    : 0;
+        res->bw_mean = bw;
+        for (int i = 0; i < WNA16_PHASES; i++) {
+            res->phase_s[i] = p->seconds[B > 1][i];
+            res->phase_floor_s[i] = phase_floor(m, &c, (wna16_phase)i, B,
+                                                (double)a->context + 0.5 * (double)a->steps, bw, lim);
+        }
         wna16_model_profile_enable(m, false);
     }
     free(rows), free(logits), free(next);
@@ -167,29 +217,69 @@ static wna16_status run_batch(wna16_ctx *ctx, wna16_model *m, const step_args *a
     return s;
 }
 
+/* A phase's fraction of its floor (0: no floor), at most 1. */
+static double phase_frac(const step_args *a, const step_result *r, int i) {
+    if (r->phase_floor_s[i] <= 0 || r->phase_s[i] <= 0) return 0;
+    char what[64];
+    snprintf(what, sizeof what, "bench step B=%ld %s", r->batch, wna16_phase_name((wna16_phase)i));
+    return cli_frac(r->phase_floor_s[i] * (double)a->steps / r->phase_s[i], what);
+}
+
+/* The step's time outside the profiled phases (batch bookkeeping, the
+ * cache's block tables, the pool's hand-offs between phases). */
+static double host_s(const step_result *r) {
+    double in = 0;
+    for (int i = 0; i < WNA16_PHASES; i++) in += r->phase_s[i];
+    return r->step_s > in ? r->step_s - in : 0;
+}
+
+static double step_frac(const step_result *r) {
+    char what[32];
+    snprintf(what, sizeof what, "bench step B=%ld", r->batch);
+    return r->step_s > 0 ? cli_frac(r->roof_s / r->step_s, what) : 0;
+}
+
 static void print_result(const step_args *a, const step_result *r) {
     double ms = 1e3 * r->step_s / (double)a->steps, roof = 1e3 * r->roof_s / (double)a->steps;
     printf("B=%-3ld %8.2f ms/step %8.1f rows/s   roofline %7.2f ms = %5.1f%% (read %.1f-%.1f "
            "GB/s)\n",
-           r->batch, ms, (double)r->batch * a->steps / r->step_s, roof, 100 * roof / ms,
+           r->batch, ms, (double)r->batch * a->steps / r->step_s, roof, 100 * step_frac(r),
            r->bw_lo, r->bw_hi);
     if (!a->breakdown) return;
-    for (int i = 0; i < WNA16_PHASES; i++)
-        printf("        %-12s %8.3f ms %5.1f%%\n", wna16_phase_name((wna16_phase)i),
+    printf("        %-12s %10s %6s %10s %8s\n", "phase", "ms/step", "share", "floor_ms", "%floor");
+    for (int i = 0; i < WNA16_PHASES; i++) {
+        printf("        %-12s %10.3f %5.1f%%", wna16_phase_name((wna16_phase)i),
                1e3 * r->phase_s[i] / (double)a->steps, 100 * r->phase_s[i] / r->step_s);
+        if (r->phase_floor_s[i] > 0)
+            printf(" %10.3f %7.1f%%", 1e3 * r->phase_floor_s[i], 100 * phase_frac(a, r, i));
+        printf("\n");
+    }
+    printf("        %-12s %10.3f %5.1f%%\n", "host", 1e3 * host_s(r) / (double)a->steps,
+           100 * host_s(r) / r->step_s);
 }
 
 static void print_json(const step_args *a, const step_result *r, bool first) {
     double ms = 1e3 * r->step_s / (double)a->steps, roof = 1e3 * r->roof_s / (double)a->steps;
     printf("%s{\"batch\": %ld, \"step_ms\": %.9g, \"rows_per_s\": %.9g, \"roofline_ms\": %.9g, "
-           "\"roofline_fraction\": %.9g, \"read_bw_min_gbs\": %.9g, \"read_bw_max_gbs\": %.9g",
+           "\"roofline_fraction\": %.9g, \"read_bw_min_gbs\": %.9g, \"read_bw_max_gbs\": %.9g, "
+           "\"read_bw_held_gbs\": %.9g",
            first ? "" : ", ", r->batch, ms, (double)r->batch * a->steps / r->step_s, roof,
-           roof / ms, r->bw_lo, r->bw_hi);
+           step_frac(r), r->bw_lo, r->bw_hi, r->bw_mean);
     if (a->breakdown) {
         printf(", \"breakdown_ms_per_step\": {");
         for (int i = 0; i < WNA16_PHASES; i++)
             printf("%s\"%s\": %.9g", i ? ", " : "", wna16_phase_name((wna16_phase)i),
                    1e3 * r->phase_s[i] / (double)a->steps);
+        printf(", \"host\": %.9g}, \"floor_ms_per_step\": {", 1e3 * host_s(r) / (double)a->steps);
+        for (int i = 0, n = 0; i < WNA16_PHASES; i++)
+            if (r->phase_floor_s[i] > 0)
+                printf("%s\"%s\": %.9g", n++ ? ", " : "", wna16_phase_name((wna16_phase)i),
+                       1e3 * r->phase_floor_s[i]);
+        printf("}, \"fraction_of_floor\": {");
+        for (int i = 0, n = 0; i < WNA16_PHASES; i++)
+            if (r->phase_floor_s[i] > 0)
+                printf("%s\"%s\": %.9g", n++ ? ", " : "", wna16_phase_name((wna16_phase)i),
+                       phase_frac(a, r, i));
         printf("}");
     }
     printf("}");
@@ -212,23 +302,26 @@ int wna16_bench_step(int argc, char **argv) {
     }
     const char *kind = NULL;
     double bw = wna16_measure_read_bw(m->threads, (size_t)1 << 30, 3);
-    double peak = cli_compute_peak(m->threads, &kind);
-    srv_roofline roof = roofline_of(m, peak);
+    step_limits lim = {.peak = cli_compute_peak(m->threads, &kind),
+                       .fma = wna16_measure_fma_peak(m->threads)};
+    double peak = lim.peak;
+    srv_roofline roof = roofline_of(m, peak, lim.fma);
     if (a.json)
         printf("{\"model\": \"%s\", \"isa\": \"%s\", \"threads\": %d, \"read_bw_gbs\": %.9g, "
                "\"compute_peak\": "
-               "%s%s%s, \"compute_peak_gflops\": %.9g, \"context\": %ld, \"steps\": %ld, "
-               "\"results\": [",
-               a.dir, wna16_isa_name(wna16_isa_active()), m->threads, bw, kind ? "\"" : "", kind ? kind : "null", kind ? "\"" : "",
-               peak, a.context, a.steps);
+               "%s%s%s, \"compute_peak_gflops\": %.9g, \"fma_peak_gflops\": %.9g, "
+               "\"context\": %ld, \"steps\": %ld, \"results\": [",
+               a.dir, wna16_isa_name(wna16_isa_active()), m->threads, bw, kind ? "\"" : "",
+               kind ? kind : "null", kind ? "\"" : "", peak, lim.fma, a.context, a.steps);
     else
-        printf("machine: %d threads, isa %s, read bandwidth %.2f GB/s, %s peak %.1f GFLOP/s\n"
+        printf("machine: %d threads, isa %s, read bandwidth %.2f GB/s, %s peak %.1f GFLOP/s, "
+               "fp32 FMA peak %.1f GFLOP/s (lm_head, attention)\n"
                "model:   %s; each sequence %ld prompt tokens, then %ld steps\n",
                m->threads, wna16_isa_name(wna16_isa_active()), bw, kind ? kind : "no compute", peak,
-               a.dir, a.context, a.steps);
+               lim.fma, a.dir, a.context, a.steps);
     for (int i = 0; s == WNA16_OK && i < a.n_batch; i++) {
         step_result r;
-        s = run_batch(ctx, m, &a, a.batch[i], roof, &r);
+        s = run_batch(ctx, m, &a, a.batch[i], roof, &lim, &r);
         if (s != WNA16_OK) break;
         if (a.json)
             print_json(&a, &r, i == 0);

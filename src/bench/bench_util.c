@@ -14,6 +14,20 @@ bool cli_parse_seconds(const char *cmd, const char *flag, const char *text, doub
     return false;
 }
 
+double cli_frac(double frac, const char *what) {
+    if (!(frac > 1.0)) return frac;
+    fprintf(stderr,
+            "wna16 bench: %s ran at %.3f of the limit measured in this run: the probe is slower "
+            "than this kernel (kernels/machine_limits.c misses a faster way); reported as 1\n",
+            what, frac);
+    return 1.0;
+}
+
+size_t cli_probe_bytes(void) {
+    size_t bytes = 2 * wna16_llc_bytes(NULL), lo = (size_t)256 << 20, hi = (size_t)1 << 30;
+    return bytes < lo ? lo : bytes > hi ? hi : bytes;
+}
+
 static double bw_sample(int threads) { return wna16_measure_read_bw(threads, (size_t)1 << 30, 2); }
 
 void cli_bw_rounds_start(cli_bw_rounds *r, int threads) {

@@ -18,17 +18,10 @@
 
 typedef struct bench_limits {
     int threads;
-    double read_gbs, bf16_gflops, fma_gflops, mhz;
+    double read_gbs, bf16_gflops, fma_gflops, i16_gflops, mhz;
     size_t llc_bytes;
+    const char *llc_source;
 } bench_limits;
-
-static size_t llc_bytes(void) {
-    long v = -1;
-#ifdef _SC_LEVEL3_CACHE_SIZE
-    v = sysconf(_SC_LEVEL3_CACHE_SIZE);
-#endif
-    return v > 0 ? (size_t)v : (size_t)32 << 20;
-}
 
 static double cpu_mhz(void) {
     FILE *f = fopen("/proc/cpuinfo", "r");
@@ -46,35 +39,49 @@ static double cpu_mhz(void) {
 
 static void measure_limits(bench_limits *l, int threads, bool quiet) {
     l->threads = threads;
-    l->llc_bytes = llc_bytes();
+    l->llc_bytes = wna16_llc_bytes(&l->llc_source);
     if (!quiet) fprintf(stderr, "measuring machine limits on %d threads...\n", threads);
     l->read_gbs = wna16_measure_read_bw(threads, (size_t)1 << 30, 6);
     l->bf16_gflops = wna16_measure_bf16_peak(threads);
     l->fma_gflops = wna16_measure_fma_peak(threads);
+    l->i16_gflops = wna16_measure_i16_peak(threads);
     l->mhz = cpu_mhz();
 }
 
 /* ------------------------------------------------------------ gemm */
 
+/* Copies of a weight rotated to keep it cold: twice the last-level cache
+ * over the weight's bytes (a 0.8 MiB expert matrix needs ~1,200 of them
+ * against a 480 MiB LLC). */
+#define BENCH_COPIES_MAX 4096
+
 static void gemm_help(FILE *f) {
     fprintf(f,
             "usage: wna16 bench gemm [--m LIST] [--n LIST] [--k LIST] [--bits 4|8] [--group G]\n"
             "                        [--asym] [--dtype bf16|f16|f32] [--threads T] [--isa NAME]\n"
-            "                        [--decode-max-m M] [--min-time S] [--repeat R] [--json]\n\n"
-            "Measures this machine's read bandwidth (STREAM-style sum over 1 GiB) and bf16-dot\n"
-            "/ FMA peaks (register-resident loops) on T threads, then times y = x·Wᵀ for each\n"
+            "                        [--decode-max-m M] [--interleave 1|2] [--min-time S]\n"
+            "                        [--repeat R] [--json]\n\n"
+            "Measures this machine's read bandwidth (STREAM-style sums over 1 GiB, the fastest\n"
+            "of several load widths, streams and prefetch distances) and bf16-dot / fp32 FMA /\n"
+            "int16 multiply-add peaks (register-resident loops) on T threads, then times\n"
+            "y = x·Wᵀ for each\n"
             "M x (K, N) case with the packed WNA16 kernels, rotating enough packed copies of W\n"
-            "to exceed the last-level cache (cold weights). Reports time, GFLOP/s, weight GB/s\n"
-            "and each as a fraction of the measured limit. --n/--k lists form a cross product;\n"
+            "to exceed the last-level cache (its size as sysfs reports it; cold weights).\n"
+            "Reports time, GFLOP/s, weight GB/s and each as a fraction of the measured limit\n"
+            "(the peak of the path the case takes; a fraction above 1 is reported as 1, with a\n"
+            "note that the probe missed). --n/--k lists form a cross product;\n"
             "default M 1,8,32,128,512 and (K,N) (4096,4096), (2048,4096); int4, group 128\n"
             "(0 = channelwise), symmetric, bf16 activations and output. --decode-max-m M\n"
             "sends bf16 cases with more than M rows to the dequantized-panel kernel.\n"
+            "--interleave 1|2 packs blocks one after another or in line-interleaved pairs\n"
+            "(default: pairs on the AVX-512 levels).\n"
             "--repeat R runs the limits and the whole sweep R times and keeps the best of\n"
             "each (on a shared machine, noise only ever makes things slower).\n");
 }
 
 typedef struct gemm_result {
     long m, n, k;
+    const char *path; /* wna16_linear_path: what the case ran (its peak) */
     double t_best, t_median, gflops, wgbs, frac_bw, frac_peak;
     double local_frac_bw, local_read_gbs; /* bandwidth-bound cases: see LOCAL_BW_MAX_M */
 } gemm_result;
@@ -86,6 +93,14 @@ typedef struct gemm_result {
  * what the case saw). %bw is the best round's. */
 #define LOCAL_BW_MAX_M  8
 #define LOCAL_BW_ROUNDS 6
+
+/* The compute peak of what a path computes with: the bf16 dot, the int16
+ * multiply-add, or the fp32 FMA. */
+static double path_peak(const bench_limits *l, const char *path) {
+    if (path && !strncmp(path, "bf16", 4) && l->bf16_gflops > 0) return l->bf16_gflops;
+    if (path && !strncmp(path, "i16", 3) && l->i16_gflops > 0) return l->i16_gflops;
+    return l->fma_gflops;
+}
 
 static int cmp_double(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
@@ -101,6 +116,7 @@ static int bench_gemm(int argc, char **argv) {
     int n_m = 5, n_n = 0, n_k = 0;
     long bits = 4, group = 128, threads = wna16_threads_default(), repeat = 1;
     long decode_max_m = -1; /* < 0: the default */
+    long interleave = -1;
     bool asym = false, json = false;
     double min_time = 0.3;
     wna16_dtype dt = WNA16_DTYPE_BF16;
@@ -156,6 +172,9 @@ static int bench_gemm(int argc, char **argv) {
         } else if (!strcmp(a, "--decode-max-m")) {
             if (!cli_parse_int(a, v, 0, 1L << 40, &decode_max_m)) return 2;
             i++;
+        } else if (!strcmp(a, "--interleave")) {
+            if (!cli_parse_int(a, v, 1, 2, &interleave)) return 2;
+            i++;
         } else if (!strcmp(a, "--isa")) {
             if (!cli_set_isa("bench gemm", v)) return 2;
             i++;
@@ -196,6 +215,7 @@ static int bench_gemm(int argc, char **argv) {
     if (wna16_ctx_create(&ctx) != WNA16_OK) return 1;
     cli_install_hooks(ctx, false);
     wna16_ctx_tuning(ctx)->decode_max_m = decode_max_m; /* the weights are packed under it */
+    wna16_ctx_tuning(ctx)->pack_interleave = (int)interleave;
     wna16_diag *d = wna16_ctx_diag(ctx);
     size_t wbytes_of[64] = {0};
     for (long rep = 0; rep < repeat && !rc; rep++) {
@@ -205,6 +225,7 @@ static int bench_gemm(int argc, char **argv) {
         lim.read_gbs = fmax(lim.read_gbs, l.read_gbs);
         lim.bf16_gflops = fmax(lim.bf16_gflops, l.bf16_gflops);
         lim.fma_gflops = fmax(lim.fma_gflops, l.fma_gflops);
+        lim.i16_gflops = fmax(lim.i16_gflops, l.i16_gflops);
         for (int s = 0; s < n_shapes && !rc; s++) {
             long K = shapes[s][0], N = shapes[s][1], G = group ? group : K;
             int64_t ng = K / G, row_words = (K * bits + 31) / 32;
@@ -236,7 +257,7 @@ static int bench_gemm(int argc, char **argv) {
                                .zeros = zeros,
                                .zero_stride = ng,
                                .scale_dtype = WNA16_DTYPE_BF16};
-            wna16_packed_linear *copies[64] = {0};
+            wna16_packed_linear *copies[BENCH_COPIES_MAX] = {0};
             wna16_status st = wna16_linear_pack(d, &w, &copies[0]);
             free(packed);
             free(scales);
@@ -248,7 +269,7 @@ static int bench_gemm(int argc, char **argv) {
             size_t wbytes = wna16_linear_packed_bytes(copies[0]);
             wbytes_of[s] = wbytes;
             int n_copies = (int)((2 * l.llc_bytes) / wbytes) + 2;
-            if (n_copies > 64) n_copies = 64;
+            if (n_copies > BENCH_COPIES_MAX) n_copies = BENCH_COPIES_MAX;
             for (int c = 1; c < n_copies && st == WNA16_OK; c++)
                 st = wna16_linear_clone(d, copies[0], &copies[c]);
             if (st != WNA16_OK) {
@@ -305,6 +326,7 @@ static int bench_gemm(int argc, char **argv) {
                 qsort(times, (size_t)n_t, sizeof times[0], cmp_double);
                 gemm_result *g = &res[s * n_m + mi];
                 g->m = M, g->n = N, g->k = K;
+                g->path = wna16_linear_path(copies[0], M, dt);
                 if (times[0] < g->t_best) g->t_best = times[0];
                 if (times[n_t / 2] < g->t_median) g->t_median = times[n_t / 2];
                 if (best_local > g->local_frac_bw)
@@ -313,40 +335,42 @@ static int bench_gemm(int argc, char **argv) {
             for (int c = 0; c < n_copies; c++) wna16_linear_free(copies[c]);
         }
     }
-    bool use_bf16 = dt == WNA16_DTYPE_BF16 && lim.bf16_gflops > 0;
-    double peak = use_bf16 ? lim.bf16_gflops : lim.fma_gflops;
     if (!json && !rc) {
-        printf("machine: %d threads, isa %s, %.0f MHz (cpuinfo), LLC %zu MiB (sysconf)\n",
-               lim.threads, wna16_isa_name(wna16_isa_active()), lim.mhz, lim.llc_bytes >> 20);
-        printf("limits:  read %.1f GB/s, bf16-dot peak %.1f GFLOP/s, fp32 FMA peak %.1f GFLOP/s"
-               "%s\n",
-               lim.read_gbs, lim.bf16_gflops, lim.fma_gflops,
+        printf("machine: %d threads, isa %s, %.0f MHz (cpuinfo), LLC %zu MiB (%s)\n", lim.threads,
+               wna16_isa_name(wna16_isa_active()), lim.mhz, lim.llc_bytes >> 20, lim.llc_source);
+        printf("limits:  read %.1f GB/s, bf16-dot peak %.1f GFLOP/s, fp32 FMA peak %.1f GFLOP/s, "
+               "int16 multiply-add peak %.1f GFLOP/s%s\n",
+               lim.read_gbs, lim.bf16_gflops, lim.fma_gflops, lim.i16_gflops,
                repeat > 1 ? " (best of the repeats)" : "");
-        printf("case:    int%ld %s g%ld, x/y %s, compute fraction vs %s peak, best of %ld "
-               "sweep(s)\n\n",
-               bits, asym ? "asym" : "sym", group, dt_name(dt), use_bf16 ? "bf16-dot" : "FMA",
-               repeat);
+        printf("case:    int%ld %s g%ld, x/y %s, compute fraction vs the peak of each case's "
+               "path, best of %ld sweep(s)\n\n",
+               bits, asym ? "asym" : "sym", group, dt_name(dt), repeat);
         printf("%%bw:     M <= %d: the best of %d rounds, each against the mean of the "
                "read-bandwidth\n"
                "         samples taken just before and after it (bw_GB/s: that round's); larger M: "
                "the\n"
                "         limit above\n\n",
                LOCAL_BW_MAX_M, LOCAL_BW_ROUNDS);
-        printf("%6s %6s %6s %11s %11s %9s %8s %8s %8s %8s\n", "M", "K", "N", "best_us", "median_us",
-               "GFLOP/s", "%peak", "W_GB/s", "%bw", "bw_GB/s");
+        printf("%6s %6s %6s %11s %11s %9s %8s %8s %8s %8s  %s\n", "M", "K", "N", "best_us",
+               "median_us", "GFLOP/s", "%peak", "W_GB/s", "%bw", "bw_GB/s", "path");
     }
     for (int i = 0; i < n_res && !rc; i++) {
         gemm_result *g = &res[i];
+        double peak = path_peak(&lim, g->path);
+        char what[96];
+        snprintf(what, sizeof what, "bench gemm M=%ld K=%ld N=%ld (%s)", g->m, g->k, g->n, g->path);
         g->gflops = 2.0 * (double)g->m * (double)g->n * (double)g->k / g->t_best * 1e-9;
         g->wgbs = (double)wbytes_of[i / n_m] / g->t_best * 1e-9;
-        g->frac_bw = g->local_frac_bw > 0 ? g->local_frac_bw
-                     : lim.read_gbs > 0   ? g->wgbs / lim.read_gbs
-                                          : 0;
-        g->frac_peak = peak > 0 ? g->gflops / peak : 0;
+        g->frac_bw = cli_frac(g->local_frac_bw > 0 ? g->local_frac_bw
+                              : lim.read_gbs > 0   ? g->wgbs / lim.read_gbs
+                                                   : 0,
+                              what);
+        g->frac_peak = cli_frac(peak > 0 ? g->gflops / peak : 0, what);
         if (!json)
-            printf("%6ld %6ld %6ld %11.1f %11.1f %9.1f %7.1f%% %8.1f %7.1f%% %8.1f\n", g->m, g->k,
-                   g->n, g->t_best * 1e6, g->t_median * 1e6, g->gflops, 100 * g->frac_peak, g->wgbs,
-                   100 * g->frac_bw, g->local_read_gbs > 0 ? g->local_read_gbs : lim.read_gbs);
+            printf("%6ld %6ld %6ld %11.1f %11.1f %9.1f %7.1f%% %8.1f %7.1f%% %8.1f  %s\n", g->m,
+                   g->k, g->n, g->t_best * 1e6, g->t_median * 1e6, g->gflops, 100 * g->frac_peak,
+                   g->wgbs, 100 * g->frac_bw,
+                   g->local_read_gbs > 0 ? g->local_read_gbs : lim.read_gbs, g->path);
     }
     /* acceptance targets, where the run has the cases they need */
     if (!rc) {
@@ -355,11 +379,12 @@ static int bench_gemm(int argc, char **argv) {
             wna16_buf_printf(
                 &out,
                 "{\"machine\": {\"threads\": %d, \"isa\": \"%s\", \"mhz\": %.9g, "
-                "\"llc_bytes\": %zu, \"read_gbs\": %.9g, \"bf16_gflops\": %.9g, "
-                "\"fma_gflops\": %.9g},\n \"case\": {\"bits\": %ld, \"group\": %ld, "
+                "\"llc_bytes\": %zu, \"llc_source\": \"%s\", \"read_gbs\": %.9g, "
+                "\"bf16_gflops\": %.9g, \"fma_gflops\": %.9g, \"i16_gflops\": %.9g},\n "
+                "\"case\": {\"bits\": %ld, \"group\": %ld, "
                 "\"symmetric\": %s, \"dtype\": \"%s\", \"repeat\": %ld},\n \"results\": [",
                 lim.threads, wna16_isa_name(wna16_isa_active()), lim.mhz, lim.llc_bytes,
-                lim.read_gbs, lim.bf16_gflops, lim.fma_gflops, bits, group, asym ? "false" : "true",
+                lim.llc_source, lim.read_gbs, lim.bf16_gflops, lim.fma_gflops, lim.i16_gflops, bits, group, asym ? "false" : "true",
                 dt_name(dt), repeat);
         } else {
             printf("\ntargets (for the default int4 g128 cases): M=1 >= 90%% bw; "
@@ -369,6 +394,7 @@ static int bench_gemm(int argc, char **argv) {
         }
         for (int i = 0; i < n_res; i++) {
             gemm_result *g = &res[i];
+            double peak = path_peak(&lim, g->path);
             double t1 = 0, best_rate = 0;
             for (int j = 0; j < n_res; j++)
                 if (res[j].n == g->n && res[j].k == g->k) {
@@ -402,10 +428,11 @@ static int bench_gemm(int argc, char **argv) {
                                  "%s\n  {\"m\": %ld, \"k\": %ld, \"n\": %ld, \"best_us\": %.9g, "
                                  "\"median_us\": %.9g, \"gflops\": %.9g, \"frac_peak\": %.9g, "
                                  "\"weight_gbs\": %.9g, \"frac_bw\": %.9g, \"read_gbs\": %.9g, "
-                                 "\"target\": \"%s\"}",
+                                 "\"path\": \"%s\", \"target\": \"%s\"}",
                                  i ? "," : "", g->m, g->k, g->n, g->t_best * 1e6, g->t_median * 1e6,
                                  g->gflops, g->frac_peak, g->wgbs, g->frac_bw,
-                                 g->local_read_gbs > 0 ? g->local_read_gbs : lim.read_gbs, verdict);
+                                 g->local_read_gbs > 0 ? g->local_read_gbs : lim.read_gbs, g->path,
+                                 verdict);
             else
                 printf("  M=%-4ld K=%-5ld N=%-5ld %-4s %s\n", g->m, g->k, g->n, verdict, why);
         }

@@ -220,7 +220,7 @@ static void take_logits(wna16_engine *e, int64_t rows) {
 static void count_step(wna16_engine *e, double t0, double t_fwd, int64_t rows, bool prefill) {
     wna16_kv_cache_stats kv;
     wna16_kv_cache_get_stats(e->cache, &kv);
-    double roof = !prefill && e->o.step_floor ? e->o.step_floor(e->o.step_floor_user, rows, rows)
+    double roof = !prefill && e->o.step_floor ? e->o.step_floor(e->o.step_floor_user, rows, rows, t_fwd)
                                               : 0;
     pthread_mutex_lock(&e->mu);
     e->met.kv = kv;

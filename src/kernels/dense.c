@@ -104,9 +104,9 @@ static void thread_chunks(wna16_split_share *shares, int n_threads, int t, int64
     if (!xp && kt->dense_rows && rows > 0 && rows <= 2 * kt->dense_rows_max_m) {
         groups = (rows + kt->dense_rows_max_m - 1) / kt->dense_rows_max_m;
         per = (rows + groups - 1) / groups;
-        xqb = (kt->dense_xq_bytes(per, a->k) + 31) & ~(size_t)31;
-        void *heap = scratch_get(0, (size_t)groups * xqb + 32);
-        xq = heap ? (float *)(((uintptr_t)heap + 31) & ~(uintptr_t)31) : NULL;
+        xqb = (kt->dense_xq_bytes(per, a->k) + 63) & ~(size_t)63;
+        void *heap = scratch_get(0, (size_t)groups * xqb + 64);
+        xq = heap ? (float *)(((uintptr_t)heap + 63) & ~(uintptr_t)63) : NULL;
         for (int64_t g = 0; xq && g < groups; g++) {
             int64_t r0 = g * per, r = rows - r0 < per ? rows - r0 : per;
             kt->dense_pack_xq(a->x + (i0 + r0) * a->ldx, a->ldx, r, a->k,
@@ -199,6 +199,16 @@ void wna16_dense_gemm_tuned(const wna16_tuning *t, const uint16_t *w, int64_t n,
                             int64_t k_stride, const float *bias, int64_t m, const float *x,
                             int64_t ldx, float *y, int64_t ldy, int n_threads) {
     const wna16_kernel_table *kt = wna16_kernels();
+    wna16_kernel_table big;
+    if (kt->dense_big && m >= kt->dense_big_min_m && kt->dense_big->dense_tiles) {
+        big = *kt; /* the other level's tiles, with everything they pack x and work in */
+        big.dense_tiles = kt->dense_big->dense_tiles;
+        big.dense_tiles_ws = kt->dense_big->dense_tiles_ws;
+        big.dense_pack_x = kt->dense_big->dense_pack_x;
+        big.dense_xp_bytes = kt->dense_big->dense_xp_bytes;
+        big.dense_tile_rows = kt->dense_big->dense_tile_rows;
+        kt = &big;
+    }
     dense_args a = {.w = w,
                     .n = n,
                     .k = k,

@@ -61,7 +61,7 @@ void wna16_dense_tiles__avx2(const uint16_t *w, int64_t n, int64_t k, int64_t k_
 size_t wna16_dense_tiles_ws__avx2(int64_t n, int64_t k);
 
 /* Few rows (1 <= m <= dense_rows_max_m) over n outputs, x packed once per
- * call by pack_xq (xq_bytes(m, k) bytes, 32-byte aligned): the dot's bits,
+ * call by pack_xq (xq_bytes(m, k) bytes, 64-byte aligned): the dot's bits,
  * without re-reading x in the dot's order for every output. */
 typedef void (*wna16_dense_pack_xq_fn)(const float *x, int64_t ldx, int64_t m, int64_t k,
                                        float *xq);
@@ -73,6 +73,20 @@ void wna16_dense_pack_xq__avx2(const float *x, int64_t ldx, int64_t m, int64_t k
 size_t wna16_dense_xq_bytes__avx2(int64_t m, int64_t k);
 void wna16_dense_rows__avx2(const uint16_t *w, int64_t n, int64_t k, int64_t k_stride,
                             const float *bias, int64_t m, const float *xq, float *y, int64_t ldy);
+
+/* AVX-512: the same two paths, 4-row x 3-output tiles on 16-lane vectors
+ * reading the bf16 weights in place, 8-row blocks; the row kernel for up to 6 rows in one pass (fp32 x packed
+ * in the widening's lane order). */
+void wna16_dense_pack_x__avx512(const float *x, int64_t ldx, int64_t rows, int64_t k, void *xp);
+size_t wna16_dense_xp_bytes__avx512(int64_t k);
+void wna16_dense_tiles__avx512(const uint16_t *w, int64_t n, int64_t k, int64_t k_stride,
+                               const float *bias, int64_t m, const void *xp, float *y, int64_t ldy,
+                               void *ws);
+size_t wna16_dense_tiles_ws__avx512(int64_t n, int64_t k);
+void wna16_dense_pack_xq__avx512(const float *x, int64_t ldx, int64_t m, int64_t k, float *xq);
+size_t wna16_dense_xq_bytes__avx512(int64_t m, int64_t k);
+void wna16_dense_rows__avx512(const uint16_t *w, int64_t n, int64_t k, int64_t k_stride,
+                              const float *bias, int64_t m, const float *xq, float *y, int64_t ldy);
 
 /* NEON: the same two paths, 8-row x 12-output tiles with the outputs in
  * the lanes (one partial per pass, dense_neon.c), 16-row blocks; the row

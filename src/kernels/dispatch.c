@@ -124,6 +124,11 @@ const wna16_wfmt_traits wna16_wfmts[WNA16_WFMTS] = {
 };
 
 static wna16_kernel_table tables[WNA16_ISA_COUNT];
+/* The bf16-dot levels without their bf16-dot kernels (wna16_bf16_dot false) */
+static wna16_kernel_table no_dot[WNA16_ISA_COUNT];
+static bool bf16_dot_default = true, bf16_dot_on = true;
+/* VNNI: which the CPU has, and whether the int16 leaves use it */
+static bool has_avx_vnni, has_avx512_vnni, vnni_on;
 static wna16_isa detected = WNA16_ISA_REF;
 /* The level the kernels run at. wna16_isa_set_cap may change it while
  * other threads read it: an atomic int, relaxed (it guards no other data;
@@ -202,10 +207,30 @@ static void fill_x86(wna16_kernel_table t) {
     t.gemv2_f32[WNA16_WFMT_Q4] = wna16_gemv_q4_f32_2x32__avx512;
     t.gemv2_f32[WNA16_WFMT_Q8] = wna16_gemv_q8_f32_2x32__avx512;
     t.gemv2_f32_mr = 2;
+    /* bf16 activations as int16 on 512 bits, both blocks of a pair */
+    t.gemv2_i16[WNA16_WFMT_Q4] = wna16_gemv_q4_i16_4x32__avx512;
+    t.gemv2_i16[WNA16_WFMT_Q8] = wna16_gemv_q8_i16_4x32__avx512;
+    t.dequant_i16[WNA16_WFMT_Q4] = wna16_dequant_q4_i16_16__avx512;
+    t.dequant_i16[WNA16_WFMT_Q8] = wna16_dequant_q8_i16_16__avx512;
+    t.gemm_i16 = wna16_gemm_i16_12x16__avx512;
+    t.gemm_i16_mr = WNA16_I16_TILE_AVX512;
     t.dense_dot = wna16_dense_dot__avx512;
-    /* the AVX-512 dot for every m (the AVX2 tiles not measured there) */
-    t.dense_tiles = NULL;
-    t.dense_rows = NULL;
+    t.dense_tiles = wna16_dense_tiles__avx512;
+    t.dense_tiles_ws = wna16_dense_tiles_ws__avx512;
+    t.dense_pack_x = wna16_dense_pack_x__avx512;
+    t.dense_xp_bytes = wna16_dense_xp_bytes__avx512;
+    t.dense_tile_rows = 8;
+    t.dense_tile_min_m = WNA16_DENSE_TILE_MIN_M_AVX512;
+    t.dense_rows = wna16_dense_rows__avx512;
+    t.dense_rows_max_m = 6;
+    /* from 32 rows AVX2's tiles: their weights widened once into a packed
+     * copy pay off over many rows (Xeon guest, 2 threads, N 4096: K 2048
+     * M=32 3.7-3.8 against 3.9-4.1 ms, M=128 12.3-12.9 against 14.5-16.0;
+     * the AVX-512 tiles win at 16 rows: 2.05-2.17 against 2.21-2.31 ms) */
+    t.dense_big = &tables[WNA16_ISA_AVX2];
+    t.dense_big_min_m = 32;
+    t.dense_pack_xq = wna16_dense_pack_xq__avx512;
+    t.dense_xq_bytes = wna16_dense_xq_bytes__avx512;
     t.attn_group = wna16_attn_group__avx512;
     t.vec = &wna16_vec_ops__avx512;
     t.attn_hd_mult = 16;
@@ -280,10 +305,82 @@ static void fill_aarch64(wna16_kernel_table t) {
 }
 #endif
 
-static void init(void) {
+/* Intel's AVX-512 BF16 cores (a 2-vCPU Xeon guest: vdpbf16ps 0.5/cycle
+ * against 2 FMAs and 1 vpmaddwd per cycle) run the int16 kernels faster at
+ * every m; AMD's (Zen 5) run vdpbf16ps at full rate. */
+static bool bf16_dot_preferred(void) {
+#ifdef WNA16_X86
+    unsigned a, b, c, d;
+    if (__get_cpuid(0, &a, &b, &c, &d) && b == 0x756e6547u && d == 0x49656e69u &&
+        c == 0x6c65746eu) /* "GenuineIntel" */
+        return false;
+#endif
+    return true;
+}
+
+static void fill_no_dot(void) {
+    for (int i = 0; i < WNA16_ISA_COUNT; i++) {
+        wna16_kernel_table t = tables[i];
+        if (t.gemv_i16[WNA16_WFMT_Q4] && t.dequant_i16[WNA16_WFMT_Q4] && t.gemm_i16) {
+            memset(t.gemv_bf16, 0, sizeof t.gemv_bf16);
+            memset(t.gemv2_bf16, 0, sizeof t.gemv2_bf16);
+            memset(t.dequant_bf16, 0, sizeof t.dequant_bf16);
+            t.gemm_bf16 = NULL;
+        }
+        no_dot[i] = t;
+    }
+}
+
+/* The int16 leaves' VNNI variants into the levels that have them. */
+static void apply_vnni(void) {
+#ifdef WNA16_X86
+    for (int i = 0; i < WNA16_ISA_COUNT; i++) {
+        wna16_kernel_table *t = &tables[i];
+        if (!vnni_on || !wna16_isa_le(WNA16_ISA_AVX2, (wna16_isa)i)) continue;
+        if (has_avx_vnni) {
+            t->gemv_i16[WNA16_WFMT_Q4] = wna16_gemv_q4_i16_4x16__avxvnni;
+            t->gemv_i16[WNA16_WFMT_Q8] = wna16_gemv_q8_i16_4x16__avxvnni;
+        }
+        if (has_avx512_vnni && wna16_isa_le(WNA16_ISA_AVX512, (wna16_isa)i)) {
+            t->gemv2_i16[WNA16_WFMT_Q4] = wna16_gemv_q4_i16_4x32__avx512vnni;
+            t->gemv2_i16[WNA16_WFMT_Q8] = wna16_gemv_q8_i16_4x32__avx512vnni;
+            t->gemm_i16 = wna16_gemm_i16_12x16__avx512vnni;
+        }
+    }
+#endif
+}
+
+/* The tables for the current switches. */
+static void build_tables(void) {
     fill_tables();
+    apply_vnni();
+    fill_no_dot();
+}
+
+static void detect_vnni(void) {
+#ifdef WNA16_X86
+    unsigned a, b, c, d;
+    /* the levels' own checks (XGETBV included) come first: VNNI only adds */
+    if (__get_cpuid_count(7, 0, &a, &b, &c, &d)) has_avx512_vnni = c & (1u << 11);
+    if (__get_cpuid_count(7, 1, &a, &b, &c, &d)) has_avx_vnni = a & (1u << 4);
+#endif
+    vnni_on = has_avx_vnni || has_avx512_vnni;
+}
+
+static void init(void) {
+    detect_vnni();
+    const char *vn = getenv("WNA16_VNNI");
+    if (vn && !strcmp(vn, "0")) vnni_on = false;
+    else if (vn && *vn && strcmp(vn, "1"))
+        wna16_log(NULL, WNA16_LOG_WARN, "WNA16_VNNI='%s' is not 0 or 1; ignored", vn);
+    build_tables();
     detected = detect();
     atomic_store_explicit(&active, detected, memory_order_relaxed);
+    bf16_dot_default = bf16_dot_on = bf16_dot_preferred();
+    const char *dot = getenv("WNA16_BF16_DOT");
+    if (dot && (!strcmp(dot, "0") || !strcmp(dot, "1"))) bf16_dot_on = dot[0] == '1';
+    else if (dot && *dot)
+        wna16_log(NULL, WNA16_LOG_WARN, "WNA16_BF16_DOT='%s' is not 0 or 1; ignored", dot);
     const char *env = getenv("WNA16_ISA");
     if (env && *env) {
         wna16_isa cap;
@@ -326,15 +423,41 @@ wna16_isa wna16_isa_set_cap(wna16_isa cap) {
     return isa;
 }
 
+bool wna16_vnni(void) {
+    pthread_once(&once, init);
+    return vnni_on;
+}
+
+bool wna16_vnni_set(int on) {
+    pthread_once(&once, init);
+    bool have = has_avx_vnni || has_avx512_vnni;
+    vnni_on = have && (on < 0 || on != 0);
+    build_tables();
+    return vnni_on;
+}
+
+bool wna16_bf16_dot(void) {
+    pthread_once(&once, init);
+    return bf16_dot_on;
+}
+
+bool wna16_bf16_dot_set(int on) {
+    pthread_once(&once, init);
+    bf16_dot_on = on < 0 ? bf16_dot_default : on != 0;
+    return bf16_dot_on;
+}
+
 const wna16_kernel_table *wna16_kernels(void) {
     pthread_once(&once, init);
-    return &tables[load_active()];
+    wna16_isa now = load_active();
+    return bf16_dot_on ? &tables[now] : &no_dot[now];
 }
 
 const wna16_kernel_table *wna16_kernels_at(wna16_isa isa) {
     pthread_once(&once, init);
     wna16_isa now = load_active();
-    return &tables[(unsigned)isa < WNA16_ISA_COUNT ? wna16_isa_min(isa, now) : now];
+    wna16_isa i = (unsigned)isa < WNA16_ISA_COUNT ? wna16_isa_min(isa, now) : now;
+    return bf16_dot_on ? &tables[i] : &no_dot[i];
 }
 
 const wna16_vec_ops *wna16_vec(void) { return wna16_kernels()->vec; }

@@ -68,6 +68,25 @@ wna16_isa wna16_isa_active(void);
  * now active (wna16_isa_min(detected, cap); cap >= WNA16_ISA_COUNT: no cap,
  * the detected level). Not thread-safe against running gemms. */
 wna16_isa wna16_isa_set_cap(wna16_isa cap);
+/* Whether the bf16-dot levels (avx512bf16, neonbf16) run bf16 activations
+ * on their bf16-dot kernels (true) or on the integer kernels of the level
+ * below (false; docs/kernels.md §Integer activations): the machine's
+ * default says which is faster there (on x86: Intel cores run vdpbf16ps at
+ * a quarter of the fp32 FMA's flops and the int16 kernels win; AMD's run it
+ * at full rate), the WNA16_BF16_DOT environment variable (0 or 1) overrides
+ * it, and so does wna16_bf16_dot_set (on < 0: back to the machine's
+ * default; returns the setting now in force; not thread-safe against
+ * running gemms). Weights packed under one setting run under the other. */
+bool wna16_bf16_dot(void);
+bool wna16_bf16_dot_set(int on);
+/* Whether the int16 leaves use vpdpwssd where the CPU has it (AVX_VNNI for
+ * the avx2 leaves, AVX512_VNNI for the avx512 ones): the same int32 sums in
+ * fewer instructions, so the same bits. On by default where present; the
+ * WNA16_VNNI environment variable (0 or 1) and wna16_vnni_set (on < 0: the
+ * default) turn it off for comparisons and tests; returns the setting in
+ * force (false without the instructions). Not thread-safe against gemms. */
+bool wna16_vnni(void);
+bool wna16_vnni_set(int on);
 /* dst[i] = wna16_f32_to_bf16(src[i]), i < n, on the active level's vectors
  * (same bits): activations rounded for the kernels, GEMM outputs. */
 void wna16_f32_to_bf16_n(const float *src, uint16_t *dst, size_t n);

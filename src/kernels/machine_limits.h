@@ -5,11 +5,13 @@
 
 #include <stddef.h>
 
-/* STREAM-style read bandwidth in GB/s (1e9 bytes/s): n_threads threads of
- * the library's pool each sum their contiguous part of a `bytes` buffer
- * (first-touched by the same thread), best of `reps` passes of each of two loops (plain
- * loads; loads plus an L2 prefetch 8 KiB ahead, as the decode kernel does),
- * alternating. Returns 0 if the buffer cannot be allocated. */
+/* STREAM-style read bandwidth in GB/s (1e9 bytes/s): n_threads pool
+ * threads each sum their contiguous part of a `bytes` buffer (first-touched
+ * by the same thread), the best pass of several ways of reading it (load
+ * widths, 1-4 streams per thread, software prefetch none or 0.5-8 KiB
+ * ahead). The first call runs every way `reps` times (at most 8); later
+ * calls on as many threads run the fastest so far `reps` times and one
+ * other way once, in turn. Returns 0 if the buffer cannot be allocated. */
 double wna16_measure_read_bw(int n_threads, size_t bytes, int reps);
 
 /* Peak GFLOP/s of a register-resident loop on n_threads threads (best of
@@ -18,5 +20,17 @@ double wna16_measure_read_bw(int n_threads, size_t bytes, int reps);
  * lacks the instruction. */
 double wna16_measure_bf16_peak(int n_threads);
 double wna16_measure_fma_peak(int n_threads);
+/* The int16 paths' multiply-add (vpmaddwd + vpaddd, 2 products per 32-bit
+ * lane, 4 flops) at the widest x86 level active; 0 elsewhere. */
+double wna16_measure_i16_peak(int n_threads);
+/* The peak of the arithmetic the int4/int8 linears run bf16 activations on
+ * at the active level: the bf16 dot, the int16 multiply-add, or the fp32
+ * FMA; *kind names it ("bf16", "int16", "fp32_fma"; NULL: none, 0). */
+double wna16_measure_linear_peak(int n_threads, const char **kind);
+
+/* Bytes of the last-level cache as the CPU reports it (sysfs, as lscpu;
+ * else sysconf; else 32 MiB); *source ("sysfs", "sysconf", "assumed") when
+ * not NULL. */
+size_t wna16_llc_bytes(const char **source);
 
 #endif

@@ -174,6 +174,12 @@ typedef void (*wna16_to_bf16_fn)(const float *src, uint16_t *dst, size_t n);
 typedef void (*wna16_gemv_i16_fn)(const wna16_block_layout *L, const uint8_t *block, size_t mr,
                                   const int16_t *a, size_t lda, const float *inv,
                                   const int32_t *sum, size_t lds, int64_t sbu, float *c);
+/* The same, 32-wide: block `block` and, when nb == 2, the next block of its
+ * pair (as wna16_gemv2_fn); c: [mr][32]. A channel's bits are the one-block
+ * kernel's and do not depend on nb. */
+typedef void (*wna16_gemv2_i16_fn)(const wna16_block_layout *L, const uint8_t *block, size_t nb,
+                                   size_t mr, const int16_t *a, size_t lda, const float *inv,
+                                   const int32_t *sum, size_t lds, int64_t sbu, float *c);
 /* Prefill: groups [g0, g1) of one block as int16 q = u - zero into
  * panel[kpair][32] (e = 2c + p), scales into sc[g - g0][16]. */
 typedef void (*wna16_dequant_i16_fn)(const wna16_block_layout *L, const uint8_t *block,
@@ -211,6 +217,9 @@ typedef struct wna16_kernel_table {
      * the streaming kernel for m <= gemv_i16_max_m in tiles of gemv_i16_mr,
      * the panel above */
     wna16_gemv_i16_fn gemv_i16[WNA16_WFMTS];
+    /* (NULL: the one-block kernel; else it, on weights packed in interleaved
+     * pairs, up to gemv_i16_mr rows) */
+    wna16_gemv2_i16_fn gemv2_i16[WNA16_WFMTS];
     size_t gemv_i16_mr;
     int64_t gemv_i16_max_m;
     wna16_dequant_i16_fn dequant_i16[WNA16_WFMTS];
@@ -224,6 +233,10 @@ typedef struct wna16_kernel_table {
     wna16_dense_tiles_fn dense_tiles;
     wna16_dense_tiles_ws_fn dense_tiles_ws;
     wna16_dense_pack_x_fn dense_pack_x;
+    /* (where set: another level's tiles, taken from dense_big_min_m rows:
+     * its table, whose tile fields replace these) */
+    const struct wna16_kernel_table *dense_big;
+    int64_t dense_big_min_m;
     wna16_dense_xp_bytes_fn dense_xp_bytes;
     int64_t dense_tile_rows, dense_tile_min_m;
     /* the dense linear for m <= dense_rows_max_m (NULL: the dot) */
@@ -287,11 +300,23 @@ void wna16_gemm_bf16_12x32__avx512bf16(size_t, int64_t, int64_t, const uint32_t 
 #define WNA16_DENSE_TILE_MIN_M_AVX2 7
 #endif
 
+/* Rows from which the AVX-512 dense linear takes its register tiles (fewer:
+ * the row kernel, in two groups above 6 rows). */
+#ifndef WNA16_DENSE_TILE_MIN_M_AVX512
+#define WNA16_DENSE_TILE_MIN_M_AVX512 7
+#endif
+
 /* Rows from which the NEON dense linear takes its register tiles (fewer:
  * the row kernel, in two groups above 4 rows): one full 8-row tile (not
  * measured on Arm hardware). */
 #ifndef WNA16_DENSE_TILE_MIN_M_NEON
 #define WNA16_DENSE_TILE_MIN_M_NEON 8
+#endif
+
+/* Rows per tile of the AVX-512 int16 prefill micro-kernel (one 16-lane
+ * int32 accumulator per row). */
+#ifndef WNA16_I16_TILE_AVX512
+#define WNA16_I16_TILE_AVX512 12
 #endif
 
 /* Rows per tile of the AVX2 int16 prefill micro-kernel. */
@@ -308,6 +333,37 @@ void wna16_dequant_q4_i16_16__avx2(const wna16_block_layout *, const uint8_t *, 
                                    int16_t *, float *);
 void wna16_dequant_q8_i16_16__avx2(const wna16_block_layout *, const uint8_t *, int64_t, int64_t,
                                    int16_t *, float *);
+void wna16_gemv_q4_i16_4x32__avx512(const wna16_block_layout *, const uint8_t *, size_t, size_t,
+                                    const int16_t *, size_t, const float *, const int32_t *,
+                                    size_t, int64_t, float *);
+void wna16_gemv_q8_i16_4x32__avx512(const wna16_block_layout *, const uint8_t *, size_t, size_t,
+                                    const int16_t *, size_t, const float *, const int32_t *,
+                                    size_t, int64_t, float *);
+void wna16_gemv_q4_i16_4x16__avxvnni(const wna16_block_layout *, const uint8_t *, size_t,
+                                     const int16_t *, size_t, const float *, const int32_t *,
+                                     size_t, int64_t, float *);
+void wna16_gemv_q8_i16_4x16__avxvnni(const wna16_block_layout *, const uint8_t *, size_t,
+                                     const int16_t *, size_t, const float *, const int32_t *,
+                                     size_t, int64_t, float *);
+void wna16_gemv_q4_i16_4x32__avx512vnni(const wna16_block_layout *, const uint8_t *, size_t,
+                                        size_t, const int16_t *, size_t, const float *,
+                                        const int32_t *, size_t, int64_t, float *);
+void wna16_gemv_q8_i16_4x32__avx512vnni(const wna16_block_layout *, const uint8_t *, size_t,
+                                        size_t, const int16_t *, size_t, const float *,
+                                        const int32_t *, size_t, int64_t, float *);
+void wna16_gemm_i16_12x16__avx512vnni(size_t, int64_t, int64_t, int64_t, const uint32_t *,
+                                      const int16_t *, const float *, const float *, size_t,
+                                      float *);
+void wna16_dequant_q4_i16_16__avx512vnni(const wna16_block_layout *, const uint8_t *, int64_t,
+                                         int64_t, int16_t *, float *);
+void wna16_dequant_q8_i16_16__avx512vnni(const wna16_block_layout *, const uint8_t *, int64_t,
+                                         int64_t, int16_t *, float *);
+void wna16_dequant_q4_i16_16__avx512(const wna16_block_layout *, const uint8_t *, int64_t, int64_t,
+                                     int16_t *, float *);
+void wna16_dequant_q8_i16_16__avx512(const wna16_block_layout *, const uint8_t *, int64_t, int64_t,
+                                     int16_t *, float *);
+void wna16_gemm_i16_12x16__avx512(size_t, int64_t, int64_t, int64_t, const uint32_t *,
+                                  const int16_t *, const float *, const float *, size_t, float *);
 void wna16_gemm_i16_6x16__avx2(size_t, int64_t, int64_t, int64_t, const uint32_t *,
                                const int16_t *, const float *, const float *, size_t, float *);
 
@@ -366,15 +422,22 @@ float wna16_peak_fma_loop__avx512(int64_t n_iter);
 float wna16_peak_bf16_loop__avx512bf16(int64_t n_iter);
 float wna16_peak_fma_loop__neon(int64_t n_iter);
 float wna16_peak_bf16_loop__neonbf16(int64_t n_iter);
-/* Sum of bytes (a multiple of 256, 64-byte aligned) at p, as 64-bit lanes;
- * prefetch != 0 adds an L2 software prefetch 8 KiB ahead. */
-uint64_t wna16_read_sum__avx2(const void *p, size_t bytes, int prefetch);
-uint64_t wna16_read_sum__avx512(const void *p, size_t bytes, int prefetch);
-uint64_t wna16_read_sum__neon(const void *p, size_t bytes, int prefetch);
+/* The int16 paths' multiply-add (vpmaddwd + vpaddd) at 256 and 512 bits. */
+float wna16_peak_i16_loop__avx2(int64_t n_iter);
+float wna16_peak_i16_loop__avx512(int64_t n_iter);
+/* Sum of bytes (64-byte aligned) at p as 64-bit lanes, read as `streams`
+ * equal parts side by side (256 bytes of each per step; a tail under
+ * 256 x streams bytes is not read), with an L2 software prefetch `prefetch`
+ * bytes ahead of each (0: none). */
+uint64_t wna16_read_sum__avx2(const void *p, size_t bytes, int streams, int prefetch);
+uint64_t wna16_read_sum__avx512(const void *p, size_t bytes, int streams, int prefetch);
+uint64_t wna16_read_sum__neon(const void *p, size_t bytes, int streams, int prefetch);
 /* Flops per iteration of the loops above. */
 #define WNA16_PEAK_FMA_AVX2_FLOPS   (12 * 8 * 2)
 #define WNA16_PEAK_FMA_AVX512_FLOPS (24 * 16 * 2)
 #define WNA16_PEAK_BF16_FLOPS       (24 * 32 * 2)
+#define WNA16_PEAK_I16_AVX2_FLOPS   (12 * 8 * 2 * 2) /* vpmaddwd: 2 products per lane */
+#define WNA16_PEAK_I16_AVX512_FLOPS (24 * 16 * 2 * 2)
 #define WNA16_PEAK_FMA_NEON_FLOPS   (24 * 4 * 2)
 #define WNA16_PEAK_BF16_NEON_FLOPS  (24 * 4 * 2 * 2) /* BFDOT: 2 products per lane */
 

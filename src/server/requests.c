@@ -125,8 +125,14 @@ bool srv_request_wait(srv_request *r, double timeout_s, char **text, size_t *len
 
 /* ------------------------------------------------------------- the engine */
 
-static double step_floor(void *user, int64_t rows, int64_t logit_rows) {
-    return srv_roofline_seconds(user, rows, logit_rows);
+/* The step's floor, after holding the limits to what the step did (under
+ * the lock: /metrics reports the limits). */
+static double step_floor(void *user, int64_t rows, int64_t logit_rows, double seconds) {
+    srv_engine *e = user;
+    pthread_mutex_lock(&e->mu);
+    double t = srv_roofline_track(&e->o.roofline, rows, logit_rows, seconds);
+    pthread_mutex_unlock(&e->mu);
+    return t;
 }
 
 wna16_status srv_engine_start(wna16_ctx *ctx, wna16_model *m, const wna16_tokenizer *tok,
@@ -148,7 +154,7 @@ wna16_status srv_engine_start(wna16_ctx *ctx, wna16_model *m, const wna16_tokeni
     eo.kv_cache_blocks = o->kv_blocks;
     eo.enable_prefix_caching = o->prefix_caching;
     eo.step_floor = step_floor;
-    eo.step_floor_user = &e->o.roofline;
+    eo.step_floor_user = e;
     wna16_status s = wna16_engine_create(ctx, m, &eo, &e->e);
     if (s == WNA16_OK) s = wna16_engine_start(ctx, e->e);
     if (s != WNA16_OK) {
@@ -339,10 +345,12 @@ char *srv_engine_metrics(srv_engine *e) {
     FCOUNTER("decode_step_roofline_seconds_total",
              "The decode steps' floor: max(distinct weight bytes / read bandwidth, FLOPs / peak).",
              met.decode_roofline_seconds);
-    GAUGE("machine_read_bandwidth_gbs", "Read bandwidth measured at start (GB/s).", "%.3f",
-          e->o.roofline.read_gbs);
-    GAUGE("machine_peak_gflops", "Compute peak measured at start (GFLOP/s).", "%.3f",
-          e->o.roofline.peak_gflops);
+    GAUGE("machine_read_bandwidth_gbs",
+          "Read bandwidth measured at start, raised to any decode step's faster rate (GB/s).",
+          "%.3f", e->o.roofline.read_gbs);
+    GAUGE("machine_peak_gflops",
+          "Compute peak measured at start, raised to any decode step's faster rate (GFLOP/s).",
+          "%.3f", e->o.roofline.peak_gflops);
     hist_text(f, "wna16:time_to_first_token_seconds", "Time to first token.", &e->ttft);
     hist_text(f, "wna16:inter_token_latency_seconds", "Time between tokens of a request.", &e->itl);
     pthread_mutex_unlock(&e->mu);

@@ -12,9 +12,13 @@
  * norms, routers, shared experts, dense MLPs, lm_head) and the distinct
  * routed experts its rows pick, estimated as E * (1 - (1 - k/E)^T) per MoE
  * layer (uniform routing; exact for T = 1); its floor is
- * max(bytes / read_gbs, flops / peak_gflops). Zero bandwidth: no estimate. */
+ * max(bytes / read_gbs, row FLOPs / peak_gflops + logit FLOPs /
+ * logit_peak_gflops): the quantized linears at the peak of what they
+ * compute with, lm_head (a dense bf16 linear, fp32 FMA) at its own. Zero
+ * bandwidth: no estimate. */
 typedef struct srv_roofline {
-    double read_gbs, peak_gflops; /* measured at server start */
+    double read_gbs, peak_gflops; /* measured at server start; srv_roofline_track raises them */
+    double logit_peak_gflops;     /* lm_head's peak (0: peak_gflops) */
     double dense_bytes;           /* bytes every step reads once */
     double expert_bytes;          /* all routed experts of all layers */
     double n_experts, top_k;      /* E, k (0: no MoE) */
@@ -22,21 +26,53 @@ typedef struct srv_roofline {
     double logit_flops;           /* per row that needs logits: 2 * lm_head's */
 } srv_roofline;
 
-/* A step of rows rows, logit_rows of them with logits: its floor in
- * seconds (0 without a bandwidth). */
-static inline double srv_roofline_seconds(const srv_roofline *r, int64_t rows, int64_t logit_rows) {
-    if (r->read_gbs <= 0 || rows < 1) return 0;
+/* The weight bytes a step of rows rows reads. */
+static inline double srv_roofline_bytes(const srv_roofline *r, int64_t rows) {
     double bytes = r->dense_bytes, T = (double)rows;
     if (r->n_experts > 0 && r->top_k > 0) {
         double touched = r->n_experts * (1 - pow(1 - r->top_k / r->n_experts, T));
         bytes += r->expert_bytes * touched / r->n_experts;
     }
-    double t = bytes / (r->read_gbs * 1e9);
-    if (r->peak_gflops > 0) {
-        double flops = r->row_flops * T + r->logit_flops * (double)logit_rows;
-        if (flops / (r->peak_gflops * 1e9) > t) t = flops / (r->peak_gflops * 1e9);
+    return bytes;
+}
+
+/* Its FLOPs at the peaks, in seconds (0 without a peak). */
+static inline double srv_roofline_compute_seconds(const srv_roofline *r, int64_t rows,
+                                                  int64_t logit_rows) {
+    if (!(r->peak_gflops > 0)) return 0;
+    double lp = r->logit_peak_gflops > 0 ? r->logit_peak_gflops : r->peak_gflops;
+    return (r->row_flops * (double)rows / r->peak_gflops +
+            r->logit_flops * (double)logit_rows / lp) *
+           1e-9;
+}
+
+/* A step of rows rows, logit_rows of them with logits: its floor in
+ * seconds (0 without a bandwidth). */
+static inline double srv_roofline_seconds(const srv_roofline *r, int64_t rows, int64_t logit_rows) {
+    if (r->read_gbs <= 0 || rows < 1) return 0;
+    double t = srv_roofline_bytes(r, rows) / (r->read_gbs * 1e9);
+    double c = srv_roofline_compute_seconds(r, rows, logit_rows);
+    return c > t ? c : t;
+}
+
+/* The floor of a step that ran in `seconds`, after holding the limits to
+ * what it did: a step faster than its floor read its bytes faster than the
+ * measured bandwidth (or computed faster than the peaks: a limit measured
+ * once, at a slow minute, or by a probe slower than the kernels), so that
+ * limit rises to the step's own rate. The floor returned is then never
+ * above the step's time: no fraction of it exceeds 1. */
+static inline double srv_roofline_track(srv_roofline *r, int64_t rows, int64_t logit_rows,
+                                        double seconds) {
+    if (r->read_gbs <= 0 || rows < 1 || !(seconds > 0)) return srv_roofline_seconds(r, rows, logit_rows);
+    double bytes = srv_roofline_bytes(r, rows);
+    if (bytes / (r->read_gbs * 1e9) > seconds) r->read_gbs = bytes / seconds * 1e-9;
+    double c = srv_roofline_compute_seconds(r, rows, logit_rows);
+    if (c > seconds) {
+        r->peak_gflops *= c / seconds;
+        if (r->logit_peak_gflops > 0) r->logit_peak_gflops *= c / seconds;
     }
-    return t;
+    double t = srv_roofline_seconds(r, rows, logit_rows);
+    return t < seconds ? t : seconds; /* (rounding) */
 }
 
 #endif

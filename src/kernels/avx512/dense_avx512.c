@@ -1,6 +1,14 @@
+/* AVX-512 dense bf16 linear (kernels/dense.h), bitwise equal to the
+ * reference: element c accumulates into partial c % 64 and the 64 partials
+ * fold in the reference's order. Three paths, as AVX2's: the dot (per
+ * output), the row kernel (few rows) and the register tiles (many rows). */
 #include "kernels/dense.h"
+#include "kernels/dense_tile.h"
 
 #include <immintrin.h>
+#include <string.h>
+
+#define INLINE static inline __attribute__((always_inline))
 
 #define DENSE_PREFETCH 6144
 
@@ -55,4 +63,276 @@ static float dot_row(const uint16_t *w, int64_t k, const float *x) {
 void wna16_dense_dot__avx512(const uint16_t *w, int64_t k, const float *x, int64_t ldx, int64_t m,
                              float *out) {
     for (int64_t i = 0; i < m; i++) out[i] = dot_row(w, k, x + i * ldx);
+}
+
+/* ------------------------------------------------------------ few rows
+ *
+ * m <= 6 (decode: lm_head, routers; small batched steps) over a chunk of
+ * outputs. A 64-byte load of 32 bf16 weights is widened by vpunpck{l,h}wd
+ * against zero (each bf16 in the high half of a 32-bit lane: its fp32),
+ * which takes elements {0-3, 8-11, 16-19, 24-27} and {4-7, 12-15, 20-23,
+ * 28-31} of the 32; x is packed once per call in that order (per 64-element
+ * step and row, 4 vectors of 16: A = unpacklo of elements 0-31, B = its
+ * unpackhi, C and D the same of 32-63), so every accumulator lane holds one
+ * partial c % 64 in order c, and the fold regroups the lanes into the
+ * reference's tree. Rows x 4 accumulators fit the 32 registers for up to 6
+ * rows: one pass over each weight row, every weight widened once for all
+ * rows, x read as FMA memory operands from L1. */
+#define ROWS_MAX 6
+
+size_t wna16_dense_xq_bytes__avx512(int64_t m, int64_t k) { return wna16_dense_xq_bytes(m, k); }
+
+/* element e of a 64-step -> its position in the packed step (vector v, lane l) */
+static inline int64_t xq_slot(int64_t e) {
+    int64_t half = e / 32, j = e % 32, lane128 = j / 8, in8 = j % 8;
+    int64_t v = 2 * half + (in8 >= 4), l = 4 * lane128 + in8 % 4;
+    return v * 16 + l;
+}
+
+void wna16_dense_pack_xq__avx512(const float *x, int64_t ldx, int64_t m, int64_t k, float *xq) {
+    int64_t steps = wna16_dense_steps(k);
+    for (int64_t s = 0; s < steps; s++)
+        for (int64_t i = 0; i < m; i++) {
+            float *dst = xq + (s * m + i) * 64;
+            for (int64_t e = 0; e < 64; e++) {
+                int64_t c = 64 * s + e;
+                dst[xq_slot(e)] = c < k ? x[i * ldx + c] : 0.0f;
+            }
+        }
+}
+
+/* The reference's fold from the unpacked order: A's lanes 0-7 hold elements {0-3, 8-11}, lanes 8-15 {16-19,
+ * 24-27}, so A_lo + A_hi is the reference's p[l] + p[l+16] for l in {0-3,
+ * 8-11}, C's the same for p[l+32] + p[l+48]; B and D for l in {4-7, 12-15}.
+ * Then its 8-, 4-, 2- and 1-wide steps. */
+INLINE float fold_unpacked(__m512 a, __m512 b, __m512 c, __m512 d) {
+    __m256 va = _mm256_add_ps(_mm256_add_ps(_mm512_castps512_ps256(a), _mm512_extractf32x8_ps(a, 1)),
+                              _mm256_add_ps(_mm512_castps512_ps256(c), _mm512_extractf32x8_ps(c, 1)));
+    __m256 vb = _mm256_add_ps(_mm256_add_ps(_mm512_castps512_ps256(b), _mm512_extractf32x8_ps(b, 1)),
+                              _mm256_add_ps(_mm512_castps512_ps256(d), _mm512_extractf32x8_ps(d, 1)));
+    __m128 wa = _mm_add_ps(_mm256_castps256_ps128(va), _mm256_extractf128_ps(va, 1));
+    __m128 wb = _mm_add_ps(_mm256_castps256_ps128(vb), _mm256_extractf128_ps(vb, 1));
+    __m128 q = _mm_add_ps(wa, wb);
+    q = _mm_add_ps(q, _mm_movehl_ps(q, q));
+    q = _mm_add_ss(q, _mm_movehdup_ps(q));
+    return _mm_cvtss_f32(q);
+}
+
+/* Prefetch distance of the row kernel into L2 (the weights stream once):
+ * on the Xeon guest, 2 threads, 4 KiB against 1 KiB ran lm_head (K 2048, N
+ * 151936) m = 1 20.4-21.0 against 22.4-23.2 ms, m = 4 26.3-26.7 against
+ * 32.1-34.4, and K = N = 4096 m = 1 1.07 against 1.27 ms. */
+#define ROW_PREFETCH 4096
+
+INLINE void rows_step(const uint16_t *w, const float *xs, const int MR, __m512 acc[ROWS_MAX][4]) {
+    const __m512i zero = _mm512_setzero_si512();
+    __m512i v0 = _mm512_loadu_si512((const void *)w), v1 = _mm512_loadu_si512((const void *)(w + 32));
+    __m512 wv[4] = {_mm512_castsi512_ps(_mm512_unpacklo_epi16(zero, v0)),
+                    _mm512_castsi512_ps(_mm512_unpackhi_epi16(zero, v0)),
+                    _mm512_castsi512_ps(_mm512_unpacklo_epi16(zero, v1)),
+                    _mm512_castsi512_ps(_mm512_unpackhi_epi16(zero, v1))};
+    for (int i = 0; i < MR; i++)
+        for (int v = 0; v < 4; v++)
+            acc[i][v] = _mm512_fmadd_ps(wv[v], _mm512_load_ps(xs + (i * 4 + v) * 16), acc[i][v]);
+}
+
+INLINE void rows_block(const uint16_t *w, int64_t n, int64_t k, int64_t k_stride,
+                       const float *bias, const float *xq, float *y, int64_t ldy, const int MR) {
+    for (int64_t o = 0; o < n; o++) {
+        const uint16_t *wo = w + o * k_stride;
+        __m512 acc[ROWS_MAX][4];
+        for (int i = 0; i < MR; i++)
+            for (int v = 0; v < 4; v++) acc[i][v] = _mm512_setzero_ps();
+        int64_t c = 0;
+        for (; c + 64 <= k; c += 64) {
+            _mm_prefetch((const char *)(wo + c) + ROW_PREFETCH, _MM_HINT_T1);
+            _mm_prefetch((const char *)(wo + c) + ROW_PREFETCH + 64, _MM_HINT_T1);
+            rows_step(wo + c, xq + c * MR, MR, acc);
+        }
+        if (c < k) { /* the last, partial step: zero weights against xq's zeros */
+            uint16_t tail[64] = {0};
+            memcpy(tail, wo + c, (size_t)(k - c) * sizeof *wo);
+            rows_step(tail, xq + c * MR, MR, acc);
+        }
+        for (int i = 0; i < MR; i++)
+            y[i * ldy + o] = fold_unpacked(acc[i][0], acc[i][1], acc[i][2], acc[i][3]) +
+                             (bias ? bias[o] : 0.0f);
+    }
+}
+
+void wna16_dense_rows__avx512(const uint16_t *w, int64_t n, int64_t k, int64_t k_stride,
+                              const float *bias, int64_t m, const float *xq, float *y,
+                              int64_t ldy) {
+    switch (m) {
+    case 1: rows_block(w, n, k, k_stride, bias, xq, y, ldy, 1); break;
+    case 2: rows_block(w, n, k, k_stride, bias, xq, y, ldy, 2); break;
+    case 3: rows_block(w, n, k, k_stride, bias, xq, y, ldy, 3); break;
+    case 4: rows_block(w, n, k, k_stride, bias, xq, y, ldy, 4); break;
+    case 5: rows_block(w, n, k, k_stride, bias, xq, y, ldy, 5); break;
+    case 6: rows_block(w, n, k, k_stride, bias, xq, y, ldy, 6); break;
+    default: break; /* callers give 1..6 rows */
+    }
+}
+
+/* ------------------------------------------------------------ tiles
+ *
+ * Many rows. The partials of a (row, output) pair are 4 vectors of 16 in the
+ * row kernel's unpacked order (A, B from elements 0-31 of each 64-step, C, D
+ * from 32-63), independent chains, so they are computed in two passes over
+ * k, h = 0 (A, B) and h = 1 (C, D). A pass of a tile of TILE_M rows x
+ * TILE_N outputs keeps 24 FMA chains; per 64-step it loads each output's
+ * 32 weights (one 64-byte load, widened by two unpacks: no packed copy of
+ * the weights, whose stores cost a third of the time at 16 rows) and takes
+ * x (fp32, packed once per call in the same order) as FMA memory operands.
+ * Loop order per packed row block of BLK_M rows: k blocks of BLK_K, output
+ * groups, then h and row tiles, so a group's weight lines (3 rows x BLK_K,
+ * 6 KiB) are read from memory once and serve every tile from L1, and the
+ * block's x (BLK_M rows x BLK_K fp32, 32 KiB) stays in L1 across groups.
+ * The partials wait in the workspace between k blocks (the same FMA chain,
+ * resumed) and fold at the end of the row block as the row kernel folds. */
+#define TILE_M 4
+#define TILE_N 3
+#define BLK_M  8
+#define BLK_K  1024
+#define PAIR   64 /* a (row, output) pair's partials: A B C D */
+#define UNROLL_TILE _Pragma("GCC unroll 8")
+
+static int64_t steps_of(int64_t k) { return wna16_dense_steps(k); }
+
+/* Workspace: the partials of one row block, [tile][group][TILE_M][TILE_N][PAIR]. */
+size_t wna16_dense_tiles_ws__avx512(int64_t n, int64_t k) {
+    (void)k;
+    return (size_t)(BLK_M * wna16_dense_ceil_div(n, TILE_N) * TILE_N * PAIR) * sizeof(float) + 64;
+}
+
+/* Packed x block: [k block][tile][h][step][TILE_M][2][16] fp32, each step's
+ * 32 elements of half h in the unpacked order (xq_slot), zero past k and
+ * for rows past the block's. */
+size_t wna16_dense_xp_bytes__avx512(int64_t k) {
+    return (size_t)(BLK_M * steps_of(k) * 64) * sizeof(float);
+}
+
+void wna16_dense_pack_x__avx512(const float *x, int64_t ldx, int64_t rows, int64_t k, void *xp) {
+    int64_t steps = steps_of(k), bs = BLK_K / 64, tiles = BLK_M / TILE_M;
+    float *out = xp;
+    for (int64_t s0 = 0; s0 < steps; s0 += bs) {
+        int64_t ks = steps - s0 < bs ? steps - s0 : bs;
+        for (int64_t tl = 0; tl < tiles; tl++)
+            for (int h = 0; h < 2; h++)
+                for (int64_t s = 0; s < ks; s++)
+                    for (int i = 0; i < TILE_M; i++) {
+                        int64_t r = tl * TILE_M + i;
+                        float *dst = out + ((((tl * 2 + h) * ks + s) * TILE_M + i) * 32);
+                        for (int e = 0; e < 32; e++) {
+                            int64_t c = 64 * (s0 + s) + 32 * h + e;
+                            dst[xq_slot(e)] = r < rows && c < k ? x[r * ldx + c] : 0.0f;
+                        }
+                    }
+        out += tiles * 2 * ks * TILE_M * 32;
+    }
+}
+
+/* 32 weights of one output at element c, zero past k. */
+INLINE __m512i w_load(const uint16_t *row, int64_t c, int64_t k) {
+    if (c + 32 <= k) return _mm512_loadu_si512((const void *)(row + c));
+    int64_t left = k - c;
+    __mmask32 mk = left <= 0 ? 0 : (__mmask32)((1ull << left) - 1ull);
+    return _mm512_maskz_loadu_epi16(mk, row + (left > 0 ? c : 0));
+}
+
+/* One 64-step of a pass: each output's 32 weights widened (two vectors),
+ * then every row's two x vectors against them as FMA memory operands (x
+ * held in registers would not leave room for the 24 accumulators). */
+INLINE void tile_step(const __m512i wv[TILE_N], const float *xv, __m512 a[TILE_M][TILE_N][2]) {
+    const __m512i zero = _mm512_setzero_si512();
+    UNROLL_TILE
+    for (int j = 0; j < TILE_N; j++) {
+        __m512 lo = _mm512_castsi512_ps(_mm512_unpacklo_epi16(zero, wv[j]));
+        __m512 hi = _mm512_castsi512_ps(_mm512_unpackhi_epi16(zero, wv[j]));
+        UNROLL_TILE
+        for (int i = 0; i < TILE_M; i++) {
+            a[i][j][0] = _mm512_fmadd_ps(lo, _mm512_load_ps(xv + i * 32), a[i][j][0]);
+            a[i][j][1] = _mm512_fmadd_ps(hi, _mm512_load_ps(xv + i * 32 + 16), a[i][j][1]);
+        }
+    }
+}
+
+/* One pass (half h) of one tile over k steps [s0, s0 + ks): acc[i][j][2h],
+ * acc[i][j][2h + 1] += x · w lane by lane. */
+INLINE void tile_pass(const uint16_t *const wr[TILE_N], int64_t k, int64_t s0, int64_t ks, int h,
+                      const float *xs, bool first, float *acc) {
+    __m512 a[TILE_M][TILE_N][2];
+    UNROLL_TILE
+    for (int i = 0; i < TILE_M; i++)
+        UNROLL_TILE
+        for (int j = 0; j < TILE_N; j++)
+            for (int v = 0; v < 2; v++)
+                a[i][j][v] = first ? _mm512_setzero_ps()
+                                   : _mm512_load_ps(acc + ((i * TILE_N + j) * PAIR + (2 * h + v) * 16));
+    /* whole 32-element halves, then the one k ends in */
+    int64_t full = (k - 32 * h) / 64 - s0;
+    if (full > ks) full = ks;
+    if (full < 0) full = 0;
+    const uint16_t *wh[TILE_N];
+    for (int j = 0; j < TILE_N; j++) wh[j] = wr[j] + 64 * s0 + 32 * h;
+    for (int64_t s = 0; s < full; s++) {
+        __m512i wv[TILE_N];
+        UNROLL_TILE
+        for (int j = 0; j < TILE_N; j++) wv[j] = _mm512_loadu_si512((const void *)(wh[j] + 64 * s));
+        tile_step(wv, xs + s * TILE_M * 32, a);
+    }
+    for (int64_t s = full; s < ks; s++) {
+        __m512i wv[TILE_N];
+        for (int j = 0; j < TILE_N; j++) wv[j] = w_load(wr[j], 64 * (s0 + s) + 32 * h, k);
+        tile_step(wv, xs + s * TILE_M * 32, a);
+    }
+    UNROLL_TILE
+    for (int i = 0; i < TILE_M; i++)
+        UNROLL_TILE
+        for (int j = 0; j < TILE_N; j++)
+            for (int v = 0; v < 2; v++)
+                _mm512_store_ps(acc + ((i * TILE_N + j) * PAIR + (2 * h + v) * 16), a[i][j][v]);
+}
+
+void wna16_dense_tiles__avx512(const uint16_t *w, int64_t n, int64_t k, int64_t k_stride,
+                               const float *bias, int64_t m, const void *xp, float *y, int64_t ldy,
+                               void *ws) {
+    float *acc = (float *)(((uintptr_t)ws + 63) & ~(uintptr_t)63);
+    int64_t steps = steps_of(k), bs = BLK_K / 64, groups = wna16_dense_ceil_div(n, TILE_N);
+    size_t xb = wna16_dense_xp_bytes__avx512(k);
+    for (int64_t i0 = 0; i0 < m; i0 += BLK_M) {
+        int64_t rows = m - i0 < BLK_M ? m - i0 : BLK_M, tiles = wna16_dense_ceil_div(rows, TILE_M);
+        const float *xblock = (const float *)((const char *)xp + (size_t)(i0 / BLK_M) * xb);
+        for (int64_t s0 = 0; s0 < steps; s0 += bs) {
+            int64_t ks = steps - s0 < bs ? steps - s0 : bs;
+            const float *xk = xblock + (BLK_M / TILE_M) * 2 * s0 * TILE_M * 32;
+            for (int64_t g = 0; g < groups; g++) {
+                const uint16_t *wr[TILE_N]; /* outputs past n repeat the last (dropped) */
+                for (int j = 0; j < TILE_N; j++) {
+                    int64_t o = g * TILE_N + j < n ? g * TILE_N + j : n - 1;
+                    wr[j] = w + o * k_stride;
+                }
+                for (int h = 0; h < 2; h++)
+                    for (int64_t tl = 0; tl < tiles; tl++) {
+                        const float *xs = xk + (tl * 2 + h) * ks * TILE_M * 32;
+                        float *a = acc + (tl * groups + g) * TILE_M * TILE_N * PAIR;
+                        if (s0 == 0)
+                            tile_pass(wr, k, s0, ks, h, xs, true, a);
+                        else
+                            tile_pass(wr, k, s0, ks, h, xs, false, a);
+                    }
+            }
+        }
+        for (int64_t r = 0; r < rows; r++) {
+            int64_t tl = r / TILE_M, i = r % TILE_M;
+            for (int64_t o = 0; o < n; o++) {
+                const float *pa = acc + ((tl * groups + o / TILE_N) * TILE_M * TILE_N +
+                                         i * TILE_N + o % TILE_N) * PAIR;
+                y[(i0 + r) * ldy + o] =
+                    fold_unpacked(_mm512_load_ps(pa), _mm512_load_ps(pa + 16),
+                                  _mm512_load_ps(pa + 32), _mm512_load_ps(pa + 48)) +
+                    (bias ? bias[o] : 0.0f);
+            }
+        }
+    }
 }

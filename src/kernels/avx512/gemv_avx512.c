@@ -182,18 +182,42 @@ float wna16_peak_fma_loop__avx512(int64_t n_iter) {
     return _mm512_reduce_add_ps(s);
 }
 
-/* Sum of `bytes` (a multiple of 256) at p: the read-bandwidth loop, plain
- * or with an L2 software prefetch 8 KiB ahead (the limit is the better). */
-uint64_t wna16_read_sum__avx512(const void *p, size_t bytes, int prefetch) {
-    const __m512i *v = p;
-    __m512i s0 = _mm512_setzero_si512(), s1 = s0, s2 = s0, s3 = s0;
-    for (size_t i = 0; i < bytes / 64; i += 4) {
-        if (prefetch) _mm_prefetch((const char *)(v + i) + 8192, _MM_HINT_T1);
-        s0 = _mm512_add_epi64(s0, _mm512_load_si512(v + i));
-        s1 = _mm512_add_epi64(s1, _mm512_load_si512(v + i + 1));
-        s2 = _mm512_add_epi64(s2, _mm512_load_si512(v + i + 2));
-        s3 = _mm512_add_epi64(s3, _mm512_load_si512(v + i + 3));
+/* vpmaddwd + vpaddd on 512 bits (the int16 paths' multiply-add: 128 flops
+ * per pair of instructions), 24 chains. */
+float wna16_peak_i16_loop__avx512(int64_t n_iter) {
+    __m512i acc[24];
+    for (int i = 0; i < 24; i++) acc[i] = _mm512_set1_epi32(i);
+    __m512i a = _mm512_set1_epi16(3), b = _mm512_set1_epi16(5);
+    for (int64_t it = 0; it < n_iter; it++) {
+#pragma GCC unroll 24
+        for (int i = 0; i < 24; i++) acc[i] = _mm512_add_epi32(acc[i], _mm512_madd_epi16(a, b));
+        __asm__ volatile("" : "+v"(a), "+v"(b));
     }
+    __m512i s = acc[0];
+    for (int i = 1; i < 24; i++) s = _mm512_add_epi32(s, acc[i]);
+    return (float)_mm512_reduce_add_epi32(s);
+}
+
+/* Sum of `bytes` at p in `streams` equal parts read side by side, 256 bytes
+ * of each per step in 64-byte loads, with an L2 software prefetch
+ * `prefetch` bytes ahead of each (0: none). */
+uint64_t wna16_read_sum__avx512(const void *p, size_t bytes, int streams, int prefetch) {
+    size_t per = bytes / (size_t)streams / 256 * 256;
+    __m512i s0 = _mm512_setzero_si512(), s1 = s0, s2 = s0, s3 = s0;
+    for (size_t off = 0; off < per; off += 256)
+        for (int j = 0; j < streams; j++) {
+            const __m512i *v = (const __m512i *)((const char *)p + (size_t)j * per + off);
+            if (prefetch) {
+                _mm_prefetch((const char *)v + prefetch, _MM_HINT_T1);
+                _mm_prefetch((const char *)v + prefetch + 64, _MM_HINT_T1);
+                _mm_prefetch((const char *)v + prefetch + 128, _MM_HINT_T1);
+                _mm_prefetch((const char *)v + prefetch + 192, _MM_HINT_T1);
+            }
+            s0 = _mm512_add_epi64(s0, _mm512_load_si512(v));
+            s1 = _mm512_add_epi64(s1, _mm512_load_si512(v + 1));
+            s2 = _mm512_add_epi64(s2, _mm512_load_si512(v + 2));
+            s3 = _mm512_add_epi64(s3, _mm512_load_si512(v + 3));
+        }
     s0 = _mm512_add_epi64(_mm512_add_epi64(s0, s1), _mm512_add_epi64(s2, s3));
     return (uint64_t)_mm512_reduce_add_epi64(s0);
 }

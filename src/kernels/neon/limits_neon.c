@@ -20,19 +20,22 @@ float wna16_peak_fma_loop__neon(int64_t n_iter) {
     return vaddvq_f32(s);
 }
 
-/* 64-bit lane sums over 256 bytes per step, four chains; prefetch: an L2
- * hint 8 KiB ahead (PRFM PLDL2KEEP), as the x86 loops. */
-uint64_t wna16_read_sum__neon(const void *p, size_t bytes, int prefetch) {
-    const uint64_t *v = p;
+/* 64-bit lane sums of `bytes` at p in `streams` equal parts read side by
+ * side, 256 bytes of each per step, with an L2 hint `prefetch` bytes ahead
+ * of each (PRFM PLDL2KEEP; 0: none), as the x86 loops. */
+uint64_t wna16_read_sum__neon(const void *p, size_t bytes, int streams, int prefetch) {
+    size_t per = bytes / (size_t)streams / 256 * 256;
     uint64x2_t s[4] = {vdupq_n_u64(0), vdupq_n_u64(0), vdupq_n_u64(0), vdupq_n_u64(0)};
-    for (size_t i = 0; i < bytes / 8; i += 32) {
-        if (prefetch) __builtin_prefetch(v + i + 1024, 0, 2);
-        for (int j = 0; j < 4; j++) {
-            uint64x2_t x = vaddq_u64(vld1q_u64(v + i + 2 * j), vld1q_u64(v + i + 8 + 2 * j));
-            uint64x2_t y = vaddq_u64(vld1q_u64(v + i + 16 + 2 * j), vld1q_u64(v + i + 24 + 2 * j));
-            s[j] = vaddq_u64(s[j], vaddq_u64(x, y));
+    for (size_t off = 0; off < per; off += 256)
+        for (int st = 0; st < streams; st++) {
+            const uint64_t *v = (const uint64_t *)((const char *)p + (size_t)st * per + off);
+            if (prefetch) __builtin_prefetch((const char *)v + prefetch, 0, 2);
+            for (int j = 0; j < 4; j++) {
+                uint64x2_t x = vaddq_u64(vld1q_u64(v + 2 * j), vld1q_u64(v + 8 + 2 * j));
+                uint64x2_t y = vaddq_u64(vld1q_u64(v + 16 + 2 * j), vld1q_u64(v + 24 + 2 * j));
+                s[j] = vaddq_u64(s[j], vaddq_u64(x, y));
+            }
         }
-    }
     uint64x2_t t = vaddq_u64(vaddq_u64(s[0], s[1]), vaddq_u64(s[2], s[3]));
     return vgetq_lane_u64(t, 0) + vgetq_lane_u64(t, 1);
 }
