@@ -701,12 +701,13 @@ typedef struct wna16_generate_result {
     int64_t prompt_tokens;
     double prefill_seconds, decode_seconds;
     const char *stop_reason; /* "eos", "stop", "length" or "callback" */
-    int32_t *ids_base;  /* internal */
 } wna16_generate_result;
 
-/* Prefills the prompt in one pass (the cache is reset first), then samples
- * up to max_tokens, stopping on the model's EOS ids or a stop string. tok
- * may be NULL (ids only). Free the result with wna16_generate_result_free. */
+/* One request through an engine of one sequence (wna16_engine: the same
+ * scheduler, sampling and output processing as a served request): prefills
+ * the prompt in one pass, then samples up to max_tokens, stopping on the
+ * model's EOS ids or a stop string. tok may be NULL (ids only). The model's
+ * own cache is not used. Free the result with wna16_generate_result_free. */
 WNA16_API wna16_status wna16_generate(wna16_ctx *ctx, wna16_model *m, const wna16_tokenizer *tok,
                                       const int32_t *prompt, size_t n_prompt,
                                       const wna16_generate_options *options,

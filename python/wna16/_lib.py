@@ -60,12 +60,90 @@ class GenerateResult(ctypes.Structure):
         ("prefill_seconds", ctypes.c_double),
         ("decode_seconds", ctypes.c_double),
         ("stop_reason", ctypes.c_char_p),
-        ("ids_base", c_int32_p),
     ]
 
 
 class ChatMessage(ctypes.Structure):
     _fields_ = [("role", ctypes.c_char_p), ("content", ctypes.c_char_p)]
+
+
+class EngineOptions(ctypes.Structure):
+    _fields_ = [
+        ("struct_size", ctypes.c_size_t),
+        ("tokenizer", ctypes.c_void_p),
+        ("max_num_seqs", ctypes.c_int),
+        ("max_num_batched_tokens", ctypes.c_int64),
+        ("max_waiting", ctypes.c_int64),
+        ("kv_cache_memory", ctypes.c_size_t),
+        ("kv_cache_blocks", ctypes.c_int64),
+        ("enable_prefix_caching", ctypes.c_bool),
+        ("step_floor", ctypes.c_void_p),
+        ("step_floor_user", ctypes.c_void_p),
+    ]
+
+
+class SamplingParamsC(ctypes.Structure):
+    _fields_ = [
+        ("struct_size", ctypes.c_size_t),
+        ("max_tokens", ctypes.c_int64),
+        ("min_tokens", ctypes.c_int64),
+        ("sampler", SamplerOptions),
+        ("presence_penalty", ctypes.c_float),
+        ("frequency_penalty", ctypes.c_float),
+        ("stop", ctypes.POINTER(ctypes.c_char_p)),
+        ("n_stop", ctypes.c_size_t),
+        ("stop_token_ids", c_int32_p),
+        ("n_stop_token_ids", ctypes.c_size_t),
+        ("ignore_eos", ctypes.c_bool),
+        ("include_stop_str_in_output", ctypes.c_bool),
+        ("skip_special_tokens", ctypes.c_bool),
+        ("logprobs", ctypes.c_int),
+        ("prompt_logprobs", ctypes.c_int),
+    ]
+
+
+class Prompt(ctypes.Structure):
+    _fields_ = [
+        ("ids", c_int32_p),
+        ("n_ids", ctypes.c_size_t),
+        ("text", ctypes.c_char_p),
+        ("messages", ctypes.c_void_p),
+        ("n_messages", ctypes.c_size_t),
+        ("enable_thinking", ctypes.c_bool),
+    ]
+
+
+class TokenLogprob(ctypes.Structure):
+    _fields_ = [
+        ("id", ctypes.c_int32),
+        ("logprob", ctypes.c_float),
+        ("n_top", ctypes.c_int),
+        ("top_ids", ctypes.c_int32 * 20),
+        ("top_logprobs", ctypes.c_float * 20),
+    ]
+
+
+class RequestOutputC(ctypes.Structure):
+    _fields_ = [
+        ("request_id", ctypes.c_char_p),
+        ("user", ctypes.c_void_p),
+        ("token_ids", c_int32_p),
+        ("n_tokens", ctypes.c_size_t),
+        ("text", ctypes.POINTER(ctypes.c_char)),
+        ("text_len", ctypes.c_size_t),
+        ("logprobs", ctypes.POINTER(TokenLogprob)),
+        ("prompt_logprobs", ctypes.POINTER(TokenLogprob)),
+        ("n_prompt_logprobs", ctypes.c_size_t),
+        ("prompt_logprobs_start", ctypes.c_int64),
+        ("finished", ctypes.c_bool),
+        ("finish_reason", ctypes.c_int),
+        ("stop_str", ctypes.c_char_p),
+        ("stop_token", ctypes.c_int32),
+        ("error", ctypes.c_char_p),
+        ("prompt_tokens", ctypes.c_int64),
+        ("completion_tokens", ctypes.c_int64),
+        ("cached_tokens", ctypes.c_int64),
+    ]
 
 
 class QuantizeOptions(ctypes.Structure):
@@ -145,6 +223,16 @@ _SIGNATURES = {
     "wna16_checkpoint_report": (_S, [_P, _P, ctypes.POINTER(ctypes.c_int), ctypes.c_int,
                                      ctypes.c_bool, ctypes.POINTER(ctypes.c_void_p),
                                      ctypes.POINTER(ctypes.c_bool)]),
+    "wna16_engine_options_init": (None, [ctypes.POINTER(EngineOptions)]),
+    "wna16_engine_create": (_S, [_P, _P, ctypes.POINTER(EngineOptions), ctypes.POINTER(_P)]),
+    "wna16_engine_free": (None, [_P]),
+    "wna16_sampling_params_init": (None, [ctypes.POINTER(SamplingParamsC)]),
+    "wna16_engine_add_request": (_S, [_P, _P, ctypes.c_char_p, ctypes.POINTER(Prompt),
+                                      ctypes.POINTER(SamplingParamsC), _P, _P]),
+    "wna16_engine_abort": (_S, [_P, _P, ctypes.c_char_p]),
+    "wna16_engine_step": (_S, [_P, _P, ctypes.POINTER(ctypes.POINTER(RequestOutputC)),
+                               ctypes.POINTER(ctypes.c_size_t)]),
+    "wna16_engine_has_unfinished": (ctypes.c_bool, [_P]),
     "wna16_quantize_options_init": (None, [ctypes.POINTER(QuantizeOptions)]),
     "wna16_quantize_model": (_S, [_P, ctypes.POINTER(QuantizeOptions),
                                   ctypes.POINTER(ctypes.c_void_p)]),

@@ -1,4 +1,3 @@
-#include "core/common.h"
 #include "cli/cli.h"
 
 #include <stdio.h>
