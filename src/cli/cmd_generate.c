@@ -99,9 +99,10 @@ static wna16_status encode_prompt(wna16_ctx *ctx, wna16_tokenizer *tok, const ge
     if (a->system) msgs[k++] = (wna16_chat_message){"system", a->system};
     msgs[k++] = (wna16_chat_message){"user", a->chat};
     char *text = NULL;
-    WNA16_TRY(wna16_tokenizer_apply_chat(ctx, tok, msgs, k, true, a->think, &text));
-    wna16_status s = wna16_tokenizer_encode(ctx, tok, text, strlen(text), WNA16_TOK_PARSE_SPECIAL, ids, n);
-    free(text);
+    wna16_status s = wna16_tokenizer_apply_chat(ctx, tok, msgs, k, true, a->think, &text);
+    if (s == WNA16_OK)
+        s = wna16_tokenizer_encode(ctx, tok, text, strlen(text), WNA16_TOK_PARSE_SPECIAL, ids, n);
+    wna16_free(text);
     return s;
 }
 
@@ -209,7 +210,7 @@ int wna16_cmd_generate(int argc, char **argv) {
     free(rss);
     free(own);
     wna16_generate_result_free(&r);
-    free(ids);
+    wna16_free(ids);
     wna16_model_free(m);
     wna16_tokenizer_free(tok);
     wna16_ctx_free(ctx);
