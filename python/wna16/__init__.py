@@ -13,8 +13,9 @@ Errors raise wna16.Error with the library's status name and detail.
 import ctypes
 import json
 import os
-import queue
+import sys
 import threading
+import time
 from dataclasses import dataclass, field
 from typing import Iterable, Iterator, List, Optional, Sequence, Union
 
@@ -123,22 +124,108 @@ class RequestOutput:
     prompt: Optional[str]
     prompt_token_ids: List[int]
     outputs: List[CompletionOutput] = field(default_factory=list)
-    prefill_seconds: float = 0.0
-    decode_seconds: float = 0.0
+    prefill_seconds: float = 0.0  # from adding the request to its first token
+    decode_seconds: float = 0.0   # from its first token to its last
+    request_id: str = ""
+    finished: bool = True
 
 
-_FINISH = {"eos": "stop", "stop": "stop", "length": "length", "callback": "abort"}
+# wna16_finish_reason
+_FINISH = {1: "stop", 2: "length", 3: "abort", 4: "error"}
+
+
+class _Request:
+    """What the engine's steps gave one request so far."""
+
+    def __init__(self, rid: str, prompt: Optional[str], ids: np.ndarray, eos: set):
+        self.rid, self.prompt, self.ids, self.eos = rid, prompt, ids, eos
+        self.tokens: List[int] = []
+        self.text: List[str] = []
+        self.new_text: List[str] = []  # not yet taken by a stream
+        self.finish: Optional[str] = None
+        self.stop_reason: Optional[str] = None
+        self.error = ""
+        self.t0 = time.monotonic()
+        self.t_first = self.t_last = 0.0
+
+    def take(self, o) -> None:
+        now = time.monotonic()
+        if o.n_tokens:
+            self.tokens.extend(o.token_ids[i] for i in range(o.n_tokens))
+            self.t_first = self.t_first or now
+            self.t_last = now
+        if o.text_len:
+            piece = ctypes.string_at(o.text, o.text_len).decode("utf-8", "replace")
+            self.text.append(piece)
+            self.new_text.append(piece)
+        if o.finished:
+            self.finish = _FINISH.get(o.finish_reason, "error")
+            self.error = (o.error or b"").decode("utf-8", "replace")
+            if self.finish == "stop":
+                self.stop_reason = "stop" if o.stop_str or o.stop_token not in self.eos else "eos"
+            else:
+                self.stop_reason = {"length": "length", "abort": "callback"}.get(self.finish)
+
+    def output(self) -> RequestOutput:
+        t_end = self.t_last or time.monotonic()
+        first = self.t_first or t_end
+        return RequestOutput(
+            prompt=self.prompt, prompt_token_ids=self.ids.tolist(),
+            outputs=[CompletionOutput(0, "".join(self.text), list(self.tokens),
+                                      self.finish or "abort", self.stop_reason)],
+            prefill_seconds=first - self.t0, decode_seconds=t_end - first,
+            request_id=self.rid, finished=self.finish is not None)
+
+
+class _Progress:
+    """use_tqdm: tqdm when it is installed, else a line on stderr."""
+
+    def __init__(self, total: int, enabled: bool):
+        self.total, self.done, self.bar = total, 0, None
+        self.enabled = enabled and total > 0
+        if self.enabled:
+            try:
+                from tqdm.auto import tqdm
+                self.bar = tqdm(total=total, desc="Processed prompts", dynamic_ncols=True)
+            except ImportError:
+                self.t0 = time.monotonic()
+
+    def advance(self, n: int) -> None:
+        if not self.enabled or not n:
+            return
+        self.done += n
+        if self.bar is not None:
+            self.bar.update(n)
+        else:
+            rate = self.done / max(time.monotonic() - self.t0, 1e-9)
+            sys.stderr.write(f"\rProcessed prompts: {self.done}/{self.total} "
+                             f"({rate:.2f} it/s)")
+            sys.stderr.flush()
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+        elif self.enabled:
+            sys.stderr.write("\n")
 
 
 class LLM:
-    """A loaded model, its tokenizer (when the directory has one) and a
-    context. Calls on one LLM are serialized (the model holds one sequence's
-    KV cache); use one LLM per thread for parallel work."""
+    """A loaded model, its tokenizer (when the directory has one) and, from
+    the first generation on, an engine (wna16_engine) that runs every
+    request given to generate() as one continuously batched workload, as
+    vllm.LLM does. Calls on one LLM are serialized."""
 
     def __init__(self, model: str, tokenizer: Optional[str] = None, tensor_parallel_size: int = 1,
-                 threads: int = 0, max_model_len: int = 0):
+                 threads: int = 0, max_model_len: int = 0, max_num_seqs: int = 256,
+                 max_num_batched_tokens: int = 512, enable_prefix_caching: bool = True,
+                 kv_cache_memory_bytes: int = 0):
         self._ctx = _Context()
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()
+        self._engine = ctypes.c_void_p()
+        self._engine_args = (int(max_num_seqs), int(max_num_batched_tokens),
+                             bool(enable_prefix_caching), int(kv_cache_memory_bytes))
+        self._requests: dict = {}
+        self._next_id = 0
         self._model = ctypes.c_void_p()
         self._tok = ctypes.c_void_p()
         o = _lib.ModelOptions()
@@ -161,6 +248,9 @@ class LLM:
 
     # ---------------------------------------------------------- lifetime
     def close(self) -> None:
+        if getattr(self, "_engine", None) and self._engine.value:
+            lib.wna16_engine_free(self._engine)
+            self._engine = ctypes.c_void_p()
         if getattr(self, "_tok", None) and self._tok.value:
             lib.wna16_tokenizer_free(self._tok)
             self._tok = ctypes.c_void_p()
@@ -268,101 +358,144 @@ class LLM:
             return prompt.get("prompt"), self.tokenize(prompt["prompt"])
         return None, _ids_array(prompt)
 
-    def _options(self, params: SamplingParams, on_text=None):
-        o = _lib.GenerateOptions()
-        lib.wna16_generate_options_init(ctypes.byref(o))
-        o.max_tokens = int(params.max_tokens)
-        s = o.sampler
+    def _engine_ptr(self):
+        if not self._engine.value:
+            o = _lib.EngineOptions()
+            lib.wna16_engine_options_init(ctypes.byref(o))
+            o.tokenizer = self._tok.value
+            (o.max_num_seqs, o.max_num_batched_tokens, o.enable_prefix_caching,
+             o.kv_cache_memory) = self._engine_args
+            self._ctx.check(lib.wna16_engine_create(self._ctx.ptr, self._model, ctypes.byref(o),
+                                                    ctypes.byref(self._engine)))
+            eos = (ctypes.POINTER(ctypes.c_int32))()
+            n = lib.wna16_model_eos(self._model, ctypes.byref(eos))
+            self._eos = {eos[i] for i in range(n)}
+        return self._engine
+
+    @staticmethod
+    def _c_params(params: "SamplingParams"):
+        p = _lib.SamplingParamsC()
+        lib.wna16_sampling_params_init(ctypes.byref(p))
+        p.max_tokens = int(params.max_tokens)
+        s = p.sampler
         s.temperature, s.top_p, s.min_p = params.temperature, params.top_p, params.min_p
         s.repetition_penalty, s.top_k, s.seed = params.repetition_penalty, params.top_k, params.seed
         stops = [x.encode() for x in params._stop_list()]
         keep = (ctypes.c_char_p * max(1, len(stops)))(*stops)
-        o.stop, o.n_stop = (keep if stops else None), len(stops)
-        if on_text is not None:
-            o.on_text = on_text
-        return o, keep
+        p.stop, p.n_stop = (keep if stops else None), len(stops)
+        return p, keep
 
-    def _generate_one(self, prompt, params: SamplingParams, on_text=None) -> RequestOutput:
+    def _add(self, prompt, params: "SamplingParams") -> _Request:
         text, ids = self._prompt_ids(prompt)
         if ids.size == 0:
             raise ValueError("generate: empty prompt")
-        o, keep = self._options(params, on_text)
-        r = _lib.GenerateResult()
-        tok = self._tok if self._tok.value else None
-        with self._lock:
-            st = lib.wna16_generate(self._ctx.ptr, self._model, tok, _ptr32(ids), ids.size,
-                                    ctypes.byref(o), ctypes.byref(r))
-            try:
-                self._ctx.check(st)
-                out_ids = [r.ids[i] for i in range(r.generated)]
-                reason = (r.stop_reason or b"length").decode()
-                out = RequestOutput(
-                    prompt=text, prompt_token_ids=ids.tolist(),
-                    outputs=[CompletionOutput(0, (r.text or b"").decode("utf-8", "replace"),
-                                              out_ids, _FINISH.get(reason, reason), reason)],
-                    prefill_seconds=r.prefill_seconds, decode_seconds=r.decode_seconds)
-            finally:
-                lib.wna16_generate_result_free(ctypes.byref(r))
+        engine = self._engine_ptr()
+        p, keep = self._c_params(params)
+        rid = str(self._next_id)
+        self._next_id += 1
+        pr = _lib.Prompt(ids=_ptr32(ids), n_ids=ids.size)
+        self._ctx.check(lib.wna16_engine_add_request(self._ctx.ptr, engine, rid.encode(),
+                                                     ctypes.byref(pr), ctypes.byref(p), None,
+                                                     None))
         del keep
-        return out
+        r = _Request(rid, text, ids, self._eos)
+        self._requests[rid] = r
+        return r
 
-    def generate(self, prompts, sampling_params: Optional[SamplingParams] = None
+    def _step(self) -> List[_Request]:
+        """One engine step; returns the requests it finished."""
+        outs = ctypes.POINTER(_lib.RequestOutputC)()
+        n = ctypes.c_size_t()
+        self._ctx.check(lib.wna16_engine_step(self._ctx.ptr, self._engine, ctypes.byref(outs),
+                                              ctypes.byref(n)))
+        done = []
+        for i in range(n.value):
+            o = outs[i]
+            r = self._requests.get(o.request_id.decode())
+            if r is None:
+                continue
+            r.take(o)
+            if r.finish is not None:
+                del self._requests[r.rid]
+                done.append(r)
+        return done
+
+    def _abort(self, reqs) -> None:
+        for r in reqs:
+            if r.rid in self._requests and r.finish is None:
+                lib.wna16_engine_abort(None, self._engine, r.rid.encode())
+        while any(r.finish is None for r in reqs):
+            self._step()
+
+    def _raise_failed(self, reqs) -> None:
+        for r in reqs:
+            if r.finish == "error":
+                raise Error("ERR_INTERNAL", r.error or "generation failed")
+
+    def generate(self, prompts, sampling_params=None, use_tqdm: bool = False
                  ) -> List[RequestOutput]:
         """One RequestOutput per prompt (a str, a list of ids, or a dict with
-        "prompt" or "prompt_token_ids"), as vllm.LLM.generate."""
-        params = sampling_params or SamplingParams()
+        "prompt" or "prompt_token_ids"), as vllm.LLM.generate: every prompt
+        is submitted to the engine at once and they run continuously
+        batched. sampling_params: one for all, or a list with one per
+        prompt. use_tqdm: a progress bar (tqdm when installed)."""
         if isinstance(prompts, (str, dict)) or (
                 isinstance(prompts, (list, tuple, np.ndarray)) and len(prompts) and
                 isinstance(prompts[0], (int, np.integer))):
             prompts = [prompts]
-        return [self._generate_one(p, params) for p in prompts]
+        if isinstance(sampling_params, (list, tuple)):
+            if len(sampling_params) != len(prompts):
+                raise ValueError(f"sampling_params: {len(sampling_params)} for "
+                                 f"{len(prompts)} prompts")
+            params = list(sampling_params)
+        else:
+            params = [sampling_params or SamplingParams()] * len(prompts)
+        with self._lock:
+            reqs: List[_Request] = []
+            progress = _Progress(len(prompts), use_tqdm)
+            try:
+                for p, sp in zip(prompts, params):
+                    reqs.append(self._add(p, sp))
+                while any(r.finish is None for r in reqs):
+                    progress.advance(len(self._step()))
+            except BaseException:
+                self._abort(reqs)
+                raise
+            finally:
+                progress.close()
+            self._raise_failed(reqs)
+            return [r.output() for r in reqs]
 
     def generate_stream(self, prompt, sampling_params: Optional[SamplingParams] = None
                         ) -> Iterator[str]:
         """Yields the text as it is generated (never splitting a UTF-8
         character or a possible stop string). Closing the iterator early
-        stops the generation."""
+        aborts the request."""
         params = sampling_params or SamplingParams()
-        pieces: "queue.Queue" = queue.Queue()
-        stop = threading.Event()
-        done = object()
-
-        @_lib.ON_TEXT
-        def on_text(_user, data, length):
-            pieces.put(ctypes.string_at(data, length).decode("utf-8", "replace"))
-            return not stop.is_set()
-
-        failure = []
-
-        def run():
-            try:
-                self._generate_one(prompt, params, on_text)
-            except BaseException as e:  # raised in the caller's thread below
-                failure.append(e)
-            finally:
-                pieces.put(done)
-
-        worker = threading.Thread(target=run, daemon=True)
-        worker.start()
+        with self._lock:
+            r = self._add(prompt, params)
         try:
             while True:
-                item = pieces.get()
-                if item is done:
+                with self._lock:
+                    if r.finish is None:
+                        self._step()
+                    pieces, r.new_text = r.new_text, []
+                for piece in pieces:
+                    yield piece
+                if r.finish is not None:
                     break
-                if item:
-                    yield item
         finally:
-            stop.set()
-            worker.join()
-        if failure:
-            raise failure[0]
+            with self._lock:
+                self._abort([r])
+        self._raise_failed([r])
 
     def chat(self, messages: Sequence[dict], sampling_params: Optional[SamplingParams] = None,
-             enable_thinking: bool = False) -> RequestOutput:
+             enable_thinking: bool = False, use_tqdm: bool = False) -> RequestOutput:
         """Generation from the model's chat template, as vllm.LLM.chat."""
         text = self.apply_chat_template(messages, True, enable_thinking)
         ids = self.tokenize(text, add_special_tokens=False)
-        out = self._generate_one({"prompt_token_ids": ids}, sampling_params or SamplingParams())
+        out = self.generate({"prompt_token_ids": ids}, sampling_params or SamplingParams(),
+                            use_tqdm=use_tqdm)[0]
         out.prompt = text
         return out
 

@@ -199,6 +199,7 @@ _SIGNATURES = {
     "wna16_model_vocab_size": (ctypes.c_int64, [_P]),
     "wna16_model_context": (ctypes.c_int64, [_P]),
     "wna16_model_reset": (None, [_P]),
+    "wna16_model_eos": (ctypes.c_size_t, [_P, ctypes.POINTER(c_int32_p)]),
     "wna16_model_eval": (_S, [_P, _P, c_int32_p, ctypes.c_int64, c_float_p]),
     "wna16_model_logprobs": (_S, [_P, _P, c_int32_p, ctypes.c_int64, c_float_p, ctypes.c_int,
                                   c_int32_p, c_float_p]),

@@ -1,8 +1,7 @@
 /* The output processor: one sequence's sampled tokens become its text and
  * its end. Text is decoded incrementally (a UTF-8 character split across
- * tokens is held until it completes); stop strings are looked for in the
- * new text and what follows the last hold bytes (a match cannot start
- * earlier); the last (longest stop string - 1) bytes are held back until no
+ * tokens is held until it completes); stop strings are looked for where
+ * they could end in the new text; the last (longest stop string - 1) bytes are held back until no
  * stop string can begin in them; stop ids and EOS end the sequence once
  * min_tokens are out; max_tokens and the context end it by length. */
 #include "generate/generate.h"
@@ -50,13 +49,16 @@ static wna16_status flush(wna16_ctx *ctx, wna16_output *o) {
     return WNA16_OK;
 }
 
-/* The first stop string (in the rules' order) in the text after `from`
- * less what a stop string may have begun in before it. */
+/* The first stop string (in the rules' order) that ends in the new text
+ * (after `from`): each is looked for from its length - 1 bytes before it,
+ * as vLLM does, so a match that lay whole in older text (before min_tokens)
+ * does not count now. */
 static void find_stop(wna16_output *o, size_t from) {
     const wna16_output_rules *r = o->rules;
-    size_t scan = from > o->hold ? from - o->hold : 0;
     for (size_t i = 0; i < r->n_stop; i++) {
         const char *s = r->stop[i];
+        size_t back = strlen(s) ? strlen(s) - 1 : 0;
+        size_t scan = from > back ? from - back : 0;
         const char *hit = s[0] ? strstr(o->text.data + scan, s) : NULL;
         if (!hit) continue;
         size_t end = (size_t)(hit - o->text.data) + (r->include_stop_str ? strlen(s) : 0);
@@ -97,6 +99,10 @@ wna16_status wna16_output_push(wna16_ctx *ctx, wna16_output *o, int32_t id, int6
 void wna16_output_take(wna16_output *o, const char **text, size_t *len) {
     size_t ready = o->text.len;
     if (!o->finish) ready = ready > o->hold ? ready - o->hold : 0;
+    /* the text is whole characters: never end inside one */
+    while (ready > o->released && ready < o->text.len &&
+           ((unsigned char)o->text.data[ready] & 0xC0) == 0x80)
+        ready--;
     if (ready < o->released) ready = o->released;
     *text = o->text.data ? o->text.data + o->released : "";
     *len = ready - o->released;

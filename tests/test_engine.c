@@ -1,0 +1,281 @@
+/* The engine (wna16_engine) on a fixture model: a batch of requests gives
+ * each the tokens it gets alone (and that wna16_generate gives); requests
+ * refused before they queue, with their messages; abort; logprobs against a
+ * brute-force log-softmax; the background thread with callbacks and its
+ * drain; metrics. And the output processor's rules (stop strings held back,
+ * min_tokens, whole UTF-8 characters) on the real Qwen3 tokenizer. */
+#include "engine/engine_internal.h"
+#include "testing.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#define MODEL "tests/data/models/qwen3_w4a16"
+#define N 6
+#define MAXT 8
+
+typedef struct got {
+    int32_t ids[64];
+    int n;
+    wna16_finish_reason finish;
+    int outputs;
+} got;
+
+static void collect(got *g, const wna16_request_output *o) {
+    for (size_t i = 0; i < o->n_tokens; i++) g->ids[g->n++] = o->token_ids[i];
+    g->outputs++;
+    if (o->finished) g->finish = o->finish_reason;
+}
+
+static void run_all(wna16_ctx *ctx, wna16_engine *e, got *g) {
+    while (wna16_engine_has_unfinished(e)) {
+        const wna16_request_output *outs;
+        size_t n;
+        CHECK(wna16_engine_step(ctx, e, &outs, &n) == WNA16_OK);
+        for (size_t i = 0; i < n; i++) collect(&g[atoi(outs[i].request_id)], &outs[i]);
+    }
+}
+
+static void prompt_of(int i, int32_t *ids, size_t *n) {
+    *n = 3 + (size_t)i * 5;
+    for (size_t t = 0; t < *n; t++) ids[t] = (int32_t)((i * 37 + t * 11) % 500 + 1);
+}
+
+static void test_batch_equals_alone(wna16_ctx *ctx, wna16_model *m) {
+    wna16_engine *e = NULL;
+    CHECK(wna16_engine_create(ctx, m, NULL, &e) == WNA16_OK);
+    wna16_sampling_params p;
+    wna16_sampling_params_init(&p);
+    p.max_tokens = MAXT;
+    got batch[N] = {0};
+    for (int i = 0; i < N; i++) {
+        int32_t ids[64];
+        size_t n;
+        prompt_of(i, ids, &n);
+        char id[8];
+        snprintf(id, sizeof id, "%d", i);
+        wna16_prompt pr = {.ids = ids, .n_ids = n};
+        CHECK(wna16_engine_add_request(ctx, e, id, &pr, &p, NULL, NULL) == WNA16_OK);
+    }
+    run_all(ctx, e, batch);
+    wna16_engine_metrics met;
+    wna16_engine_get_metrics(e, &met);
+    CHECK(met.generation_tokens == N * MAXT && met.requests_finished[WNA16_FINISH_LENGTH] == N);
+    CHECK(met.num_requests_running == 0 && met.kv.blocks_used == 0 && met.steps >= MAXT);
+    for (int i = 0; i < N; i++) {
+        int32_t ids[64];
+        size_t n;
+        prompt_of(i, ids, &n);
+        got alone[1] = {0};
+        wna16_prompt pr = {.ids = ids, .n_ids = n};
+        CHECK(wna16_engine_add_request(ctx, e, "0", &pr, &p, NULL, NULL) == WNA16_OK);
+        run_all(ctx, e, alone);
+        wna16_generate_options go;
+        wna16_generate_options_init(&go);
+        go.max_tokens = MAXT;
+        wna16_generate_result r;
+        CHECK(wna16_generate(ctx, m, NULL, ids, n, &go, &r) == WNA16_OK);
+        CHECK(batch[i].finish == WNA16_FINISH_LENGTH && batch[i].n == MAXT && alone[0].n == MAXT);
+        CHECK(!memcmp(batch[i].ids, alone[0].ids, MAXT * sizeof(int32_t)));
+        CHECK(r.generated == MAXT && !memcmp(r.ids, batch[i].ids, MAXT * sizeof(int32_t)));
+        wna16_generate_result_free(&r);
+    }
+    wna16_engine_free(e);
+}
+
+static void test_refusals(wna16_ctx *ctx, wna16_model *m) {
+    wna16_engine_options o;
+    wna16_engine_options_init(&o);
+    o.max_num_seqs = 1;
+    o.max_waiting = 0;
+    wna16_engine *e = NULL;
+    CHECK(wna16_engine_create(ctx, m, &o, &e) == WNA16_OK);
+    int32_t ids[4] = {1, 2, 3, 4}, bad = 100000;
+    wna16_sampling_params p;
+    wna16_sampling_params_init(&p);
+    wna16_prompt pr = {.ids = ids, .n_ids = 4}, none = {.ids = ids, .n_ids = 0};
+    CHECK_STATUS(ctx, wna16_engine_add_request(ctx, e, "a", &none, &p, NULL, NULL),
+                 WNA16_ERR_INVALID_ARGUMENT, "the prompt is empty");
+    wna16_prompt oov = {.ids = &bad, .n_ids = 1};
+    CHECK_STATUS(ctx, wna16_engine_add_request(ctx, e, "a", &oov, &p, NULL, NULL),
+                 WNA16_ERR_TOKEN_ID, "outside the vocabulary");
+    wna16_prompt text = {.text = "hello"};
+    CHECK_STATUS(ctx, wna16_engine_add_request(ctx, e, "a", &text, &p, NULL, NULL),
+                 WNA16_ERR_INVALID_ARGUMENT, "needs the engine's tokenizer");
+    wna16_prompt two = {.ids = ids, .n_ids = 4, .text = "x"};
+    CHECK_STATUS(ctx, wna16_engine_add_request(ctx, e, "a", &two, &p, NULL, NULL),
+                 WNA16_ERR_INVALID_ARGUMENT, "exactly one");
+    p.max_tokens = wna16_model_context(m);
+    CHECK_STATUS(ctx, wna16_engine_add_request(ctx, e, "a", &pr, &p, NULL, NULL),
+                 WNA16_ERR_CONTEXT_OVERFLOW, "maximum context length");
+    p.max_tokens = 4;
+    p.logprobs = 21;
+    CHECK_STATUS(ctx, wna16_engine_add_request(ctx, e, "a", &pr, &p, NULL, NULL),
+                 WNA16_ERR_INVALID_ARGUMENT, "logprobs 21");
+    p.logprobs = -1;
+    p.sampler.top_p = 2;
+    CHECK_STATUS(ctx, wna16_engine_add_request(ctx, e, "a", &pr, &p, NULL, NULL),
+                 WNA16_ERR_INVALID_ARGUMENT, "top_p");
+    p.sampler.top_p = 1;
+    CHECK(wna16_engine_add_request(ctx, e, "a", &pr, &p, NULL, NULL) == WNA16_OK);
+    CHECK_STATUS(ctx, wna16_engine_add_request(ctx, e, "b", &pr, &p, NULL, NULL), WNA16_ERR_LIMIT,
+                 "retry later");
+    CHECK_STATUS(ctx, wna16_engine_abort(ctx, e, "zz"), WNA16_ERR_INVALID_ARGUMENT,
+                 "no unfinished request");
+    /* an abort ends it at the next step, its blocks back */
+    got g[1] = {0};
+    const wna16_request_output *outs;
+    size_t n;
+    CHECK(wna16_engine_step(ctx, e, &outs, &n) == WNA16_OK && n == 1 && !outs[0].finished);
+    CHECK(wna16_engine_abort(ctx, e, "a") == WNA16_OK);
+    CHECK(wna16_engine_step(ctx, e, &outs, &n) == WNA16_OK && n == 1);
+    collect(g, &outs[0]);
+    CHECK(g[0].finish == WNA16_FINISH_ABORT && !wna16_engine_has_unfinished(e));
+    wna16_engine_metrics met;
+    wna16_engine_get_metrics(e, &met);
+    CHECK(met.kv.blocks_used == 0 && met.requests_finished[WNA16_FINISH_ABORT] == 1);
+    wna16_engine_stop(e, 0);
+    CHECK_STATUS(ctx, wna16_engine_add_request(ctx, e, "c", &pr, &p, NULL, NULL),
+                 WNA16_ERR_UNAVAILABLE, "shutting down");
+    wna16_engine_free(e);
+}
+
+/* The chosen token's and the top logprobs equal a brute-force log-softmax. */
+static void test_logprobs(wna16_ctx *ctx, wna16_model *m) {
+    wna16_engine *e = NULL;
+    CHECK(wna16_engine_create(ctx, m, NULL, &e) == WNA16_OK);
+    int32_t ids[5] = {5, 6, 7, 8, 9};
+    wna16_sampling_params p;
+    wna16_sampling_params_init(&p);
+    p.max_tokens = 1;
+    p.logprobs = 5;
+    wna16_prompt pr = {.ids = ids, .n_ids = 5};
+    CHECK(wna16_engine_add_request(ctx, e, "0", &pr, &p, NULL, NULL) == WNA16_OK);
+    const wna16_request_output *outs;
+    size_t n = 0;
+    while (!n) CHECK(wna16_engine_step(ctx, e, &outs, &n) == WNA16_OK);
+    CHECK(n == 1 && outs[0].logprobs && outs[0].n_tokens == 1);
+    int64_t V = wna16_model_vocab_size(m);
+    float *logits = malloc((size_t)V * sizeof *logits);
+    wna16_model_reset(m);
+    CHECK(wna16_model_eval(ctx, m, ids, 5, logits) == WNA16_OK);
+    double mx = -INFINITY, sum = 0;
+    for (int64_t i = 0; i < V; i++) mx = logits[i] > mx ? logits[i] : mx;
+    for (int64_t i = 0; i < V; i++) sum += exp((double)logits[i] - mx);
+    const wna16_token_logprob *lp = &outs[0].logprobs[0];
+    CHECK(lp->id == outs[0].token_ids[0] && lp->n_top == 5);
+    CHECK(fabs(lp->logprob - (logits[lp->id] - mx - log(sum))) < 1e-5);
+    for (int k = 0; k < 5; k++) { /* the k-th largest, by counting those above it */
+        int above = 0;
+        for (int64_t i = 0; i < V; i++)
+            above += logits[i] > logits[lp->top_ids[k]] ||
+                     (logits[i] == logits[lp->top_ids[k]] && i < lp->top_ids[k]);
+        CHECK(above == k);
+        CHECK(fabs(lp->top_logprobs[k] - (logits[lp->top_ids[k]] - mx - log(sum))) < 1e-5);
+    }
+    CHECK(lp->top_ids[0] == lp->id); /* greedy */
+    free(logits);
+    wna16_engine_free(e);
+}
+
+static void on_out(void *user, const wna16_request_output *o) { collect(user, o); }
+
+static void test_background(wna16_ctx *ctx, wna16_model *m) {
+    wna16_engine *e = NULL;
+    CHECK(wna16_engine_create(ctx, m, NULL, &e) == WNA16_OK);
+    CHECK(wna16_engine_start(ctx, e) == WNA16_OK);
+    const wna16_request_output *outs;
+    size_t n;
+    CHECK_STATUS(ctx, wna16_engine_step(ctx, e, &outs, &n), WNA16_ERR_INVALID_ARGUMENT,
+                 "its own thread");
+    got g[3] = {0};
+    wna16_sampling_params p;
+    wna16_sampling_params_init(&p);
+    p.max_tokens = 5;
+    int32_t ids[3] = {3, 4, 5};
+    wna16_prompt pr = {.ids = ids, .n_ids = 3};
+    for (int i = 0; i < 3; i++) {
+        char id[4];
+        snprintf(id, sizeof id, "%d", i);
+        CHECK(wna16_engine_add_request(ctx, e, id, &pr, &p, on_out, &g[i]) == WNA16_OK);
+    }
+    wna16_engine_stop(e, 30); /* drains: every request finishes */
+    for (int i = 0; i < 3; i++)
+        CHECK(g[i].finish == WNA16_FINISH_LENGTH && g[i].n == 5 &&
+              !memcmp(g[i].ids, g[0].ids, 5 * sizeof(int32_t)));
+    char msg[64];
+    CHECK(wna16_engine_status(e, msg, sizeof msg) == WNA16_OK && !msg[0]);
+    wna16_engine_free(e);
+}
+
+/* ------------------------------------------------------ output processor */
+
+static void push_text(wna16_ctx *ctx, const wna16_tokenizer *tok, wna16_output *o,
+                      const char *text, wna16_buf *released) {
+    int32_t *ids;
+    size_t n;
+    CHECK(wna16_tokenizer_encode(ctx, (wna16_tokenizer *)tok, text, strlen(text), 0, &ids, &n) ==
+          WNA16_OK);
+    for (size_t i = 0; i < n && !o->finish; i++) {
+        CHECK(wna16_output_push(ctx, o, ids[i], 100) == WNA16_OK);
+        const char *t;
+        size_t len;
+        wna16_output_take(o, &t, &len);
+        /* never the start of a possible stop string, never half a character */
+        CHECK(len == 0 || ((unsigned char)t[len - 1] & 0xC0) != 0xC0);
+        wna16_buf_put(released, t, len);
+    }
+    wna16_free(ids);
+}
+
+static void test_output_processor(wna16_ctx *ctx) {
+    wna16_tokenizer *tok = NULL;
+    CHECK(wna16_tokenizer_load(ctx, "tests/data/tokenizer/qwen3", &tok) == WNA16_OK);
+    char *stops[] = {"STOP here", "zz"};
+    wna16_output_rules r = {.stop = stops, .n_stop = 2, .skip_special = true, .max_tokens = 100};
+    wna16_output o;
+    wna16_buf out = {0};
+    CHECK(wna16_output_init(ctx, &o, tok, &r) == WNA16_OK);
+    push_text(ctx, tok, &o, "héllo wörld ✓ then STOP here and more", &out);
+    CHECK(o.finish == WNA16_FINISH_STOP && o.stop_str == stops[0]);
+    const char *t;
+    size_t len;
+    wna16_output_take(&o, &t, &len);
+    wna16_buf_put(&out, t, len);
+    CHECK(out.data && !strcmp(out.data, "héllo wörld ✓ then "));
+    wna16_output_free(&o);
+    /* min_tokens: a stop string before it does not end the text */
+    out.len = 0;
+    r.min_tokens = 50;
+    r.include_stop_str = true;
+    CHECK(wna16_output_init(ctx, &o, tok, &r) == WNA16_OK);
+    push_text(ctx, tok, &o, "a zz b", &out);
+    CHECK(o.finish == WNA16_FINISH_NONE);
+    r.min_tokens = 0;
+    push_text(ctx, tok, &o, " c zz d", &out);
+    CHECK(o.finish == WNA16_FINISH_STOP && o.stop_str == stops[1]);
+    wna16_output_take(&o, &t, &len);
+    wna16_buf_put(&out, t, len);
+    CHECK_MSG(out.data && !strcmp(out.data, "a zz b c zz"), "got [%s]", out.data); /* included, first match after it */
+    wna16_output_free(&o);
+    wna16_buf_free(&out);
+    wna16_tokenizer_free(tok);
+}
+
+int main(void) {
+    wna16_ctx *ctx = NULL;
+    CHECK(wna16_ctx_create(&ctx) == WNA16_OK);
+    wna16_model *m = NULL;
+    CHECK(wna16_model_load(ctx, MODEL, NULL, &m) == WNA16_OK);
+    if (m) {
+        test_batch_equals_alone(ctx, m);
+        test_refusals(ctx, m);
+        test_logprobs(ctx, m);
+        test_background(ctx, m);
+    }
+    test_output_processor(ctx);
+    wna16_model_free(m);
+    wna16_ctx_free(ctx);
+    TEST_MAIN_END();
+}
