@@ -103,6 +103,8 @@ class SamplingParams:
     repetition_penalty: float = 1.0
     seed: int = 0
     stop: Optional[Union[str, List[str]]] = None
+    ignore_eos: bool = False
+    min_tokens: int = 0
 
     def _stop_list(self) -> List[str]:
         if self.stop is None:
@@ -383,6 +385,7 @@ class LLM:
         stops = [x.encode() for x in params._stop_list()]
         keep = (ctypes.c_char_p * max(1, len(stops)))(*stops)
         p.stop, p.n_stop = (keep if stops else None), len(stops)
+        p.ignore_eos, p.min_tokens = bool(params.ignore_eos), int(params.min_tokens)
         return p, keep
 
     def _add(self, prompt, params: "SamplingParams") -> _Request:
