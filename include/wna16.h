@@ -352,7 +352,6 @@ typedef struct wna16_model_options {
     int tp;           /* tensor-parallel degree (1 when 0) */
     int threads;      /* compute threads in all (all cores when 0) */
     int64_t context;  /* KV cache length in tokens (min(4096, max_position_embeddings) when 0) */
-    bool progress;    /* unused: progress goes to the context's callback (wna16_ctx_set_progress) */
     /* Distributed (one TP rank per process): when non-NULL, this process is
      * rank wna16_comm_rank(comm) of comm's size ranks; tp must be 0 or equal
      * that size, and threads counts this process's threads (default: the

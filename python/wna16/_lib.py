@@ -18,7 +18,6 @@ class ModelOptions(ctypes.Structure):
         ("tp", ctypes.c_int),
         ("threads", ctypes.c_int),
         ("context", ctypes.c_int64),
-        ("progress", ctypes.c_bool),
         ("comm", ctypes.c_void_p),
     ]
 

@@ -141,7 +141,7 @@ int wna16_cmd_generate(int argc, char **argv) {
     wna16_status s = lead ? wna16_tokenizer_load(ctx, a.tokenizer ? a.tokenizer : a.dir, &tok) : WNA16_OK;
     if (comm) s = wna16_comm_check(ctx, comm, s);
     wna16_model_options mo = {.tp = (int)a.tp, .threads = (int)a.threads, .context = a.ctx,
-                              .progress = !a.json && lead, .comm = comm};
+                              .comm = comm};
     if (s == WNA16_OK) s = wna16_model_load(ctx, a.dir, &mo, &m);
     double load_s = cli_now() - t0;
     if (s == WNA16_OK && !a.json && lead && !cli_quiet())

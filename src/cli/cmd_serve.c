@@ -249,7 +249,6 @@ static wna16_status load(const serve_args *a, wna16_ctx *ctx, wna16_comm *comm, 
     mo.threads = (int)a->threads;
     mo.context = a->max_len;
     mo.comm = comm;
-    mo.progress = lead;
     return s == WNA16_OK ? wna16_model_load(ctx, a->dir, &mo, m) : s;
 }
 
