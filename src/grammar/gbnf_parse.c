@@ -45,7 +45,7 @@ static int32_t add_node(gbnf_parser *p, gx_node n) {
 static int32_t add_kids(gbnf_parser *p, const int32_t *kids, size_t n) {
     gx_ast *a = p->ast;
     if (!grow((void **)&a->kids, &a->cap_kids, a->n_kids + n, sizeof *a->kids)) return -1;
-    memcpy(a->kids + a->n_kids, kids, n * sizeof *kids);
+    if (n) memcpy(a->kids + a->n_kids, kids, n * sizeof *kids);
     int32_t at = (int32_t)a->n_kids;
     a->n_kids += n;
     return at;
@@ -188,7 +188,7 @@ static int32_t parse_literal(gbnf_parser *p) {
         uint8_t u[4];
         size_t n = grammar_utf8_encode(cp, u);
         if (!grow((void **)&a->bytes, &a->cap_bytes, a->n_bytes + n, 1)) return oom(p), -1;
-        memcpy(a->bytes + a->n_bytes, u, n);
+        if (n) memcpy(a->bytes + a->n_bytes, u, n);
         a->n_bytes += n;
     }
     if (p->s >= p->end) return fail_at(p, WNA16_ERR_INVALID_ARGUMENT, "unterminated literal"), -1;
@@ -209,7 +209,7 @@ static bool normalize_ranges(gbnf_parser *p, size_t from, bool negate) {
     gx_ast *a = p->ast;
     size_t n = (a->n_ranges - from) / 2;
     uint32_t *r = a->ranges + from;
-    qsort(r, n, 2 * sizeof *r, cmp_range);
+    if (n > 1) qsort(r, n, 2 * sizeof *r, cmp_range);
     size_t m = 0;
     for (size_t i = 0; i < n; i++) {
         if (m && r[2 * i] <= r[2 * m - 1] + 1) {
@@ -241,7 +241,7 @@ static bool normalize_ranges(gbnf_parser *p, size_t from, bool negate) {
         wna16_free(tmp);
         return false;
     }
-    memcpy(a->ranges + from, tmp, k * sizeof *tmp);
+    if (k) memcpy(a->ranges + from, tmp, k * sizeof *tmp);
     a->n_ranges = from + k;
     wna16_free(tmp);
     return true;
@@ -417,7 +417,7 @@ static int32_t parse_sequence(gbnf_parser *p, bool nested) {
                     oom(p);
                     goto out;
                 }
-                memcpy(nk, kids, n * sizeof *nk);
+                if (n) memcpy(nk, kids, n * sizeof *nk);
                 if (kids != local) wna16_free(kids);
                 kids = nk;
                 cap *= 2;
@@ -453,7 +453,7 @@ static int32_t parse_alternates(gbnf_parser *p, bool nested) {
                 oom(p);
                 goto out;
             }
-            memcpy(na, alts, n * sizeof *na);
+            if (n) memcpy(na, alts, n * sizeof *na);
             if (alts != local) wna16_free(alts);
             alts = na;
             cap *= 2;

@@ -286,7 +286,7 @@ static wna16_status graph_build(compiler *c, rule_graph *g) {
         size_t n = 0;
         if (c->ast->rules[r].body >= 0) collect_refs(c->ast, c->ast->rules[r].body, tmp, &n, nr, 0);
         if (!grow((void **)&g->adj, &cap, total + n + 1, sizeof *g->adj)) goto oom;
-        memcpy(g->adj + total, tmp, n * sizeof *tmp);
+        if (n) memcpy(g->adj + total, tmp, n * sizeof *tmp);
         total += n;
         g->off[r + 1] = (int32_t)total;
     }

@@ -82,7 +82,7 @@ static bool eps_closure(subset *sub) {
             if (!u32_push(&sub->closure, (uint32_t)ed->to)) return false;
         }
     }
-    qsort(sub->closure.v, sub->closure.n, sizeof *sub->closure.v, cmp_u32);
+    if (sub->closure.n > 1) qsort(sub->closure.v, sub->closure.n, sizeof *sub->closure.v, cmp_u32);
     return true;
 }
 
@@ -159,7 +159,7 @@ static bool u64_push(u64vec *a, uint64_t x) {
  * pairs: grouped by their high half, each group's closure becomes the
  * target state of a byte class (calls false) or of a call. */
 static bool group_targets(subset *sub, u64vec *pairs, bool calls, int32_t from) {
-    qsort(pairs->v, pairs->n, sizeof *pairs->v, cmp_u64);
+    if (pairs->n > 1) qsort(pairs->v, pairs->n, sizeof *pairs->v, cmp_u64);
     grammar *g = sub->g;
     for (size_t i = 0; i < pairs->n;) {
         uint32_t key = (uint32_t)(pairs->v[i] >> 32);

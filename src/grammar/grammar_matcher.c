@@ -78,7 +78,7 @@ static bool level_step(gp_parser *ps, walk_levels *lv, gp_set *tmp, size_t d, ui
     lv->buf.n = lv->off[d];
     if (!gp_step(ps, in, n_in, b, tmp)) return false;
     if (!gp_set_reserve(&lv->buf, lv->buf.n + tmp->n)) return gp_fail_oom(ps);
-    memcpy(lv->buf.v + lv->buf.n, tmp->v, tmp->n * sizeof *tmp->v);
+    if (tmp->n) memcpy(lv->buf.v + lv->buf.n, tmp->v, tmp->n * sizeof *tmp->v);
     lv->buf.n += tmp->n;
     lv->off[d + 1] = lv->buf.n;
     uint8_t f = lv->flags[d - 1] & LV_ESCAPED;
@@ -331,12 +331,12 @@ wna16_status grammar_matcher_clone(wna16_diag *d, const grammar_matcher *src,
         grammar_matcher_free(m);
         return m_oom(d);
     }
-    memcpy(m->pool.v, src->pool.v, src->pool.n * sizeof *m->pool.v);
-    memcpy(m->pool.slots, src->pool.slots, src->pool.n_slots * sizeof *m->pool.slots);
+    if (src->pool.n) memcpy(m->pool.v, src->pool.v, src->pool.n * sizeof *m->pool.v);
+    if (src->pool.n_slots) memcpy(m->pool.slots, src->pool.slots, src->pool.n_slots * sizeof *m->pool.slots);
     m->pool.n = src->pool.n;
     m->pool.cap = src->pool.cap;
     m->pool.n_slots = src->pool.n_slots;
-    memcpy(m->cur.v, src->cur.v, src->cur.n * sizeof *m->cur.v);
+    if (src->cur.n) memcpy(m->cur.v, src->cur.v, src->cur.n * sizeof *m->cur.v);
     m->cur.n = src->cur.n;
     m->can_end = src->can_end;
     m->finished = src->finished;
@@ -391,7 +391,7 @@ static wna16_status advance(wna16_diag *d, grammar_matcher *m, const uint8_t *s,
     m->ps.work_done = 0;
     gp_set *a = &m->next, *b = &m->tmp;
     if (!gp_set_reserve(a, m->cur.n)) return m_oom(d);
-    memcpy(a->v, m->cur.v, m->cur.n * sizeof *a->v);
+    if (m->cur.n) memcpy(a->v, m->cur.v, m->cur.n * sizeof *a->v);
     a->n = m->cur.n;
     bool can_end = m->can_end;
     for (size_t i = 0; i < n; i++) {

@@ -49,7 +49,7 @@ static int cmp_pair(const void *a, const void *b) {
 }
 
 static void class_normalize(rclass *c, bool negate) {
-    qsort(c->r, c->n, 2 * sizeof *c->r, cmp_pair);
+    if (c->n > 1) qsort(c->r, c->n, 2 * sizeof *c->r, cmp_pair);
     size_t m = 0;
     for (size_t i = 0; i < c->n; i++) {
         if (m && c->r[2 * i] <= c->r[2 * m - 1] + 1) {

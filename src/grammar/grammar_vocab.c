@@ -44,7 +44,7 @@ static wna16_status build_trie(wna16_diag *d, grammar_vocab *v) {
     static pthread_mutex_t sort_lock = PTHREAD_MUTEX_INITIALIZER;
     pthread_mutex_lock(&sort_lock);
     sort_vocab = v;
-    qsort(v->sorted, n, sizeof *v->sorted, cmp_tokens);
+    if (n > 1) qsort(v->sorted, n, sizeof *v->sorted, cmp_tokens);
     pthread_mutex_unlock(&sort_lock);
 
     size_t cap = 1024;
@@ -137,7 +137,7 @@ static wna16_status vocab_alloc(wna16_diag *d, size_t n_logits, size_t n_bytes, 
 /* Adds token id's bytes (tokens longer than a trie depth holds are left out). */
 static void vocab_put(grammar_vocab *v, size_t *used, int32_t id, const uint8_t *b, size_t len) {
     if (!len || len > UINT16_MAX) return;
-    memcpy(v->bytes + *used, b, len);
+    if (len) memcpy(v->bytes + *used, b, len);
     v->tok_off[id] = (uint32_t)*used;
     v->tok_len[id] = (uint32_t)len;
     *used += len;
