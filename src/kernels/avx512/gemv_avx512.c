@@ -195,7 +195,12 @@ float wna16_peak_i16_loop__avx512(int64_t n_iter) {
     }
     __m512i s = acc[0];
     for (int i = 1; i < 24; i++) s = _mm512_add_epi32(s, acc[i]);
-    return (float)_mm512_reduce_add_epi32(s);
+    /* the lanes wrap by design: summed as unsigned (the intrinsic's signed
+     * sum would overflow) */
+    uint32_t lane[16], sum = 0;
+    _mm512_storeu_si512(lane, s);
+    for (int i = 0; i < 16; i++) sum += lane[i];
+    return (float)sum;
 }
 
 /* Sum of `bytes` at p in `streams` equal parts read side by side, 256 bytes
@@ -219,7 +224,10 @@ uint64_t wna16_read_sum__avx512(const void *p, size_t bytes, int streams, int pr
             s3 = _mm512_add_epi64(s3, _mm512_load_si512(v + 3));
         }
     s0 = _mm512_add_epi64(_mm512_add_epi64(s0, s1), _mm512_add_epi64(s2, s3));
-    return (uint64_t)_mm512_reduce_add_epi64(s0);
+    uint64_t lane[8], sum = 0;
+    _mm512_storeu_si512(lane, s0);
+    for (int i = 0; i < 8; i++) sum += lane[i]; /* unsigned: wrapping is the point */
+    return sum;
 }
 
 /* wna16_f32_to_bf16 on 16 lanes with integer ops (not vcvtneps2bf16, which
