@@ -6,7 +6,7 @@
 #include <stdbool.h>
 #include <sys/wait.h>
 
-#include "server/roofline.h"
+#include "tool/roofline.h"
 
 /* The engine's roofline holds its limits to the steps it sees: a step faster
  * than its floor raises the limit it beat, so the floor never passes the
