@@ -761,6 +761,48 @@ WNA16_API wna16_status wna16_engine_create(wna16_ctx *ctx, wna16_model *m,
 /* Stops the engine's thread (aborting what runs) and frees it. NULL is ignored. */
 WNA16_API void wna16_engine_free(wna16_engine *e);
 
+/* Structured outputs (docs/grammar.md): the output is constrained, token by
+ * token, to the strings of a format. At each step every token whose bytes
+ * would leave the format gets -inf; EOS is allowed exactly when the output
+ * so far is a whole string of it, and the output ends (finish "stop") once
+ * nothing but the end is possible. The format decides the end: with one,
+ * ignore_eos and min_tokens do not keep the output going past it, and a
+ * stop_token_id is refused like any token outside the format (the model's
+ * EOS ids are the format's end). */
+typedef enum wna16_structured_kind {
+    WNA16_STRUCTURED_NONE = 0,
+    WNA16_STRUCTURED_JSON_OBJECT = 1, /* any JSON object */
+    WNA16_STRUCTURED_JSON_SCHEMA = 2, /* spec: a JSON Schema (the subset of docs/grammar.md) */
+    WNA16_STRUCTURED_REGEX = 3,       /* spec: a regular expression the whole output matches */
+    WNA16_STRUCTURED_CHOICE = 4,      /* choices: the output is exactly one of them */
+    WNA16_STRUCTURED_GRAMMAR = 5,     /* spec: llama.cpp GBNF; the start rule is root */
+    /* spec: a JSON list of OpenAI tools ({"type": "function", "function":
+     * {"name", "parameters"}}, or the inner objects): one call of one of
+     * them (several with parallel_tool_calls) in tool_format's syntax, its
+     * arguments valid for the tool's parameters schema */
+    WNA16_STRUCTURED_TOOL_CALLS = 6,
+} wna16_structured_kind;
+
+/* A model family's tool-call syntax (vLLM's --tool-call-parser names). */
+typedef enum wna16_tool_format {
+    WNA16_TOOLS_HERMES = 0,      /* <tool_call>\n{"name": N, "arguments": {...}}\n</tool_call> (Qwen) */
+    WNA16_TOOLS_LLAMA3_JSON = 1, /* {"name": N, "parameters": {...}} (Llama 3.x); several: "; " */
+    WNA16_TOOLS_MISTRAL = 2,     /* [TOOL_CALLS][{"name": N, "arguments": {...}}, ...] */
+} wna16_tool_format;
+
+typedef struct wna16_structured_output {
+    wna16_structured_kind kind; /* NONE [default]: free text */
+    const char *spec;           /* JSON_SCHEMA, REGEX, GRAMMAR, TOOL_CALLS (UTF-8) */
+    const char *const *choices; /* CHOICE */
+    size_t n_choices;
+    /* JSON_SCHEMA and TOOL_CALLS: an object schema without
+     * additionalProperties admits no other keys (OpenAI's strict mode) */
+    bool strict;
+    bool compact_json; /* JSON_OBJECT, JSON_SCHEMA: no whitespace between tokens */
+    wna16_tool_format tool_format;
+    bool parallel_tool_calls; /* TOOL_CALLS: one or more calls (false: exactly one) */
+} wna16_structured_output;
+
 /* What a request asks for, as vLLM's SamplingParams. */
 typedef struct wna16_sampling_params {
     size_t struct_size;  /* sizeof(wna16_sampling_params), set by wna16_sampling_params_init */
@@ -778,6 +820,15 @@ typedef struct wna16_sampling_params {
     int logprobs;        /* -1: none [default]; 0..20: the sampled token's and this many more */
     int prompt_logprobs; /* -1: none [default]; 0..20: every prompt token's (scored from its
                           * first token: the prefix cache is not used for it) */
+    /* The output's format [none]; compiled when the request is added (its
+     * errors: INVALID_ARGUMENT for malformed or too large a spec,
+     * UNSUPPORTED for a construct outside the subset, both naming it). */
+    wna16_structured_output structured;
+    /* OpenAI's logit_bias: logit_bias[i] in [-100, 100] added to token
+     * logit_bias_ids[i]'s logit before sampling (copied) */
+    const int32_t *logit_bias_ids;
+    const float *logit_bias;
+    size_t n_logit_bias;
 } wna16_sampling_params;
 /* max_tokens 16, greedy, no stop strings, logprobs off, skip_special_tokens. */
 WNA16_API void wna16_sampling_params_init(wna16_sampling_params *p);
