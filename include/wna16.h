@@ -677,6 +677,45 @@ WNA16_API wna16_status wna16_tokenizer_apply_chat(wna16_ctx *ctx, const wna16_to
                                                   size_t n_messages, bool add_generation_prompt,
                                                   bool enable_thinking, char **text);
 
+/* Chat prompts from OpenAI-shaped JSON, with everything vLLM's chat
+ * completions pass to the template. A zeroed field takes the default in
+ * brackets. */
+typedef struct wna16_chat_options {
+    size_t struct_size;         /* sizeof(wna16_chat_options), set by wna16_chat_options_init */
+    bool add_generation_prompt; /* [true] */
+    /* A JSON list of tools in OpenAI's shape ({"type": "function",
+     * "function": {"name", "description", "parameters"}}), rendered by the
+     * template as transformers' apply_chat_template(tools=...) does [NULL:
+     * none]. A template that never reads `tools` is refused (UNSUPPORTED)
+     * rather than dropping them. */
+    const char *tools;
+    /* A JSON object of further template variables (vLLM's
+     * chat_template_kwargs, e.g. {"enable_thinking": false}) [NULL: none,
+     * so the template's own defaults hold]. */
+    const char *template_kwargs;
+    /* A Jinja template used instead of the model's [NULL] */
+    const char *chat_template;
+} wna16_chat_options;
+WNA16_API void wna16_chat_options_init(wna16_chat_options *o);
+
+/* Renders messages_json, a JSON list of OpenAI chat messages, as the
+ * model's chat prompt: role ("system", "user", "assistant", "tool"),
+ * content (a string, null, or a list of {"type": "text", "text"} parts,
+ * joined with "\n" as vLLM does), and the assistant's tool_calls (each
+ * function's "arguments" JSON string given to the template as an object,
+ * as vLLM does), tool_call_id and name passed through. Byte-identical to
+ * transformers' apply_chat_template(tokenize=False) with the same
+ * arguments. *text as wna16_tokenizer_apply_chat's. Errors: as
+ * wna16_tokenizer_apply_chat's, and INVALID_ARGUMENT for malformed JSON or
+ * a message field of the wrong type (named with its index), or a
+ * template_kwargs key the call sets itself (messages, tools, ...);
+ * UNSUPPORTED for a content part other than text, and tools given to a
+ * template without them. */
+WNA16_API wna16_status wna16_tokenizer_apply_chat_json(wna16_ctx *ctx, const wna16_tokenizer *tok,
+                                                       const char *messages_json,
+                                                       const wna16_chat_options *options,
+                                                       char **text);
+
 /* ------------------------------------------------------------- generation */
 
 typedef struct wna16_generate_options {
