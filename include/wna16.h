@@ -651,6 +651,10 @@ WNA16_API int32_t wna16_tokenizer_token_id(const wna16_tokenizer *tok, const cha
 WNA16_API const char *wna16_tokenizer_token_str(const wna16_tokenizer *tok, int32_t id);
 /* True for added tokens marked special (decode's skip_special drops them). */
 WNA16_API bool wna16_tokenizer_is_special(const wna16_tokenizer *tok, int32_t id);
+/* The model's chat template text (chat_template.jinja, or
+ * tokenizer_config.json's chat_template), or NULL when it has none. Owned
+ * by the tokenizer. */
+WNA16_API const char *wna16_tokenizer_chat_template(const wna16_tokenizer *tok);
 
 typedef struct wna16_chat_message {
     const char *role;    /* "system", "user", "assistant" or "tool" */

@@ -214,16 +214,35 @@ class LLM:
         return _take_string(text)
 
     def apply_chat_template(self, messages: Sequence[dict], add_generation_prompt: bool = True,
-                            enable_thinking: bool = False) -> str:
-        """The model's chat prompt for [{"role": ..., "content": ...}, ...]."""
+                            enable_thinking: Optional[bool] = None, tools: Optional[list] = None,
+                            chat_template_kwargs: Optional[dict] = None,
+                            chat_template: Optional[str] = None) -> str:
+        """The model's chat prompt for OpenAI-shaped messages ([{"role",
+        "content"}, ...]: content a string or text parts, assistant
+        tool_calls, role "tool" results), rendered as the server and
+        transformers' apply_chat_template render them. enable_thinking
+        (a shorthand for chat_template_kwargs={"enable_thinking": ...})
+        None keeps the template's own default, as vLLM."""
         self._need_tokenizer()
-        keep = [(m["role"].encode(), m["content"].encode()) for m in messages]
-        arr = (_lib.ChatMessage * max(1, len(keep)))(*[_lib.ChatMessage(r, c) for r, c in keep])
+        kwargs = dict(chat_template_kwargs or {})
+        if enable_thinking is not None:
+            kwargs["enable_thinking"] = bool(enable_thinking)
+        o = _lib.ChatOptions()
+        lib.wna16_chat_options_init(ctypes.byref(o))
+        o.add_generation_prompt = bool(add_generation_prompt)
+        o.tools = json.dumps(list(tools)).encode() if tools else None
+        o.template_kwargs = json.dumps(kwargs).encode() if kwargs else None
+        o.chat_template = chat_template.encode() if chat_template is not None else None
+        try:
+            msgs = json.dumps(list(messages)).encode()
+        except TypeError as e:
+            raise TypeError(f"apply_chat_template: messages must be JSON-like dicts ({e})") \
+                from None
         text = ctypes.c_void_p()
         with self._lock:
-            self._ctx.check(lib.wna16_tokenizer_apply_chat(self._ctx.ptr, self._tok, arr,
-                                                           len(keep), add_generation_prompt,
-                                                           enable_thinking, ctypes.byref(text)))
+            self._ctx.check(lib.wna16_tokenizer_apply_chat_json(self._ctx.ptr, self._tok, msgs,
+                                                                ctypes.byref(o),
+                                                                ctypes.byref(text)))
         return _take_string(text)
 
     # ------------------------------------------------------------ logits
@@ -357,14 +376,30 @@ class LLM:
         if failure:
             raise failure[0]
 
-    def chat(self, messages: Sequence[dict], sampling_params: Optional[SamplingParams] = None,
-             enable_thinking: bool = False) -> RequestOutput:
-        """Generation from the model's chat template, as vllm.LLM.chat."""
-        text = self.apply_chat_template(messages, True, enable_thinking)
-        ids = self.tokenize(text, add_special_tokens=False)
-        out = self._generate_one({"prompt_token_ids": ids}, sampling_params or SamplingParams())
-        out.prompt = text
-        return out
+    def chat(self, messages, sampling_params: Optional[SamplingParams] = None,
+             use_tqdm: bool = False, chat_template: Optional[str] = None,
+             add_generation_prompt: bool = True,
+             chat_template_kwargs: Optional[dict] = None, tools: Optional[list] = None,
+             enable_thinking: Optional[bool] = None) -> List[RequestOutput]:
+        """Generation from the model's chat template, as vllm.LLM.chat: one
+        conversation or a list of them, one RequestOutput each. The prompt
+        is rendered as the server renders it (apply_chat_template: tools,
+        chat_template_kwargs, the template's own thinking default)."""
+        if use_tqdm:
+            raise TypeError("chat: use_tqdm is not supported (no progress bar)")
+        convs = [messages] if messages and isinstance(messages[0], dict) else list(messages)
+        if not convs:
+            raise ValueError("chat: no conversation")
+        prompts, texts = [], []
+        for conv in convs:
+            text = self.apply_chat_template(conv, add_generation_prompt, enable_thinking, tools,
+                                            chat_template_kwargs, chat_template)
+            texts.append(text)
+            prompts.append({"prompt_token_ids": self.tokenize(text, add_special_tokens=False)})
+        outs = self.generate(prompts, sampling_params or SamplingParams())
+        for out, text in zip(outs, texts):
+            out.prompt = text
+        return outs
 
 
 def inspect(model: str, tp: Optional[Iterable[int]] = None) -> dict:

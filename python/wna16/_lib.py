@@ -68,6 +68,16 @@ class ChatMessage(ctypes.Structure):
     _fields_ = [("role", ctypes.c_char_p), ("content", ctypes.c_char_p)]
 
 
+class ChatOptions(ctypes.Structure):
+    _fields_ = [
+        ("struct_size", ctypes.c_size_t),
+        ("add_generation_prompt", ctypes.c_bool),
+        ("tools", ctypes.c_char_p),
+        ("template_kwargs", ctypes.c_char_p),
+        ("chat_template", ctypes.c_char_p),
+    ]
+
+
 class QuantizeOptions(ctypes.Structure):
     _fields_ = [
         ("struct_size", ctypes.c_size_t),
@@ -140,6 +150,10 @@ _SIGNATURES = {
     "wna16_tokenizer_apply_chat": (_S, [_P, _P, ctypes.POINTER(ChatMessage), ctypes.c_size_t,
                                         ctypes.c_bool, ctypes.c_bool,
                                         ctypes.POINTER(ctypes.c_void_p)]),
+    "wna16_chat_options_init": (None, [ctypes.POINTER(ChatOptions)]),
+    "wna16_tokenizer_apply_chat_json": (_S, [_P, _P, ctypes.c_char_p,
+                                             ctypes.POINTER(ChatOptions),
+                                             ctypes.POINTER(ctypes.c_void_p)]),
     "wna16_checkpoint_open": (_S, [_P, ctypes.c_char_p, ctypes.POINTER(_P)]),
     "wna16_checkpoint_close": (None, [_P]),
     "wna16_checkpoint_report": (_S, [_P, _P, ctypes.POINTER(ctypes.c_int), ctypes.c_int,

@@ -143,6 +143,10 @@ void wna16_tokenizer_get_info(const wna16_tokenizer *tok, wna16_tokenizer_info *
     info->chat_format = detect_format(tok);
 }
 
+const char *wna16_tokenizer_chat_template(const wna16_tokenizer *tok) {
+    return tok ? tok->chat_template : NULL;
+}
+
 /* ------------------------------------------------------------ rendering */
 
 static wna16_status check_messages(wna16_diag *d, const wna16_chat_message *m, size_t n) {

@@ -90,8 +90,42 @@ def test_tokenize_detokenize_chat(demo_dir, cli):
         assert llm.detokenize(np.array(ids)) == "Hello world, héllo!"
         prompt = llm.apply_chat_template([{"role": "user", "content": "hi"}])
         assert prompt.startswith("<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n")
-        out = llm.chat([{"role": "user", "content": "hi"}], wna16.SamplingParams(max_tokens=3))
-        assert out.prompt == prompt and len(out.outputs[0].token_ids) == 3
+        outs = llm.chat([{"role": "user", "content": "hi"}], wna16.SamplingParams(max_tokens=3))
+        assert len(outs) == 1
+        assert outs[0].prompt == prompt and len(outs[0].outputs[0].token_ids) == 3
+
+
+def test_chat_options_and_prompt_parity(demo_dir, cli):
+    """LLM.chat takes a conversation or a list, content parts, tools and
+    chat_template_kwargs; its prompt ids equal `wna16 generate --chat`'s
+    (and so the server's, tests/server/test_agents.py) for Qwen3's template
+    with thinking by default, --think and --no-think."""
+    msgs = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "hi"}]
+    tool = {"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}
+    with wna16.LLM(demo_dir) as llm:
+        for flag, kw in ((None, {}), ("--think", {"enable_thinking": True}),
+                         ("--no-think", {"chat_template_kwargs": {"enable_thinking": False}})):
+            args = ["generate", "--model", demo_dir, "--system", "Be brief.", "--chat", "hi",
+                    "-n", "1", "--json"] + ([flag] if flag else [])
+            ref = json.loads(run_cli(cli, *args))["prompt_ids"]
+            text = llm.apply_chat_template(msgs, **kw)
+            assert llm.tokenize(text, add_special_tokens=False).tolist() == ref, flag
+        off = llm.apply_chat_template(msgs, enable_thinking=False)
+        assert off.endswith("<think>\n\n</think>\n\n")
+        assert llm.apply_chat_template(msgs) == llm.apply_chat_template(msgs, enable_thinking=True)
+        parts = [{"role": "user", "content": [{"type": "text", "text": "a"},
+                                              {"type": "text", "text": "b"}]}]
+        assert "a\nb" in llm.apply_chat_template(parts)
+        with_tools = llm.apply_chat_template(msgs, tools=[tool])
+        assert '"name": "f"' in with_tools and "<tools>" in with_tools
+        outs = llm.chat([msgs, parts], wna16.SamplingParams(max_tokens=2), tools=[tool])
+        assert len(outs) == 2 and all(len(o.outputs[0].token_ids) == 2 for o in outs)
+        with pytest.raises(wna16.Error, match="image_url"):
+            llm.chat([{"role": "user", "content": [{"type": "image_url"}]}])
+        with pytest.raises(wna16.Error, match="may not set 'messages'"):
+            llm.apply_chat_template(msgs, chat_template_kwargs={"messages": []})
+        with pytest.raises(TypeError, match="use_tqdm"):
+            llm.chat(msgs, use_tqdm=True)
 
 
 @pytest.mark.parametrize("model,tp", [("qwen3_w4a16", 1), ("llama_w4a16", 1),
