@@ -106,6 +106,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         if (info.model) FUZZ_CHECK(json_is_string(json_object_get(body, "model")));
     }
     params_free(&p);
+    p = (srv_params){0};
     err[0] = 0;
     if (rc == 0) {
         rc = srv_parse_extras(body, chat, vocab, &info, &p, err);
