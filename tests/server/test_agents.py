@@ -530,3 +530,47 @@ def test_chat_template_flag_and_tool_refusals(model_dir, tmp_path):
             assert status == 200, r
         finally:
             assert s.stop() == 0
+
+
+def test_prompt_ids_equal_generate_chat(server, model_dir):
+    """The server's chat prompt ids equal `wna16 generate --chat`'s for the
+    same messages and options (Qwen3: thinking by default, --think,
+    --no-think); tests/python checks the Python package against the CLI."""
+    msgs = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "hi"}]
+    for flag, kwargs in ((None, None), ("--think", {"enable_thinking": True}),
+                         ("--no-think", {"enable_thinking": False})):
+        p = subprocess.run([CLI, "generate", "--model", model_dir, "--system", "Be brief.",
+                            "--chat", "hi", "-n", "1", "--json"] + ([flag] if flag else []),
+                           capture_output=True, text=True, timeout=120, check=True)
+        body = {"messages": msgs}
+        if kwargs:
+            body["chat_template_kwargs"] = kwargs
+        _, r = post(server.url, "/tokenize", body)
+        assert r["tokens"] == json.loads(p.stdout)["prompt_ids"], flag
+
+
+SMOLLM2 = os.path.join(os.environ.get("WNA16_CACHE", os.path.expanduser("~/.cache/wna16")),
+                       "smollm2-135m-instruct")
+
+
+def test_trained_json_schema_answers(tmp_path):
+    """On the trained SmolLM2 (scripts/setup_smollm2.sh), a json_schema
+    reply is valid JSON whose values answer the question."""
+    if not os.path.exists(os.path.join(SMOLLM2, "model.safetensors")):
+        pytest.skip(f"no model at {SMOLLM2} (scripts/setup_smollm2.sh makes it)")
+    s = Server(SMOLLM2, "--max-model-len", "512")
+    try:
+        c = openai.OpenAI(base_url=s.url + "/v1", api_key="none", max_retries=0)
+        schema = {"type": "object", "properties": {"country": {"type": "string"},
+                                                   "capital": {"type": "string"}},
+                  "required": ["country", "capital"], "additionalProperties": False}
+        r = c.chat.completions.create(
+            model="demo", max_tokens=60, temperature=0,
+            messages=[{"role": "user", "content": "What is the capital of France? Answer in JSON."}],
+            response_format={"type": "json_schema",
+                             "json_schema": {"name": "answer", "schema": schema, "strict": True}})
+        answer = json.loads(r.choices[0].message.content)
+        jsonschema.validate(answer, schema)
+        assert answer["capital"] == "Paris" and answer["country"].lower() == "france", answer
+    finally:
+        assert s.stop() == 0
