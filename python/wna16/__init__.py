@@ -11,6 +11,7 @@ libwna16 shared library (ctypes, no compiled extension):
 Errors raise wna16.Error with the library's status name and detail.
 """
 import ctypes
+import itertools
 import json
 import os
 import queue
@@ -20,10 +21,12 @@ from typing import Iterable, Iterator, List, Optional, Sequence, Union
 
 import numpy as np
 
-from . import _lib
+from . import _lib, _sampling
 from ._lib import lib
+from ._sampling import StructuredOutputsParams
 
-__all__ = ["LLM", "SamplingParams", "RequestOutput", "CompletionOutput", "Error", "inspect",
+__all__ = ["LLM", "SamplingParams", "StructuredOutputsParams", "RequestOutput",
+           "CompletionOutput", "Error", "inspect",
            "quantize", "version", "__version__"]
 
 
@@ -93,20 +96,47 @@ def _ptr32(a: np.ndarray):
 
 @dataclass
 class SamplingParams:
-    """As vllm.SamplingParams: temperature 0 is greedy."""
+    """As vllm.SamplingParams: temperature 1.0 and seed None (fresh
+    randomness) by default; temperature 0 is greedy. A bad value raises
+    ValueError or TypeError naming the keyword."""
     max_tokens: int = 16
-    temperature: float = 0.0
+    temperature: float = 1.0
     top_p: float = 1.0
     top_k: int = -1
     min_p: float = 0.0
     repetition_penalty: float = 1.0
-    seed: int = 0
+    seed: Optional[int] = None
     stop: Optional[Union[str, List[str]]] = None
+    n: int = 1
+    best_of: Optional[int] = None
+    presence_penalty: float = 0.0
+    frequency_penalty: float = 0.0
+    stop_token_ids: Optional[List[int]] = None
+    ignore_eos: bool = False
+    min_tokens: int = 0
+    include_stop_str_in_output: bool = False
+    skip_special_tokens: bool = True
+    logprobs: Optional[int] = None
+    prompt_logprobs: Optional[int] = None
+    logit_bias: Optional[dict] = None
+    structured_outputs: Optional[StructuredOutputsParams] = None
+
+    def __post_init__(self):
+        _sampling.check(self)
 
     def _stop_list(self) -> List[str]:
         if self.stop is None:
             return []
         return [self.stop] if isinstance(self.stop, str) else list(self.stop)
+
+    def _needs_engine(self) -> List[str]:
+        """The keywords the one-sequence wna16_generate path cannot honour."""
+        defaults = SamplingParams.__dataclass_fields__
+        names = ("n", "best_of", "presence_penalty", "frequency_penalty", "stop_token_ids",
+                 "ignore_eos", "min_tokens", "include_stop_str_in_output",
+                 "skip_special_tokens", "logprobs", "prompt_logprobs", "logit_bias",
+                 "structured_outputs")
+        return [k for k in names if getattr(self, k) != defaults[k].default]
 
 
 @dataclass
@@ -116,6 +146,8 @@ class CompletionOutput:
     token_ids: List[int]
     finish_reason: str  # "stop" (EOS or a stop string), "length" or "abort"
     stop_reason: Optional[str] = None  # the library's: "eos", "stop", "length", "callback"
+    cumulative_logprob: Optional[float] = None  # with SamplingParams.logprobs, as vLLM
+    logprobs: Optional[list] = None
 
 
 @dataclass
@@ -125,8 +157,12 @@ class RequestOutput:
     outputs: List[CompletionOutput] = field(default_factory=list)
     prefill_seconds: float = 0.0
     decode_seconds: float = 0.0
+    request_id: str = ""
+    finished: bool = True
+    prompt_logprobs: Optional[list] = None
 
 
+_REQUEST_IDS = itertools.count()
 _FINISH = {"eos": "stop", "stop": "stop", "length": "length", "callback": "abort"}
 
 
@@ -288,12 +324,18 @@ class LLM:
         return None, _ids_array(prompt)
 
     def _options(self, params: SamplingParams, on_text=None):
+        unsupported = params._needs_engine()
+        if unsupported:
+            raise Error("ERR_UNSUPPORTED",
+                        "SamplingParams." + ", ".join(unsupported) + ": not honoured by this "
+                        "one-sequence generation path; leave them at their defaults")
         o = _lib.GenerateOptions()
         lib.wna16_generate_options_init(ctypes.byref(o))
         o.max_tokens = int(params.max_tokens)
         s = o.sampler
         s.temperature, s.top_p, s.min_p = params.temperature, params.top_p, params.min_p
-        s.repetition_penalty, s.top_k, s.seed = params.repetition_penalty, params.top_k, params.seed
+        s.repetition_penalty, s.top_k = params.repetition_penalty, params.top_k
+        s.seed = _sampling.seed_of(params)
         stops = [x.encode() for x in params._stop_list()]
         keep = (ctypes.c_char_p * max(1, len(stops)))(*stops)
         o.stop, o.n_stop = (keep if stops else None), len(stops)
@@ -319,7 +361,8 @@ class LLM:
                     prompt=text, prompt_token_ids=ids.tolist(),
                     outputs=[CompletionOutput(0, (r.text or b"").decode("utf-8", "replace"),
                                               out_ids, _FINISH.get(reason, reason), reason)],
-                    prefill_seconds=r.prefill_seconds, decode_seconds=r.decode_seconds)
+                    prefill_seconds=r.prefill_seconds, decode_seconds=r.decode_seconds,
+                    request_id=str(next(_REQUEST_IDS)))
             finally:
                 lib.wna16_generate_result_free(ctypes.byref(r))
         del keep

@@ -25,7 +25,7 @@ def test_version_is_the_library_s(cli):
 
 
 @pytest.mark.parametrize("params,flags", [
-    (wna16.SamplingParams(max_tokens=12), []),
+    (wna16.SamplingParams(max_tokens=12, temperature=0), []),
     (wna16.SamplingParams(max_tokens=12, temperature=0.8, top_p=0.9, top_k=50, seed=7),
      ["--temp", "0.8", "--top-p", "0.9", "--top-k", "50", "--seed", "7"]),
 ])
@@ -45,7 +45,7 @@ def test_generate_equals_cli(cli, demo_dir, params, flags):
 def test_generate_batch_shapes_and_prompt_forms(demo_dir):
     with wna16.LLM(demo_dir) as llm:
         ids = llm.tokenize("Hello there")
-        params = wna16.SamplingParams(max_tokens=5)
+        params = wna16.SamplingParams(max_tokens=5, temperature=0)
         outs = llm.generate(["Hello there", {"prompt_token_ids": ids.tolist()}, ids], params)
         assert len(outs) == 3
         assert outs[0].outputs[0].token_ids == outs[1].outputs[0].token_ids == \
@@ -57,7 +57,7 @@ def test_generate_batch_shapes_and_prompt_forms(demo_dir):
 
 
 def test_stream_equals_generate_and_stops_early(demo_dir):
-    params = wna16.SamplingParams(max_tokens=16)
+    params = wna16.SamplingParams(max_tokens=16, temperature=0)
     with wna16.LLM(demo_dir) as llm:
         whole = llm.generate(["The sky is"], params)[0].outputs[0].text
         pieces = list(llm.generate_stream("The sky is", params))
@@ -72,9 +72,10 @@ def test_stream_equals_generate_and_stops_early(demo_dir):
 
 def test_stop_strings(demo_dir):
     with wna16.LLM(demo_dir) as llm:
-        text = llm.generate(["Hello"], wna16.SamplingParams(max_tokens=16))[0].outputs[0].text
+        text = llm.generate(["Hello"], wna16.SamplingParams(max_tokens=16, temperature=0))[0].outputs[0].text
         stop = text[3:6]
-        out = llm.generate(["Hello"], wna16.SamplingParams(max_tokens=16, stop=stop))[0]
+        out = llm.generate(["Hello"], wna16.SamplingParams(max_tokens=16, stop=stop,
+                                                         temperature=0))[0]
         assert out.outputs[0].finish_reason == "stop"
         assert out.outputs[0].text == text[:text.index(stop)]
 
@@ -93,6 +94,44 @@ def test_tokenize_detokenize_chat(demo_dir, cli):
         outs = llm.chat([{"role": "user", "content": "hi"}], wna16.SamplingParams(max_tokens=3))
         assert len(outs) == 1
         assert outs[0].prompt == prompt and len(outs[0].outputs[0].token_ids) == 3
+
+
+def test_sampling_params_as_vllm(demo_dir):
+    """vLLM's SamplingParams fields and defaults (temperature 1.0, seed None:
+    fresh randomness), each bad value a ValueError or TypeError naming the
+    keyword; RequestOutput carries request_id and finished."""
+    p = wna16.SamplingParams()
+    assert p.temperature == 1.0 and p.seed is None and p.n == 1
+    for kw, needle in (({"n": 0}, "SamplingParams.n"), ({"best_of": 1, "n": 2}, "best_of"),
+                       ({"logprobs": 21}, "logprobs"), ({"prompt_logprobs": -1}, "prompt_logprobs"),
+                       ({"presence_penalty": 3}, "presence_penalty"),
+                       ({"frequency_penalty": float("inf")}, "frequency_penalty"),
+                       ({"min_tokens": -1}, "min_tokens"), ({"seed": -1}, "seed"),
+                       ({"logit_bias": {5: 101}}, "logit_bias"), ({"top_p": 2}, "top_p")):
+        with pytest.raises(ValueError, match=needle):
+            wna16.SamplingParams(**kw)
+    for kw, needle in (({"stop_token_ids": ["x"]}, "stop_token_ids"),
+                       ({"ignore_eos": 1}, "ignore_eos"),
+                       ({"structured_outputs": {"json": {}}}, "structured_outputs")):
+        with pytest.raises(TypeError, match=needle):
+            wna16.SamplingParams(**kw)
+    with pytest.raises(ValueError, match="exactly one"):
+        wna16.StructuredOutputsParams(json={}, regex="a")
+    with pytest.raises(TypeError, match="dtype"):
+        wna16.SamplingParams(dtype="bf16")
+    with wna16.LLM(demo_dir) as llm:
+        outs = [llm.generate("Hi", wna16.SamplingParams(max_tokens=6))[0] for _ in range(3)]
+        assert len({tuple(o.outputs[0].token_ids) for o in outs}) > 1  # unseeded: fresh
+        assert len({o.request_id for o in outs}) == 3 and all(o.finished for o in outs)
+        seeded = [llm.generate("Hi", wna16.SamplingParams(max_tokens=6, seed=3))[0]
+                  for _ in range(2)]
+        assert seeded[0].outputs[0].token_ids == seeded[1].outputs[0].token_ids
+        # what the one-sequence path cannot honour is refused, naming the keywords
+        for kw in ({"n": 2}, {"logprobs": 1}, {"logit_bias": {"5": 1.0}},
+                   {"structured_outputs": wna16.StructuredOutputsParams(regex="a+")},
+                   {"ignore_eos": True}, {"stop_token_ids": [5]}):
+            with pytest.raises(wna16.Error, match="SamplingParams." + next(iter(kw))):
+                llm.generate("Hi", wna16.SamplingParams(max_tokens=2, **kw))
 
 
 def test_chat_options_and_prompt_parity(demo_dir, cli):
@@ -164,9 +203,8 @@ def test_errors_are_exceptions(fixture_model, demo_dir, tmp_path):
         with pytest.raises(wna16.Error) as e:
             llm.logits([-1])
         assert e.value.status == "ERR_TOKEN_ID"
-        with pytest.raises(wna16.Error) as e:
-            llm.generate([[1, 2]], wna16.SamplingParams(temperature=float("nan")))
-        assert e.value.status == "ERR_INVALID_ARGUMENT" and "temperature" in e.value.detail
+        with pytest.raises(ValueError, match="SamplingParams.temperature"):
+            wna16.SamplingParams(temperature=float("nan"))
         with pytest.raises(wna16.Error) as e:
             llm.generate([[1, 2]], wna16.SamplingParams(max_tokens=10**7))
         assert e.value.status == "ERR_CONTEXT_OVERFLOW"
