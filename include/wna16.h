@@ -1010,7 +1010,7 @@ typedef struct wna16_quantize_options {
     const char *actorder; /* GPTQ's static act-order: "static" [default] or "none" */
     double dampening;     /* GPTQ's dampening fraction [0.01] */
     const char *calib_text; /* calibration text, tokenized with the model's tokenizer */
-    const char *calib_ids;  /* or token ids (comma or whitespace separated); neither: random ids */
+    const char *calib_ids;  /* or token ids (comma or whitespace separated) */
     uint64_t seed;          /* for random calibration ids [0] */
     int64_t num_samples, seq_len; /* calibration sequences [128] of seq_len tokens [512] */
     const char *const *ignore;    /* more linears to leave unquantized (name, or re:REGEX) */
@@ -1024,6 +1024,10 @@ typedef struct wna16_quantize_options {
     /* The summary *report gets: JSON, as `wna16 quantize --json` prints it
      * [false], or the text table `wna16 quantize` prints (true). */
     bool report_text;
+    /* GPTQ on seeded random token ids when neither calib_text nor calib_ids
+     * is given [false: such a GPTQ run is refused (INVALID_ARGUMENT): on
+     * random ids it comes out worse than RTN] */
+    bool calib_random;
 } wna16_quantize_options;
 WNA16_API void wna16_quantize_options_init(wna16_quantize_options *o);
 /* Quantizes o->model into o->output, reporting progress and honouring the

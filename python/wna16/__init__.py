@@ -471,7 +471,7 @@ def quantize(model: str, output: str, scheme: str = "W4A16", group_size: int = 1
              calib_text: Optional[str] = None, calib_ids: Optional[Sequence[int]] = None,
              num_samples: int = 128, seq_len: int = 512, seed: int = 0,
              ignore: Sequence[str] = (), threads: int = 0,
-             skip_indivisible: bool = False) -> dict:
+             skip_indivisible: bool = False, calib_random: bool = False) -> dict:
     """Quantizes an unquantized model directory into a compressed-tensors
     checkpoint vLLM loads (as `wna16 quantize`); returns the summary. A
     group size that does not divide a linear's input is refused unless
@@ -489,10 +489,29 @@ def quantize(model: str, output: str, scheme: str = "W4A16", group_size: int = 1
     o.num_samples, o.seq_len, o.seed = int(num_samples), int(seq_len), int(seed)
     o.ignore, o.n_ignore, o.threads = (ign if keep else None), len(keep), int(threads)
     o.skip_indivisible = bool(skip_indivisible)
+    o.calib_random = bool(calib_random)
     ctx = _Context()
     try:
         report = ctypes.c_void_p()
-        ctx.check(lib.wna16_quantize_model(ctx.ptr, ctypes.byref(o), ctypes.byref(report)))
+        try:
+            ctx.check(lib.wna16_quantize_model(ctx.ptr, ctypes.byref(o), ctypes.byref(report)))
+        except Error as e:  # the library's fixes name CLI flags: name the keywords here
+            raise Error(e.status, _python_keywords(e.detail)) from None
         return json.loads(_take_string(report))
     finally:
         ctx.close()
+
+
+_FLAG_KEYWORDS = (("--calib-random", "calib_random=True"), ("--calib-ids", "calib_ids"),
+                  ("--calib FILE.txt", "calib_text=\"FILE.txt\""), ("--calib", "calib_text"),
+                  ("--skip-indivisible", "skip_indivisible=True"),
+                  ("--group-size", "group_size"), ("--method rtn", "method=\"rtn\""),
+                  ("--method", "method"), ("--seq-len", "seq_len"),
+                  ("--samples", "num_samples"), ("--ignore", "ignore"),
+                  ("--actorder", "actorder"), ("--scheme", "scheme"))
+
+
+def _python_keywords(detail: str) -> str:
+    for flag, keyword in _FLAG_KEYWORDS:
+        detail = detail.replace(flag, keyword)
+    return detail

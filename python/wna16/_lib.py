@@ -98,6 +98,8 @@ class QuantizeOptions(ctypes.Structure):
         ("threads", ctypes.c_int),
         ("max_shard_bytes", ctypes.c_size_t),
         ("skip_indivisible", ctypes.c_bool),
+        ("report_text", ctypes.c_bool),
+        ("calib_random", ctypes.c_bool),
     ]
 
 

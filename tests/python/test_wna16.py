@@ -264,6 +264,11 @@ def test_inspect_and_quantize(fixture_model, tmp_path, cli):
     with pytest.raises(wna16.Error) as e:
         wna16.quantize(os.path.join(MODELS, "qwen3_bf16"), str(tmp_path / "r"), scheme="W3A16")
     assert e.value.status == "ERR_INVALID_ARGUMENT" and "W3A16" in e.value.detail
+    # GPTQ without calibration data is refused with the fix, in Python's words
+    with pytest.raises(wna16.Error) as e:
+        wna16.quantize(os.path.join(MODELS, "qwen3_bf16"), str(tmp_path / "g"))
+    assert "calib_text=" in e.value.detail and "calib_random=True" in e.value.detail
+    assert "--calib" not in e.value.detail and "--method" not in e.value.detail
 
 
 def test_pip_installs_the_package(tmp_path):
