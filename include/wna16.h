@@ -712,7 +712,9 @@ WNA16_API void wna16_chat_options_init(wna16_chat_options *o);
  * arguments. *text as wna16_tokenizer_apply_chat's. Errors: as
  * wna16_tokenizer_apply_chat's, and INVALID_ARGUMENT for malformed JSON or
  * a message field of the wrong type (named with its index), or a
- * template_kwargs key the call sets itself (messages, tools, ...);
+ * template_kwargs key the call sets itself (messages, tools,
+ * add_generation_prompt; the special tokens may be overridden, as in
+ * transformers);
  * UNSUPPORTED for a content part other than text, and tools given to a
  * template without them. */
 WNA16_API wna16_status wna16_tokenizer_apply_chat_json(wna16_ctx *ctx, const wna16_tokenizer *tok,

@@ -151,8 +151,9 @@ static wna16_status add_kwargs(wna16_diag *d, json_t *vars, const char *text) {
     wna16_status s = json_is_object(kw) ? WNA16_OK
                                         : wna16_fail(d, WNA16_ERR_INVALID_ARGUMENT,
                                                      "chat_template_kwargs must be a JSON object");
-    static const char *const reserved[] = {"messages", "tools", "add_generation_prompt",
-                                           "bos_token", "eos_token", "pad_token"};
+    /* special tokens may be overridden, as transformers' kwargs override
+     * its special_tokens_map */
+    static const char *const reserved[] = {"messages", "tools", "add_generation_prompt"};
     for (size_t i = 0; s == WNA16_OK && i < sizeof reserved / sizeof *reserved; i++)
         if (json_object_get(kw, reserved[i]))
             s = wna16_fail(d, WNA16_ERR_INVALID_ARGUMENT,
