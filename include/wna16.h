@@ -650,6 +650,10 @@ WNA16_API int32_t wna16_tokenizer_token_id(const wna16_tokenizer *tok, const cha
 WNA16_API const char *wna16_tokenizer_token_str(const wna16_tokenizer *tok, int32_t id);
 /* True for added tokens marked special (decode's skip_special drops them). */
 WNA16_API bool wna16_tokenizer_is_special(const wna16_tokenizer *tok, int32_t id);
+/* The model's chat template text (chat_template.jinja, or
+ * tokenizer_config.json's chat_template), or NULL when it has none. Owned
+ * by the tokenizer. */
+WNA16_API const char *wna16_tokenizer_chat_template(const wna16_tokenizer *tok);
 
 typedef struct wna16_chat_message {
     const char *role;    /* "system", "user", "assistant" or "tool" */
@@ -675,6 +679,47 @@ WNA16_API wna16_status wna16_tokenizer_apply_chat(wna16_ctx *ctx, const wna16_to
                                                   const wna16_chat_message *messages,
                                                   size_t n_messages, bool add_generation_prompt,
                                                   bool enable_thinking, char **text);
+
+/* Chat prompts from OpenAI-shaped JSON, with everything vLLM's chat
+ * completions pass to the template. A zeroed field takes the default in
+ * brackets. */
+typedef struct wna16_chat_options {
+    size_t struct_size;         /* sizeof(wna16_chat_options), set by wna16_chat_options_init */
+    bool add_generation_prompt; /* [true] */
+    /* A JSON list of tools in OpenAI's shape ({"type": "function",
+     * "function": {"name", "description", "parameters"}}), rendered by the
+     * template as transformers' apply_chat_template(tools=...) does [NULL:
+     * none]. A template that never reads `tools` is refused (UNSUPPORTED)
+     * rather than dropping them. */
+    const char *tools;
+    /* A JSON object of further template variables (vLLM's
+     * chat_template_kwargs, e.g. {"enable_thinking": false}) [NULL: none,
+     * so the template's own defaults hold]. */
+    const char *template_kwargs;
+    /* A Jinja template used instead of the model's [NULL] */
+    const char *chat_template;
+} wna16_chat_options;
+WNA16_API void wna16_chat_options_init(wna16_chat_options *o);
+
+/* Renders messages_json, a JSON list of OpenAI chat messages, as the
+ * model's chat prompt: role ("system", "user", "assistant", "tool"),
+ * content (a string, null, or a list of {"type": "text", "text"} parts,
+ * joined with "\n" as vLLM does), and the assistant's tool_calls (each
+ * function's "arguments" JSON string given to the template as an object,
+ * as vLLM does), tool_call_id and name passed through. Byte-identical to
+ * transformers' apply_chat_template(tokenize=False) with the same
+ * arguments. *text as wna16_tokenizer_apply_chat's. Errors: as
+ * wna16_tokenizer_apply_chat's, and INVALID_ARGUMENT for malformed JSON or
+ * a message field of the wrong type (named with its index), or a
+ * template_kwargs key the call sets itself (messages, tools,
+ * add_generation_prompt; the special tokens may be overridden, as in
+ * transformers);
+ * UNSUPPORTED for a content part other than text, and tools given to a
+ * template without them. */
+WNA16_API wna16_status wna16_tokenizer_apply_chat_json(wna16_ctx *ctx, const wna16_tokenizer *tok,
+                                                       const char *messages_json,
+                                                       const wna16_chat_options *options,
+                                                       char **text);
 
 /* ------------------------------------------------------------- generation */
 
@@ -761,6 +806,48 @@ WNA16_API wna16_status wna16_engine_create(wna16_ctx *ctx, wna16_model *m,
 /* Stops the engine's thread (aborting what runs) and frees it. NULL is ignored. */
 WNA16_API void wna16_engine_free(wna16_engine *e);
 
+/* Structured outputs (docs/grammar.md): the output is constrained, token by
+ * token, to the strings of a format. At each step every token whose bytes
+ * would leave the format gets -inf; EOS is allowed exactly when the output
+ * so far is a whole string of it, and the output ends (finish "stop") once
+ * nothing but the end is possible. The format decides the end: with one,
+ * ignore_eos and min_tokens do not keep the output going past it, and a
+ * stop_token_id is refused like any token outside the format (the model's
+ * EOS ids are the format's end). */
+typedef enum wna16_structured_kind {
+    WNA16_STRUCTURED_NONE = 0,
+    WNA16_STRUCTURED_JSON_OBJECT = 1, /* any JSON object */
+    WNA16_STRUCTURED_JSON_SCHEMA = 2, /* spec: a JSON Schema (the subset of docs/grammar.md) */
+    WNA16_STRUCTURED_REGEX = 3,       /* spec: a regular expression the whole output matches */
+    WNA16_STRUCTURED_CHOICE = 4,      /* choices: the output is exactly one of them */
+    WNA16_STRUCTURED_GRAMMAR = 5,     /* spec: llama.cpp GBNF; the start rule is root */
+    /* spec: a JSON list of OpenAI tools ({"type": "function", "function":
+     * {"name", "parameters"}}, or the inner objects): one call of one of
+     * them (several with parallel_tool_calls) in tool_format's syntax, its
+     * arguments valid for the tool's parameters schema */
+    WNA16_STRUCTURED_TOOL_CALLS = 6,
+} wna16_structured_kind;
+
+/* A model family's tool-call syntax (vLLM's --tool-call-parser names). */
+typedef enum wna16_tool_format {
+    WNA16_TOOLS_HERMES = 0,      /* <tool_call>\n{"name": N, "arguments": {...}}\n</tool_call> (Qwen) */
+    WNA16_TOOLS_LLAMA3_JSON = 1, /* {"name": N, "parameters": {...}} (Llama 3.x); several: "; " */
+    WNA16_TOOLS_MISTRAL = 2,     /* [TOOL_CALLS][{"name": N, "arguments": {...}}, ...] */
+} wna16_tool_format;
+
+typedef struct wna16_structured_output {
+    wna16_structured_kind kind; /* NONE [default]: free text */
+    const char *spec;           /* JSON_SCHEMA, REGEX, GRAMMAR, TOOL_CALLS (UTF-8) */
+    const char *const *choices; /* CHOICE */
+    size_t n_choices;
+    /* JSON_SCHEMA and TOOL_CALLS: an object schema without
+     * additionalProperties admits no other keys (OpenAI's strict mode) */
+    bool strict;
+    bool compact_json; /* JSON_OBJECT, JSON_SCHEMA: no whitespace between tokens */
+    wna16_tool_format tool_format;
+    bool parallel_tool_calls; /* TOOL_CALLS: one or more calls (false: exactly one) */
+} wna16_structured_output;
+
 /* What a request asks for, as vLLM's SamplingParams. */
 typedef struct wna16_sampling_params {
     size_t struct_size;  /* sizeof(wna16_sampling_params), set by wna16_sampling_params_init */
@@ -778,6 +865,15 @@ typedef struct wna16_sampling_params {
     int logprobs;        /* -1: none [default]; 0..20: the sampled token's and this many more */
     int prompt_logprobs; /* -1: none [default]; 0..20: every prompt token's (scored from its
                           * first token: the prefix cache is not used for it) */
+    /* The output's format [none]; compiled when the request is added (its
+     * errors: INVALID_ARGUMENT for malformed or too large a spec,
+     * UNSUPPORTED for a construct outside the subset, both naming it). */
+    wna16_structured_output structured;
+    /* OpenAI's logit_bias: logit_bias[i] in [-100, 100] added to token
+     * logit_bias_ids[i]'s logit before sampling (copied) */
+    const int32_t *logit_bias_ids;
+    const float *logit_bias;
+    size_t n_logit_bias;
 } wna16_sampling_params;
 /* max_tokens 16, greedy, no stop strings, logprobs off, skip_special_tokens. */
 WNA16_API void wna16_sampling_params_init(wna16_sampling_params *p);
@@ -916,7 +1012,7 @@ typedef struct wna16_quantize_options {
     const char *actorder; /* GPTQ's static act-order: "static" [default] or "none" */
     double dampening;     /* GPTQ's dampening fraction [0.01] */
     const char *calib_text; /* calibration text, tokenized with the model's tokenizer */
-    const char *calib_ids;  /* or token ids (comma or whitespace separated); neither: random ids */
+    const char *calib_ids;  /* or token ids (comma or whitespace separated) */
     uint64_t seed;          /* for random calibration ids [0] */
     int64_t num_samples, seq_len; /* calibration sequences [128] of seq_len tokens [512] */
     const char *const *ignore;    /* more linears to leave unquantized (name, or re:REGEX) */
@@ -930,6 +1026,10 @@ typedef struct wna16_quantize_options {
     /* The summary *report gets: JSON, as `wna16 quantize --json` prints it
      * [false], or the text table `wna16 quantize` prints (true). */
     bool report_text;
+    /* GPTQ on seeded random token ids when neither calib_text nor calib_ids
+     * is given [false: such a GPTQ run is refused (INVALID_ARGUMENT): on
+     * random ids it comes out worse than RTN] */
+    bool calib_random;
 } wna16_quantize_options;
 WNA16_API void wna16_quantize_options_init(wna16_quantize_options *o);
 /* Quantizes o->model into o->output, reporting progress and honouring the

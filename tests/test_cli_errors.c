@@ -99,7 +99,8 @@ static const bad_case cases[] = {
     {"demo -n -1", 2, "-n expects"},
     {"demo --bogus", 2, "unexpected"},
     /* quantize */
-    {"quantize --model %2$s/none --out %2$s/q", 1, "ERR_IO"},
+    {"quantize --model %2$s/none --out %2$s/q --calib-random", 1, "ERR_IO"},
+    {"quantize --model " QW " --out %2$s/q", 1, "GPTQ needs calibration data"},
     {"quantize --model " QW " --out %2$s/q --group-size 48", 2, "--group-size 48"},
     {"quantize --model " QW " --out %2$s/q --dampening nan", 2, "--dampening nan"},
     {"quantize --model " QW " --out %2$s/q --samples 0", 2, "--samples expects"},

@@ -11,6 +11,7 @@ libwna16 shared library (ctypes, no compiled extension):
 Errors raise wna16.Error with the library's status name and detail.
 """
 import ctypes
+import itertools
 import json
 import os
 import sys
@@ -21,10 +22,12 @@ from typing import Iterable, Iterator, List, Optional, Sequence, Union
 
 import numpy as np
 
-from . import _lib
+from . import _lib, _sampling
 from ._lib import lib
+from ._sampling import StructuredOutputsParams
 
-__all__ = ["LLM", "SamplingParams", "RequestOutput", "CompletionOutput", "Error", "inspect",
+__all__ = ["LLM", "SamplingParams", "StructuredOutputsParams", "RequestOutput",
+           "CompletionOutput", "Error", "inspect",
            "quantize", "version", "__version__"]
 
 
@@ -94,17 +97,33 @@ def _ptr32(a: np.ndarray):
 
 @dataclass
 class SamplingParams:
-    """As vllm.SamplingParams: temperature 0 is greedy."""
+    """As vllm.SamplingParams: temperature 1.0 and seed None (fresh
+    randomness) by default; temperature 0 is greedy. A bad value raises
+    ValueError or TypeError naming the keyword."""
     max_tokens: int = 16
-    temperature: float = 0.0
+    temperature: float = 1.0
     top_p: float = 1.0
     top_k: int = -1
     min_p: float = 0.0
     repetition_penalty: float = 1.0
-    seed: int = 0
+    seed: Optional[int] = None
     stop: Optional[Union[str, List[str]]] = None
+    n: int = 1
+    best_of: Optional[int] = None
+    presence_penalty: float = 0.0
+    frequency_penalty: float = 0.0
+    stop_token_ids: Optional[List[int]] = None
     ignore_eos: bool = False
     min_tokens: int = 0
+    include_stop_str_in_output: bool = False
+    skip_special_tokens: bool = True
+    logprobs: Optional[int] = None
+    prompt_logprobs: Optional[int] = None
+    logit_bias: Optional[dict] = None
+    structured_outputs: Optional[StructuredOutputsParams] = None
+
+    def __post_init__(self):
+        _sampling.check(self)
 
     def _stop_list(self) -> List[str]:
         if self.stop is None:
@@ -119,6 +138,8 @@ class CompletionOutput:
     token_ids: List[int]
     finish_reason: str  # "stop" (EOS or a stop string), "length" or "abort"
     stop_reason: Optional[str] = None  # the library's: "eos", "stop", "length", "callback"
+    cumulative_logprob: Optional[float] = None  # with SamplingParams.logprobs, as vLLM
+    logprobs: Optional[list] = None
 
 
 @dataclass
@@ -130,6 +151,7 @@ class RequestOutput:
     decode_seconds: float = 0.0   # from its first token to its last
     request_id: str = ""
     finished: bool = True
+    prompt_logprobs: Optional[list] = None
 
 
 # wna16_finish_reason
@@ -139,8 +161,13 @@ _FINISH = {1: "stop", 2: "length", 3: "abort", 4: "error"}
 class _Request:
     """What the engine's steps gave one request so far."""
 
-    def __init__(self, rid: str, prompt: Optional[str], ids: np.ndarray, eos: set):
+    def __init__(self, rid: str, prompt: Optional[str], ids: np.ndarray, eos: set,
+                 keep_logprobs: bool):
         self.rid, self.prompt, self.ids, self.eos = rid, prompt, ids, eos
+        self.keep_logprobs = keep_logprobs
+        self.logprobs: List[dict] = []  # per token: {token id: logprob}, the sampled one first
+        self.cumulative = 0.0
+        self.prompt_logprobs: Optional[list] = None
         self.tokens: List[int] = []
         self.text: List[str] = []
         self.new_text: List[str] = []  # not yet taken by a stream
@@ -156,6 +183,22 @@ class _Request:
             self.tokens.extend(o.token_ids[i] for i in range(o.n_tokens))
             self.t_first = self.t_first or now
             self.t_last = now
+        for i in range(o.n_tokens if o.logprobs else 0):
+            lp = o.logprobs[i]
+            self.cumulative += lp.logprob
+            d = {lp.id: lp.logprob}
+            for j in range(lp.n_top):
+                d.setdefault(lp.top_ids[j], lp.top_logprobs[j])
+            self.logprobs.append(d)
+        if o.n_prompt_logprobs:
+            if self.prompt_logprobs is None:
+                self.prompt_logprobs = [None] * len(self.ids)
+            for i in range(o.n_prompt_logprobs):
+                lp = o.prompt_logprobs[i]
+                d = {lp.id: lp.logprob}
+                for j in range(lp.n_top):
+                    d.setdefault(lp.top_ids[j], lp.top_logprobs[j])
+                self.prompt_logprobs[o.prompt_logprobs_start + i] = d
         if o.text_len:
             piece = ctypes.string_at(o.text, o.text_len).decode("utf-8", "replace")
             self.text.append(piece)
@@ -168,15 +211,26 @@ class _Request:
             else:
                 self.stop_reason = {"length": "length", "abort": "callback"}.get(self.finish)
 
-    def output(self) -> RequestOutput:
-        t_end = self.t_last or time.monotonic()
-        first = self.t_first or t_end
+    def completion(self, index: int) -> CompletionOutput:
+        return CompletionOutput(index, "".join(self.text), list(self.tokens),
+                                self.finish or "abort", self.stop_reason,
+                                self.cumulative if self.logprobs else None,
+                                self.logprobs if self.keep_logprobs else None)
+
+    def output(self, copies: Optional[list] = None, n: int = 1) -> RequestOutput:
+        """The request's output; with copies (this one first: n or best_of
+        samples of one prompt), the n best by cumulative logprob."""
+        copies = copies or [self]
+        if len(copies) > n:
+            copies = sorted(copies, key=lambda r: -r.cumulative)[:n]
+        t_end = max(r.t_last for r in copies) or time.monotonic()
+        first = min((r.t_first for r in copies if r.t_first), default=t_end)
         return RequestOutput(
             prompt=self.prompt, prompt_token_ids=self.ids.tolist(),
-            outputs=[CompletionOutput(0, "".join(self.text), list(self.tokens),
-                                      self.finish or "abort", self.stop_reason)],
+            outputs=[r.completion(i) for i, r in enumerate(copies)],
             prefill_seconds=first - self.t0, decode_seconds=t_end - first,
-            request_id=self.rid, finished=self.finish is not None)
+            request_id=self.rid, finished=all(r.finish is not None for r in copies),
+            prompt_logprobs=self.prompt_logprobs)
 
 
 class _Progress:
@@ -306,16 +360,35 @@ class LLM:
         return _take_string(text)
 
     def apply_chat_template(self, messages: Sequence[dict], add_generation_prompt: bool = True,
-                            enable_thinking: bool = False) -> str:
-        """The model's chat prompt for [{"role": ..., "content": ...}, ...]."""
+                            enable_thinking: Optional[bool] = None, tools: Optional[list] = None,
+                            chat_template_kwargs: Optional[dict] = None,
+                            chat_template: Optional[str] = None) -> str:
+        """The model's chat prompt for OpenAI-shaped messages ([{"role",
+        "content"}, ...]: content a string or text parts, assistant
+        tool_calls, role "tool" results), rendered as the server and
+        transformers' apply_chat_template render them. enable_thinking
+        (a shorthand for chat_template_kwargs={"enable_thinking": ...})
+        None keeps the template's own default, as vLLM."""
         self._need_tokenizer()
-        keep = [(m["role"].encode(), m["content"].encode()) for m in messages]
-        arr = (_lib.ChatMessage * max(1, len(keep)))(*[_lib.ChatMessage(r, c) for r, c in keep])
+        kwargs = dict(chat_template_kwargs or {})
+        if enable_thinking is not None:
+            kwargs["enable_thinking"] = bool(enable_thinking)
+        o = _lib.ChatOptions()
+        lib.wna16_chat_options_init(ctypes.byref(o))
+        o.add_generation_prompt = bool(add_generation_prompt)
+        o.tools = json.dumps(list(tools)).encode() if tools else None
+        o.template_kwargs = json.dumps(kwargs).encode() if kwargs else None
+        o.chat_template = chat_template.encode() if chat_template is not None else None
+        try:
+            msgs = json.dumps(list(messages)).encode()
+        except TypeError as e:
+            raise TypeError(f"apply_chat_template: messages must be JSON-like dicts ({e})") \
+                from None
         text = ctypes.c_void_p()
         with self._lock:
-            self._ctx.check(lib.wna16_tokenizer_apply_chat(self._ctx.ptr, self._tok, arr,
-                                                           len(keep), add_generation_prompt,
-                                                           enable_thinking, ctypes.byref(text)))
+            self._ctx.check(lib.wna16_tokenizer_apply_chat_json(self._ctx.ptr, self._tok, msgs,
+                                                                ctypes.byref(o),
+                                                                ctypes.byref(text)))
         return _take_string(text)
 
     # ------------------------------------------------------------ logits
@@ -374,34 +447,29 @@ class LLM:
             self._eos = {eos[i] for i in range(n)}
         return self._engine
 
-    @staticmethod
-    def _c_params(params: "SamplingParams"):
-        p = _lib.SamplingParamsC()
-        lib.wna16_sampling_params_init(ctypes.byref(p))
-        p.max_tokens = int(params.max_tokens)
-        s = p.sampler
-        s.temperature, s.top_p, s.min_p = params.temperature, params.top_p, params.min_p
-        s.repetition_penalty, s.top_k, s.seed = params.repetition_penalty, params.top_k, params.seed
-        stops = [x.encode() for x in params._stop_list()]
-        keep = (ctypes.c_char_p * max(1, len(stops)))(*stops)
-        p.stop, p.n_stop = (keep if stops else None), len(stops)
-        p.ignore_eos, p.min_tokens = bool(params.ignore_eos), int(params.min_tokens)
-        return p, keep
+    def _c_params(self, params: "SamplingParams", copy: int, want_logprobs: bool):
+        c, keep = _sampling.fill_engine_params(params, self.vocab_size)
+        if params.seed is not None:
+            c.sampler.seed = params.seed + copy  # n copies of one request differ
+        if want_logprobs and c.logprobs < 0:
+            c.logprobs = 0  # best_of ranks the copies by their cumulative logprob
+        return c, keep
 
-    def _add(self, prompt, params: "SamplingParams") -> _Request:
+    def _add(self, prompt, params: "SamplingParams", copy: int = 0) -> _Request:
         text, ids = self._prompt_ids(prompt)
         if ids.size == 0:
             raise ValueError("generate: empty prompt")
         engine = self._engine_ptr()
-        p, keep = self._c_params(params)
+        ranked = (params.best_of or params.n) > params.n
+        c, keep = self._c_params(params, copy, ranked)
         rid = str(self._next_id)
         self._next_id += 1
         pr = _lib.Prompt(ids=_ptr32(ids), n_ids=ids.size)
         self._ctx.check(lib.wna16_engine_add_request(self._ctx.ptr, engine, rid.encode(),
-                                                     ctypes.byref(pr), ctypes.byref(p), None,
+                                                     ctypes.byref(pr), ctypes.byref(c), None,
                                                      None))
         del keep
-        r = _Request(rid, text, ids, self._eos)
+        r = _Request(rid, text, ids, self._eos, params.logprobs is not None)
         self._requests[rid] = r
         return r
 
@@ -454,20 +522,26 @@ class LLM:
         else:
             params = [sampling_params or SamplingParams()] * len(prompts)
         with self._lock:
+            groups: List[List[_Request]] = []  # per prompt: its n (or best_of) samples
             reqs: List[_Request] = []
             progress = _Progress(len(prompts), use_tqdm)
             try:
                 for p, sp in zip(prompts, params):
-                    reqs.append(self._add(p, sp))
+                    groups.append([self._add(p, sp, k) for k in range(sp.best_of or sp.n)])
+                    reqs += groups[-1]
+                left = len(groups)
                 while any(r.finish is None for r in reqs):
-                    progress.advance(len(self._step()))
+                    self._step()
+                    now = sum(1 for g in groups if any(r.finish is None for r in g))
+                    progress.advance(left - now)
+                    left = now
             except BaseException:
                 self._abort(reqs)
                 raise
             finally:
                 progress.close()
             self._raise_failed(reqs)
-            return [r.output() for r in reqs]
+            return [g[0].output(g, sp.n) for g, sp in zip(groups, params)]
 
     def generate_stream(self, prompt, sampling_params: Optional[SamplingParams] = None
                         ) -> Iterator[str]:
@@ -492,15 +566,28 @@ class LLM:
                 self._abort([r])
         self._raise_failed([r])
 
-    def chat(self, messages: Sequence[dict], sampling_params: Optional[SamplingParams] = None,
-             enable_thinking: bool = False, use_tqdm: bool = False) -> RequestOutput:
-        """Generation from the model's chat template, as vllm.LLM.chat."""
-        text = self.apply_chat_template(messages, True, enable_thinking)
-        ids = self.tokenize(text, add_special_tokens=False)
-        out = self.generate({"prompt_token_ids": ids}, sampling_params or SamplingParams(),
-                            use_tqdm=use_tqdm)[0]
-        out.prompt = text
-        return out
+    def chat(self, messages, sampling_params: Optional[SamplingParams] = None,
+             use_tqdm: bool = False, chat_template: Optional[str] = None,
+             add_generation_prompt: bool = True,
+             chat_template_kwargs: Optional[dict] = None, tools: Optional[list] = None,
+             enable_thinking: Optional[bool] = None) -> List[RequestOutput]:
+        """Generation from the model's chat template, as vllm.LLM.chat: one
+        conversation or a list of them, one RequestOutput each. The prompt
+        is rendered as the server renders it (apply_chat_template: tools,
+        chat_template_kwargs, the template's own thinking default)."""
+        convs = [messages] if messages and isinstance(messages[0], dict) else list(messages)
+        if not convs:
+            raise ValueError("chat: no conversation")
+        prompts, texts = [], []
+        for conv in convs:
+            text = self.apply_chat_template(conv, add_generation_prompt, enable_thinking, tools,
+                                            chat_template_kwargs, chat_template)
+            texts.append(text)
+            prompts.append({"prompt_token_ids": self.tokenize(text, add_special_tokens=False)})
+        outs = self.generate(prompts, sampling_params or SamplingParams(), use_tqdm=use_tqdm)
+        for out, text in zip(outs, texts):
+            out.prompt = text
+        return outs
 
 
 def inspect(model: str, tp: Optional[Iterable[int]] = None) -> dict:
@@ -529,7 +616,7 @@ def quantize(model: str, output: str, scheme: str = "W4A16", group_size: int = 1
              calib_text: Optional[str] = None, calib_ids: Optional[Sequence[int]] = None,
              num_samples: int = 128, seq_len: int = 512, seed: int = 0,
              ignore: Sequence[str] = (), threads: int = 0,
-             skip_indivisible: bool = False) -> dict:
+             skip_indivisible: bool = False, calib_random: bool = False) -> dict:
     """Quantizes an unquantized model directory into a compressed-tensors
     checkpoint vLLM loads (as `wna16 quantize`); returns the summary. A
     group size that does not divide a linear's input is refused unless
@@ -547,10 +634,29 @@ def quantize(model: str, output: str, scheme: str = "W4A16", group_size: int = 1
     o.num_samples, o.seq_len, o.seed = int(num_samples), int(seq_len), int(seed)
     o.ignore, o.n_ignore, o.threads = (ign if keep else None), len(keep), int(threads)
     o.skip_indivisible = bool(skip_indivisible)
+    o.calib_random = bool(calib_random)
     ctx = _Context()
     try:
         report = ctypes.c_void_p()
-        ctx.check(lib.wna16_quantize_model(ctx.ptr, ctypes.byref(o), ctypes.byref(report)))
+        try:
+            ctx.check(lib.wna16_quantize_model(ctx.ptr, ctypes.byref(o), ctypes.byref(report)))
+        except Error as e:  # the library's fixes name CLI flags: name the keywords here
+            raise Error(e.status, _python_keywords(e.detail)) from None
         return json.loads(_take_string(report))
     finally:
         ctx.close()
+
+
+_FLAG_KEYWORDS = (("--calib-random", "calib_random=True"), ("--calib-ids", "calib_ids"),
+                  ("--calib FILE.txt", "calib_text=\"FILE.txt\""), ("--calib", "calib_text"),
+                  ("--skip-indivisible", "skip_indivisible=True"),
+                  ("--group-size", "group_size"), ("--method rtn", "method=\"rtn\""),
+                  ("--method", "method"), ("--seq-len", "seq_len"),
+                  ("--samples", "num_samples"), ("--ignore", "ignore"),
+                  ("--actorder", "actorder"), ("--scheme", "scheme"))
+
+
+def _python_keywords(detail: str) -> str:
+    for flag, keyword in _FLAG_KEYWORDS:
+        detail = detail.replace(flag, keyword)
+    return detail

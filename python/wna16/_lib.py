@@ -142,6 +142,13 @@ class RequestOutputC(ctypes.Structure):
         ("prompt_tokens", ctypes.c_int64),
         ("completion_tokens", ctypes.c_int64),
         ("cached_tokens", ctypes.c_int64),
+class ChatOptions(ctypes.Structure):
+    _fields_ = [
+        ("struct_size", ctypes.c_size_t),
+        ("add_generation_prompt", ctypes.c_bool),
+        ("tools", ctypes.c_char_p),
+        ("template_kwargs", ctypes.c_char_p),
+        ("chat_template", ctypes.c_char_p),
     ]
 
 
@@ -165,6 +172,8 @@ class QuantizeOptions(ctypes.Structure):
         ("threads", ctypes.c_int),
         ("max_shard_bytes", ctypes.c_size_t),
         ("skip_indivisible", ctypes.c_bool),
+        ("report_text", ctypes.c_bool),
+        ("calib_random", ctypes.c_bool),
     ]
 
 
@@ -218,6 +227,10 @@ _SIGNATURES = {
     "wna16_tokenizer_apply_chat": (_S, [_P, _P, ctypes.POINTER(ChatMessage), ctypes.c_size_t,
                                         ctypes.c_bool, ctypes.c_bool,
                                         ctypes.POINTER(ctypes.c_void_p)]),
+    "wna16_chat_options_init": (None, [ctypes.POINTER(ChatOptions)]),
+    "wna16_tokenizer_apply_chat_json": (_S, [_P, _P, ctypes.c_char_p,
+                                             ctypes.POINTER(ChatOptions),
+                                             ctypes.POINTER(ctypes.c_void_p)]),
     "wna16_checkpoint_open": (_S, [_P, ctypes.c_char_p, ctypes.POINTER(_P)]),
     "wna16_checkpoint_close": (None, [_P]),
     "wna16_checkpoint_report": (_S, [_P, _P, ctypes.POINTER(ctypes.c_int), ctypes.c_int,
@@ -227,8 +240,8 @@ _SIGNATURES = {
     "wna16_engine_create": (_S, [_P, _P, ctypes.POINTER(EngineOptions), ctypes.POINTER(_P)]),
     "wna16_engine_free": (None, [_P]),
     "wna16_sampling_params_init": (None, [ctypes.POINTER(SamplingParamsC)]),
-    "wna16_engine_add_request": (_S, [_P, _P, ctypes.c_char_p, ctypes.POINTER(Prompt),
-                                      ctypes.POINTER(SamplingParamsC), _P, _P]),
+    "wna16_engine_add_request": (_S, [_P, _P, ctypes.c_char_p, ctypes.POINTER(Prompt), _P, _P,
+                                      _P]),
     "wna16_engine_abort": (_S, [_P, _P, ctypes.c_char_p]),
     "wna16_engine_step": (_S, [_P, _P, ctypes.POINTER(ctypes.POINTER(RequestOutputC)),
                                ctypes.POINTER(ctypes.c_size_t)]),

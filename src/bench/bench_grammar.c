@@ -58,14 +58,18 @@ static void grammar_bench_help(FILE *f) {
     fprintf(f,
             "usage: wna16 bench grammar [--tokenizer PATH] [--logits N] [--schema FILE\n"
             "                           --schema-output FILE] [--gbnf FILE --gbnf-output FILE]\n"
-            "                           [--json]\n\n"
+            "                           [--model DIR] [--json]\n\n"
             "Times constrained decoding (docs/grammar.md) at a real vocabulary: builds the\n"
             "token trie of the tokenizer (default tests/data/tokenizer/qwen3, padded to\n"
             "--logits N, default 151936), then for a JSON-schema case and a GBNF case\n"
             "compiles the grammar and walks the tokens of a valid output, timing the token\n"
             "mask of every step: once with the grammar's mask cache empty (cold: a grammar\n"
             "seen for the first time) and once filled (warm: the same grammar again).\n"
-            "Reports compile ms and per-step mask ms (median, p99, max). The built-in cases\n"
+            "Reports compile ms and per-step ms (median, p99, max) of what the engine does each\n"
+            "step: fill the mask and apply it to a row of --logits floats. With --model DIR it\n"
+            "also times that model's one-token decode step (median of 32, after 8 warm-up\n"
+            "steps) and gives the mask's share of a step (the worse of the median cold and\n"
+            "warm per-step times, and the cold p99). The built-in cases\n"
             "are a nested object schema (strings, integer range, enum, format, pattern,\n"
             "arrays) and an expression-language GBNF; --schema/--gbnf replace them with a\n"
             "file and a valid output for it.\n");
@@ -79,6 +83,13 @@ typedef struct gcase {
     double cold[3], warm[3]; /* median, p99, max */
     size_t steps, states;
 } gcase;
+
+/* The mask's per-step time over a decode step: the worse median (cold or
+ * warm), or the cold p99. */
+static double share(const gcase *c, double step_ms, bool p99) {
+    double t = p99 ? c->cold[1] : c->cold[0] > c->warm[0] ? c->cold[0] : c->warm[0];
+    return step_ms > 0 ? t / step_ms : 0;
+}
 
 static int cmp_d(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
@@ -103,7 +114,8 @@ static bool walk(const grammar *g, const grammar_vocab *v, const int32_t *ids, s
         return false;
     }
     uint64_t *mask = malloc(grammar_mask_words(v) * sizeof *mask);
-    bool ok = mask != NULL;
+    float *row = calloc(grammar_vocab_n_logits(v), sizeof *row);
+    bool ok = mask && row;
     for (size_t i = 0; ok && i < n; i++) {
         double t0 = cli_now();
         if (grammar_matcher_fill_mask(&d, m, mask)) {
@@ -111,6 +123,7 @@ static bool walk(const grammar *g, const grammar_vocab *v, const int32_t *ids, s
             ok = false;
             break;
         }
+        grammar_mask_apply(mask, row, grammar_vocab_n_logits(v));
         t[i] = (cli_now() - t0) * 1e3;
         if (!(mask[ids[i] >> 6] >> (ids[i] & 63) & 1) || grammar_matcher_accept(&d, m, ids[i])) {
             fprintf(stderr, "wna16 bench grammar: %s: the output's token %zu (id %d) is refused\n",
@@ -123,6 +136,7 @@ static bool walk(const grammar *g, const grammar_vocab *v, const int32_t *ids, s
         ok = false;
     }
     free(mask);
+    free(row);
     grammar_matcher_free(m);
     return ok;
 }
@@ -155,6 +169,36 @@ static bool run_case(wna16_ctx *ctx, wna16_tokenizer *tok, const grammar_vocab *
     free(ids);
     grammar_free(g);
     return ok;
+}
+
+/* The median ms of a one-token decode step of the model at DIR; < 0 when
+ * it cannot run (the message is printed). */
+static double decode_step_ms(wna16_ctx *ctx, const char *dir) {
+    wna16_model *m = NULL;
+    wna16_model_options o;
+    wna16_model_options_init(&o);
+    o.context = 64;
+    if (wna16_model_load(ctx, dir, &o, &m)) {
+        fprintf(stderr, "wna16 bench grammar: --model %s: %s\n", dir, wna16_ctx_error(ctx));
+        return -1;
+    }
+    int64_t V = wna16_model_vocab_size(m);
+    float *logits = malloc((size_t)V * sizeof *logits);
+    double t[32];
+    bool ok = logits != NULL;
+    for (int i = 0; ok && i < 40; i++) {
+        int32_t id = (int32_t)(i * 7919 % (V > 1000 ? 1000 : V));
+        double t0 = cli_now();
+        ok = wna16_model_eval(ctx, m, &id, 1, logits) == WNA16_OK;
+        if (i >= 8) t[i - 8] = (cli_now() - t0) * 1e3;
+    }
+    if (!ok) fprintf(stderr, "wna16 bench grammar: --model %s: %s\n", dir, wna16_ctx_error(ctx));
+    free(logits);
+    wna16_model_free(m);
+    if (!ok) return -1;
+    double pc[3];
+    percentiles(t, 32, pc);
+    return pc[0];
 }
 
 static char *read_file(const char *path) {
@@ -194,6 +238,7 @@ int wna16_bench_grammar(int argc, char **argv) {
     const char *flags[4] = {"--schema", "--schema-output", "--gbnf", "--gbnf-output"};
     long logits = 151936;
     bool json = false;
+    const char *model = NULL;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
         int f = -1;
@@ -204,6 +249,8 @@ int wna16_bench_grammar(int argc, char **argv) {
             return 0;
         } else if (!strcmp(a, "--json")) {
             json = true;
+        } else if (!strcmp(a, "--model") && val) {
+            model = argv[++i];
         } else if (!strcmp(a, "--tokenizer") && val) {
             tok_path = argv[++i];
         } else if (!strcmp(a, "--logits")) {
@@ -254,6 +301,8 @@ int wna16_bench_grammar(int argc, char **argv) {
     double vocab_ms = (cli_now() - t0) * 1e3;
     for (int k = 0; k < 2; k++)
         if (!run_case(ctx, tok, v, &cases[k])) goto out;
+    double step_ms = model ? decode_step_ms(ctx, model) : 0;
+    if (step_ms < 0) goto out;
     char cpu[256];
     cpu_model(cpu, sizeof cpu);
     const char *isa = wna16_isa_name(wna16_isa_active());
@@ -272,7 +321,17 @@ int wna16_bench_grammar(int argc, char **argv) {
                    k ? ", " : "", c->name, c->states, c->compile_ms, c->steps, c->cold[0], c->cold[1],
                    c->cold[2], c->warm[0], c->warm[1], c->warm[2]);
         }
-        printf("]}\n");
+        printf("]");
+        if (model) {
+            printf(", \"model\": ");
+            cli_print_json_string(stdout, model);
+            printf(", \"decode_step_ms\": %.9g, \"fractions\": [", step_ms);
+            for (int k = 0; k < 2; k++)
+                printf("%s{\"case\": \"%s\", \"median\": %.9g, \"cold_p99\": %.9g}", k ? ", " : "",
+                       cases[k].name, share(&cases[k], step_ms, false), share(&cases[k], step_ms, true));
+            printf("]");
+        }
+        printf("}\n");
     } else {
         printf("cpu: %s (portable C; kernels at %s)\n", cpu, isa);
         printf("vocabulary: %s, %ld logits, trie of %zu nodes built in %.1f ms\n", tok_path, logits,
@@ -284,6 +343,13 @@ int wna16_bench_grammar(int argc, char **argv) {
             printf("%-12s %6.2fms %7zu %6zu | %8.3f %8.3f %8.3f | %8.3f %8.3f %8.3f\n", c->name,
                    c->compile_ms, c->states, c->steps, c->cold[0], c->cold[1], c->cold[2],
                    c->warm[0], c->warm[1], c->warm[2]);
+        }
+        if (model) {
+            printf("decode step of %s: %.3f ms; mask share of a step:", model, step_ms);
+            for (int k = 0; k < 2; k++)
+                printf(" %s %.1f%% (cold p99 %.1f%%)%s", cases[k].name,
+                       100 * share(&cases[k], step_ms, false), 100 * share(&cases[k], step_ms, true),
+                       k ? "\n" : ";");
         }
     }
     rc = 0;

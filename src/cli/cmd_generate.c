@@ -13,7 +13,8 @@ static void generate_help(FILE *f) {
             "  --prompt TEXT        raw prompt\n"
             "  --chat TEXT          a user turn, formatted with the model's chat template\n"
             "  --system TEXT        a system turn for --chat\n"
-            "  --think              let Qwen3 think (default: empty think block)\n"
+            "  --think, --no-think  the chat template's enable_thinking (Qwen3); default: the\n"
+            "                       template's own (Qwen3 thinks), as the server and vLLM\n"
             "  -n N                 tokens to generate (default 64)\n"
             "  --tp N               tensor-parallel degree: ranks as threads of this process\n"
             "                       (default 1), or, under mpirun, one rank per process: N must\n"
@@ -40,11 +41,12 @@ typedef struct gen_args {
     long n, tp, threads, ctx, top_k;
     double temp, top_p, min_p, penalty;
     unsigned long long seed;
-    bool json, think, mpi, tp_given;
+    bool json, mpi, tp_given;
+    int think; /* -1: the template's default, 0: --no-think, 1: --think */
 } gen_args;
 
 static int parse(int argc, char **argv, gen_args *a) {
-    *a = (gen_args){.n = 64, .tp = 1, .penalty = 1.0, .top_p = 1.0};
+    *a = (gen_args){.n = 64, .tp = 1, .penalty = 1.0, .top_p = 1.0, .think = -1};
     for (int i = 1; i < argc; i++) {
         const char *f = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(f, "--tp")) a->tp_given = true;
@@ -64,7 +66,8 @@ static int parse(int argc, char **argv, gen_args *a) {
             a->stop[a->n_stop++] = argv[++i];
         }
         else if (!strcmp(f, "--json")) a->json = true;
-        else if (!strcmp(f, "--think")) a->think = true;
+        else if (!strcmp(f, "--think")) a->think = 1;
+        else if (!strcmp(f, "--no-think")) a->think = 0;
         else if (!strcmp(f, "--mpi")) a->mpi = true;
         else {
             fprintf(stderr, "wna16 generate: unexpected argument '%s'\n", f);
@@ -89,17 +92,40 @@ static bool stream_out(void *user, const char *text, size_t len) {
     return true;
 }
 
+/* The chat prompt as the server renders it: the same messages, the same
+ * template kwargs (enable_thinking only when asked), the same call. */
+static wna16_status chat_text(wna16_ctx *ctx, wna16_tokenizer *tok, const gen_args *a, char **text) {
+    char *msgs = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&msgs, &len);
+    if (!f) return WNA16_ERR_OUT_OF_MEMORY;
+    fputc('[', f);
+    if (a->system) {
+        fputs("{\"role\": \"system\", \"content\": ", f);
+        cli_print_json_string(f, a->system);
+        fputs("}, ", f);
+    }
+    fputs("{\"role\": \"user\", \"content\": ", f);
+    cli_print_json_string(f, a->chat);
+    fputs("}]", f);
+    fclose(f);
+    wna16_chat_options o;
+    wna16_chat_options_init(&o);
+    o.template_kwargs = a->think < 0 ? NULL
+                        : a->think   ? "{\"enable_thinking\": true}"
+                                     : "{\"enable_thinking\": false}";
+    wna16_status s = wna16_tokenizer_apply_chat_json(ctx, tok, msgs, &o, text);
+    free(msgs);
+    return s;
+}
+
 static wna16_status encode_prompt(wna16_ctx *ctx, wna16_tokenizer *tok, const gen_args *a,
                                   int32_t **ids, size_t *n) {
     if (a->prompt)
         return wna16_tokenizer_encode(ctx, tok, a->prompt, strlen(a->prompt),
                                       WNA16_TOK_ADD_SPECIAL | WNA16_TOK_PARSE_SPECIAL, ids, n);
-    wna16_chat_message msgs[2];
-    size_t k = 0;
-    if (a->system) msgs[k++] = (wna16_chat_message){"system", a->system};
-    msgs[k++] = (wna16_chat_message){"user", a->chat};
     char *text = NULL;
-    wna16_status s = wna16_tokenizer_apply_chat(ctx, tok, msgs, k, true, a->think, &text);
+    wna16_status s = chat_text(ctx, tok, a, &text);
     if (s == WNA16_OK)
         s = wna16_tokenizer_encode(ctx, tok, text, strlen(text), WNA16_TOK_PARSE_SPECIAL, ids, n);
     wna16_free(text);
@@ -180,6 +206,8 @@ int wna16_cmd_generate(int argc, char **argv) {
             print_json(&r, m, load_s);
             printf(", \"tokens\": [");
             for (int64_t i = 0; i < r.generated; i++) printf("%s%d", i ? ", " : "", r.ids[i]);
+            printf("], \"prompt_ids\": [");
+            for (size_t i = 0; i < n_ids; i++) printf("%s%d", i ? ", " : "", ids[i]);
             printf("], \"prompt_tokens\": %lld, \"generated_tokens\": %lld, \"stop_reason\": \"%s\", "
                    "\"tp\": %ld, \"load_seconds\": %.9g, \"prefill_tok_s\": %.9g, \"decode_tok_s\": %.9g, "
                    "\"peak_rss_mib\": %.9g",

@@ -20,8 +20,9 @@ static void quantize_help(FILE *f) {
             "  --actorder static|none            GPTQ column order by decreasing diag(H); groups\n"
             "                                    stay contiguous, no g_idx is written (static)\n"
             "  --dampening F                     GPTQ dampening fraction of mean(diag H) (0.01)\n"
-            "  --calib-random                    calibrate on seeded random token ids (the default;\n"
-            "                                    real text with --calib gives better accuracy)\n"
+            "  --calib-random                    calibrate on seeded random token ids (worse than\n"
+            "                                    RTN on real text; GPTQ without calibration data\n"
+            "                                    is refused unless this is given)\n"
             "  --calib-ids FILE                  calibrate on token ids from FILE (whitespace or\n"
             "                                    comma separated), cut into --seq-len samples\n"
             "  --calib FILE.txt                  calibrate on UTF-8 text, tokenized with the model's\n"
@@ -102,12 +103,15 @@ int wna16_cmd_quantize(int argc, char **argv) {
             }
         } else if (!strcmp(a, "--calib-random")) {
             o.calib_ids = o.calib_text = NULL;
+            o.calib_random = true;
         } else if (!strcmp(a, "--calib-ids") && next) {
             o.calib_ids = argv[++i];
             o.calib_text = NULL;
+            o.calib_random = false;
         } else if (!strcmp(a, "--calib") && next) {
             o.calib_text = argv[++i];
             o.calib_ids = NULL;
+            o.calib_random = false;
         } else if (!strcmp(a, "--seed")) {
             if (!cli_parse_int("--seed", next, 0, 2147483647L, &v)) goto out;
             o.seed = (uint64_t)v;

@@ -5,6 +5,7 @@
 #ifdef WNA16_HAVE_HTTP
 #include "server/requests.h"
 #include "server/http.h"
+#include "server/tool_parse.h"
 
 #include <signal.h>
 #include <stdlib.h>
@@ -13,6 +14,7 @@
 
 typedef struct serve_args {
     const char *dir, *host, *api_key, *name, *tokenizer;
+    const char *tool_parser, *reasoning_parser, *chat_template, *generation_config;
     long port, tp, threads, max_seqs, max_len, batched, max_waiting, blocks;
     double kv_gib, drain_s, max_body_mib;
     bool prefix, mpi, tp_given;
@@ -24,7 +26,10 @@ static void usage(FILE *f) {
             "                   [--max-num-seqs N] [--max-model-len N] [--kv-cache-memory GiB]\n"
             "                   [--api-key KEY] [--served-model-name NAME]\n"
             "                   [--max-num-batched-tokens N] [--no-enable-prefix-caching]\n"
-            "                   [--max-waiting N] [--drain-timeout S] [--tokenizer DIR] [--mpi]\n\n"
+            "                   [--max-waiting N] [--drain-timeout S] [--tokenizer DIR] [--mpi]\n"
+            "                   [--chat-template FILE] [--tool-call-parser NAME]\n"
+            "                   [--enable-auto-tool-choice] [--reasoning-parser qwen3]\n"
+            "                   [--generation-config auto|vllm]\n\n"
             "Serves the model over HTTP as OpenAI's API does: POST /v1/completions and\n"
             "/v1/chat/completions (\"stream\": true for server-sent events), GET /v1/models,\n"
             "/health and /metrics (Prometheus), POST /tokenize and /detokenize. Requests are\n"
@@ -46,6 +51,15 @@ static void usage(FILE *f) {
             "the number of processes, or be left out): rank 0 listens, tokenizes, schedules and\n"
             "samples, and drives the other ranks' slices of every batched step\n"
             "(docs/serving.md). Send SIGTERM to rank 0 (or to mpirun) to drain.\n\n"
+            "Chat: --chat-template FILE replaces the model's Jinja chat template. Tools are\n"
+            "rendered by the template and the reply's calls parsed by --tool-call-parser (hermes,\n"
+            "llama3_json or mistral; by default the one the template shows, else tools are\n"
+            "refused); tool_choice \"required\" or a named function is enforced by constrained\n"
+            "decoding. --enable-auto-tool-choice is accepted for vLLM's command lines (tool_choice\n"
+            "\"auto\" is always on). --reasoning-parser qwen3 returns the <think> block as\n"
+            "reasoning_content. --generation-config auto (the default) applies\n"
+            "generation_config.json's temperature, top_p, top_k, min_p and repetition_penalty\n"
+            "where a request leaves them unset; vllm ignores them.\n\n"
             "example:\n"
             "  wna16 serve --model ./model --port 8000 &\n"
             "  curl http://127.0.0.1:8000/v1/chat/completions -H 'Content-Type: application/json' \\\n"
@@ -77,6 +91,11 @@ static int parse_flag(int argc, char **argv, int *i, serve_args *a) {
     STRF("--api-key", api_key)
     STRF("--served-model-name", name)
     STRF("--tokenizer", tokenizer)
+    STRF("--chat-template", chat_template)
+    STRF("--tool-call-parser", tool_parser)
+    STRF("--reasoning-parser", reasoning_parser)
+    STRF("--generation-config", generation_config)
+    if (!strcmp(f, "--enable-auto-tool-choice")) return 0;
     LONGF("--port", 0, 65535, port)
     if (!strcmp(f, "--tp")) {
         a->tp_given = true;
@@ -114,6 +133,21 @@ static int parse(int argc, char **argv, serve_args *a) {
     }
     if (!a->dir) {
         fprintf(stderr, "wna16 serve: --model DIR is required (see wna16 serve --help)\n");
+        return 2;
+    }
+    if (a->tool_parser && srv_tool_format_from_name(a->tool_parser) < 0) {
+        fprintf(stderr, "wna16 serve: --tool-call-parser %s: expected hermes, llama3_json or "
+                        "mistral\n", a->tool_parser);
+        return 2;
+    }
+    if (a->reasoning_parser && strcmp(a->reasoning_parser, "qwen3")) {
+        fprintf(stderr, "wna16 serve: --reasoning-parser %s: expected qwen3\n", a->reasoning_parser);
+        return 2;
+    }
+    if (a->generation_config && strcmp(a->generation_config, "auto") &&
+        strcmp(a->generation_config, "vllm")) {
+        fprintf(stderr, "wna16 serve: --generation-config %s: expected auto or vllm\n",
+                a->generation_config);
         return 2;
     }
     if (!a->api_key) a->api_key = getenv("WNA16_API_KEY");
@@ -189,8 +223,43 @@ static srv_roofline roofline(const wna16_model *m, const serve_limits *l) {
     return r;
 }
 
+/* --chat-template's text (malloc'd), NULL with a message when unreadable. */
+static char *read_template(const char *path) {
+    FILE *f = fopen(path, "rb");
+    char *text = f ? malloc(4u << 20) : NULL;
+    size_t n = text ? fread(text, 1, (4u << 20) - 1, f) : 0;
+    bool ok = text && !ferror(f) && n < (4u << 20) - 1 && !memchr(text, 0, n);
+    if (f) fclose(f);
+    if (!ok) {
+        fprintf(stderr, "wna16 serve: --chat-template %s: %s\n", path,
+                !f ? "cannot open it" : "not a text file under 4 MiB");
+        free(text);
+        return NULL;
+    }
+    text[n] = '\0';
+    return text;
+}
+
+/* The chat side of the server: the template, the tool-call format (the
+ * flag's, else the one the template shows), reasoning, sampling defaults. */
+static void chat_options(const serve_args *a, const wna16_model *m, const wna16_tokenizer *tok,
+                         const char *tpl, srv_http_options *ho) {
+    ho->chat_template = tpl;
+    ho->tool_format = a->tool_parser ? srv_tool_format_from_name(a->tool_parser)
+                                     : srv_tool_format_detect(tpl ? tpl : wna16_tokenizer_chat_template(tok));
+    ho->reasoning = a->reasoning_parser != NULL;
+    if (!a->generation_config || !strcmp(a->generation_config, "auto"))
+        wna16_model_generation_defaults(m, &ho->gen);
+    ho->gen.set &= ~(unsigned)WNA16_GEN_DO_SAMPLE; /* as vLLM: the five keys only */
+    fprintf(stderr, "wna16 serve: tool-call parser %s%s, reasoning parser %s\n",
+            srv_tool_format_name(ho->tool_format), a->tool_parser ? "" : " (from the template)",
+            a->reasoning_parser ? a->reasoning_parser : "none");
+}
+
 static int run(const serve_args *a, wna16_ctx *ctx, wna16_model *m, wna16_tokenizer *tok,
                const serve_limits *l) {
+    char *tpl = a->chat_template ? read_template(a->chat_template) : NULL;
+    if (a->chat_template && !tpl) return 2;
     srv_engine_options eo = {.max_num_seqs = (int)a->max_seqs,
                              .max_batched_tokens = a->batched,
                              .max_waiting = a->max_waiting,
@@ -200,16 +269,21 @@ static int run(const serve_args *a, wna16_ctx *ctx, wna16_model *m, wna16_tokeni
                              .roofline = roofline(m, l)};
     srv_engine *e = NULL;
     wna16_status s = srv_engine_start(ctx, m, tok, &eo, &e);
-    if (s != WNA16_OK) return cli_fail("serve", ctx, s);
+    if (s != WNA16_OK) {
+        free(tpl);
+        return cli_fail("serve", ctx, s);
+    }
     srv_http_options ho = {.host = a->host, .port = (int)a->port, .api_key = a->api_key,
                            .served_name = a->name, .model_dir = a->dir,
                            .max_body_bytes = (size_t)(a->max_body_mib * 1048576.0),
                            .created = (long long)time(NULL)};
+    chat_options(a, m, tok, tpl, &ho);
     srv_http *h = NULL;
     char err[512];
     if (srv_http_start(&ho, e, tok, wna16_model_vocab_size(m), &h, err, sizeof err)) {
         fprintf(stderr, "wna16 serve: %s\n", err);
         srv_engine_stop(e, 0);
+        free(tpl);
         return 1;
     }
     fprintf(stderr, "wna16 serve: %s as \"%s\", max-model-len %lld, KV cache %.1f MiB%s\n",
@@ -233,6 +307,7 @@ static int run(const serve_args *a, wna16_ctx *ctx, wna16_model *m, wna16_tokeni
     } while (srv_now() < until);
     srv_engine_stop(e, 0);
     srv_http_stop(h);
+    free(tpl);
     fprintf(stderr, "wna16 serve: stopped\n");
     return asked ? 0 : 1;
 }

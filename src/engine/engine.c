@@ -98,8 +98,10 @@ static void engine_release(wna16_engine *e) {
                    e->outs};
     for (size_t i = 0; i < sizeof all / sizeof *all; i++) wna16_free(all[i]);
     wna16_ctx_free(e->ctx);
+    engine_structured_free_all(e);
     pthread_mutex_destroy(&e->mu);
     pthread_mutex_destroy(&e->tok_mu);
+    pthread_mutex_destroy(&e->grammar_mu);
     pthread_cond_destroy(&e->cv);
     wna16_free(e);
 }
@@ -126,6 +128,7 @@ wna16_status wna16_engine_create(wna16_ctx *ctx, wna16_model *m,
     }
     pthread_mutex_init(&e->mu, NULL);
     pthread_mutex_init(&e->tok_mu, NULL);
+    pthread_mutex_init(&e->grammar_mu, NULL);
     pthread_cond_init(&e->cv, NULL);
     e->m = m;
     e->tok = o.tokenizer;
@@ -315,7 +318,7 @@ wna16_status wna16_engine_add_request(wna16_ctx *ctx, wna16_engine *e, const cha
         s = engine_request_new(d, e, request_id, ids, (int64_t)n, &p, on_output, user, &r);
     wna16_free(owned);
     if (s == WNA16_OK) s = enqueue(d, e, r);
-    if (s != WNA16_OK) engine_request_free(r);
+    if (s != WNA16_OK) engine_request_free(e, r);
     return s;
 }
 

@@ -5,6 +5,7 @@
 #define WNA16_ENGINE_INTERNAL_H
 
 #include "generate/generate.h"
+#include "grammar/grammar.h"
 #include "runtime/runtime.h"
 
 #include <pthread.h>
@@ -17,6 +18,8 @@ typedef struct token_counts {
     int32_t *ids, *counts;
     uint32_t cap, n;
 } token_counts;
+
+typedef struct engine_grammar engine_grammar; /* a compiled format, shared (structured.c) */
 
 typedef struct engine_request {
     char *id;
@@ -43,6 +46,13 @@ typedef struct engine_request {
     wna16_buf step_text;
     bool touched; /* has an output this step */
     const char *error;
+    /* structured output and logit bias (structured.c) */
+    engine_grammar *grammar;
+    grammar_matcher *matcher;
+    int32_t *bias_ids;
+    float *bias;
+    size_t n_bias;
+    char grammar_error[WNA16_DETAIL_MAX + 32];
     struct engine_request *next;
 } engine_request;
 
@@ -81,6 +91,14 @@ struct wna16_engine {
     engine_request **touched; /* requests with an output this step */
     size_t n_touched, cap_touched;
     wna16_engine_metrics met; /* under mu */
+    /* structured outputs: the vocabulary (built on first use), compiled
+     * grammars by spec, the step's mask (structured.c) */
+    pthread_mutex_t grammar_mu;
+    grammar_vocab *gvocab;
+    engine_grammar *gcache;
+    size_t n_gcache;
+    uint64_t gcache_clock;
+    uint64_t *gmask;
 };
 
 /* Prompt rows that may ask for logits in one step (prompt logprobs), beyond
@@ -93,7 +111,7 @@ wna16_status engine_request_new(wna16_diag *d, wna16_engine *e, const char *id,
                                 const int32_t *prompt, int64_t n_prompt,
                                 const wna16_sampling_params *params, wna16_output_fn on_output,
                                 void *user, engine_request **out);
-void engine_request_free(engine_request *r);
+void engine_request_free(wna16_engine *e, engine_request *r);
 /* A row of logits for r's next token: penalties, sampling, text, end. */
 void engine_request_sample(wna16_engine *e, engine_request *r, float *logits);
 /* A row of logits for prompt position pos + 1 (prompt logprobs). */
@@ -106,6 +124,19 @@ void engine_request_finish(wna16_engine *e, engine_request *r, wna16_finish_reas
 void engine_touch(wna16_engine *e, engine_request *r);
 /* Builds the step's outputs and calls the callbacks. */
 void engine_emit(wna16_engine *e);
+
+/* structured.c */
+/* The request's logit bias and format (compiled, or taken from the cache). */
+wna16_status engine_structured_setup(wna16_diag *d, wna16_engine *e, engine_request *r,
+                                     const wna16_sampling_params *p);
+void engine_structured_release(wna16_engine *e, engine_request *r);
+/* Adds the bias and masks the tokens the format refuses: NULL, or why the
+ * matcher failed. */
+const char *engine_structured_mask(wna16_engine *e, engine_request *r, float *logits);
+/* Advances the format by the sampled token; *finished once nothing but the
+ * end is possible. NULL, or why not. */
+const char *engine_structured_accept(engine_request *r, int32_t id, bool *finished);
+void engine_structured_free_all(wna16_engine *e);
 
 /* scheduler.c */
 /* One step: aborts, admission, the batched forward, sampling, outputs.

@@ -106,6 +106,7 @@ wna16_status engine_request_new(wna16_diag *d, wna16_engine *e, const char *id,
     r->toks = wna16_malloc((size_t)r->cap_toks * sizeof *r->toks);
     wna16_status s = r->id && r->toks ? copy_rules(d, e, r, params)
                                       : wna16_fail(d, WNA16_ERR_OUT_OF_MEMORY, "request");
+    if (s == WNA16_OK) s = engine_structured_setup(d, e, r, params);
     if (s == WNA16_OK) {
         memcpy(r->toks, prompt, (size_t)n_prompt * sizeof *r->toks);
         r->n_toks = n_prompt;
@@ -113,15 +114,16 @@ wna16_status engine_request_new(wna16_diag *d, wna16_engine *e, const char *id,
         if (s != WNA16_OK) s = wna16_fail(d, s, "%s", wna16_ctx_error(e->ctx));
     }
     if (s != WNA16_OK) {
-        engine_request_free(r);
+        engine_request_free(e, r);
         return s;
     }
     *out = r;
     return WNA16_OK;
 }
 
-void engine_request_free(engine_request *r) {
+void engine_request_free(wna16_engine *e, engine_request *r) {
     if (!r) return;
+    engine_structured_release(e, r);
     for (size_t i = 0; i < r->rules.n_stop; i++) wna16_free(r->rules.stop[i]);
     wna16_free(r->rules.stop);
     wna16_free((void *)r->rules.stop_ids);
@@ -202,9 +204,24 @@ void engine_request_sample(wna16_engine *e, engine_request *r, float *logits) {
     if (want_lp) memcpy(e->scratch, logits, (size_t)e->vocab * sizeof *logits);
     for (size_t i = 0; i < e->n_masked; i++) logits[e->masked[i]] = -INFINITY;
     apply_penalties(r, logits, e->vocab);
-    int32_t id = wna16_sample(&r->params.sampler, logits, e->vocab, r->toks, (size_t)r->n_toks,
-                              &r->rng);
+    const char *why = engine_structured_mask(e, r, logits);
+    int32_t id = why ? -1
+                     : wna16_sample(&r->params.sampler, logits, e->vocab, r->toks,
+                                    (size_t)r->n_toks, &r->rng);
     engine_touch(e, r);
+    bool format_done = false;
+    if (id >= 0) why = engine_structured_accept(r, id, &format_done);
+    if (why) {
+        r->out.finish = WNA16_FINISH_ERROR;
+        r->error = why;
+        return;
+    }
+    if (id < 0 && r->matcher) {
+        r->out.finish = WNA16_FINISH_ERROR;
+        r->error = "sampling failed: no token the output format allows has a finite logit "
+                   "(a logit_bias of -100 on every one of them?)";
+        return;
+    }
     if (id < 0 ||
         !fit((void **)&r->toks, (size_t *)&r->cap_toks, (size_t)r->n_toks + 1, sizeof *r->toks) ||
         !fit((void **)&r->step_ids, &r->cap_step, r->n_step + 1, sizeof *r->step_ids) ||
@@ -224,6 +241,9 @@ void engine_request_sample(wna16_engine *e, engine_request *r, float *logits) {
     if (wna16_output_push(e->ctx, &r->out, id, e->context - r->n_toks) != WNA16_OK) {
         r->out.finish = WNA16_FINISH_ERROR;
         r->error = "detokenization failed";
+    } else if (format_done && !r->out.finish) {
+        /* the format is complete: nothing but its end could follow */
+        wna16_output_end(e->ctx, &r->out, grammar_vocab_is_stop(e->gvocab, id) ? id : -1);
     }
 }
 

@@ -38,7 +38,7 @@ static void begin_step(wna16_engine *e) {
     while (e->retired) {
         engine_request *r = e->retired;
         e->retired = r->next;
-        engine_request_free(r);
+        engine_request_free(e, r);
     }
 }
 

@@ -45,6 +45,9 @@ void wna16_output_free(wna16_output *o);
 /* Takes one sampled token; context_left: positions the sequence may still
  * grow by after it. Sets o->finish when it ended the sequence. */
 wna16_status wna16_output_push(wna16_ctx *ctx, wna16_output *o, int32_t id, int64_t context_left);
+/* Ends the sequence now (finish "stop"; stop_token the id that ended it,
+ * or -1), its held text released. */
+wna16_status wna16_output_end(wna16_ctx *ctx, wna16_output *o, int32_t stop_token);
 /* Text ready to hand out (all of it once finished); marks it released. */
 void wna16_output_take(wna16_output *o, const char **text, size_t *len);
 

@@ -96,6 +96,12 @@ wna16_status wna16_output_push(wna16_ctx *ctx, wna16_output *o, int32_t id, int6
     return WNA16_OK;
 }
 
+wna16_status wna16_output_end(wna16_ctx *ctx, wna16_output *o, int32_t stop_token) {
+    o->finish = WNA16_FINISH_STOP;
+    o->stop_token = stop_token;
+    return flush(ctx, o);
+}
+
 void wna16_output_take(wna16_output *o, const char **text, size_t *len) {
     size_t ready = o->text.len;
     if (!o->finish) ready = ready > o->hold ? ready - o->hold : 0;

@@ -16,60 +16,6 @@
 #define INLINE_MAX   4096   /* NFA size up to which a non-recursive rule is inlined */
 #define SIZE_SATURATE 0x3fffffff
 
-/* ---------------------------------------------------------------- UTF-8 */
-
-size_t grammar_utf8_encode(uint32_t cp, uint8_t *o) {
-    if (cp < 0x80) {
-        o[0] = (uint8_t)cp;
-        return 1;
-    }
-    if (cp < 0x800) {
-        o[0] = (uint8_t)(0xC0 | cp >> 6);
-        o[1] = (uint8_t)(0x80 | (cp & 0x3F));
-        return 2;
-    }
-    if (cp < 0x10000) {
-        if (cp >= 0xD800 && cp <= 0xDFFF) return 0;
-        o[0] = (uint8_t)(0xE0 | cp >> 12);
-        o[1] = (uint8_t)(0x80 | (cp >> 6 & 0x3F));
-        o[2] = (uint8_t)(0x80 | (cp & 0x3F));
-        return 3;
-    }
-    if (cp > 0x10FFFF) return 0;
-    o[0] = (uint8_t)(0xF0 | cp >> 18);
-    o[1] = (uint8_t)(0x80 | (cp >> 12 & 0x3F));
-    o[2] = (uint8_t)(0x80 | (cp >> 6 & 0x3F));
-    o[3] = (uint8_t)(0x80 | (cp & 0x3F));
-    return 4;
-}
-
-size_t grammar_utf8_decode(const uint8_t *s, size_t n, uint32_t *cp) {
-    if (!n) return 0;
-    uint8_t c = s[0];
-    size_t len;
-    uint32_t v, min;
-    if (c < 0x80) {
-        *cp = c;
-        return 1;
-    } else if (c >= 0xC2 && c <= 0xDF) {
-        len = 2, v = c & 0x1F, min = 0x80;
-    } else if (c >= 0xE0 && c <= 0xEF) {
-        len = 3, v = c & 0x0F, min = 0x800;
-    } else if (c >= 0xF0 && c <= 0xF4) {
-        len = 4, v = c & 0x07, min = 0x10000;
-    } else {
-        return 0;
-    }
-    if (n < len) return 0;
-    for (size_t i = 1; i < len; i++) {
-        if ((s[i] & 0xC0) != 0x80) return 0;
-        v = v << 6 | (s[i] & 0x3F);
-    }
-    if (v < min || v > 0x10FFFF || (v >= 0xD800 && v <= 0xDFFF)) return 0;
-    *cp = v;
-    return len;
-}
-
 /* ------------------------------------------------------------------ NFA */
 
 typedef struct compiler {
@@ -534,4 +480,21 @@ wna16_status grammar_from_ast(wna16_diag *d, gx_ast *ast, const char *root_name,
     }
     *out = g;
     return WNA16_OK;
+}
+
+void grammar_free(grammar *g) {
+    if (!g) return;
+    if (g->posinfo) {
+        for (size_t s = 0; s < g->n_states; s++) grammar_posinfo_free(g->posinfo[s]);
+    }
+    wna16_free(g->posinfo);
+    if (g->lock_ready) pthread_mutex_destroy(&g->lock);
+    for (size_t r = 0; g->rule_name && r < g->n_rules; r++) wna16_free(g->rule_name[r]);
+    wna16_free(g->rule_name);
+    wna16_free(g->rule_start);
+    wna16_free(g->flags);
+    wna16_free(g->next);
+    wna16_free(g->call_off);
+    wna16_free(g->calls);
+    wna16_free(g);
 }

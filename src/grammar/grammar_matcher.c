@@ -474,9 +474,20 @@ wna16_status grammar_matcher_fill_mask(wna16_diag *d, grammar_matcher *m, uint64
     return WNA16_OK;
 }
 
+/* A word at a time: whole words allowed (inside a string, most of them)
+ * or refused (most of them elsewhere) cost one test each. */
 void grammar_mask_apply(const uint64_t *mask, float *logits, size_t n) {
-    for (size_t i = 0; i < n; i++)
-        if (!(mask[i >> 6] >> (i & 63) & 1)) logits[i] = -INFINITY;
+    for (size_t w = 0; w * 64 < n; w++) {
+        uint64_t bits = mask[w];
+        size_t base = w * 64, end = n - base < 64 ? n - base : 64;
+        if (bits == UINT64_MAX && end == 64) continue;
+        if (!bits) {
+            for (size_t i = 0; i < end; i++) logits[base + i] = -INFINITY;
+            continue;
+        }
+        for (size_t i = 0; i < end; i++)
+            if (!(bits >> i & 1)) logits[base + i] = -INFINITY;
+    }
 }
 
 wna16_status grammar_matcher_accept(wna16_diag *d, grammar_matcher *m, int32_t token) {

@@ -38,61 +38,6 @@ static void limits_resolve(const grammar_limits *in, grammar_limits *out) {
 #undef TAKE
 }
 
-void grammar_free(grammar *g) {
-    if (!g) return;
-    if (g->posinfo) {
-        for (size_t s = 0; s < g->n_states; s++) grammar_posinfo_free(g->posinfo[s]);
-    }
-    wna16_free(g->posinfo);
-    if (g->lock_ready) pthread_mutex_destroy(&g->lock);
-    for (size_t r = 0; g->rule_name && r < g->n_rules; r++) wna16_free(g->rule_name[r]);
-    wna16_free(g->rule_name);
-    wna16_free(g->rule_start);
-    wna16_free(g->flags);
-    wna16_free(g->next);
-    wna16_free(g->call_off);
-    wna16_free(g->calls);
-    wna16_free(g);
-}
-
-/* ------------------------------------------------------------- literals */
-
-void gbnf_put_cp(wna16_buf *out, uint32_t cp, bool in_class) {
-    char tmp[16];
-    if (cp == '"' || cp == '\\' || (in_class && (cp == ']' || cp == '[' || cp == '-' || cp == '^'))) {
-        tmp[0] = '\\';
-        tmp[1] = (char)cp;
-        wna16_buf_put(out, tmp, 2);
-    } else if (cp < 0x20 || cp == 0x7F) {
-        snprintf(tmp, sizeof tmp, "\\x%02X", (unsigned)cp);
-        wna16_buf_put(out, tmp, 4);
-    } else {
-        uint8_t u[4];
-        size_t n = grammar_utf8_encode(cp, u);
-        if (!n) {
-            snprintf(tmp, sizeof tmp, "\\U%08X", (unsigned)cp);
-            wna16_buf_put(out, tmp, 10);
-        } else {
-            wna16_buf_put(out, (const char *)u, n);
-        }
-    }
-}
-
-void grammar_gbnf_literal(wna16_buf *out, const char *text, size_t len) {
-    wna16_buf_put(out, "\"", 1);
-    for (size_t i = 0; i < len;) {
-        uint32_t cp;
-        size_t n = grammar_utf8_decode((const uint8_t *)text + i, len - i, &cp);
-        if (!n) { /* not UTF-8: the byte as a code point keeps the text parseable */
-            cp = (uint8_t)text[i];
-            n = 1;
-        }
-        gbnf_put_cp(out, cp, false);
-        i += n;
-    }
-    wna16_buf_put(out, "\"", 1);
-}
-
 /* -------------------------------------------------------------- builder */
 
 static wna16_status b_keep(grammar_builder *b, wna16_diag *d, wna16_status st) {

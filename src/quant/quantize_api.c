@@ -61,7 +61,14 @@ static wna16_status map_options(wna16_diag *d, const wna16_quantize_options *o,
                                .max_shard_bytes = o->max_shard_bytes,
                                .skip_indivisible = o->skip_indivisible};
     WNA16_TRY(map_scheme(d, o->scheme, q));
-    return map_method(d, o, q);
+    WNA16_TRY(map_method(d, o, q));
+    if (q->gptq && q->calib_random && !o->calib_random)
+        return wna16_fail(d, WNA16_ERR_INVALID_ARGUMENT,
+                          "quantize: GPTQ needs calibration data: on random token ids it comes "
+                          "out worse than round-to-nearest; pass text in the model's domain "
+                          "(--calib FILE.txt), or --method rtn, or --calib-random to calibrate "
+                          "on random ids anyway");
+    return WNA16_OK;
 }
 
 void wna16_quantize_options_init(wna16_quantize_options *o) {

@@ -5,7 +5,7 @@
  * errors for everything refused. */
 #include "server/http.h"
 
-#include "server/api.h"
+#include "server/openai.h"
 #include "server/pages.h"
 
 #include <microhttpd.h>
@@ -21,14 +21,19 @@
 struct srv_http {
     struct MHD_Daemon *daemon;
     srv_engine *e;
-    wna16_tokenizer *tok;
-    pthread_mutex_t tok_mu; /* encode and chat templates: one HTTP thread at a time */
+    srv_api api; /* what the OpenAI endpoints share (openai.h) */
     srv_http_options o;
     int64_t vocab, context;
     atomic_bool draining;
     atomic_int in_flight;
     atomic_uint_fast64_t next_id;
 };
+
+typedef struct stream_state {
+    srv_call *k;
+    const char *data; /* the call's events, valid until its next call */
+    size_t len, off;
+} stream_state;
 
 typedef struct conn {
     char *body;
@@ -81,339 +86,40 @@ static enum MHD_Result send_page(struct MHD_Connection *c, const srv_page *p) {
     return ok;
 }
 
-/* ------------------------------------------------------- contexts */
-
-/* The HTTP thread's library context, made on its first call and freed when
- * the thread ends: tokenizing and decoding (every logprob token has its text
- * decoded) need a context for their errors, and one per call was a malloc
- * and free per token. NULL without memory. */
-static pthread_key_t ctx_key;
-static pthread_once_t ctx_once = PTHREAD_ONCE_INIT;
-static bool ctx_key_ok;
-
-static void ctx_free(void *ctx) { wna16_ctx_free(ctx); }
-static void ctx_key_init(void) { ctx_key_ok = !pthread_key_create(&ctx_key, ctx_free); }
-
-static wna16_ctx *thread_ctx(void) {
-    pthread_once(&ctx_once, ctx_key_init);
-    if (!ctx_key_ok) return NULL;
-    wna16_ctx *ctx = pthread_getspecific(ctx_key);
-    if (ctx) return ctx;
-    if (wna16_ctx_create(&ctx) != WNA16_OK) return NULL;
-    if (pthread_setspecific(ctx_key, ctx)) {
-        wna16_ctx_free(ctx);
-        return NULL;
-    }
-    return ctx;
-}
-
-/* --------------------------------------------------------------- tokens */
-
-static char *token_text(srv_http *h, int32_t id) {
-    char *t = NULL;
-    wna16_ctx *ctx = thread_ctx();
-    if (!ctx) return strdup("");
-    if (wna16_tokenizer_decode(ctx, h->tok, &id, 1, false, &t, NULL) != WNA16_OK) t = NULL;
-    char *s = strdup(t ? t : "");
-    wna16_free(t);
-    return s;
-}
-
-/* Text to ids under the tokenizer lock; 400 with err for bad UTF-8. */
-static int encode(srv_http *h, const char *text, bool special, int32_t **ids, int64_t *n,
-                  char *err) {
-    wna16_ctx *ctx = thread_ctx();
-    if (!ctx) return 503;
-    size_t k = 0;
-    int32_t *out = NULL;
-    pthread_mutex_lock(&h->tok_mu);
-    wna16_status s = wna16_tokenizer_encode(ctx, h->tok, text, strlen(text),
-                                            special ? WNA16_TOK_ADD_SPECIAL | WNA16_TOK_PARSE_SPECIAL
-                                                    : WNA16_TOK_PARSE_SPECIAL,
-                                            &out, &k);
-    pthread_mutex_unlock(&h->tok_mu);
-    if (s != WNA16_OK) {
-        snprintf(err, SRV_ERR_MAX, "%s", wna16_ctx_error(ctx));
-        return 400;
-    }
-    *ids = malloc((k ? k : 1) * sizeof **ids);
-    if (!*ids) {
-        wna16_free(out);
-        return 503;
-    }
-    if (k) memcpy(*ids, out, k * sizeof **ids);
-    wna16_free(out);
-    *n = (int64_t)k;
-    return 0;
-}
-
-/* The model's chat prompt for messages, encoded. */
-static int chat_prompt(srv_http *h, const json_t *body, bool add_gen, int32_t **ids, int64_t *n,
-                       char *err) {
-    wna16_chat_message *msgs = NULL;
-    size_t nm = 0;
-    int rc = srv_parse_messages(body, &msgs, &nm, err);
-    char *text = NULL;
-    if (!rc) {
-        wna16_ctx *ctx = thread_ctx();
-        if (!ctx) rc = 503;
-        pthread_mutex_lock(&h->tok_mu);
-        if (!rc && wna16_tokenizer_apply_chat(ctx, h->tok, msgs, nm, add_gen, true, &text) !=
-                       WNA16_OK) {
-            snprintf(err, SRV_ERR_MAX, "%s", wna16_ctx_error(ctx));
-            rc = 400;
-        }
-        pthread_mutex_unlock(&h->tok_mu);
-    }
-    srv_messages_free(msgs, nm);
-    if (!rc) rc = encode(h, text, false, ids, n, err);
-    wna16_free(text);
-    return rc;
-}
-
-/* ------------------------------------------------------------- logprobs */
-
-/* One token of completions' logprobs; lp NULL for a prompt's first token
- * (nothing predicts it: null logprob and top, as vLLM). text_offset counts
- * the bytes of the tokens before it in the returned text. */
-static void completion_token(srv_http *h, json_t *a[4], int32_t id, const srv_logprob *lp,
-                             size_t *offset) {
-    char *t = token_text(h, id);
-    json_array_append_new(a[0], json_string(t));
-    json_array_append_new(a[1], lp ? json_real(lp->logprob) : json_null());
-    json_t *top = lp ? json_object() : json_null();
-    for (int k = 0; lp && k < lp->n_top; k++) {
-        char *tt = token_text(h, lp->top_ids[k]);
-        json_object_set_new(top, tt, json_real(lp->top_logprobs[k]));
-        free(tt);
-    }
-    json_array_append_new(a[2], top);
-    json_array_append_new(a[3], json_integer((json_int_t)*offset));
-    *offset += strlen(t);
-    free(t);
-}
-
-/* The prompt's tokens first when it was scored (echo), then the generated. */
-static json_t *completion_logprobs(srv_http *h, const srv_request *r, bool with_prompt,
-                                   const srv_logprob *lp, int64_t n, size_t *offset) {
-    json_t *a[4] = {json_array(), json_array(), json_array(), json_array()};
-    for (int64_t t = 0; with_prompt && t < r->n_prompt; t++)
-        completion_token(h, a, r->prompt[t], t ? &r->prompt_lps[t] : NULL, offset);
-    for (int64_t i = 0; i < n; i++) completion_token(h, a, lp[i].id, &lp[i], offset);
-    return json_pack("{s:o, s:o, s:o, s:o}", "tokens", a[0], "token_logprobs", a[1],
-                     "top_logprobs", a[2], "text_offset", a[3]);
-}
-
-static json_t *chat_logprobs(srv_http *h, const srv_logprob *lp, int64_t n) {
-    json_t *content = json_array();
-    for (int64_t i = 0; i < n; i++) {
-        char *t = token_text(h, lp[i].id);
-        json_t *top = json_array();
-        for (int k = 0; k < lp[i].n_top; k++) {
-            char *tt = token_text(h, lp[i].top_ids[k]);
-            json_array_append_new(top, json_pack("{s:s, s:f}", "token", tt, "logprob",
-                                                 (double)lp[i].top_logprobs[k]));
-            free(tt);
-        }
-        json_array_append_new(content, json_pack("{s:s, s:f, s:o}", "token", t, "logprob",
-                                                 (double)lp[i].logprob, "top_logprobs", top));
-        free(t);
-    }
-    return json_pack("{s:o}", "content", content);
-}
-
-/* The logprobs of tokens not yet reported (NULL when none were asked);
- * with_prompt: the scored prompt's before them. *offset: completions'
- * text_offset of the next token. */
-static json_t *take_logprobs(srv_http *h, srv_request *r, bool chat, bool with_prompt,
-                             size_t *offset) {
-    if (r->params.top_logprobs < 0) return NULL;
-    pthread_mutex_lock(&r->mu);
-    int64_t from = r->lps_taken, n = r->n_lps - from;
-    srv_logprob *copy = malloc((size_t)(n > 0 ? n : 1) * sizeof *copy);
-    if (copy && n > 0) memcpy(copy, r->lps + from, (size_t)n * sizeof *copy);
-    r->lps_taken = r->n_lps;
-    pthread_mutex_unlock(&r->mu);
-    json_t *j = !copy  ? NULL
-                : chat ? chat_logprobs(h, copy, n)
-                       : completion_logprobs(h, r, with_prompt, copy, n, offset);
-    free(copy);
-    return j;
-}
-
 /* ------------------------------------------------------------- requests */
-
-typedef struct call {
-    srv_http *h;
-    srv_request *r;
-    bool chat, stream, usage;
-    char id[48];
-    long long created;
-    char *echo; /* completions with echo: the prompt's text */
-    bool echo_pending; /* streamed echo waiting for the prompt's logprobs */
-    size_t text_offset; /* completions' logprobs: bytes of text before the next token */
-    /* streaming */
-    char *out;
-    size_t out_len, out_off;
-    bool sent_role, finished;
-} call;
-
-static json_t *usage_json(const srv_request *r) {
-    return json_pack("{s:I, s:I, s:I, s:{s:I}}", "prompt_tokens", (json_int_t)r->n_prompt,
-                     "completion_tokens", (json_int_t)r->completion_tokens, "total_tokens",
-                     (json_int_t)(r->n_prompt + r->completion_tokens), "prompt_tokens_details",
-                     "cached_tokens", (json_int_t)r->cached_tokens);
-}
-
-static const char *finish_reason(const srv_request *r) {
-    return !strcmp(r->finish_reason, "length") ? "length" : "stop";
-}
-
-static json_t *envelope(const call *k, const char *object, json_t *choice) {
-    return json_pack("{s:s, s:s, s:I, s:s, s:[o]}", "id", k->id, "object", object, "created",
-                     (json_int_t)k->created, "model", k->h->o.served_name, "choices", choice);
-}
-
-/* Waits for the whole reply and sends it. */
-static enum MHD_Result reply_whole(struct MHD_Connection *c, call *k) {
-    srv_request *r = k->r;
-    char *all = strdup(k->echo ? k->echo : "");
-    size_t len = strlen(all);
-    for (bool done = false; !done && all;) {
-        char *t;
-        size_t n;
-        done = srv_request_wait(r, 1.0, &t, &n);
-        if (t) {
-            char *p = realloc(all, len + n + 1);
-            if (p) memcpy(p + len, t, n), len += n, p[len] = '\0';
-            all = p;
-            free(t);
-        }
-    }
-    if (!all) return send_error(c, 503, "out of memory");
-    enum MHD_Result ok;
-    if (!strcmp(r->finish_reason, "error") || !strcmp(r->finish_reason, "abort")) {
-        ok = send_error(c, !strcmp(r->finish_reason, "abort") ? 503 : 500,
-                        r->error[0] ? r->error : "generation failed");
-    } else {
-        json_t *lp = take_logprobs(k->h, r, k->chat, r->params.prompt_logprobs, &k->text_offset);
-        json_t *choice =
-            k->chat ? json_pack("{s:i, s:{s:s, s:s}, s:o, s:s}", "index", 0, "message", "role",
-                                "assistant", "content", all, "logprobs", lp ? lp : json_null(),
-                                "finish_reason", finish_reason(r))
-                    : json_pack("{s:i, s:s, s:o, s:s}", "index", 0, "text", all, "logprobs",
-                                lp ? lp : json_null(), "finish_reason", finish_reason(r));
-        json_t *j = envelope(k, k->chat ? "chat.completion" : "text_completion", choice);
-        json_object_set_new(j, "usage", usage_json(r));
-        ok = send_json(c, 200, j);
-    }
-    free(all);
-    return ok;
-}
-
-/* Appends "data: <json>\n\n" to the stream's buffer. */
-static void sse(call *k, json_t *j) {
-    char *s = json_dumps(j, JSON_COMPACT | JSON_ENSURE_ASCII);
-    json_decref(j);
-    if (!s) return;
-    size_t n = strlen(s);
-    char *p = realloc(k->out, k->out_len + n + 9);
-    if (p) {
-        k->out = p;
-        k->out_len += (size_t)sprintf(p + k->out_len, "data: %s\n\n", s);
-    }
-    free(s);
-}
-
-static json_t *chunk(call *k, const char *text, const char *reason, json_t *lp) {
-    json_t *choice;
-    if (k->chat) {
-        json_t *delta = json_object();
-        if (!k->sent_role) json_object_set_new(delta, "role", json_string("assistant"));
-        if (text) json_object_set_new(delta, "content", json_string(text));
-        k->sent_role = true;
-        choice = json_pack("{s:i, s:o, s:o, s:o}", "index", 0, "delta", delta, "logprobs",
-                           lp ? lp : json_null(), "finish_reason",
-                           reason ? json_string(reason) : json_null());
-    } else {
-        choice = json_pack("{s:i, s:s, s:o, s:o}", "index", 0, "text", text ? text : "",
-                           "logprobs", lp ? lp : json_null(), "finish_reason",
-                           reason ? json_string(reason) : json_null());
-    }
-    return envelope(k, k->chat ? "chat.completion.chunk" : "text_completion", choice);
-}
-
-/* Fills the stream's buffer with the next events (blocking for tokens). */
-static void next_events(call *k) {
-    srv_request *r = k->r;
-    while (!k->out_len && !k->finished) {
-        char *t;
-        size_t n;
-        bool done = srv_request_wait(r, 0.25, &t, &n);
-        if (k->echo_pending && (t || done)) {
-            /* the engine scores the whole prompt before its first token */
-            k->echo_pending = false;
-            sse(k, chunk(k, k->echo, NULL,
-                         completion_logprobs(k->h, r, true, NULL, 0, &k->text_offset)));
-        }
-        if (t || (k->chat && !k->sent_role)) {
-            json_t *lp = take_logprobs(k->h, r, k->chat, false, &k->text_offset);
-            sse(k, chunk(k, t ? t : "", NULL, lp));
-        }
-        free(t);
-        if (!done) continue;
-        k->finished = true;
-        if (!strcmp(r->finish_reason, "error") || !strcmp(r->finish_reason, "abort")) {
-            sse(k, srv_error_json(r->error[0] ? r->error : "generation failed", 500));
-        } else {
-            json_t *last = chunk(k, k->chat ? NULL : "", finish_reason(r), NULL);
-            sse(k, last);
-            if (k->usage) {
-                json_t *u = envelope(k, k->chat ? "chat.completion.chunk" : "text_completion",
-                                     json_null());
-                json_object_set_new(u, "choices", json_array());
-                json_object_set_new(u, "usage", usage_json(r));
-                sse(k, u);
-            }
-        }
-        char *p = realloc(k->out, k->out_len + 15);
-        if (p) k->out = p, k->out_len += (size_t)sprintf(p + k->out_len, "data: [DONE]\n\n");
-    }
-}
 
 static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
     (void)pos;
-    call *k = cls;
-    if (k->out_off == k->out_len) {
-        k->out_len = k->out_off = 0;
-        if (k->finished) return MHD_CONTENT_READER_END_OF_STREAM;
-        next_events(k);
-        if (!k->out_len) return MHD_CONTENT_READER_END_OF_STREAM;
+    stream_state *st = cls;
+    if (st->off == st->len) {
+        if (!srv_call_events(st->k, &st->data, &st->len)) return MHD_CONTENT_READER_END_OF_STREAM;
+        st->off = 0;
     }
-    size_t n = k->out_len - k->out_off < max ? k->out_len - k->out_off : max;
-    memcpy(buf, k->out + k->out_off, n);
-    k->out_off += n;
+    size_t n = st->len - st->off < max ? st->len - st->off : max;
+    memcpy(buf, st->data + st->off, n);
+    st->off += n;
     return (ssize_t)n;
 }
 
-/* The response is gone (sent, or the client went away): a request still
- * running is aborted and its blocks freed by the engine. */
-static void call_free(void *cls) {
-    call *k = cls;
-    srv_request_cancel(k->r);
-    srv_request_unref(k->r);
-    free(k->echo);
-    free(k->out);
-    free(k);
+/* The response is gone (sent, or the client went away): sequences still
+ * running are aborted and their blocks freed by the engine. */
+static void stream_free(void *cls) {
+    stream_state *st = cls;
+    srv_call_free(st->k);
+    free(st);
 }
 
-static enum MHD_Result reply_stream(struct MHD_Connection *c, call *k) {
-    if (k->echo && k->r->params.prompt_logprobs) k->echo_pending = true;
-    else if (k->echo) sse(k, chunk(k, k->echo, NULL, NULL));
+static enum MHD_Result reply_stream(struct MHD_Connection *c, srv_call *k) {
+    stream_state *st = calloc(1, sizeof *st);
+    if (!st) {
+        srv_call_free(k);
+        return send_error(c, 503, "out of memory");
+    }
+    st->k = k;
     struct MHD_Response *resp =
-        MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, stream_read, k, call_free);
+        MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, stream_read, st, stream_free);
     if (!resp) {
-        call_free(k);
+        stream_free(st);
         return MHD_NO;
     }
     MHD_add_response_header(resp, "Content-Type", "text/event-stream");
@@ -424,86 +130,36 @@ static enum MHD_Result reply_stream(struct MHD_Connection *c, call *k) {
     return ok;
 }
 
-/* The prompt of a completions or chat body. */
-static int request_prompt(srv_http *h, const json_t *body, bool chat, call *k, srv_request *r,
-                          bool echo, char *err) {
-    if (chat) {
-        const json_t *ag = json_object_get(body, "add_generation_prompt");
-        return chat_prompt(h, body, !json_is_false(ag), &r->prompt, &r->n_prompt, err);
-    }
-    const char *text;
-    int rc = srv_parse_prompt(body, h->vocab, &text, &r->prompt, &r->n_prompt, err);
-    if (!rc && text) rc = encode(h, text, true, &r->prompt, &r->n_prompt, err);
-    if (!rc && echo) {
-        if (text) {
-            k->echo = strdup(text);
-        } else {
-            wna16_ctx *ctx = thread_ctx();
-            char *t = NULL;
-            if (ctx && wna16_tokenizer_decode(ctx, h->tok, r->prompt, (size_t)r->n_prompt, true,
-                                              &t, NULL) == WNA16_OK)
-                k->echo = strdup(t);
-            wna16_free(t);
-        }
-    }
-    return rc;
-}
-
 static enum MHD_Result generate(struct MHD_Connection *c, srv_http *h, const json_t *body,
                                 bool chat) {
     char err[SRV_ERR_MAX] = "";
-    srv_request *r = srv_request_new();
-    call *k = calloc(1, sizeof *k);
-    if (!r || !k) {
-        srv_request_unref(r);
-        free(k);
-        return send_error(c, 503, "out of memory");
-    }
-    k->h = h;
-    k->r = r;
-    k->chat = chat;
-    k->created = (long long)time(NULL);
-    snprintf(k->id, sizeof k->id, "%s-%llx", chat ? "chatcmpl" : "cmpl",
-             (unsigned long long)atomic_fetch_add(&h->next_id, 1) ^ (unsigned long long)k->created << 20);
-    srv_request_info info = {0};
-    int rc = srv_parse_params(body, chat, h->vocab, &info, &r->params, err);
-    if (!rc && info.model && strcmp(info.model, h->o.served_name)) {
-        snprintf(err, sizeof err, "The model `%.100s` does not exist.", info.model);
-        rc = 404;
-    }
-    if (!rc) rc = request_prompt(h, body, chat, k, r, info.echo, err);
-    if (!rc && k->echo && !r->params.prompt_logprobs) k->text_offset = strlen(k->echo);
-    if (!rc && r->params.max_tokens < 0)
-        r->params.max_tokens = chat ? h->context - r->n_prompt : 16;
-    if (!rc && r->params.max_tokens < 1 && !(info.echo && r->params.max_tokens == 0))
-        r->params.max_tokens = 1;
-    if (!rc) rc = srv_engine_submit(h->e, r);
-    if (rc) {
-        if (!err[0]) snprintf(err, sizeof err, "%s", r->error[0] ? r->error : "refused");
-        call_free(k);
-        return send_error(c, rc, err);
-    }
-    k->stream = info.stream;
-    k->usage = info.include_usage;
-    if (k->stream) return reply_stream(c, k);
-    enum MHD_Result ok = reply_whole(c, k);
-    call_free(k);
-    return ok;
+    srv_call *k = NULL;
+    int rc = srv_call_start(&h->api, body, chat, &k, err);
+    if (rc) return send_error(c, rc, err);
+    if (srv_call_streams(k)) return reply_stream(c, k);
+    json_t *j = NULL;
+    int status = srv_call_whole(k, &j);
+    srv_call_free(k);
+    return send_json(c, status, j);
 }
 
+/* vLLM's /tokenize: a prompt, or messages through the chat template
+ * (add_generation_prompt true unless the body says otherwise, as vLLM). */
 static enum MHD_Result tokenize(struct MHD_Connection *c, srv_http *h, const json_t *body) {
     char err[SRV_ERR_MAX] = "";
     int32_t *ids = NULL;
     int64_t n = 0;
     int rc;
     if (json_object_get(body, "messages")) {
-        const json_t *ag = json_object_get(body, "add_generation_prompt");
-        rc = chat_prompt(h, body, json_is_true(ag), &ids, &n, err);
+        srv_request_info info = {0};
+        rc = srv_chat_prompt(&h->api, body, true, &info, &ids, &n, err);
+        srv_request_info_free(&info);
     } else {
         const json_t *p = json_object_get(body, "prompt");
         const json_t *add = json_object_get(body, "add_special_tokens");
-        rc = json_is_string(p) ? encode(h, json_string_value(p), !json_is_false(add), &ids, &n, err)
-                               : (snprintf(err, sizeof err, "'prompt' must be a string"), 400);
+        rc = json_is_string(p)
+                 ? srv_encode(&h->api, json_string_value(p), !json_is_false(add), &ids, &n, err)
+                 : (snprintf(err, sizeof err, "'prompt' must be a string"), 400);
     }
     if (rc) {
         free(ids);
@@ -534,12 +190,12 @@ static enum MHD_Result detokenize(struct MHD_Connection *c, srv_http *h, const j
         }
         ids[i] = (int32_t)json_integer_value(x);
     }
-    wna16_ctx *ctx = thread_ctx();
+    wna16_ctx *ctx = srv_thread_ctx();
     char *text = NULL;
     enum MHD_Result ok;
     if (!ctx) {
         ok = send_error(c, 503, "out of memory");
-    } else if (wna16_tokenizer_decode(ctx, h->tok, ids, n, false, &text, NULL) != WNA16_OK) {
+    } else if (wna16_tokenizer_decode(ctx, h->api.tok, ids, n, false, &text, NULL) != WNA16_OK) {
         ok = send_error(c, 400, wna16_ctx_error(ctx));
     } else {
         ok = send_json(c, 200, json_pack("{s:s}", "prompt", text));
@@ -614,6 +270,8 @@ static enum MHD_Result route(struct MHD_Connection *c, srv_http *h, const char *
     if (get && srv_page_find(url, &page)) return send_page(c, &page);
     if (!authorized(c, h)) return send_error(c, 401, "Unauthorized: a valid API key is required");
     if (get && !strcmp(url, "/v1/models")) return models(c, h);
+    if (get && !strcmp(url, "/version"))
+        return send_json(c, 200, json_pack("{s:s}", "version", wna16_version()));
     if (get && !strcmp(url, "/metrics")) {
         char *m = srv_engine_metrics(h->e);
         if (!m) return send_error(c, 503, "out of memory");
@@ -696,10 +354,13 @@ int srv_http_start(const srv_http_options *o, srv_engine *e, wna16_tokenizer *to
     }
     h->o = *o;
     h->e = e;
-    h->tok = tok;
     h->vocab = vocab;
     h->context = srv_engine_context(e);
-    pthread_mutex_init(&h->tok_mu, NULL);
+    h->api = (srv_api){.e = e, .tok = tok, .vocab = vocab, .context = h->context,
+                       .served_name = o->served_name, .chat_template = o->chat_template,
+                       .tool_format = o->tool_format, .reasoning = o->reasoning,
+                       .gen = o->gen};
+    pthread_mutex_init(&h->api.tok_mu, NULL);
     unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION |
                      MHD_USE_ERROR_LOG | (ai->ai_family == AF_INET6 ? MHD_USE_IPv6 : 0);
     h->daemon = MHD_start_daemon(flags, (uint16_t)o->port, NULL, NULL, handle, h,
@@ -711,7 +372,7 @@ int srv_http_start(const srv_http_options *o, srv_engine *e, wna16_tokenizer *to
         snprintf(err, err_len, "cannot listen on %s:%d (in use, or not an address of this host); "
                                "pick another --port or --host",
                  o->host, o->port);
-        pthread_mutex_destroy(&h->tok_mu);
+        pthread_mutex_destroy(&h->api.tok_mu);
         free(h);
         return 1;
     }
@@ -731,6 +392,6 @@ int srv_http_in_flight(const srv_http *h) { return atomic_load(&h->in_flight); }
 void srv_http_stop(srv_http *h) {
     if (!h) return;
     MHD_stop_daemon(h->daemon);
-    pthread_mutex_destroy(&h->tok_mu);
+    pthread_mutex_destroy(&h->api.tok_mu);
     free(h);
 }

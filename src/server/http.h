@@ -16,6 +16,10 @@ typedef struct srv_http_options {
     const char *model_dir;
     size_t max_body_bytes;
     long long created;
+    const char *chat_template;     /* --chat-template text, or NULL: the model's */
+    int tool_format;               /* WNA16_TOOLS_*, or -1: requests with tools are refused */
+    bool reasoning;                /* --reasoning-parser qwen3 */
+    wna16_generation_defaults gen; /* generation_config.json's sampling defaults (none: set 0) */
 } srv_http_options;
 
 /* Listens; 0, or 1 with a message in err. */

@@ -52,7 +52,9 @@ srv_request *srv_request_new(void) {
     pthread_mutex_init(&r->mu, NULL);
     pthread_cond_init(&r->cv, NULL);
     r->refs = 1;
-    r->params.top_logprobs = -1;
+    r->params.top_logprobs = r->params.prompt_logprobs_k = -1;
+    r->params.skip_special = true;
+    r->stop_token = -1;
     wna16_sampler_options_init(&r->params.sampler);
     return r;
 }
@@ -61,6 +63,11 @@ static void params_free(srv_params *p) {
     for (size_t i = 0; i < p->n_stop; i++) free(p->stop[i]);
     free(p->stop);
     free(p->stop_ids);
+    free(p->structured_spec);
+    for (size_t i = 0; i < p->n_choices; i++) free(p->choices[i]);
+    free(p->choices);
+    free(p->bias_ids);
+    free(p->bias);
 }
 
 void srv_request_unref(srv_request *r) {
@@ -205,6 +212,9 @@ static void on_output(void *user, const wna16_request_output *out) {
     if (finished) {
         r->done = true;
         r->finish_reason = wna16_finish_reason_str(out->finish_reason);
+        if (out->stop_str) snprintf(r->stop_str, sizeof r->stop_str, "%s", out->stop_str);
+        for (size_t i = 0; out->stop_token >= 0 && i < r->params.n_stop_ids; i++)
+            if (r->params.stop_ids[i] == out->stop_token) r->stop_token = out->stop_token;
         if (out->error && out->error[0]) snprintf(r->error, sizeof r->error, "%s", out->error);
     }
     pthread_cond_broadcast(&r->cv);
@@ -239,7 +249,14 @@ int srv_engine_submit(srv_engine *e, srv_request *r) {
     p.ignore_eos = q->ignore_eos;
     p.logprobs = q->top_logprobs;
     p.prompt_logprobs = q->prompt_logprobs ? q->top_logprobs : -1;
-    if (q->prompt_logprobs) {
+    if (q->prompt_logprobs_k > p.prompt_logprobs) p.prompt_logprobs = q->prompt_logprobs_k;
+    p.skip_special_tokens = q->skip_special;
+    p.include_stop_str_in_output = q->include_stop;
+    p.structured = q->structured;
+    p.logit_bias_ids = q->bias_ids;
+    p.logit_bias = q->bias;
+    p.n_logit_bias = q->n_bias;
+    if (p.prompt_logprobs >= 0) {
         r->prompt_lps = calloc((size_t)r->n_prompt, sizeof *r->prompt_lps);
         if (!r->prompt_lps) return 503;
     }

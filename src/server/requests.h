@@ -38,6 +38,16 @@ typedef struct srv_params {
     int64_t min_tokens; /* no EOS, stop id or stop string ends it before this many */
     int top_logprobs; /* < 0: no logprobs; else the chosen token's and this many more */
     bool prompt_logprobs; /* also every prompt token's (completions' echo + logprobs) */
+    int prompt_logprobs_k; /* vLLM's prompt_logprobs field: < 0 none, else the top k */
+    bool skip_special, include_stop;
+    /* the output's format; spec and choices point at the owned copies */
+    wna16_structured_output structured;
+    char *structured_spec;
+    char **choices;
+    size_t n_choices;
+    int32_t *bias_ids; /* logit_bias, owned */
+    float *bias;
+    size_t n_bias;
 } srv_params;
 
 typedef wna16_token_logprob srv_logprob;
@@ -62,6 +72,8 @@ typedef struct srv_request {
     srv_logprob *prompt_lps;
     bool done;
     const char *finish_reason; /* "stop", "length", "abort", "error" */
+    char stop_str[256];        /* the stop string that ended it ("" when none) */
+    int32_t stop_token;        /* the stop_token_ids id that ended it, or -1 */
     char error[256];
     int64_t completion_tokens, cached_tokens;
     double t_submit, t_last;

@@ -143,6 +143,10 @@ void wna16_tokenizer_get_info(const wna16_tokenizer *tok, wna16_tokenizer_info *
     info->chat_format = detect_format(tok);
 }
 
+const char *wna16_tokenizer_chat_template(const wna16_tokenizer *tok) {
+    return tok ? tok->chat_template : NULL;
+}
+
 /* ------------------------------------------------------------ rendering */
 
 static wna16_status check_messages(wna16_diag *d, const wna16_chat_message *m, size_t n) {
@@ -167,15 +171,33 @@ static int set_token(json_t *vars, const wna16_tokenizer *t, const char *key, in
     return s ? json_object_set_new(vars, key, json_string(s)) : 0;
 }
 
-/* The variables transformers' apply_chat_template renders with: messages,
- * tools and documents (None), add_generation_prompt, the special tokens,
- * and our enable_thinking (always given: true renders as if absent in the
- * templates that read it, Qwen3's among them). */
+/* The variables transformers' apply_chat_template renders with, less the
+ * messages: tools and documents (None), add_generation_prompt and the
+ * special tokens. */
+wna16_status tok_chat_vars(wna16_diag *d, const wna16_tokenizer *t, bool gen, json_t **out) {
+    json_t *vars = json_object();
+    int bad = !vars || json_object_set_new(vars, "tools", json_null()) ||
+              json_object_set_new(vars, "documents", json_null()) ||
+              json_object_set_new(vars, "add_generation_prompt", json_boolean(gen)) ||
+              set_token(vars, t, "bos_token", t->bos_id) ||
+              set_token(vars, t, "eos_token", t->eos_id) || set_token(vars, t, "pad_token", t->pad_id);
+    if (bad) {
+        json_decref(vars);
+        return wna16_fail(d, WNA16_ERR_OUT_OF_MEMORY, "apply_chat: out of memory");
+    }
+    *out = vars;
+    return WNA16_OK;
+}
+
+/* The messages (role, content), and our enable_thinking (always given:
+ * true renders as if absent in the templates that read it, Qwen3's among
+ * them). */
 static wna16_status chat_vars(wna16_diag *d, const wna16_tokenizer *t, const wna16_chat_message *m,
                               size_t n, bool gen, bool think, json_t **out) {
-    json_t *vars = json_object(), *msgs = json_array();
-    int bad = !vars || !msgs || json_object_set_new(vars, "messages", msgs);
-    if (!vars || bad) json_decref(msgs);
+    json_t *vars = NULL, *msgs = json_array();
+    WNA16_TRY(tok_chat_vars(d, t, gen, &vars));
+    int bad = !msgs || json_object_set_new(vars, "messages", msgs) ||
+              json_object_set_new(vars, "enable_thinking", json_boolean(think));
     for (size_t i = 0; !bad && i < n; i++) {
         json_t *content = json_string(m[i].content);
         if (!content) {
@@ -186,12 +208,6 @@ static wna16_status chat_vars(wna16_diag *d, const wna16_tokenizer *t, const wna
         bad = json_array_append_new(msgs,
                                     json_pack("{s:s,s:o}", "role", m[i].role, "content", content));
     }
-    bad = bad || json_object_set_new(vars, "tools", json_null()) ||
-          json_object_set_new(vars, "documents", json_null()) ||
-          json_object_set_new(vars, "add_generation_prompt", json_boolean(gen)) ||
-          json_object_set_new(vars, "enable_thinking", json_boolean(think)) ||
-          set_token(vars, t, "bos_token", t->bos_id) ||
-          set_token(vars, t, "eos_token", t->eos_id) || set_token(vars, t, "pad_token", t->pad_id);
     if (bad) {
         json_decref(vars);
         return wna16_fail(d, WNA16_ERR_OUT_OF_MEMORY, "apply_chat: out of memory");

@@ -254,6 +254,10 @@ wna16_status tok_load_config(wna16_diag *d, wna16_tokenizer *t, const char *conf
 /* Reads chat_template.jinja beside t->path, when there is one (it replaces
  * the config's chat_template). */
 wna16_status tok_load_chat_template_file(wna16_diag *d, wna16_tokenizer *t);
+struct json_t;
+/* A chat template's variables but the messages (tok_chat.c): tools and
+ * documents None, add_generation_prompt, the special tokens. */
+wna16_status tok_chat_vars(wna16_diag *d, const wna16_tokenizer *t, bool gen, struct json_t **out);
 /* Refuses a path with no tokenizer.json to read, naming what it is
  * (missing, a GGUF file, a directory without one) and what to do
  * (tok_path.c). */

@@ -1,7 +1,10 @@
 /* Fuzz target (h): an HTTP request body through the server's request
- * parsers (src/server/api.c): JSON text -> srv_parse_params (completions and
- * chat), srv_parse_prompt, srv_parse_messages, as `wna16 serve` runs them on
- * a body that is a JSON object. The first input byte picks the endpoint
+ * parsers (src/server/api.c): JSON text -> srv_parse_params and
+ * srv_parse_extras (completions and chat), srv_parse_prompt_at,
+ * srv_parse_chat_fields, as `wna16 serve` runs them on a body that is a
+ * JSON object; and the raw bytes through the tool-call and reasoning
+ * parsers (src/server/tool_parse.c), whole and streamed in two pieces,
+ * which must agree. The first input byte picks the endpoint
  * (even: completions, odd: chat) and the vocabulary size (1 + byte % 64, so
  * token ids both in and out of range occur); the rest is the body. Every
  * outcome must be 0, 400 with a message, or 503 (memory); accepted values
@@ -9,6 +12,7 @@
 #include "fuzz_common.h"
 
 #include "server/api.h"
+#include "server/tool_parse.h"
 
 #include <math.h>
 
@@ -16,11 +20,57 @@ static void params_free(srv_params *p) {
     for (size_t i = 0; i < p->n_stop; i++) free(p->stop[i]);
     free(p->stop);
     free(p->stop_ids);
+    free(p->structured_spec);
+    for (size_t i = 0; i < p->n_choices; i++) free(p->choices[i]);
+    free(p->choices);
+    free(p->bias_ids);
+    free(p->bias);
+}
+
+/* Whole parse and the stream split (cut at `cut`) give the same content
+ * and calls. */
+static void check_tools(const char *text, size_t len, int format, size_t cut) {
+    char *content = NULL;
+    srv_tool_calls calls = {0};
+    if (!srv_tools_parse(format, text, len, &content, &calls)) return;
+    srv_stream_split sp;
+    srv_stream_split_init(&sp, false, format);
+    srv_stream_delta d = {0};
+    srv_text got = {0};
+    srv_stream_split_push(&sp, text, cut, false, &d);
+    srv_text_put(&got, d.content.data ? d.content.data : "", d.content.len);
+    srv_stream_delta_clear(&d);
+    srv_stream_split_push(&sp, text + cut, len - cut, true, &d);
+    srv_text_put(&got, d.content.data ? d.content.data : "", d.content.len);
+    FUZZ_CHECK(got.len == (content ? strlen(content) : 0));
+    FUZZ_CHECK(!content || !memcmp(got.data, content, got.len));
+    FUZZ_CHECK(d.calls.n == calls.n);
+    for (size_t i = 0; i < calls.n && i < d.calls.n; i++)
+        FUZZ_CHECK(!strcmp(calls.v[i].name, d.calls.v[i].name) &&
+                   !strcmp(calls.v[i].arguments, d.calls.v[i].arguments));
+    srv_stream_delta_clear(&d);
+    srv_text_free(&d.reasoning);
+    srv_text_free(&d.content);
+    srv_text_free(&got);
+    srv_stream_split_free(&sp);
+    srv_tool_calls_free(&calls);
+    free(content);
+}
+
+static void check_raw(const uint8_t *data, size_t size) {
+    const char *text = (const char *)data;
+    for (int f = 0; f < 3; f++) check_tools(text, size, f, size / 2);
+    srv_reasoning_split rs;
+    if (srv_reasoning_parse(text, size, &rs)) {
+        free(rs.reasoning);
+        free(rs.content);
+    }
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     fuzz_init();
     if (size < 1) return 0;
+    check_raw(data + 1, size - 1);
     bool chat = data[0] & 1;
     int64_t vocab = 1 + (data[0] >> 1) % 64;
     json_error_t je;
@@ -56,23 +106,33 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         if (info.model) FUZZ_CHECK(json_is_string(json_object_get(body, "model")));
     }
     params_free(&p);
+    p = (srv_params){0};
     err[0] = 0;
-    if (chat) {
-        wna16_chat_message *m = NULL;
-        size_t n = 0;
-        rc = srv_parse_messages(body, &m, &n, err);
+    if (rc == 0) {
+        rc = srv_parse_extras(body, chat, vocab, &info, &p, err);
         FUZZ_CHECK(rc == 0 || rc == 400 || rc == 503);
         if (rc == 400) FUZZ_CHECK(err[0] != 0);
         if (rc == 0) {
-            FUZZ_CHECK(n >= 1 && n == json_array_size(json_object_get(body, "messages")));
-            for (size_t i = 0; i < n; i++) FUZZ_CHECK(m[i].role && m[i].content);
+            FUZZ_CHECK(info.best_of >= info.n && info.best_of <= SRV_MAX_CHOICES);
+            for (size_t i = 0; i < p.n_bias; i++)
+                FUZZ_CHECK(p.bias_ids[i] >= 0 && p.bias_ids[i] < vocab && fabsf(p.bias[i]) <= 100);
+            if (p.structured.kind == WNA16_STRUCTURED_CHOICE) FUZZ_CHECK(p.n_choices >= 1);
         }
-        srv_messages_free(m, n);
+        params_free(&p);
+        p = (srv_params){0};
+        err[0] = 0;
+    }
+    if (chat) {
+        rc = srv_parse_chat_fields(body, true, &info, err);
+        FUZZ_CHECK(rc == 0 || rc == 400 || rc == 503);
+        if (rc == 400) FUZZ_CHECK(err[0] != 0);
+        if (rc == 0) FUZZ_CHECK(info.messages != NULL);
+        srv_request_info_free(&info);
     } else {
         const char *text = NULL;
         int32_t *ids = NULL;
         int64_t n = 0;
-        rc = srv_parse_prompt(body, vocab, &text, &ids, &n, err);
+        rc = srv_parse_prompt_at(body, 0, vocab, &text, &ids, &n, err);
         FUZZ_CHECK(rc == 0 || rc == 400 || rc == 503);
         if (rc == 400) FUZZ_CHECK(err[0] != 0);
         if (rc == 0) {

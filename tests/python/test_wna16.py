@@ -25,7 +25,7 @@ def test_version_is_the_library_s(cli):
 
 
 @pytest.mark.parametrize("params,flags", [
-    (wna16.SamplingParams(max_tokens=12), []),
+    (wna16.SamplingParams(max_tokens=12, temperature=0), []),
     (wna16.SamplingParams(max_tokens=12, temperature=0.8, top_p=0.9, top_k=50, seed=7),
      ["--temp", "0.8", "--top-p", "0.9", "--top-k", "50", "--seed", "7"]),
 ])
@@ -45,7 +45,7 @@ def test_generate_equals_cli(cli, demo_dir, params, flags):
 def test_generate_batch_shapes_and_prompt_forms(demo_dir):
     with wna16.LLM(demo_dir) as llm:
         ids = llm.tokenize("Hello there")
-        params = wna16.SamplingParams(max_tokens=5)
+        params = wna16.SamplingParams(max_tokens=5, temperature=0)
         outs = llm.generate(["Hello there", {"prompt_token_ids": ids.tolist()}, ids], params)
         assert len(outs) == 3
         assert outs[0].outputs[0].token_ids == outs[1].outputs[0].token_ids == \
@@ -57,7 +57,7 @@ def test_generate_batch_shapes_and_prompt_forms(demo_dir):
 
 
 def test_stream_equals_generate_and_stops_early(demo_dir):
-    params = wna16.SamplingParams(max_tokens=16)
+    params = wna16.SamplingParams(max_tokens=16, temperature=0)
     with wna16.LLM(demo_dir) as llm:
         whole = llm.generate(["The sky is"], params)[0].outputs[0].text
         pieces = list(llm.generate_stream("The sky is", params))
@@ -72,9 +72,10 @@ def test_stream_equals_generate_and_stops_early(demo_dir):
 
 def test_stop_strings(demo_dir):
     with wna16.LLM(demo_dir) as llm:
-        text = llm.generate(["Hello"], wna16.SamplingParams(max_tokens=16))[0].outputs[0].text
+        text = llm.generate(["Hello"], wna16.SamplingParams(max_tokens=16, temperature=0))[0].outputs[0].text
         stop = text[3:6]
-        out = llm.generate(["Hello"], wna16.SamplingParams(max_tokens=16, stop=stop))[0]
+        out = llm.generate(["Hello"], wna16.SamplingParams(max_tokens=16, stop=stop,
+                                                         temperature=0))[0]
         assert out.outputs[0].finish_reason == "stop"
         assert out.outputs[0].text == text[:text.index(stop)]
 
@@ -90,8 +91,98 @@ def test_tokenize_detokenize_chat(demo_dir, cli):
         assert llm.detokenize(np.array(ids)) == "Hello world, héllo!"
         prompt = llm.apply_chat_template([{"role": "user", "content": "hi"}])
         assert prompt.startswith("<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n")
-        out = llm.chat([{"role": "user", "content": "hi"}], wna16.SamplingParams(max_tokens=3))
-        assert out.prompt == prompt and len(out.outputs[0].token_ids) == 3
+        outs = llm.chat([{"role": "user", "content": "hi"}], wna16.SamplingParams(max_tokens=3))
+        assert len(outs) == 1
+        assert outs[0].prompt == prompt and len(outs[0].outputs[0].token_ids) == 3
+
+
+def test_sampling_params_as_vllm(demo_dir):
+    """vLLM's SamplingParams fields and defaults (temperature 1.0, seed None:
+    fresh randomness), each bad value a ValueError or TypeError naming the
+    keyword; RequestOutput carries request_id and finished."""
+    p = wna16.SamplingParams()
+    assert p.temperature == 1.0 and p.seed is None and p.n == 1
+    for kw, needle in (({"n": 0}, "SamplingParams.n"), ({"best_of": 1, "n": 2}, "best_of"),
+                       ({"logprobs": 21}, "logprobs"), ({"prompt_logprobs": -1}, "prompt_logprobs"),
+                       ({"presence_penalty": 3}, "presence_penalty"),
+                       ({"frequency_penalty": float("inf")}, "frequency_penalty"),
+                       ({"min_tokens": -1}, "min_tokens"), ({"seed": -1}, "seed"),
+                       ({"logit_bias": {5: 101}}, "logit_bias"), ({"top_p": 2}, "top_p")):
+        with pytest.raises(ValueError, match=needle):
+            wna16.SamplingParams(**kw)
+    for kw, needle in (({"stop_token_ids": ["x"]}, "stop_token_ids"),
+                       ({"ignore_eos": 1}, "ignore_eos"),
+                       ({"structured_outputs": {"json": {}}}, "structured_outputs")):
+        with pytest.raises(TypeError, match=needle):
+            wna16.SamplingParams(**kw)
+    with pytest.raises(ValueError, match="exactly one"):
+        wna16.StructuredOutputsParams(json={}, regex="a")
+    with pytest.raises(TypeError, match="dtype"):
+        wna16.SamplingParams(dtype="bf16")
+    with wna16.LLM(demo_dir) as llm:
+        outs = [llm.generate("Hi", wna16.SamplingParams(max_tokens=6))[0] for _ in range(3)]
+        assert len({tuple(o.outputs[0].token_ids) for o in outs}) > 1  # unseeded: fresh
+        assert len({o.request_id for o in outs}) == 3 and all(o.finished for o in outs)
+        seeded = [llm.generate("Hi", wna16.SamplingParams(max_tokens=6, seed=3))[0]
+                  for _ in range(2)]
+        assert seeded[0].outputs[0].token_ids == seeded[1].outputs[0].token_ids
+        # the engine honours the rest of vLLM's fields
+        out = llm.generate("Hi", wna16.SamplingParams(max_tokens=4, n=3, seed=1))[0]
+        assert [c.index for c in out.outputs] == [0, 1, 2]
+        best = llm.generate("Hi", wna16.SamplingParams(max_tokens=4, n=2, best_of=4, seed=1))[0]
+        cums = [c.cumulative_logprob for c in best.outputs]
+        assert len(cums) == 2 and cums[0] >= cums[1]
+        lp = llm.generate("Hi", wna16.SamplingParams(max_tokens=3, temperature=0, logprobs=2))[0]
+        c = lp.outputs[0]
+        assert len(c.logprobs) == 3 and all(t in d for t, d in zip(c.token_ids, c.logprobs))
+        assert abs(c.cumulative_logprob - sum(d[t] for t, d in zip(c.token_ids, c.logprobs))) < 1e-4
+        greedy = llm.generate("Hi", wna16.SamplingParams(max_tokens=1, temperature=0))[0]
+        banned = greedy.outputs[0].token_ids[0]
+        biased = llm.generate("Hi", wna16.SamplingParams(max_tokens=1, temperature=0,
+                                                         logit_bias={banned: -100}))[0]
+        assert biased.outputs[0].token_ids[0] != banned
+        rx = llm.generate("Hi", wna16.SamplingParams(
+            max_tokens=8, structured_outputs=wna16.StructuredOutputsParams(regex="a+")))[0]
+        assert set(rx.outputs[0].text) <= {"a"} and rx.outputs[0].text
+        stopped = llm.generate("Hi", wna16.SamplingParams(max_tokens=8, temperature=0,
+                                                          stop_token_ids=[banned]))[0]
+        assert stopped.outputs[0].token_ids == [banned]
+        assert stopped.outputs[0].finish_reason == "stop"
+        pl = llm.generate("Hello there", wna16.SamplingParams(max_tokens=1, prompt_logprobs=1))[0]
+        assert pl.prompt_logprobs[0] is None and all(pl.prompt_logprobs[1:])
+
+
+def test_chat_options_and_prompt_parity(demo_dir, cli):
+    """LLM.chat takes a conversation or a list, content parts, tools and
+    chat_template_kwargs; its prompt ids equal `wna16 generate --chat`'s
+    (and so the server's, tests/server/test_agents.py) for Qwen3's template
+    with thinking by default, --think and --no-think."""
+    msgs = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "hi"}]
+    tool = {"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}
+    with wna16.LLM(demo_dir) as llm:
+        for flag, kw in ((None, {}), ("--think", {"enable_thinking": True}),
+                         ("--no-think", {"chat_template_kwargs": {"enable_thinking": False}})):
+            args = ["generate", "--model", demo_dir, "--system", "Be brief.", "--chat", "hi",
+                    "-n", "1", "--json"] + ([flag] if flag else [])
+            ref = json.loads(run_cli(cli, *args))["prompt_ids"]
+            text = llm.apply_chat_template(msgs, **kw)
+            assert llm.tokenize(text, add_special_tokens=False).tolist() == ref, flag
+        off = llm.apply_chat_template(msgs, enable_thinking=False)
+        assert off.endswith("<think>\n\n</think>\n\n")
+        assert llm.apply_chat_template(msgs) == llm.apply_chat_template(msgs, enable_thinking=True)
+        parts = [{"role": "user", "content": [{"type": "text", "text": "a"},
+                                              {"type": "text", "text": "b"}]}]
+        assert "a\nb" in llm.apply_chat_template(parts)
+        with_tools = llm.apply_chat_template(msgs, tools=[tool])
+        assert '"name": "f"' in with_tools and "<tools>" in with_tools
+        outs = llm.chat([msgs, parts], wna16.SamplingParams(max_tokens=2), tools=[tool])
+        assert len(outs) == 2 and all(len(o.outputs[0].token_ids) == 2 for o in outs)
+        with pytest.raises(wna16.Error, match="image_url"):
+            llm.chat([{"role": "user", "content": [{"type": "image_url"}]}])
+        with pytest.raises(wna16.Error, match="may not set 'messages'"):
+            llm.apply_chat_template(msgs, chat_template_kwargs={"messages": []})
+        with pytest.raises(TypeError, match="use_tqdm"):
+            llm.chat(msgs, use_tqdm=True)
 
 
 @pytest.mark.parametrize("model,tp", [("qwen3_w4a16", 1), ("llama_w4a16", 1),
@@ -130,9 +221,8 @@ def test_errors_are_exceptions(fixture_model, demo_dir, tmp_path):
         with pytest.raises(wna16.Error) as e:
             llm.logits([-1])
         assert e.value.status == "ERR_TOKEN_ID"
-        with pytest.raises(wna16.Error) as e:
-            llm.generate([[1, 2]], wna16.SamplingParams(temperature=float("nan")))
-        assert e.value.status == "ERR_INVALID_ARGUMENT" and "temperature" in e.value.detail
+        with pytest.raises(ValueError, match="SamplingParams.temperature"):
+            wna16.SamplingParams(temperature=float("nan"))
         with pytest.raises(wna16.Error) as e:
             llm.generate([[1, 2]], wna16.SamplingParams(max_tokens=10**7))
         assert e.value.status == "ERR_CONTEXT_OVERFLOW"
@@ -192,6 +282,11 @@ def test_inspect_and_quantize(fixture_model, tmp_path, cli):
     with pytest.raises(wna16.Error) as e:
         wna16.quantize(os.path.join(MODELS, "qwen3_bf16"), str(tmp_path / "r"), scheme="W3A16")
     assert e.value.status == "ERR_INVALID_ARGUMENT" and "W3A16" in e.value.detail
+    # GPTQ without calibration data is refused with the fix, in Python's words
+    with pytest.raises(wna16.Error) as e:
+        wna16.quantize(os.path.join(MODELS, "qwen3_bf16"), str(tmp_path / "g"))
+    assert "calib_text=" in e.value.detail and "calib_random=True" in e.value.detail
+    assert "--calib" not in e.value.detail and "--method" not in e.value.detail
 
 
 def test_pip_installs_the_package(tmp_path):

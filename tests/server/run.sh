@@ -7,8 +7,8 @@ set -uo pipefail
 src=$1 cli=$2
 shift 2
 py=$src/venv/bin/python
-if [ ! -x "$py" ] || ! "$py" -c "import pytest, openai" 2>/dev/null || ! command -v curl >/dev/null; then
-  echo "SKIP: no $src/venv with pytest and openai, or no curl (run scripts/setup.sh)"
+if [ ! -x "$py" ] || ! "$py" -c "import pytest, openai, jsonschema" 2>/dev/null || ! command -v curl >/dev/null; then
+  echo "SKIP: no $src/venv with pytest, openai and jsonschema, or no curl (run scripts/setup.sh)"
   exit 77
 fi
 if ! "$cli" serve --help >/dev/null 2>&1; then
