@@ -35,12 +35,12 @@ static wna16_status repeat(jctx *c, jv seq, int64_t k, jv *out) {
     if (seq.t == JV_STR) {
         char *s = wna16_jinja_alloc(c->a, total + 1);
         if (!s) return wna16_jinja_oom(c);
-        for (int64_t i = 0; i < k; i++) memcpy(s + i * (int64_t)unit, seq.u.s, unit);
+        for (int64_t i = 0; unit && i < k; i++) memcpy(s + i * (int64_t)unit, seq.u.s, unit);
         *out = jv_str(s, total);
         return WNA16_OK;
     }
     WNA16_TRY(wna16_jinja_make_list(c, total, out));
-    for (int64_t i = 0; i < k; i++)
+    for (int64_t i = 0; unit && i < k; i++)
         memcpy(out->u.l->v + i * (int64_t)unit, seq.u.l->v, unit * sizeof(jv));
     return WNA16_OK;
 }
