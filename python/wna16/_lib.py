@@ -142,6 +142,9 @@ class RequestOutputC(ctypes.Structure):
         ("prompt_tokens", ctypes.c_int64),
         ("completion_tokens", ctypes.c_int64),
         ("cached_tokens", ctypes.c_int64),
+    ]
+
+
 class ChatOptions(ctypes.Structure):
     _fields_ = [
         ("struct_size", ctypes.c_size_t),

@@ -84,7 +84,7 @@ def test_python_equals_generate(model_dir, reference):
 import json, sys, wna16
 prompts, stops = json.loads(sys.argv[1]), json.loads(sys.argv[2])
 with wna16.LLM(sys.argv[3]) as llm:
-    params = [wna16.SamplingParams(max_tokens={MAX_TOKENS}, stop=s) for s in stops]
+    params = [wna16.SamplingParams(max_tokens={MAX_TOKENS}, stop=s, temperature=0) for s in stops]
     outs = llm.generate(prompts, params)
 print(json.dumps([[o.outputs[0].token_ids, o.outputs[0].text] for o in outs]))
 """
