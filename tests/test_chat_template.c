@@ -15,7 +15,7 @@
 #define CHAT "tests/data/chat/"
 
 static const char *const GOLDENS[] = {"qwen3",        "qwen2.5", "llama3",     "llama3.2",
-                                      "mistral_v0.1", "smollm2", "deepseek_v3"};
+                                      "mistral_v0.1", "smollm2", "deepseek_v3", "mistral_v3"};
 
 static void run_golden(const char *name, size_t *cases, size_t *equal) {
     char path[256];
@@ -164,7 +164,7 @@ static void test_json_api(void) {
     if (wna16_ctx_create(&ctx) != WNA16_OK) return;
     CHECK_STATUS(ctx, wna16_tokenizer_load(ctx, "tests/data/tokenizer/qwen3", &tok), WNA16_OK, NULL);
     size_t with_tools = 0;
-    const char *names[] = {"qwen3", "qwen2.5", "llama3.2", "llama3", "smollm2"};
+    const char *names[] = {"qwen3", "qwen2.5", "llama3.2", "llama3", "smollm2", "mistral_v3"};
     for (size_t g = 0; tok && g < sizeof names / sizeof *names; g++)
         json_golden(ctx, tok, names[g], &with_tools);
     printf("cases with tools or tool calls: %zu\n", with_tools);

@@ -34,8 +34,9 @@ TOOLS = [{"type": "function", "function": {
     "parameters": {"type": "object", "properties": {"city": {"type": "string"},
                                                     "days": {"type": "integer", "minimum": 1}},
                    "required": ["city"]}}}]
+# Mistral's templates insist on 9-character alphanumeric call ids.
 TOOL_CALL = {"role": "assistant", "content": "",
-             "tool_calls": [{"type": "function", "function": {
+             "tool_calls": [{"id": "c4ll1D9x0", "type": "function", "function": {
                  "name": "get_weather", "arguments": {"city": "Paris", "days": 2}}}]}
 
 # Conversations: each is rendered with add_generation_prompt true and false.
@@ -59,7 +60,8 @@ CONVERSATIONS = [
      {"role": "user", "content": "two systems"}],
     [{"role": "assistant", "content": "I speak first"}, {"role": "user", "content": "ok"}],
     [{"role": "user", "content": "call a tool"}, TOOL_CALL,
-     {"role": "tool", "content": "{\"temp\": 21}"}, {"role": "user", "content": "thanks"}],
+     {"role": "tool", "content": "{\"temp\": 21}", "tool_call_id": "c4ll1D9x0"},
+     {"role": "user", "content": "thanks"}],
     [{"role": "user", "content": "u1"}, {"role": "assistant", "content": "a1"},
      {"role": "user", "content": "u2"}, {"role": "assistant", "content": "a2"},
      {"role": "user", "content": "u3"}],
@@ -88,7 +90,8 @@ def templates(shared):
         out.append((name, "shared/assets/%s-tokenizer/tokenizer_config.json" % name, tpl, bos, eos))
     for name, bos, eos in (("qwen2.5", None, "<|im_end|>"), ("mistral_v0.1", "<s>", "</s>"),
                            ("smollm2", "<|im_start|>", "<|im_end|>"),
-                           ("llama3.2", "<|begin_of_text|>", "<|eot_id|>")):
+                           ("llama3.2", "<|begin_of_text|>", "<|eot_id|>"),
+                           ("mistral_v3", "<s>", "</s>")):
         out.append((name, "tests/data/chat/templates/%s.jinja" % name, local_template(name),
                     bos, eos))
     return out
@@ -153,14 +156,16 @@ def cases_for(name, bos, eos):
                     kw["eos_token"] = eos
                 kw.update(extra)
                 yield kw
-    # tools offered (qwen, llama3.2 print them with tojson)
-    kw = {"messages": CONVERSATIONS[1], "tools": TOOLS, "documents": None,
-          "add_generation_prompt": True}
-    if bos is not None:
-        kw["bos_token"] = bos
-    if eos is not None:
-        kw["eos_token"] = eos
-    yield kw
+    # tools offered (qwen, llama3.2 print them with tojson): a first turn,
+    # and a whole round trip (call, result, next question)
+    for conv in (CONVERSATIONS[1], CONVERSATIONS[11][:3]):
+        kw = {"messages": conv, "tools": TOOLS, "documents": None,
+              "add_generation_prompt": True}
+        if bos is not None:
+            kw["bos_token"] = bos
+        if eos is not None:
+            kw["eos_token"] = eos
+        yield kw
 
 
 def main():

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 
 /* ------------------------------------------------------------- logprobs */
 
@@ -148,11 +149,28 @@ static json_t *envelope(const srv_call *k, const char *object, json_t *choices) 
                      (json_int_t)k->created, "model", k->a->served_name, "choices", choices);
 }
 
-static json_t *tool_calls_json(const srv_tool_calls *c, bool stream) {
+/* A fresh call id, as vLLM writes them: Mistral's templates refuse any id
+ * but 9 letters and digits; the others get "chatcmpl-tool-" and 16 hex. */
+static void tool_call_id(int format, char *id, size_t size) {
+    static const char ALNUM[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
+    unsigned char r[16] = {0};
+    if (getrandom(r, sizeof r, 0) != (ssize_t)sizeof r)
+        for (size_t i = 0; i < sizeof r; i++) r[i] = (unsigned char)rand();
+    if (format == WNA16_TOOLS_MISTRAL) {
+        for (size_t i = 0; i < 9; i++) id[i] = ALNUM[r[i] % (sizeof ALNUM - 1)];
+        id[9] = 0;
+        return;
+    }
+    int n = snprintf(id, size, "chatcmpl-tool-");
+    for (size_t i = 0; i < 8 && (size_t)n + 2 < size; i++)
+        n += snprintf(id + n, size - (size_t)n, "%02x", r[i]);
+}
+
+static json_t *tool_calls_json(int format, const srv_tool_calls *c, bool stream) {
     json_t *list = json_array();
     for (size_t i = 0; i < c->n; i++) {
         char id[48];
-        snprintf(id, sizeof id, "chatcmpl-tool-%08x%08x", (unsigned)rand(), (unsigned)rand());
+        tool_call_id(format, id, sizeof id);
         json_t *call = json_pack("{s:s, s:s, s:{s:s, s:s}}", "id", id, "type", "function",
                                  "function", "name", c->v[i].name, "arguments", c->v[i].arguments);
         if (stream) json_object_set_new(call, "index", json_integer((json_int_t)i));
@@ -190,7 +208,7 @@ static json_t *chat_message(srv_call *k, seq *q) {
                           content ? json_string(content) : calls.n ? json_null() : json_string(""));
     if (k->reasoning && k->include_reasoning && rs.reasoning)
         json_object_set_new(m, "reasoning_content", json_string(rs.reasoning));
-    if (calls.n) json_object_set_new(m, "tool_calls", tool_calls_json(&calls, false));
+    if (calls.n) json_object_set_new(m, "tool_calls", tool_calls_json(k->tool_format, &calls, false));
     q->called = calls.n > 0;
     srv_tool_calls_free(&calls);
     free(content);
@@ -306,7 +324,7 @@ static void send_delta(srv_call *k, seq *q, int index, const srv_stream_delta *d
         if ((d && d->content.len) || (!q->sent_role && !(d && (d->reasoning.len || d->calls.n))))
             json_object_set_new(delta, "content",
                                 json_string(d && d->content.len ? d->content.data : ""));
-        if (d && d->calls.n) json_object_set_new(delta, "tool_calls", tool_calls_json(&d->calls, true));
+        if (d && d->calls.n) json_object_set_new(delta, "tool_calls", tool_calls_json(k->tool_format, &d->calls, true));
         q->sent_role = true;
         choice = json_pack("{s:i, s:o, s:o}", "index", index, "delta", delta, "logprobs",
                            lp ? lp : json_null());

@@ -574,3 +574,38 @@ def test_trained_json_schema_answers(tmp_path):
         assert answer["capital"] == "Paris" and answer["country"].lower() == "france", answer
     finally:
         assert s.stop() == 0
+
+
+def test_mistral_template_round_trip(model_dir):
+    """Mistral's v3 template (tools in [AVAILABLE_TOOLS], calls after
+    [TOOL_CALLS]): the parser is picked from the template, call ids are the
+    9 letters and digits the template insists on, and the call and its
+    result render back as Mistral writes them."""
+    tpl = os.path.join(SRC, "tests/data/chat/templates/mistral_v3.jinja")
+    srv = Server(model_dir, "--chat-template", tpl)
+    try:
+        cl = openai.OpenAI(base_url=srv.url + "/v1", api_key="none")
+        msgs = [{"role": "user", "content": "What is the weather in Paris?"}]
+        r = cl.chat.completions.create(model="demo", messages=msgs, tools=[WEATHER],
+                                       tool_choice="required", parallel_tool_calls=False,
+                                       max_tokens=400, temperature=0)
+        assert r.choices[0].finish_reason == "tool_calls", r.choices[0]
+        call = r.choices[0].message.tool_calls[0]
+        assert re.fullmatch(r"[A-Za-z0-9]{9}", call.id), call.id
+        jsonschema.validate(json.loads(call.function.arguments), SCHEMA_OF["get_weather"])
+        msgs.append(r.choices[0].message.model_dump(exclude_none=True))
+        msgs.append({"role": "tool", "tool_call_id": call.id, "content": '{"temp": 21}'})
+        final = cl.chat.completions.create(model="demo", messages=msgs, tools=[WEATHER],
+                                           tool_choice="none", max_tokens=8, temperature=0)
+        assert isinstance(final.choices[0].message.content, str)
+        status, tok = post(srv.url, "/tokenize", {"model": "demo", "messages": msgs,
+                                                  "tools": [WEATHER]})
+        assert status == 200, tok
+        status, text = post(srv.url, "/detokenize", {"tokens": tok["tokens"]})
+        prompt = text["prompt"]
+        assert prompt.startswith("[AVAILABLE_TOOLS] [{\"type\": \"function\"")
+        assert re.search(r'\[/INST\]\[TOOL_CALLS\] \[\{.*"name": "get_weather".*, "id": "%s"\}\]'
+                         % call.id, prompt), prompt
+        assert f'"call_id": "{call.id}"}}[/TOOL_RESULTS]' in prompt
+    finally:
+        srv.stop()
