@@ -208,7 +208,7 @@ static int cmp_range(const void *x, const void *y) {
 static bool normalize_ranges(gbnf_parser *p, size_t from, bool negate) {
     gx_ast *a = p->ast;
     size_t n = (a->n_ranges - from) / 2;
-    uint32_t *r = a->ranges + from;
+    uint32_t *r = n ? a->ranges + from : NULL; /* an empty class may have no buffer yet */
     if (n > 1) qsort(r, n, 2 * sizeof *r, cmp_range);
     size_t m = 0;
     for (size_t i = 0; i < n; i++) {

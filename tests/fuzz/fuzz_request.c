@@ -59,7 +59,9 @@ static void check_tools(const char *text, size_t len, int format, size_t cut) {
 
 static void check_raw(const uint8_t *data, size_t size) {
     const char *text = (const char *)data;
-    for (int f = 0; f < 3; f++) check_tools(text, size, f, size / 2);
+    /* Replies reach the parsers as C strings: text ends at a NUL. */
+    size_t n = strnlen(text, size);
+    for (int f = 0; f < 3; f++) check_tools(text, n, f, n / 2);
     srv_reasoning_split rs;
     if (srv_reasoning_parse(text, size, &rs)) {
         free(rs.reasoning);
