@@ -84,6 +84,47 @@ static void test_batch_equals_alone(wna16_ctx *ctx, wna16_model *m) {
     wna16_engine_free(e);
 }
 
+/* Penalties from the running tables equal the definition applied by brute
+ * force over the whole history: presence and frequency over the generated
+ * ids, then the repetition penalty once per distinct id of the prompt and
+ * the output (transformers' rule: positive logits divided, negative ones
+ * multiplied), bitwise, NaN left alone. */
+static void test_penalty_tables(void) {
+    enum { V = 97, NP = 40, NG = 300 };
+    engine_request r = {0};
+    wna16_sampling_params_init(&r.params);
+    r.params.presence_penalty = 0.4f;
+    r.params.frequency_penalty = 0.3f;
+    r.params.sampler.repetition_penalty = 1.7f;
+    int32_t hist[NP + NG];
+    for (int i = 0; i < NP + NG; i++) hist[i] = (int32_t)((i * 7919 + i * i) % (V - 10));
+    r.toks = hist;
+    r.n_toks = NP;
+    wna16_diag d = {0};
+    CHECK(engine_penalties_init(&d, &r) == WNA16_OK);
+    for (int i = NP; i < NP + NG; i++) CHECK(engine_penalties_add(&r, hist[i]));
+    float got[V], want[V];
+    for (int i = 0; i < V; i++) got[i] = want[i] = (float)((i * 37) % 23) - 11.5f;
+    got[5] = want[5] = NAN;
+    engine_apply_penalties(&r, got, V);
+    int count[V] = {0};
+    bool seen[V] = {0};
+    for (int i = NP; i < NP + NG; i++) count[hist[i]]++;
+    for (int i = 0; i < V; i++)
+        if (count[i]) want[i] -= 0.3f * (float)count[i] + 0.4f;
+    for (int i = 0; i < NP + NG; i++) {
+        int32_t id = hist[i];
+        if (seen[id] || isnan(want[id])) continue;
+        seen[id] = true;
+        want[id] = want[id] > 0 ? want[id] / 1.7f : want[id] * 1.7f;
+    }
+    CHECK(isnan(got[5]));
+    got[5] = want[5] = 0;
+    CHECK(!memcmp(got, want, sizeof got));
+    engine_counts_free(&r.counts);
+    engine_counts_free(&r.seen);
+}
+
 static void test_refusals(wna16_ctx *ctx, wna16_model *m) {
     wna16_engine_options o;
     wna16_engine_options_init(&o);
@@ -138,6 +179,57 @@ static void test_refusals(wna16_ctx *ctx, wna16_model *m) {
     wna16_engine_stop(e, 0);
     CHECK_STATUS(ctx, wna16_engine_add_request(ctx, e, "c", &pr, &p, NULL, NULL),
                  WNA16_ERR_UNAVAILABLE, "shutting down");
+    wna16_engine_free(e);
+}
+
+/* Fair engine time: while a sequence decodes, a long prompt_logprobs
+ * request adds at most SCORED_ROWS_PER_DECODE_ROW logits rows per decode
+ * row to a step (instead of PROMPT_LP_ROWS), still advances every step, and
+ * gets every position scored; alone it scores PROMPT_LP_ROWS a step. */
+static void test_scored_prompt_bounded_while_decoding(wna16_ctx *ctx, wna16_model *m) {
+    wna16_engine *e = NULL;
+    CHECK(wna16_engine_create(ctx, m, NULL, &e) == WNA16_OK);
+    if (!e) return;
+    wna16_sampling_params dec, sc;
+    wna16_sampling_params_init(&dec);
+    dec.max_tokens = 120;
+    dec.ignore_eos = true;
+    wna16_sampling_params_init(&sc);
+    sc.max_tokens = 1;
+    sc.prompt_logprobs = 5;
+    int32_t a[5] = {11, 12, 13, 14, 15}, b[200];
+    for (int i = 0; i < 200; i++) b[i] = (int32_t)(i * 13 % 400 + 1);
+    wna16_prompt pa = {.ids = a, .n_ids = 5}, pb = {.ids = b, .n_ids = 200};
+    CHECK(wna16_engine_add_request(ctx, e, "0", &pa, &dec, NULL, NULL) == WNA16_OK);
+    const wna16_request_output *outs;
+    size_t n;
+    CHECK(wna16_engine_step(ctx, e, &outs, &n) == WNA16_OK); /* a's prompt: now it decodes */
+    CHECK(wna16_engine_add_request(ctx, e, "1", &pb, &sc, NULL, NULL) == WNA16_OK);
+    int64_t scored_steps = 0, plps = 0, most = 0;
+    bool b_done = false;
+    while (wna16_engine_has_unfinished(e)) {
+        CHECK(wna16_engine_step(ctx, e, &outs, &n) == WNA16_OK);
+        int64_t D = e->step_decode_rows, L = e->step_prompt_logit_rows;
+        if (D > 0) {
+            int64_t bound = D * SCORED_ROWS_PER_DECODE_ROW;
+            CHECK(L <= (bound > 0 ? bound : 1));
+            scored_steps += L > 0;
+            if (L > most) most = L;
+        }
+        for (size_t i = 0; i < n; i++)
+            if (!strcmp(outs[i].request_id, "1")) {
+                plps += (int64_t)outs[i].n_prompt_logprobs;
+                b_done = b_done || outs[i].finished;
+            }
+    }
+    /* b went ahead beside a's 120 tokens, one scored row per step */
+    CHECK(b_done && scored_steps >= 100 && most == 1);
+    CHECK(plps == 199);
+    /* alone, a scored prompt takes PROMPT_LP_ROWS positions a step */
+    CHECK(wna16_engine_add_request(ctx, e, "2", &pb, &sc, NULL, NULL) == WNA16_OK);
+    CHECK(wna16_engine_step(ctx, e, &outs, &n) == WNA16_OK);
+    CHECK(e->step_decode_rows == 0 && e->step_prompt_logit_rows == PROMPT_LP_ROWS);
+    while (wna16_engine_has_unfinished(e)) CHECK(wna16_engine_step(ctx, e, &outs, &n) == WNA16_OK);
     wna16_engine_free(e);
 }
 
@@ -272,9 +364,11 @@ int main(void) {
         test_batch_equals_alone(ctx, m);
         test_refusals(ctx, m);
         test_logprobs(ctx, m);
+        test_scored_prompt_bounded_while_decoding(ctx, m);
         test_background(ctx, m);
     }
     test_output_processor(ctx);
+    test_penalty_tables();
     wna16_model_free(m);
     wna16_ctx_free(ctx);
     TEST_MAIN_END();

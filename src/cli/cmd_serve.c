@@ -9,13 +9,17 @@
 
 #include <signal.h>
 #include <stdlib.h>
+#include <sys/resource.h>
 #include <string.h>
 #include <time.h>
 
 typedef struct serve_args {
     const char *dir, *host, *api_key, *name, *tokenizer;
     const char *tool_parser, *reasoning_parser, *chat_template, *generation_config;
+    const char *allowed_hosts, *allowed_origins;
     long port, tp, threads, max_seqs, max_len, batched, max_waiting, blocks;
+    long max_logprobs, max_messages, max_prompt_bytes, max_stop, max_stop_bytes;
+    long idle_timeout, max_conns, max_conns_client;
     double kv_gib, drain_s, max_body_mib;
     bool prefix, mpi, tp_given;
 } serve_args;
@@ -24,12 +28,18 @@ static void usage(FILE *f) {
     fprintf(f,
             "usage: wna16 serve --model DIR [--host 127.0.0.1] [--port 8000] [--tp N] [--threads N]\n"
             "                   [--max-num-seqs N] [--max-model-len N] [--kv-cache-memory GiB]\n"
-            "                   [--api-key KEY] [--served-model-name NAME]\n"
+            "                   [--num-kv-blocks N] [--api-key KEY] [--served-model-name NAME]\n"
             "                   [--max-num-batched-tokens N] [--no-enable-prefix-caching]\n"
-            "                   [--max-waiting N] [--drain-timeout S] [--tokenizer DIR] [--mpi]\n"
+            "                   [--enable-prefix-caching] [--max-waiting N] [--drain-timeout S]\n"
+            "                   [--max-body-mib M] [--tokenizer DIR] [--mpi]\n"
             "                   [--chat-template FILE] [--tool-call-parser NAME]\n"
             "                   [--enable-auto-tool-choice] [--reasoning-parser qwen3]\n"
-            "                   [--generation-config auto|vllm]\n\n"
+            "                   [--generation-config auto|vllm]\n"
+            "  request limits:  [--max-logprobs N] [--max-chat-messages N] [--max-prompt-bytes N]\n"
+            "                   [--max-stop-strings N] [--max-stop-bytes N]\n"
+            "  connections:     [--timeout-keep-alive S] [--max-connections N]\n"
+            "                   [--max-connections-per-client N]\n"
+            "  browsers:        [--allowed-hosts LIST] [--allowed-origins LIST]\n\n"
             "Serves the model over HTTP as OpenAI's API does: POST /v1/completions and\n"
             "/v1/chat/completions (\"stream\": true for server-sent events), GET /v1/models,\n"
             "/health and /metrics (Prometheus), POST /tokenize and /detokenize. Requests are\n"
@@ -39,14 +49,29 @@ static void usage(FILE *f) {
             "that a request gets 503. --kv-cache-memory sets the KV cache size (default: room for\n"
             "max-num-seqs / 4 full contexts, at most 4 GiB, at least one context); when it runs\n"
             "short the newest sequence is preempted and recomputed later. Prefix caching (on by\n"
-            "default) reuses the KV blocks of shared prompt prefixes. --api-key (or the\n"
-            "WNA16_API_KEY environment variable) makes every endpoint but /health and the pages\n"
-            "ask for \"Authorization: Bearer KEY\" (the pages ask the user for the key). --port 0\n"
-            "picks a free port. SIGTERM or Ctrl-C drains: new requests get 503, running ones finish\n"
-            "(up to --drain-timeout, 30 s), then the server exits. In a browser, http://HOST:PORT/\n"
-            "is a chat page and /stats a live view of /metrics (built in; no network needed). At\n"
-            "start it measures the read bandwidth and compute peak for the per-step roofline in\n"
-            "/metrics (wna16 bench serve reads it).\n\n"
+            "default) reuses the KV blocks of shared prompt prefixes. --num-kv-blocks gives an exact\n"
+            "block count (tests).\n\n"
+            "Limits per request (400 beyond them): --max-logprobs (20) logprobs, top_logprobs and\n"
+            "prompt_logprobs; --max-chat-messages (4096) messages; --max-prompt-bytes (1048576)\n"
+            "bytes of the text prompts or of all message contents together; --max-stop-strings\n"
+            "(16) stop strings of at most --max-stop-bytes (4096) bytes each; bodies over\n"
+            "--max-body-mib (4) get 413. Connections: one with no byte in or out for\n"
+            "--timeout-keep-alive (5) seconds is closed (idle keep-alive, unfinished headers or\n"
+            "body); at most --max-connections (1000) at once, --max-connections-per-client (256)\n"
+            "from one address. A whole (non-streamed) reply whose client closed its connection is\n"
+            "aborted, as a stream is.\n\n"
+            "--api-key (or the WNA16_API_KEY environment variable) makes every endpoint but\n"
+            "/health and the pages ask for \"Authorization: Bearer KEY\" (the pages ask the user\n"
+            "for the key). Without a key on a loopback --host, requests must name a loopback Host\n"
+            "and a browser's Origin must be the server's own: --allowed-hosts NAME,... and\n"
+            "--allowed-origins http://HOST:PORT,... (\"*\": any; those origins get CORS headers)\n"
+            "let others in. POST bodies must be Content-Type: application/json (else 415). --port 0\n"
+            "picks a free port. SIGTERM or Ctrl-C drains: new requests and /health get 503, running\n"
+            "ones finish (up to --drain-timeout, 30 s; what still runs then is aborted and\n"
+            "answered), then the server exits. In a browser, http://HOST:PORT/ is a chat page and\n"
+            "/stats a live view of /metrics (built in; no network needed). At start it measures\n"
+            "the read bandwidth and compute peak for the per-step roofline in /metrics (wna16\n"
+            "bench serve reads it).\n\n"
             "Under mpirun (or with --mpi) each process is one tensor-parallel rank (--tp must equal\n"
             "the number of processes, or be left out): rank 0 listens, tokenizes, schedules and\n"
             "samples, and drives the other ranks' slices of every batched step\n"
@@ -95,6 +120,8 @@ static int parse_flag(int argc, char **argv, int *i, serve_args *a) {
     STRF("--tool-call-parser", tool_parser)
     STRF("--reasoning-parser", reasoning_parser)
     STRF("--generation-config", generation_config)
+    STRF("--allowed-hosts", allowed_hosts)
+    STRF("--allowed-origins", allowed_origins)
     if (!strcmp(f, "--enable-auto-tool-choice")) return 0;
     LONGF("--port", 0, 65535, port)
     if (!strcmp(f, "--tp")) {
@@ -108,6 +135,14 @@ static int parse_flag(int argc, char **argv, int *i, serve_args *a) {
     LONGF("--max-num-batched-tokens", 1, 1 << 16, batched)
     LONGF("--max-waiting", 0, 1 << 20, max_waiting)
     LONGF("--num-kv-blocks", 1, 1 << 26, blocks)
+    LONGF("--max-logprobs", 0, 20, max_logprobs)
+    LONGF("--max-chat-messages", 1, 1 << 24, max_messages)
+    LONGF("--max-prompt-bytes", 1, 1L << 40, max_prompt_bytes)
+    LONGF("--max-stop-strings", 0, 1024, max_stop)
+    LONGF("--max-stop-bytes", 1, 1 << 20, max_stop_bytes)
+    LONGF("--timeout-keep-alive", 1, 86400, idle_timeout)
+    LONGF("--max-connections", 1, 1 << 20, max_conns)
+    LONGF("--max-connections-per-client", 1, 1 << 20, max_conns_client)
     if (!strcmp(f, "--kv-cache-memory") || !strcmp(f, "--drain-timeout") ||
         !strcmp(f, "--max-body-mib")) {
         const char *v = value(argc, argv, i);
@@ -121,8 +156,13 @@ static int parse_flag(int argc, char **argv, int *i, serve_args *a) {
 }
 
 static int parse(int argc, char **argv, serve_args *a) {
+    srv_limits lim = SRV_LIMITS_DEFAULT;
     *a = (serve_args){.host = "127.0.0.1", .port = 8000, .tp = 1, .max_seqs = 64, .batched = 256,
-                      .max_waiting = 256, .drain_s = 30, .max_body_mib = 4, .prefix = true};
+                      .max_waiting = 256, .drain_s = 30, .max_body_mib = 4, .prefix = true,
+                      .max_logprobs = lim.max_logprobs, .max_messages = (long)lim.max_messages,
+                      .max_prompt_bytes = (long)lim.max_prompt_bytes,
+                      .max_stop = (long)lim.max_stop, .max_stop_bytes = (long)lim.max_stop_bytes,
+                      .idle_timeout = 5, .max_conns = 1000, .max_conns_client = 256};
     for (int i = 1; i < argc; i++) {
         if (cli_is_help(argv[i])) {
             usage(stdout);
@@ -256,6 +296,23 @@ static void chat_options(const serve_args *a, const wna16_model *m, const wna16_
             a->reasoning_parser ? a->reasoning_parser : "none");
 }
 
+/* Seconds the last answers get after the drain, before connections close. */
+#define DRAIN_GRACE_S 5.0
+
+/* A connection is a descriptor: the soft limit goes up to what
+ * --max-connections needs (and the model's files), within the hard limit. */
+static void raise_open_files(unsigned conns) {
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl)) return;
+    rlim_t want = (rlim_t)conns + 256;
+    if (rl.rlim_cur >= want) return;
+    rl.rlim_cur = rl.rlim_max != RLIM_INFINITY && rl.rlim_max < want ? rl.rlim_max : want;
+    if (setrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < want)
+        fprintf(stderr, "wna16 serve: open files are limited to %llu; --max-connections %u may "
+                        "not be reached (raise ulimit -n)\n",
+                (unsigned long long)rl.rlim_cur, conns);
+}
+
 static int run(const serve_args *a, wna16_ctx *ctx, wna16_model *m, wna16_tokenizer *tok,
                const serve_limits *l) {
     char *tpl = a->chat_template ? read_template(a->chat_template) : NULL;
@@ -276,8 +333,19 @@ static int run(const serve_args *a, wna16_ctx *ctx, wna16_model *m, wna16_tokeni
     srv_http_options ho = {.host = a->host, .port = (int)a->port, .api_key = a->api_key,
                            .served_name = a->name, .model_dir = a->dir,
                            .max_body_bytes = (size_t)(a->max_body_mib * 1048576.0),
-                           .created = (long long)time(NULL)};
+                           .created = (long long)time(NULL),
+                           .limits = {.max_logprobs = (int)a->max_logprobs,
+                                      .max_messages = (size_t)a->max_messages,
+                                      .max_prompt_bytes = (size_t)a->max_prompt_bytes,
+                                      .max_stop = (size_t)a->max_stop,
+                                      .max_stop_bytes = (size_t)a->max_stop_bytes},
+                           .allowed_hosts = a->allowed_hosts,
+                           .allowed_origins = a->allowed_origins,
+                           .idle_timeout_s = (unsigned)a->idle_timeout,
+                           .max_connections = (unsigned)a->max_conns,
+                           .max_connections_per_client = (unsigned)a->max_conns_client};
     chat_options(a, m, tok, tpl, &ho);
+    raise_open_files(ho.max_connections);
     srv_http *h = NULL;
     char err[512];
     if (srv_http_start(&ho, e, tok, wna16_model_vocab_size(m), &h, err, sizeof err)) {
@@ -305,8 +373,11 @@ static int run(const serve_args *a, wna16_ctx *ctx, wna16_model *m, wna16_tokeni
         struct timespec ts = {0, 20 * 1000 * 1000};
         nanosleep(&ts, NULL);
     } while (srv_now() < until);
+    /* what still runs is aborted; its clients get their answers (503, or an
+     * error event) before the connections close */
+    srv_engine_halt(e, 0);
+    srv_http_stop(h, DRAIN_GRACE_S);
     srv_engine_stop(e, 0);
-    srv_http_stop(h);
     free(tpl);
     fprintf(stderr, "wna16 serve: stopped\n");
     return asked ? 0 : 1;

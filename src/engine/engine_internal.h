@@ -11,7 +11,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 
-/* Generated tokens' counts, for the presence and frequency penalties: an
+/* Token ids and their counts (penalties.c): an
  * open-addressing table (keys -1 when empty), so a step costs the distinct
  * tokens, not every token so far. */
 typedef struct token_counts {
@@ -37,7 +37,8 @@ typedef struct engine_request {
     uint64_t rng;
     bool preempted;
     atomic_bool abort_asked;
-    token_counts counts;
+    token_counts counts; /* generated tokens: presence and frequency penalties */
+    token_counts seen;   /* prompt and generated ids: the repetition penalty (when on) */
     /* this step's output */
     int32_t *step_ids;
     wna16_token_logprob *step_lps, *step_plps;
@@ -85,6 +86,8 @@ struct wna16_engine {
     wna16_batch_token *rows;
     engine_request **owner;
     int64_t *row_pos, *take;
+    /* the last step's rows: decode rows, and prompt rows with logits (tests) */
+    int64_t step_decode_rows, step_prompt_logit_rows;
     float *logits, *scratch; /* logits: [max_num_seqs + PROMPT_LP_ROWS][vocab] */
     wna16_request_output *outs;
     size_t n_outs;
@@ -105,6 +108,13 @@ struct wna16_engine {
  * the one row per running sequence that always may: it bounds the logits
  * buffer; a long scored prompt takes more steps. */
 #define PROMPT_LP_ROWS 32
+
+/* Fair engine time: while sequences decode, a step's scored prompt
+ * positions (a logits row and log-probabilities each, the costliest rows a
+ * step has) are at most this many per decode row (at least one a step), so
+ * a prompt_logprobs request at most doubles the step's logits work and
+ * takes more steps itself instead of slowing everyone's tokens. */
+#define SCORED_ROWS_PER_DECODE_ROW 1
 
 /* request.c */
 wna16_status engine_request_new(wna16_diag *d, wna16_engine *e, const char *id,
@@ -137,6 +147,17 @@ const char *engine_structured_mask(wna16_engine *e, engine_request *r, float *lo
  * end is possible. NULL, or why not. */
 const char *engine_structured_accept(engine_request *r, int32_t id, bool *finished);
 void engine_structured_free_all(wna16_engine *e);
+
+/* penalties.c */
+bool engine_counts_add(token_counts *c, int32_t id);
+void engine_counts_free(token_counts *c);
+/* The repetition penalty's table of r's prompt (when the penalty is on). */
+wna16_status engine_penalties_init(wna16_diag *d, engine_request *r);
+/* A generated token into r's tables; false without memory. */
+bool engine_penalties_add(engine_request *r, int32_t id);
+/* Presence, frequency and repetition penalties on a row of logits: the
+ * cost is the distinct ids seen, never the tokens so far. */
+void engine_apply_penalties(const engine_request *r, float *logits, int64_t V);
 
 /* scheduler.c */
 /* One step: aborts, admission, the batched forward, sampling, outputs.

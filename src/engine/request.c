@@ -1,58 +1,11 @@
 /* A request's life in the engine: its copy of the parameters, sampling
- * (penalties from running counts, the sampler, log-probabilities), the
+ * (penalties from running tables: penalties.c; the sampler, log-probabilities), the
  * output processor's text, the end, and the outputs of each step. */
 #include "engine/engine_internal.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
-
-/* ---------------------------------------------------------- token counts */
-
-static uint32_t slot_of(const token_counts *c, int32_t id) {
-    uint32_t h = (uint32_t)id * 2654435761u, mask = c->cap - 1;
-    for (uint32_t i = h & mask;; i = (i + 1) & mask)
-        if (c->ids[i] == id || c->ids[i] < 0) return i;
-}
-
-static bool counts_grow(token_counts *c) {
-    uint32_t cap = c->cap ? c->cap * 2 : 64;
-    token_counts n = {wna16_malloc(cap * sizeof(int32_t)), wna16_calloc(cap, sizeof(int32_t)),
-                      cap, c->n};
-    if (!n.ids || !n.counts) {
-        wna16_free(n.ids);
-        wna16_free(n.counts);
-        return false;
-    }
-    memset(n.ids, 0xff, cap * sizeof(int32_t));
-    for (uint32_t i = 0; i < c->cap; i++)
-        if (c->ids[i] >= 0) {
-            uint32_t s = slot_of(&n, c->ids[i]);
-            n.ids[s] = c->ids[i];
-            n.counts[s] = c->counts[i];
-        }
-    wna16_free(c->ids);
-    wna16_free(c->counts);
-    *c = n;
-    return true;
-}
-
-static void counts_add(token_counts *c, int32_t id) {
-    if ((c->n + 1) * 2 > c->cap && !counts_grow(c)) return;
-    uint32_t s = slot_of(c, id);
-    if (c->ids[s] < 0) c->ids[s] = id, c->n++;
-    c->counts[s]++;
-}
-
-/* OpenAI's and vLLM's definition: logit -= frequency * count + presence *
- * [count > 0], over the generated tokens. */
-static void apply_penalties(const engine_request *r, float *logits, int64_t V) {
-    float pres = r->params.presence_penalty, freq = r->params.frequency_penalty;
-    if (pres == 0 && freq == 0) return;
-    const token_counts *c = &r->counts;
-    for (uint32_t i = 0; i < c->cap; i++)
-        if (c->ids[i] >= 0 && c->ids[i] < V) logits[c->ids[i]] -= freq * (float)c->counts[i] + pres;
-}
 
 /* -------------------------------------------------------------- request */
 
@@ -110,6 +63,9 @@ wna16_status engine_request_new(wna16_diag *d, wna16_engine *e, const char *id,
     if (s == WNA16_OK) {
         memcpy(r->toks, prompt, (size_t)n_prompt * sizeof *r->toks);
         r->n_toks = n_prompt;
+        s = engine_penalties_init(d, r);
+    }
+    if (s == WNA16_OK) {
         s = wna16_output_init(e->ctx, &r->out, e->tok, &r->rules);
         if (s != WNA16_OK) s = wna16_fail(d, s, "%s", wna16_ctx_error(e->ctx));
     }
@@ -128,8 +84,8 @@ void engine_request_free(wna16_engine *e, engine_request *r) {
     wna16_free(r->rules.stop);
     wna16_free((void *)r->rules.stop_ids);
     wna16_output_free(&r->out);
-    wna16_free(r->counts.ids);
-    wna16_free(r->counts.counts);
+    engine_counts_free(&r->counts);
+    engine_counts_free(&r->seen);
     wna16_free(r->id);
     wna16_free(r->toks);
     wna16_free(r->step_ids);
@@ -203,11 +159,11 @@ void engine_request_sample(wna16_engine *e, engine_request *r, float *logits) {
     bool want_lp = r->params.logprobs >= 0;
     if (want_lp) memcpy(e->scratch, logits, (size_t)e->vocab * sizeof *logits);
     for (size_t i = 0; i < e->n_masked; i++) logits[e->masked[i]] = -INFINITY;
-    apply_penalties(r, logits, e->vocab);
+    engine_apply_penalties(r, logits, e->vocab);
     const char *why = engine_structured_mask(e, r, logits);
-    int32_t id = why ? -1
-                     : wna16_sample(&r->params.sampler, logits, e->vocab, r->toks,
-                                    (size_t)r->n_toks, &r->rng);
+    wna16_sampler_options so = r->params.sampler;
+    so.repetition_penalty = 1.0f; /* applied above from the running table */
+    int32_t id = why ? -1 : wna16_sample(&so, logits, e->vocab, NULL, 0, &r->rng);
     engine_touch(e, r);
     bool format_done = false;
     if (id >= 0) why = engine_structured_accept(r, id, &format_done);
@@ -234,7 +190,11 @@ void engine_request_sample(wna16_engine *e, engine_request *r, float *logits) {
     if (want_lp) wna16_logprob_row(e->scratch, e->vocab, id, r->params.logprobs, &r->step_lps[r->n_step]);
     r->step_ids[r->n_step++] = id;
     r->toks[r->n_toks++] = id;
-    counts_add(&r->counts, id);
+    if (!engine_penalties_add(r, id)) {
+        r->out.finish = WNA16_FINISH_ERROR;
+        r->error = "out of memory";
+        return;
+    }
     pthread_mutex_lock(&e->mu);
     e->met.generation_tokens++;
     pthread_mutex_unlock(&e->mu);

@@ -119,7 +119,9 @@ static void preempt_newest(wna16_engine *e) {
 }
 
 /* This step's rows: every decoding sequence's next token, then prompt
- * chunks in admission order up to the budget. Returns the row count. */
+ * chunks in admission order up to the budget; scored prompt positions
+ * within their own budget, smaller while sequences decode
+ * (SCORED_ROWS_PER_DECODE_ROW). Returns the row count. */
 static int64_t build_rows(wna16_engine *e, bool *prefill) {
     int64_t n = 0, budget = e->o.max_num_batched_tokens;
     *prefill = false;
@@ -133,7 +135,10 @@ static int64_t build_rows(wna16_engine *e, bool *prefill) {
             e->take[i] = 1;
         }
     }
-    int64_t lp_rows = PROMPT_LP_ROWS;
+    int64_t decode = n, lp_rows = PROMPT_LP_ROWS;
+    if (decode > 0 && decode * SCORED_ROWS_PER_DECODE_ROW < lp_rows)
+        lp_rows = decode * SCORED_ROWS_PER_DECODE_ROW;
+    int64_t prompt_logits = 0;
     for (int i = 0; i < e->n_running && n < budget; i++) {
         engine_request *r = e->running[i];
         int64_t left = r->n_toks - r->fed;
@@ -150,9 +155,12 @@ static int64_t build_rows(wna16_engine *e, bool *prefill) {
             e->rows[n] = (wna16_batch_token){r->toks[pos], r->seq, logits};
             e->row_pos[n] = pos;
             e->owner[n++] = r;
+            prompt_logits += logits;
         }
         e->take[i] = k;
     }
+    e->step_decode_rows = decode;
+    e->step_prompt_logit_rows = prompt_logits;
     return n;
 }
 

@@ -10,6 +10,24 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
+#include <time.h>
+#include <unistd.h>
+
+uint64_t srv_random_u64(void) {
+    uint64_t x;
+    if (getrandom(&x, sizeof x, GRND_NONBLOCK) == (ssize_t)sizeof x) return x;
+    /* no entropy yet (early boot): the clock, the process and a counter
+     * through splitmix64, still different in every process */
+    static _Atomic uint64_t n;
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    uint64_t z = ((uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec) ^
+                 (uint64_t)getpid() << 40 ^ ++n * 0x9e3779b97f4a7c15ull;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
 
 static int bad(char *err, const char *fmt, ...) {
     va_list ap;
@@ -90,7 +108,7 @@ int srv_parse_params(const json_t *body, bool chat, int64_t vocab, srv_request_i
                      srv_params *p, char *err) {
     int rc;
     double t = 1.0, top_p = 1.0, min_p = 0, rep = 1.0, pres = 0, freq = 0;
-    long long top_k = -1, seed = -1, max_tokens = -1, n = 1, lp = -1, min_tokens = 0;
+    long long top_k = -1, seed = 0, max_tokens = -1, n = 1, lp = -1, min_tokens = 0;
     bool lp_chat = false, stream = false, echo = false, ignore_eos = false, usage = false;
     if ((rc = get_num(body, "temperature", 0, 100, &t, err)) ||
         (rc = get_num(body, "top_p", 0, 1, &top_p, err)) ||
@@ -138,8 +156,10 @@ int srv_parse_params(const json_t *body, bool chat, int64_t vocab, srv_request_i
     p->sampler.min_p = (float)min_p;
     p->sampler.repetition_penalty = (float)rep;
     p->sampler.top_k = (int)top_k;
-    /* no seed: each request its own stream (OpenAI's behaviour) */
-    p->sampler.seed = seed >= 0 ? (uint64_t)seed : (uint64_t)rand() << 32 ^ (uint64_t)rand();
+    /* no seed: a stream of its own from the operating system, different in
+     * every process (vLLM's seed=None); a seed: the same tokens each time */
+    const json_t *seed_v = json_object_get(body, "seed");
+    p->sampler.seed = seed_v && !json_is_null(seed_v) ? (uint64_t)seed : srv_random_u64();
     p->presence_penalty = (float)pres;
     p->frequency_penalty = (float)freq;
     p->ignore_eos = ignore_eos;
@@ -221,8 +241,10 @@ int srv_parse_prompt(const json_t *body, int64_t vocab, const char **text, int32
 
 json_t *srv_error_json(const char *message, int status) {
     const char *type = status == 401   ? "AuthenticationError"
+                       : status == 403 ? "PermissionDeniedError"
                        : status == 404 ? "NotFoundError"
                        : status == 413 ? "RequestTooLargeError"
+                       : status == 415 ? "UnsupportedMediaTypeError"
                        : status == 503 ? "ServiceUnavailableError"
                        : status >= 500 ? "InternalServerError"
                                        : "BadRequestError";

@@ -53,6 +53,9 @@ size_t srv_prompt_count(const json_t *body);
 /* The i-th prompt of a list (or the body's one prompt). */
 int srv_parse_prompt_at(const json_t *body, size_t i, int64_t vocab, const char **text,
                         int32_t **ids, int64_t *n, char *err);
+/* 64 unpredictable bits from the operating system (getrandom): the seeds of
+ * unseeded requests, tool-call ids. */
+uint64_t srv_random_u64(void);
 /* {"error": {"message", "type", "param", "code"}}. */
 json_t *srv_error_json(const char *message, int status);
 

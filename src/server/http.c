@@ -2,15 +2,23 @@
  * so a streaming reply may block waiting for tokens) and jansson. The
  * OpenAI endpoints, /tokenize and /detokenize, /v1/models, /health and
  * /metrics; the browser pages at / and /stats (pages.c); OpenAI-shaped
- * errors for everything refused. */
+ * errors for everything refused. Who may call is guard.c's; what one
+ * request may ask is limits.c's; connections are bounded in number (per
+ * client too) and closed when idle, so no client can hold the others out. */
 #include "server/http.h"
 
+#include "server/guard.h"
 #include "server/openai.h"
 #include "server/pages.h"
 
+#include <arpa/inet.h>
+#include <errno.h>
 #include <microhttpd.h>
 #include <netdb.h>
+#include <netinet/in.h>
 #include <pthread.h>
+#include <stdarg.h>
+#include <sys/socket.h>
 #include <stdbool.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -23,6 +31,7 @@ struct srv_http {
     srv_engine *e;
     srv_api api; /* what the OpenAI endpoints share (openai.h) */
     srv_http_options o;
+    srv_guard guard;
     int64_t vocab, context;
     atomic_bool draining;
     atomic_int in_flight;
@@ -41,6 +50,22 @@ typedef struct conn {
     bool too_big, counted;
 } conn;
 
+/* What every response of this thread's current request adds: the CORS
+ * header for an origin let in, and Connection: close while draining (set
+ * by handle; a connection is served by one thread). */
+static _Thread_local struct {
+    const char *cors_origin;
+    bool close;
+} reply_extra;
+
+static void add_extra_headers(struct MHD_Response *r) {
+    if (reply_extra.cors_origin) {
+        MHD_add_response_header(r, "Access-Control-Allow-Origin", reply_extra.cors_origin);
+        MHD_add_response_header(r, "Vary", "Origin");
+    }
+    if (reply_extra.close) MHD_add_response_header(r, MHD_HTTP_HEADER_CONNECTION, "close");
+}
+
 /* ------------------------------------------------------------ responses */
 
 static enum MHD_Result send_text(struct MHD_Connection *c, int status, const char *type,
@@ -50,6 +75,7 @@ static enum MHD_Result send_text(struct MHD_Connection *c, int status, const cha
     if (!r) return MHD_NO;
     MHD_add_response_header(r, "Content-Type", type);
     MHD_add_response_header(r, "X-Content-Type-Options", "nosniff");
+    add_extra_headers(r);
     enum MHD_Result ok = MHD_queue_response(c, (unsigned)status, r);
     MHD_destroy_response(r);
     return ok;
@@ -81,6 +107,7 @@ static enum MHD_Result send_page(struct MHD_Connection *c, const srv_page *p) {
     MHD_add_response_header(r, "X-Frame-Options", "DENY");
     MHD_add_response_header(r, "Referrer-Policy", "no-referrer");
     MHD_add_response_header(r, "Cache-Control", "no-cache");
+    add_extra_headers(r);
     enum MHD_Result ok = MHD_queue_response(c, 200, r);
     MHD_destroy_response(r);
     return ok;
@@ -125,21 +152,37 @@ static enum MHD_Result reply_stream(struct MHD_Connection *c, srv_call *k) {
     MHD_add_response_header(resp, "Content-Type", "text/event-stream");
     MHD_add_response_header(resp, "Cache-Control", "no-cache");
     MHD_add_response_header(resp, "X-Content-Type-Options", "nosniff");
+    add_extra_headers(resp);
     enum MHD_Result ok = MHD_queue_response(c, 200, resp);
     MHD_destroy_response(resp);
     return ok;
+}
+
+/* Whether the client closed its end (or the connection broke) while a
+ * whole reply is computed: bytes waiting (a pipelined request) mean it is
+ * still there. The connection's thread is the one waiting, so nothing else
+ * reads the socket meanwhile. */
+static bool client_gone(void *cls) {
+    const union MHD_ConnectionInfo *i =
+        MHD_get_connection_info(cls, MHD_CONNECTION_INFO_CONNECTION_FD);
+    if (!i) return false;
+    char b;
+    ssize_t n = recv(i->connect_fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+    return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
 }
 
 static enum MHD_Result generate(struct MHD_Connection *c, srv_http *h, const json_t *body,
                                 bool chat) {
     char err[SRV_ERR_MAX] = "";
     srv_call *k = NULL;
-    int rc = srv_call_start(&h->api, body, chat, &k, err);
+    int rc = srv_check_limits(body, chat, &h->o.limits, err);
+    if (!rc) rc = srv_call_start(&h->api, body, chat, &k, err);
     if (rc) return send_error(c, rc, err);
     if (srv_call_streams(k)) return reply_stream(c, k);
     json_t *j = NULL;
-    int status = srv_call_whole(k, &j);
-    srv_call_free(k);
+    int status = srv_call_whole(k, client_gone, c, &j);
+    srv_call_free(k); /* aborts what still runs when the client left */
+    if (!status) return MHD_NO; /* nobody to answer: close the connection */
     return send_json(c, status, j);
 }
 
@@ -149,8 +192,10 @@ static enum MHD_Result tokenize(struct MHD_Connection *c, srv_http *h, const jso
     char err[SRV_ERR_MAX] = "";
     int32_t *ids = NULL;
     int64_t n = 0;
-    int rc;
-    if (json_object_get(body, "messages")) {
+    bool chat = json_object_get(body, "messages") != NULL;
+    int rc = srv_check_limits(body, chat, &h->o.limits, err);
+    if (rc) {
+    } else if (chat) {
         srv_request_info info = {0};
         rc = srv_chat_prompt(&h->api, body, true, &info, &ids, &n, err);
         srv_request_info_free(&info);
@@ -219,14 +264,8 @@ static enum MHD_Result models(struct MHD_Connection *c, srv_http *h) {
 /* --------------------------------------------------------------- routing */
 
 static bool authorized(struct MHD_Connection *c, const srv_http *h) {
-    if (!h->o.api_key) return true;
-    const char *a = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization");
-    char want[512];
-    snprintf(want, sizeof want, "Bearer %s", h->o.api_key);
-    if (!a || strlen(a) != strlen(want)) return false;
-    unsigned diff = 0; /* the same time for every wrong key of this length */
-    for (size_t i = 0; want[i]; i++) diff |= (unsigned)(a[i] ^ want[i]);
-    return diff == 0;
+    return srv_guard_key_ok(&h->guard,
+                            MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization"));
 }
 
 static enum MHD_Result route_post(struct MHD_Connection *c, srv_http *h, const char *url,
@@ -240,6 +279,13 @@ static enum MHD_Result route_post(struct MHD_Connection *c, srv_http *h, const c
                  h->o.max_body_bytes);
         return send_error(c, 413, err);
     }
+    /* a form or text/plain body is what a web page may post anywhere
+     * without asking first: only JSON is taken */
+    if (!srv_guard_json_type(MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Type")))
+        return send_error(c, 415, "the body must be JSON: send the header "
+                                  "'Content-Type: application/json'");
+    if ((chat || comp) && atomic_load(&h->draining))
+        return send_error(c, 503, "the server is shutting down");
     json_error_t je;
     json_t *body = json_loadb(cn->body ? cn->body : "", cn->len, JSON_REJECT_DUPLICATES, &je);
     if (!json_is_object(body)) {
@@ -252,18 +298,40 @@ static enum MHD_Result route_post(struct MHD_Connection *c, srv_http *h, const c
     enum MHD_Result ok;
     if (tok) ok = tokenize(c, h, body);
     else if (detok) ok = detokenize(c, h, body);
-    else if (atomic_load(&h->draining)) ok = send_error(c, 503, "the server is shutting down");
     else ok = generate(c, h, body, chat);
     json_decref(body);
     return ok;
 }
 
+/* A CORS preflight from an origin let in (guard.c). */
+static enum MHD_Result preflight(struct MHD_Connection *c) {
+    struct MHD_Response *r = MHD_create_response_from_buffer(0, "", MHD_RESPMEM_PERSISTENT);
+    if (!r) return MHD_NO;
+    MHD_add_response_header(r, "Access-Control-Allow-Methods", "GET, POST, HEAD");
+    MHD_add_response_header(r, "Access-Control-Allow-Headers", "Authorization, Content-Type");
+    MHD_add_response_header(r, "Access-Control-Max-Age", "600");
+    add_extra_headers(r);
+    enum MHD_Result ok = MHD_queue_response(c, 204, r);
+    MHD_destroy_response(r);
+    return ok;
+}
+
 static enum MHD_Result route(struct MHD_Connection *c, srv_http *h, const char *url,
                              const char *method, const conn *cn) {
-    bool get = !strcmp(method, "GET"), post = !strcmp(method, "POST");
+    /* HEAD is GET without the body (libmicrohttpd leaves the body out) */
+    bool get = !strcmp(method, "GET") || !strcmp(method, "HEAD"), post = !strcmp(method, "POST");
+    char why[256];
+    bool cors = false;
+    int refused = srv_guard_check(&h->guard, MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Host"),
+                                  MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Origin"), &cors,
+                                  why, sizeof why);
+    if (refused) return send_error(c, refused, why);
+    if (cors) reply_extra.cors_origin = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Origin");
+    if (cors && !strcmp(method, "OPTIONS")) return preflight(c);
     if (get && !strcmp(url, "/health")) {
-        char why[256];
         if (srv_engine_dead(h->e, why, sizeof why)) return send_error(c, 503, why);
+        /* load balancers stop sending new requests */
+        if (atomic_load(&h->draining)) return send_error(c, 503, "the server is shutting down");
         return send_text(c, 200, "text/plain", "", 0);
     }
     srv_page page;
@@ -317,7 +385,11 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
         cn->len += n;
         return MHD_YES;
     }
-    return route(c, h, url, method, cn);
+    reply_extra.cors_origin = NULL;
+    reply_extra.close = atomic_load(&h->draining);
+    enum MHD_Result ok = route(c, h, url, method, cn);
+    reply_extra.cors_origin = NULL;
+    return ok;
 }
 
 static void completed(void *cls, struct MHD_Connection *c, void **con_cls,
@@ -331,6 +403,36 @@ static void completed(void *cls, struct MHD_Connection *c, void **con_cls,
     free(cn->body);
     free(cn);
     *con_cls = NULL;
+}
+
+/* libmicrohttpd's messages (one per broken connection, so a client could
+ * flood the log): at most one a second, with a count of those left out. */
+static void http_log(void *cls, const char *fmt, va_list ap) {
+    (void)cls;
+    static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+    static double last = -1e9;
+    static long skipped;
+    pthread_mutex_lock(&mu);
+    double now = srv_now();
+    if (now - last < 1.0) {
+        skipped++;
+    } else {
+        if (skipped) fprintf(stderr, "wna16 serve: (%ld more HTTP messages left out)\n", skipped);
+        fputs("wna16 serve: ", stderr);
+        vfprintf(stderr, fmt, ap);
+        last = now;
+        skipped = 0;
+    }
+    pthread_mutex_unlock(&mu);
+}
+
+/* Whether an address is a loopback one (127.0.0.0/8, ::1). */
+static bool loopback_addr(const struct sockaddr *a) {
+    if (a->sa_family == AF_INET)
+        return (ntohl(((const struct sockaddr_in *)a)->sin_addr.s_addr) >> 24) == 127;
+    if (a->sa_family == AF_INET6)
+        return IN6_IS_ADDR_LOOPBACK(&((const struct sockaddr_in6 *)a)->sin6_addr);
+    return false;
 }
 
 int srv_http_start(const srv_http_options *o, srv_engine *e, wna16_tokenizer *tok,
@@ -360,13 +462,20 @@ int srv_http_start(const srv_http_options *o, srv_engine *e, wna16_tokenizer *to
                        .served_name = o->served_name, .chat_template = o->chat_template,
                        .tool_format = o->tool_format, .reasoning = o->reasoning,
                        .gen = o->gen};
+    h->guard = (srv_guard){.api_key = o->api_key, .allowed_hosts = o->allowed_hosts,
+                           .allowed_origins = o->allowed_origins,
+                           .loopback = loopback_addr(ai->ai_addr)};
     pthread_mutex_init(&h->api.tok_mu, NULL);
+    /* poll, not select: more connections than FD_SETSIZE */
     unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION |
-                     MHD_USE_ERROR_LOG | (ai->ai_family == AF_INET6 ? MHD_USE_IPv6 : 0);
-    h->daemon = MHD_start_daemon(flags, (uint16_t)o->port, NULL, NULL, handle, h,
-                                 MHD_OPTION_SOCK_ADDR, ai->ai_addr, MHD_OPTION_NOTIFY_COMPLETED,
-                                 completed, h, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)600,
-                                 MHD_OPTION_CONNECTION_LIMIT, (unsigned)1000, MHD_OPTION_END);
+                     MHD_USE_POLL | MHD_USE_ERROR_LOG |
+                     (ai->ai_family == AF_INET6 ? MHD_USE_IPv6 : 0);
+    h->daemon = MHD_start_daemon(
+        flags, (uint16_t)o->port, NULL, NULL, handle, h, MHD_OPTION_EXTERNAL_LOGGER, http_log,
+        NULL, MHD_OPTION_SOCK_ADDR, ai->ai_addr, MHD_OPTION_NOTIFY_COMPLETED, completed, h,
+        MHD_OPTION_CONNECTION_TIMEOUT, o->idle_timeout_s, MHD_OPTION_CONNECTION_LIMIT,
+        o->max_connections, MHD_OPTION_PER_IP_CONNECTION_LIMIT, o->max_connections_per_client,
+        MHD_OPTION_END);
     freeaddrinfo(ai);
     if (!h->daemon) {
         snprintf(err, err_len, "cannot listen on %s:%d (in use, or not an address of this host); "
@@ -389,8 +498,16 @@ void srv_http_drain(srv_http *h) { atomic_store(&h->draining, true); }
 
 int srv_http_in_flight(const srv_http *h) { return atomic_load(&h->in_flight); }
 
-void srv_http_stop(srv_http *h) {
+void srv_http_stop(srv_http *h, double grace_s) {
     if (!h) return;
+    atomic_store(&h->draining, true);
+    /* every request the engine has ended (aborted ones too) gets its answer
+     * out before the connections close */
+    double until = srv_now() + grace_s;
+    while (atomic_load(&h->in_flight) > 0 && srv_now() < until) {
+        struct timespec ts = {0, 10 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
     MHD_stop_daemon(h->daemon);
     pthread_mutex_destroy(&h->api.tok_mu);
     free(h);

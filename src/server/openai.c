@@ -279,6 +279,17 @@ static int submit_all(srv_call *k, const json_t *body, const srv_params *base,
             r->params.max_tokens = k->chat ? k->a->context - r->n_prompt : 16;
         if (r->params.max_tokens < 1 && !(k->echo && r->params.max_tokens == 0))
             r->params.max_tokens = 1;
+        if (!r->n_prompt) {
+            snprintf(err, SRV_ERR_MAX, "the prompt is empty: give at least one token of text");
+            return 400;
+        }
+        if (r->params.min_tokens > r->params.max_tokens) {
+            /* vLLM's words */
+            snprintf(err, SRV_ERR_MAX,
+                     "min_tokens must be less than or equal to max_tokens=%lld, got %lld",
+                     (long long)r->params.max_tokens, (long long)r->params.min_tokens);
+            return 400;
+        }
         srv_stream_split_init(&q->split, k->reasoning, k->tool_format);
         if ((rc = srv_engine_submit(k->a->e, r))) {
             snprintf(err, SRV_ERR_MAX, "%s", r->error[0] ? r->error : "refused");

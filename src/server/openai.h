@@ -42,8 +42,10 @@ typedef struct srv_call srv_call;
 int srv_call_start(srv_api *a, const json_t *body, bool chat, srv_call **out, char *err);
 bool srv_call_streams(const srv_call *k);
 /* The whole reply, once every sequence ended: 200 and the response, or an
- * error status and OpenAI's error object. */
-int srv_call_whole(srv_call *k, json_t **out);
+ * error status and OpenAI's error object. gone(user) (may be NULL) is asked
+ * a few times a second while it waits: when it says the client left, 0 and
+ * no response (srv_call_free then aborts what still runs). */
+int srv_call_whole(srv_call *k, bool (*gone)(void *), void *user, json_t **out);
 /* The next server-sent events (blocking for tokens): *data is valid until
  * the next call; false once the stream has ended. */
 bool srv_call_events(srv_call *k, const char **data, size_t *len);

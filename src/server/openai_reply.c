@@ -181,14 +181,20 @@ static json_t *tool_calls_json(int format, const srv_tool_calls *c, bool stream)
 
 /* ---------------------------------------------------------- whole reply */
 
-static void wait_text(seq *q) {
+/* How often a whole reply's wait asks whether its client is still there. */
+#define CLIENT_CHECK_S 0.2
+
+/* Waits for q's text; false when gone(user) said the client left first. */
+static bool wait_text(seq *q, bool (*gone)(void *), void *user) {
     for (bool done = false; !done;) {
         char *t;
         size_t n;
-        done = srv_request_wait(q->r, 1.0, &t, &n);
+        done = srv_request_wait(q->r, CLIENT_CHECK_S, &t, &n);
         if (t) srv_text_put(&q->all, t, n);
         free(t);
+        if (!done && gone && gone(user)) return false;
     }
+    return true;
 }
 
 /* The assistant's message: reasoning, content and tool calls split out. */
@@ -252,8 +258,10 @@ static void pick_best(srv_call *k, int prompt, int *best) {
     }
 }
 
-int srv_call_whole(srv_call *k, json_t **out) {
-    for (int i = 0; i < k->n_seqs; i++) wait_text(&k->s[i]);
+int srv_call_whole(srv_call *k, bool (*gone)(void *), void *user, json_t **out) {
+    *out = NULL;
+    for (int i = 0; i < k->n_seqs; i++)
+        if (!wait_text(&k->s[i], gone, user)) return 0;
     for (int i = 0; i < k->n_seqs; i++) {
         srv_request *r = k->s[i].r;
         if (failed(r)) {

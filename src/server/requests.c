@@ -175,6 +175,10 @@ wna16_status srv_engine_start(wna16_ctx *ctx, wna16_model *m, const wna16_tokeni
     return WNA16_OK;
 }
 
+void srv_engine_halt(srv_engine *e, double drain_s) {
+    if (e) wna16_engine_stop(e->e, drain_s);
+}
+
 void srv_engine_stop(srv_engine *e, double drain_s) {
     if (!e) return;
     wna16_engine_stop(e->e, drain_s);

@@ -84,7 +84,10 @@ typedef struct srv_request {
 wna16_status srv_engine_start(wna16_ctx *ctx, wna16_model *m, const wna16_tokenizer *tok,
                               const srv_engine_options *o, srv_engine **out);
 /* Stops taking requests, finishes or aborts what runs (after drain_s
- * seconds), joins the engine's thread and frees it. */
+ * seconds) and joins the engine's thread; e still answers queries, and
+ * every request's waiter sees its end. */
+void srv_engine_halt(srv_engine *e, double drain_s);
+/* srv_engine_halt, then frees e. */
 void srv_engine_stop(srv_engine *e, double drain_s);
 
 srv_request *srv_request_new(void);

@@ -145,6 +145,7 @@ def test_curl_sse_framing(server):
         json.loads(e[6:])
     whole = subprocess.run(
         ["curl", "-s", server.url + "/v1/chat/completions", "-H", "Authorization: Bearer " + KEY,
+         "-H", "Content-Type: application/json",
          "-d", json.dumps({"messages": [{"role": "user", "content": "x"}], "max_tokens": 3})],
         capture_output=True, text=True, timeout=60).stdout
     assert json.loads(whole)["choices"][0]["message"]["role"] == "assistant"
@@ -326,14 +327,14 @@ def test_sigterm_drains(model_dir):
     s = Server(model_dir)
     with cf.ThreadPoolExecutor(1) as pool:
         running = pool.submit(post, s.url, "/v1/completions",
-                              {"prompt": "a", "max_tokens": 200, "ignore_eos": True}, None)
+                              {"prompt": "a", "max_tokens": 2000, "ignore_eos": True}, None)
         time.sleep(0.3)
         s.p.send_signal(signal.SIGTERM)
         time.sleep(0.1)
         st, b = post(s.url, "/v1/completions", {"prompt": "b"}, key=None)
         assert st == 503 and "shutting down" in b["error"]["message"]
         st, b = running.result()
-        assert st == 200 and b["usage"]["completion_tokens"] == 200
+        assert st == 200 and b["usage"]["completion_tokens"] == 2000
     assert s.p.wait(timeout=60) == 0
 
 
