@@ -9,6 +9,7 @@
  * the same as TP=1, the absorbed decode within a bound of the expanded form
  * step for step, the cache holding (kv_lora + rope) values per token and
  * layer, and a prefix reused from the prefix cache giving the same logits. */
+#include "model/synth.h"
 #include "runtime/runtime.h"
 #include "testing.h"
 #include "wna16.h"
@@ -260,12 +261,51 @@ static void check_refusals(void) {
     CHECK(m == NULL);
 }
 
+/* The synth writer's DeepSeek layout (the kimi-k2 preset's, at small
+ * sizes, with a plain q_proj): it loads, and TP=2 (heads and experts
+ * split) decodes the tokens TP=1 does. The preset itself is Kimi-K2's. */
+static void check_synth(void) {
+    wna16_synth_spec o;
+    CHECK(wna16_synth_spec_preset("kimi-k2", &o));
+    CHECK(o.hidden == 7168 && o.experts == 384 && o.top_k == 8 && o.kv_lora == 512 &&
+          o.rope == 64 && o.q_lora == 1536 && o.group_size == 32 && o.first_dense == 1);
+    o.hidden = 128, o.layers = 3, o.heads = 4, o.kv_heads = 4, o.head_dim = 16;
+    o.intermediate = 256, o.moe_intermediate = 64, o.experts = 8, o.top_k = 2;
+    o.vocab = V, o.max_positions = 256, o.q_lora = 0, o.kv_lora = 64, o.nope = 32, o.rope = 16;
+    o.v_head = 32, o.n_group = 4, o.topk_group = 2, o.layers_per_shard = 0;
+    const char *dir = "build/mla-synth";
+    CHECK(system("rm -rf build/mla-synth") == 0);
+    wna16_diag d = {0};
+    CHECK_MSG(wna16_synth_spec_write(&d, &o, dir) == WNA16_OK, "synth: %s", d.detail);
+    int32_t tok[2][8];
+    for (int tp = 1; tp <= 2; tp++) {
+        wna16_model_options mo;
+        wna16_model_options_init(&mo);
+        mo.tp = tp;
+        mo.context = 64;
+        wna16_model *m = NULL;
+        wna16_status s = wna16_model_load(ctx, dir, &mo, &m);
+        CHECK_MSG(s == WNA16_OK, "synth TP=%d: %s", tp, wna16_ctx_error(ctx));
+        if (!m) return;
+        float logits[V];
+        int32_t next = 1;
+        wna16_model_reset(m);
+        for (int i = 0; i < 8; i++) {
+            CHECK(wna16_model_eval(ctx, m, &next, 1, logits) == WNA16_OK);
+            tok[tp - 1][i] = next = argmax(logits);
+        }
+        wna16_model_free(m);
+    }
+    CHECK_MSG(!memcmp(tok[0], tok[1], sizeof tok[0]), "synth: TP=2 tokens differ from TP=1");
+}
+
 int main(void) {
     CHECK(wna16_ctx_create(&ctx) == WNA16_OK);
     CHECK_MSG(load_reference(), DIR "/reference.json");
     check_reference();
     check_paged();
     check_refusals();
+    check_synth();
     wna16_ctx_free(ctx);
     TEST_MAIN_END();
 }
