@@ -261,6 +261,23 @@ static void check_refusals(void) {
     CHECK(m == NULL);
 }
 
+/* inspect reports the latent sizes and the cache's bytes per token, and
+ * splits the heads at TP=2. */
+static void check_inspect(void) {
+    wna16_checkpoint *ck = NULL;
+    CHECK_STATUS(ctx, wna16_checkpoint_open(ctx, DIR, &ck), WNA16_OK, NULL);
+    if (!ck) return;
+    char *text = NULL;
+    bool ok = false;
+    int tp[] = {1, 2};
+    CHECK_STATUS(ctx, wna16_checkpoint_report(ctx, ck, tp, 2, false, &text, &ok), WNA16_OK, NULL);
+    CHECK_MSG(ok && text && strstr(text, "KV latent 32, head dims nope 16 rope 8 v 24") &&
+                  strstr(text, "KV cache        240 bytes per token"),
+              "inspect: %s", text ? text : "(none)");
+    wna16_free(text);
+    wna16_checkpoint_close(ck);
+}
+
 /* The synth writer's DeepSeek layout (the kimi-k2 preset's, at small
  * sizes, with a plain q_proj): it loads, and TP=2 (heads and experts
  * split) decodes the tokens TP=1 does. The preset itself is Kimi-K2's. */
@@ -306,6 +323,7 @@ int main(void) {
     check_paged();
     check_refusals();
     check_synth();
+    check_inspect();
     wna16_ctx_free(ctx);
     TEST_MAIN_END();
 }
