@@ -20,10 +20,15 @@ prompt whose greedy run has a token whose chosen experts differ between the two 
 tie the fixture cannot judge, so the first candidate prompt without one (and with
 tools/gen_model_fixtures.py's distinct-token and margin rules) is taken.
 
-Writes tests/data/models/deepseek_v3_w4a16. Needs torch, transformers and
+deepseek_v2_w4a16 is DeepseekV2ForCausalLM on the same sizes but what V2 differs in: a
+plain q_proj (q_lora_rank null), softmax scores without a correction bias, the
+group_limited_greedy top-k (a group's score is its best expert's), no renormalisation,
+two shared experts, routed_scaling_factor 2.
+
+Writes tests/data/models/deepseek_v3_w4a16 and deepseek_v2_w4a16. Needs torch, transformers and
 compressed-tensors (scripts/requirements-fixtures.txt):
 
-    python tools/gen_deepseek_fixture.py
+    python tools/gen_deepseek_fixture.py [deepseek_v3] [deepseek_v2]
 """
 import os
 import sys
@@ -32,13 +37,13 @@ import tempfile
 import torch
 from compressed_tensors.quantization import QuantizationScheme
 from safetensors.torch import load_file
-from transformers import DeepseekV3Config, DeepseekV3ForCausalLM
+from transformers import (DeepseekV2Config, DeepseekV2ForCausalLM, DeepseekV3Config,
+                          DeepseekV3ForCausalLM)
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import gen_model_fixtures as base  # noqa: E402
 from gen_ct_fixtures import wargs  # noqa: E402
 
-NAME = "deepseek_v3"
 CONFIG = dict(vocab_size=512, hidden_size=64, num_hidden_layers=3, num_attention_heads=4,
               num_key_value_heads=4, intermediate_size=128, moe_intermediate_size=64,
               n_routed_experts=8, n_group=4, topk_group=2, num_experts_per_tok=2,
@@ -50,6 +55,12 @@ CONFIG = dict(vocab_size=512, hidden_size=64, num_hidden_layers=3, num_attention
               rope_parameters=dict(rope_type="yarn", rope_theta=10000.0, factor=4.0,
                                    original_max_position_embeddings=64, mscale=1.0,
                                    mscale_all_dim=0.8, beta_fast=32, beta_slow=1))
+CONFIG_V2 = dict(CONFIG, q_lora_rank=None, topk_method="group_limited_greedy",
+                 n_shared_experts=2, routed_scaling_factor=2.0, norm_topk_prob=False)
+for k in ("rope_interleave", "num_nextn_predict_layers"):
+    del CONFIG_V2[k]
+VARIANTS = {"deepseek_v3": (DeepseekV3Config, DeepseekV3ForCausalLM, CONFIG),
+            "deepseek_v2": (DeepseekV2Config, DeepseekV2ForCausalLM, CONFIG_V2)}
 # everything but the routed experts stays bf16, as in Kimi-K2-Thinking's ignore list
 IGNORE = ["lm_head", "re:.*self_attn\\..*", "re:.*shared_experts\\..*",
           "re:.*layers\\.0\\.mlp\\..*"]
@@ -63,13 +74,14 @@ class LinearExpert(torch.nn.Module):
         self.down_proj = torch.nn.Linear(inter, hidden, bias=False, dtype=torch.bfloat16)
 
 
-def make_model():
-    model = base.make_model(NAME, (DeepseekV3Config, DeepseekV3ForCausalLM, CONFIG, None, None))
+def make_model(name):
+    cfg_cls, model_cls, cfg = VARIANTS[name]
+    model = base.make_model(name, (cfg_cls, model_cls, cfg, None, None))
     with torch.no_grad():
         for L, layer in enumerate(model.model.layers):
-            if L >= CONFIG["first_k_dense_replace"]:
+            if L >= cfg["first_k_dense_replace"] and name == "deepseek_v3":
                 b = layer.mlp.gate.e_score_correction_bias
-                b.copy_(0.05 * torch.randn(b.shape, generator=base._gen(f"{NAME}:bias{L}")))
+                b.copy_(0.05 * torch.randn(b.shape, generator=base._gen(f"{name}:bias{L}")))
     return model
 
 
@@ -107,22 +119,22 @@ def routing_is_clear(model, ids):
         b = mod.forward(x.to(torch.bfloat16).float())[2].sort(-1)[0]
         flips.append(bool((a != b).any()))
     hooks = [l.mlp.gate.register_forward_hook(hook) for l in model.model.layers
-             if hasattr(l.mlp, "gate") and hasattr(l.mlp.gate, "e_score_correction_bias")]
+             if hasattr(l.mlp, "experts")]
     model(torch.tensor([seq]), use_cache=False)
     for h in hooks:
         h.remove()
     return not any(flips)
 
 
-def choose_prompt(d):
+def choose_prompt(name, d):
     model = base.AutoModelForCausalLM.from_pretrained(d, dtype=torch.float32,
                                                       attn_implementation=base.ATTN).eval()
     for k in range(base.N_CANDIDATES):
-        ids = base.prompt_ids(NAME, model.config.vocab_size, k)
+        ids = base.prompt_ids(name, model.config.vocab_size, k)
         distinct, margin = base._greedy_stats(model, ids)
         if distinct >= base.MIN_DISTINCT and margin >= base.GOOD_MARGIN and \
                 routing_is_clear(model, ids):
-            print(f"  {NAME}: prompt candidate {k}, min margin {margin:.4f}")
+            print(f"  {name}: prompt candidate {k}, min margin {margin:.4f}")
             return ids, k
     raise SystemExit("no candidate prompt routes clearly")
 
@@ -130,28 +142,32 @@ def choose_prompt(d):
 def main():
     torch.use_deterministic_algorithms(True)
     torch.set_num_threads(1)
-    model = make_model()
+    only = sys.argv[1:] or list(VARIANTS)
+    for name in only:
+        gen(name)
+
+
+def gen(name):
+    model = make_model(name)
     with tempfile.TemporaryDirectory() as tmpd:
         bdir = os.path.join(tmpd, "bf16")
         model.save_pretrained(bdir)
         bsd = load_file(os.path.join(bdir, "model.safetensors"))
-        print({k: (tuple(v.shape), str(v.dtype)) for k, v in bsd.items() if "layers.1." in k
-               and "experts.1" not in k and "experts.2" not in k})
         linearize(model, bsd)
-        qdir = os.path.join(base.OUT, NAME + "_w4a16")
+        qdir = os.path.join(base.OUT, name + "_w4a16")
         scheme = QuantizationScheme(targets=["Linear"], weights=wargs(4, True, base.GROUP))
         mem = base.quantize_and_save(model, scheme, IGNORE, qdir)
         assert all(".experts." in k for k in mem), sorted(mem)
         disk = base.library_decompress_from_disk(qdir)
-        base.assert_bitequal(disk, mem, NAME + " disk-vs-memory")
+        base.assert_bitequal(disk, mem, name + " disk-vs-memory")
         tmp = os.path.join(tmpd, "deq")
         base.dequant_dir(qdir, bsd, tmp)
-        ids, k = choose_prompt(tmp)
+        ids, k = choose_prompt(name, tmp)
         ref, _ = base.reference(tmp, ids, "compressed-tensors decompression (bf16) of this "
                                 "checkpoint, upcast to float32")
         ref["prompt_candidate"] = k
         base.write_reference(qdir, ref)
-        base.summarize([(NAME + "_w4a16", qdir, ref)])
+        base.summarize([(name + "_w4a16", qdir, ref)])
 
 
 if __name__ == "__main__":

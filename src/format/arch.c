@@ -52,6 +52,12 @@ static const wna16_arch archs[] = {
      .mlp_prefix = "mlp",
      .default_norm_topk = true,
      .mla = true},
+    {.name = "DeepseekV2ForCausalLM", /* DeepSeek-V2, V2-Lite, V2.5 */
+     .moe = true,
+     .mlp_prefix = "mlp",
+     .default_norm_topk = false,
+     .mla = true,
+     .softmax_router = true},
 };
 
 const wna16_arch *wna16_arch_find(const char *architecture) {
@@ -64,6 +70,6 @@ const char *wna16_arch_names(void) {
     return "Qwen3MoeForCausalLM, Qwen3ForCausalLM, LlamaForCausalLM, MixtralForCausalLM, "
            "Qwen2MoeForCausalLM, Qwen2ForCausalLM, MistralForCausalLM, Gemma2ForCausalLM, "
            "Gemma3ForCausalLM, Gemma3ForConditionalGeneration (its text model), Phi3ForCausalLM, "
-           "DeepseekV3ForCausalLM";
+           "DeepseekV3ForCausalLM, DeepseekV2ForCausalLM";
 }
 

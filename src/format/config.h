@@ -46,6 +46,7 @@ typedef struct wna16_arch {
     bool local_rope;        /* Gemma 3: local layers have a RoPE of their own */
     bool mla;               /* DeepSeek-V3: latent attention, grouped sigmoid routing,
                                shared_experts beside the routed ones */
+    bool softmax_router;    /* DeepSeek-V2: softmax scores unless scoring_func says */
 } wna16_arch;
 
 const wna16_arch *wna16_arch_find(const char *architecture);

@@ -247,6 +247,24 @@ static void mla_features(wna16_model *m) {
     }
 }
 
+/* DeepSeek's topk_method: plain, group-limited (V2: a group scores its best
+ * expert) or the bias-corrected groups of V3 (noaux_tc); the scores are
+ * softmax or sigmoid (scoring_func), routed in src/moe. */
+static wna16_status routing_method(wna16_diag *d, const wna16_model *m) {
+    const char *t = json_string_value(cfg_get(m, "topk_method"));
+    const char *sf = json_string_value(cfg_get(m, "scoring_func"));
+    if (t && strcmp(t, "greedy") && strcmp(t, "group_limited_greedy") && strcmp(t, "noaux_tc"))
+        return wna16_fail(d, WNA16_ERR_UNSUPPORTED,
+                          "%s: topk_method \"%s\" is not supported (greedy, group_limited_greedy, "
+                          "noaux_tc)",
+                          m->ck->dir, t);
+    if (sf && strcmp(sf, "softmax") && strcmp(sf, "sigmoid"))
+        return wna16_fail(d, WNA16_ERR_UNSUPPORTED,
+                          "%s: scoring_func \"%s\" is not supported (softmax, sigmoid)", m->ck->dir,
+                          sf);
+    return WNA16_OK;
+}
+
 static wna16_status rotary_dim(wna16_diag *d, wna16_model *m) {
     if (m->arch->mla) {
         m->feat.rotary_dim = m->cfg.qk_rope_head_dim;
@@ -289,6 +307,7 @@ wna16_status wna16_features_init(wna16_diag *d, wna16_model *m) {
                               "%s: %s needs \"kv_lora_rank\" and the latent attention sizes",
                               m->ck->dir, m->arch->name);
         mla_features(m);
+        WNA16_TRY(routing_method(d, m));
     }
     return WNA16_OK;
 }

@@ -96,11 +96,14 @@ static wna16_moe_config moe_config(const wna16_model *m) {
         .shared_intermediate = m->arch->shared_expert ? m->cfg.shared_expert_intermediate_size : 0,
         .shared_expert_gate = m->arch->shared_expert,
     };
-    if (m->arch->mla) { /* DeepSeek-V3: grouped sigmoid routing; shared_experts load as an MLP */
+    if (m->arch->mla) { /* DeepSeek: (grouped) top-k; shared_experts load as an MLP */
         const char *sf = json_string_value(cfg_get(m, "scoring_func"));
-        c.scoring = sf && !strcmp(sf, "softmax") ? WNA16_MOE_SOFTMAX : WNA16_MOE_SIGMOID;
-        c.n_group = m->cfg.n_group > 1 ? m->cfg.n_group : 0;
-        c.topk_group = m->cfg.n_group > 1 ? m->cfg.topk_group : 0;
+        bool softmax = sf ? !strcmp(sf, "softmax") : m->arch->softmax_router;
+        c.scoring = softmax ? WNA16_MOE_SOFTMAX : WNA16_MOE_SIGMOID;
+        const char *method = json_string_value(cfg_get(m, "topk_method"));
+        bool grouped = m->cfg.n_group > 1 && !(method && !strcmp(method, "greedy"));
+        c.n_group = grouped ? m->cfg.n_group : 0;
+        c.topk_group = grouped ? m->cfg.topk_group : 0;
     }
     return c;
 }
