@@ -1047,7 +1047,9 @@ WNA16_API wna16_status wna16_quantize_model(wna16_ctx *ctx, const wna16_quantize
 typedef struct wna16_synth_options {
     size_t struct_size; /* sizeof(wna16_synth_options), set by wna16_synth_options_init */
     const char *preset; /* "demo" [default]: a tiny Qwen3-MoE with Qwen3's vocabulary;
-                           "qwen3-30b-a3b": that model's shapes, W4A16 group 128 */
+                           "qwen3-30b-a3b": that model's shapes, W4A16 group 128;
+                           "kimi-k2": Kimi-K2's (DeepseekV3ForCausalLM), routed experts
+                           W4A16 group 32, the rest bf16 (cut it with layers) */
     int64_t layers;     /* [0: the preset's] */
     int bits;           /* 4, 8 or 16 (unquantized bf16) [0: the preset's] */
     int64_t group_size; /* > 0, or -1 (per output channel) [0: the preset's] */

@@ -168,7 +168,12 @@ static void test_synth(void) {
           so.bits == 0 && so.group_size == 0 && so.seed == -1 && !so.asymmetric && !so.dense);
     so.preset = "nope";
     CHECK_STATUS(ctx, wna16_synth_write(ctx, &so, dir), WNA16_ERR_INVALID_ARGUMENT,
-                 "preset \"nope\": expected demo or qwen3-30b-a3b");
+                 "preset \"nope\": expected demo, qwen3-30b-a3b or kimi-k2");
+    so.preset = "kimi-k2";
+    so.dense = true;
+    CHECK_STATUS(ctx, wna16_synth_write(ctx, &so, dir), WNA16_ERR_INVALID_ARGUMENT,
+                 "--dense writes a Qwen3ForCausalLM; preset \"kimi-k2\" is a MoE of its own");
+    so.dense = false;
     so.preset = NULL; /* the default */
     so.bits = 5;
     CHECK_STATUS(ctx, wna16_synth_write(ctx, &so, dir), WNA16_ERR_INVALID_ARGUMENT,

@@ -383,6 +383,7 @@ int wna16_bench_model(int argc, char **argv) {
         double ar_pre_share = ar_pre.all_reduce_seconds / prefill_s;
         double ar_calls_tok = (double)ar_dec.all_reduce_calls / (double)decode;
         double ar_kb_tok = (double)ar_dec.all_reduce_bytes / (double)decode / 1024.0;
+        size_t kv_token = wna16_kv_cache_block_bytes(m) / WNA16_KV_BLOCK_SIZE;
         if (json) {
             char fb[32];
             printf("{\"model\": \"%s\", \"isa\": \"%s\", \"threads\": %d, \"tp\": %ld, "
@@ -400,14 +401,14 @@ int wna16_bench_model(int argc, char **argv) {
                    "\"allreduce_calls_per_token\": %.9g, \"allreduce_kib_per_token\": %.9g, "
                    "\"allreduce_prefill_seconds\": %.9g, \"allreduce_prefill_share\": %.9g, "
                    "\"decode_read_bw_gbs\": %.9g, \"read_bw_min_gbs\": %.9g, \"read_bw_max_gbs\": "
-                   "%.9g, \"decode_best_window_fraction\": %.9g",
+                   "%.9g, \"decode_best_window_fraction\": %.9g, \"kv_bytes_per_token\": %zu",
                    dir, wna16_isa_name(wna16_isa_active()), limit_threads, tp, bw, bf16_peak ? peak : 0.0, peak_kind ? "\"" : "",
                    peak_kind ? peak_kind : "null", peak_kind ? "\"" : "", peak, load_s, prompt,
                    prefill_s, prompt / prefill_s, prefill_gflops, json_num(fb, prefill_frac, 4),
                    decode, decode_tok_s, c.bytes_per_token, decode_gbs, decode_frac,
                    cli_peak_rss_mib(), backend, ar_tok_ms, ar_dec_share, ar_calls_tok, ar_kb_tok,
                    ar_pre.all_reduce_seconds, ar_pre_share, decode_bw, bwr.lo, bwr.hi,
-                   window_frac);
+                   window_frac, kv_token);
             if (breakdown) print_breakdown_json(m, &c, decode, decode_bw);
             if (have_ranks) {
                 printf(", \"rank_allreduce_seconds\": ");
@@ -423,6 +424,7 @@ int wna16_bench_model(int argc, char **argv) {
                    wna16_isa_name(wna16_isa_active()), bw, peak_name, peak);
             printf("model:   %s, loaded in %.2fs, peak RSS %.0f MiB\n", dir, load_s,
                    cli_peak_rss_mib());
+            printf("kv:      %zu bytes per token (bf16, every layer, this process's ranks)\n", kv_token);
             printf("prefill: %ld tokens in %.3fs = %.1f tok/s, %.1f GFLOP/s", prompt, prefill_s,
                    prompt / prefill_s, prefill_gflops);
             if (peak > 0) printf(" = %.1f%% of the %s peak", 100 * prefill_frac, peak_name);

@@ -6,15 +6,18 @@
 static void synth_help(FILE *f) {
     fprintf(
         f,
-        "usage: wna16 synth --out DIR [--preset demo|qwen3-30b-a3b] [--layers N] [--bits 4|8|16]\n"
-        "                   [--group N] [--asym] [--dense] [--seed S] [--tokenizer DIR]\n\n"
+        "usage: wna16 synth --out DIR [--preset demo|qwen3-30b-a3b|kimi-k2] [--layers N]\n"
+        "                   [--bits 4|8|16] [--group N] [--asym] [--dense] [--seed S]\n"
+        "                   [--tokenizer DIR]\n\n"
         "Writes a random-weight checkpoint with real shapes as compressed-tensors\n"
-        "pack-quantized (or bf16 with --bits 16): the embedded demo model, or the exact\n"
-        "Qwen3-30B-A3B shapes (W4A16 g128; --layers cuts it) for speed measurements\n"
-        "without downloading anything. --dense writes a Qwen3ForCausalLM instead.\n"
-        "--tokenizer DIR copies DIR's tokenizer.json and tokenizer_config.json beside it,\n"
-        "so that `wna16 generate` runs on it (both presets have Qwen3's vocabulary: from\n"
-        "the repository root, --tokenizer tests/data/tokenizer/qwen3).\n");
+        "pack-quantized (or bf16 with --bits 16): the embedded demo model, the exact\n"
+        "Qwen3-30B-A3B shapes (W4A16 g128), or Kimi-K2's (DeepseekV3ForCausalLM: routed\n"
+        "experts W4A16 g32, the rest bf16; ~10 GB a MoE layer, so cut it: --layers 2 is\n"
+        "the dense layer and one MoE layer, ~14 GB) for speed measurements without\n"
+        "downloading anything; --layers cuts a preset. --dense writes a Qwen3ForCausalLM\n"
+        "instead. --tokenizer DIR copies DIR's tokenizer.json and tokenizer_config.json\n"
+        "beside it, so that `wna16 generate` runs on it (demo and qwen3-30b-a3b have\n"
+        "Qwen3's vocabulary: from the repository root, --tokenizer tests/data/tokenizer/qwen3).\n");
 }
 
 int wna16_cmd_synth(int argc, char **argv) {

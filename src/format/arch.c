@@ -47,6 +47,17 @@ static const wna16_arch archs[] = {
      .window_pattern = 6,
      .local_rope = true},
     {.name = "Phi3ForCausalLM", .mlp_prefix = "mlp", .fused_qkv = true, .window_all_layers = true},
+    {.name = "DeepseekV3ForCausalLM", /* DeepSeek-V3/R1, Kimi-K2 */
+     .moe = true,
+     .mlp_prefix = "mlp",
+     .default_norm_topk = true,
+     .mla = true},
+    {.name = "DeepseekV2ForCausalLM", /* DeepSeek-V2, V2-Lite, V2.5 */
+     .moe = true,
+     .mlp_prefix = "mlp",
+     .default_norm_topk = false,
+     .mla = true,
+     .softmax_router = true},
 };
 
 const wna16_arch *wna16_arch_find(const char *architecture) {
@@ -58,6 +69,7 @@ const wna16_arch *wna16_arch_find(const char *architecture) {
 const char *wna16_arch_names(void) {
     return "Qwen3MoeForCausalLM, Qwen3ForCausalLM, LlamaForCausalLM, MixtralForCausalLM, "
            "Qwen2MoeForCausalLM, Qwen2ForCausalLM, MistralForCausalLM, Gemma2ForCausalLM, "
-           "Gemma3ForCausalLM, Gemma3ForConditionalGeneration (its text model), Phi3ForCausalLM";
+           "Gemma3ForCausalLM, Gemma3ForConditionalGeneration (its text model), Phi3ForCausalLM, "
+           "DeepseekV3ForCausalLM, DeepseekV2ForCausalLM";
 }
 

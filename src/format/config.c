@@ -78,6 +78,39 @@ wna16_status wna16_model_config_parse(wna16_diag *d, const char *label, const js
     return text_sizes(d, label, root, c);
 }
 
+/* DeepSeek's latent attention and routing sizes (kv_lora_rank present). */
+static wna16_status mla_sizes(wna16_diag *d, const char *label, const json_t *root,
+                              wna16_model_config *c) {
+    WNA16_TRY(get_int(d, label, root, "kv_lora_rank", 0, &c->kv_lora_rank));
+    if (!c->kv_lora_rank) return WNA16_OK;
+    WNA16_TRY(need_positive(d, label, "kv_lora_rank", c->kv_lora_rank, 1 << 16));
+    WNA16_TRY(get_int(d, label, root, "q_lora_rank", 0, &c->q_lora_rank)); /* null: none */
+    WNA16_TRY(get_int(d, label, root, "qk_nope_head_dim", 0, &c->qk_nope_head_dim));
+    WNA16_TRY(need_positive(d, label, "qk_nope_head_dim", c->qk_nope_head_dim, 1 << 12));
+    WNA16_TRY(get_int(d, label, root, "qk_rope_head_dim", 0, &c->qk_rope_head_dim));
+    WNA16_TRY(need_positive(d, label, "qk_rope_head_dim", c->qk_rope_head_dim, 1 << 12));
+    WNA16_TRY(get_int(d, label, root, "v_head_dim", 0, &c->v_head_dim));
+    WNA16_TRY(need_positive(d, label, "v_head_dim", c->v_head_dim, 1 << 12));
+    if (c->q_lora_rank < 0 || c->qk_rope_head_dim % 2)
+        return wna16_fail(d, WNA16_ERR_CONFIG_INVALID,
+                          "%s: q_lora_rank %lld must be >= 0 (or null) and qk_rope_head_dim %lld "
+                          "even",
+                          label, (long long)c->q_lora_rank, (long long)c->qk_rope_head_dim);
+    c->head_dim = c->qk_nope_head_dim + c->qk_rope_head_dim;
+    WNA16_TRY(get_int(d, label, root, "n_shared_experts", 0, &c->n_shared_experts));
+    WNA16_TRY(get_int(d, label, root, "first_k_dense_replace", 0, &c->first_k_dense_replace));
+    WNA16_TRY(get_int(d, label, root, "n_group", 1, &c->n_group));
+    WNA16_TRY(get_int(d, label, root, "topk_group", 1, &c->topk_group));
+    if (c->n_shared_experts < 0 || c->first_k_dense_replace < 0 || c->n_group < 1 ||
+        c->topk_group < 1 || c->topk_group > c->n_group)
+        return wna16_fail(d, WNA16_ERR_CONFIG_INVALID,
+                          "%s: n_shared_experts %lld, first_k_dense_replace %lld, n_group %lld, "
+                          "topk_group %lld: need n_group >= topk_group >= 1 and no negative count",
+                          label, (long long)c->n_shared_experts, (long long)c->first_k_dense_replace,
+                          (long long)c->n_group, (long long)c->topk_group);
+    return WNA16_OK;
+}
+
 /* The sizes of a (language) model's config object. */
 static wna16_status text_sizes(wna16_diag *d, const char *label, const json_t *root,
                                wna16_model_config *c) {
@@ -107,10 +140,11 @@ static wna16_status text_sizes(wna16_diag *d, const char *label, const json_t *r
     WNA16_TRY(get_int(d, label, root, "max_position_embeddings", 4096, &c->max_position_embeddings));
     WNA16_TRY(need_positive(d, label, "max_position_embeddings", c->max_position_embeddings, BIG));
     /* MoE: Qwen2/3-MoE say num_experts, Mixtral num_local_experts. */
-    int64_t experts = 0, local_experts = 0;
+    int64_t experts = 0, local_experts = 0, routed = 0;
     WNA16_TRY(get_int(d, label, root, "num_experts", 0, &experts));
     WNA16_TRY(get_int(d, label, root, "num_local_experts", 0, &local_experts));
-    c->num_experts = experts ? experts : local_experts;
+    WNA16_TRY(get_int(d, label, root, "n_routed_experts", 0, &routed)); /* DeepSeek */
+    c->num_experts = experts ? experts : local_experts ? local_experts : routed;
     WNA16_TRY(get_int(d, label, root, "num_experts_per_tok", 0, &c->num_experts_per_tok));
     WNA16_TRY(get_int(d, label, root, "moe_intermediate_size", 0, &c->moe_intermediate_size));
     WNA16_TRY(get_int(d, label, root, "shared_expert_intermediate_size", 0,
@@ -128,6 +162,7 @@ static wna16_status text_sizes(wna16_diag *d, const char *label, const json_t *r
     } else {
         WNA16_TRY(need_positive(d, label, "intermediate_size", c->intermediate_size, 1 << 22));
     }
+    WNA16_TRY(mla_sizes(d, label, root, c));
     c->rms_norm_eps = get_real(root, "rms_norm_eps", 1e-6);
     const json_t *rope = json_object_get(root, "rope_parameters");
     c->rope_theta = get_real(root, "rope_theta", get_real(rope, "rope_theta", 10000.0));
@@ -440,6 +475,13 @@ wna16_status wna16_qconfig_parse(wna16_diag *d, const char *label, const json_t 
     if (method && !strcmp(method, "compressed-tensors")) return parse_ct(d, label, qc, out);
     if ((method && !strcmp(method, "gptq")) || (!method && json_object_get(qc, "bits")))
         return parse_gptq(d, label, qc, out);
+    if (method && !strcmp(method, "fp8")) /* DeepSeek-V3/R1's own release */
+        return wna16_fail(d, WNA16_ERR_UNSUPPORTED_SCHEME,
+                          "%s: quant_method \"fp8\" (block-quantized fp8 weights) is not supported: "
+                          "wna16 runs int4/int8 weights with 16-bit activations; use a "
+                          "compressed-tensors W4A16 export of the model, or dequantize it to bf16 "
+                          "and run wna16 quantize",
+                          label);
     return wna16_fail(d, WNA16_ERR_UNSUPPORTED_SCHEME,
                       "%s: quant_method \"%s\" is not supported (expected compressed-tensors or "
                       "gptq)",

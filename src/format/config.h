@@ -20,6 +20,11 @@ typedef struct wna16_model_config {
     int64_t decoder_sparse_step;
     bool norm_topk_prob, tie_word_embeddings;
     double rms_norm_eps, rope_theta;
+    /* DeepSeek-V2/V3 (kv_lora_rank > 0: multi-head latent attention); then
+     * head_dim is the query/key head size qk_nope_head_dim + qk_rope_head_dim */
+    int64_t q_lora_rank; /* 0: a plain q_proj */
+    int64_t kv_lora_rank, qk_nope_head_dim, qk_rope_head_dim, v_head_dim;
+    int64_t n_shared_experts, first_k_dense_replace, n_group, topk_group;
 } wna16_model_config;
 
 /* What differs between the supported architectures (the table: format/arch.c;
@@ -39,6 +44,9 @@ typedef struct wna16_arch {
     bool window_if_enabled; /* Qwen2: only with use_sliding_window (max_window_layers) */
     int window_pattern;     /* Gemma: every Nth layer global when layer_types is absent */
     bool local_rope;        /* Gemma 3: local layers have a RoPE of their own */
+    bool mla;               /* DeepSeek-V3: latent attention, grouped sigmoid routing,
+                               shared_experts beside the routed ones */
+    bool softmax_router;    /* DeepSeek-V2: softmax scores unless scoring_func says */
 } wna16_arch;
 
 const wna16_arch *wna16_arch_find(const char *architecture);

@@ -36,9 +36,11 @@ float wna16_view_float(const wna16_tensor_view *v, int64_t i) {
     }
 }
 
-/* "model.layers.12.mlp.experts.7.down_proj" -> layer 12, expert 7. */
+/* "model.layers.12.mlp.experts.7.down_proj" -> layer 12, expert 7; the key
+ * is a whole name component (DeepSeek's "shared_experts." is not "experts."). */
 static long index_after(const char *name, const char *key) {
     const char *p = strstr(name, key);
+    while (p && p != name && p[-1] != '.') p = strstr(p + 1, key);
     if (!p) return -1;
     p += strlen(key);
     char *end;
@@ -58,6 +60,8 @@ static wna16_tp_role role_of(const char *name, bool is_expert) {
         wna16_tp_role role, expert_role;
     } rules[] = {
         {".q_proj", WNA16_TP_QKV_Q, WNA16_TP_QKV_Q},
+        {".q_b_proj", WNA16_TP_QKV_Q, WNA16_TP_QKV_Q},  /* latent attention: by heads */
+        {".kv_b_proj", WNA16_TP_QKV_Q, WNA16_TP_QKV_Q}, /* (q_a, kv_a: replicated) */
         {".k_proj", WNA16_TP_QKV_KV, WNA16_TP_QKV_KV},
         {".v_proj", WNA16_TP_QKV_KV, WNA16_TP_QKV_KV},
         {".o_proj", WNA16_TP_ROW, WNA16_TP_ROW},
@@ -488,6 +492,19 @@ static wna16_status check_against_config(wna16_diag *d, const wna16_checkpoint *
     int64_t inter = m->expert >= 0 ? c->moe_intermediate_size : c->intermediate_size;
     if (strstr(m->name, "shared_expert.") && c->shared_expert_intermediate_size)
         inter = c->shared_expert_intermediate_size;
+    if (c->kv_lora_rank) { /* latent attention: o_proj reads the heads' values */
+        if (strstr(m->name, "shared_experts.")) inter = c->moe_intermediate_size * c->n_shared_experts;
+        int64_t nh = c->num_heads;
+        if (ends_with(m->name, ".o_proj")) return expect_dims(d, ck, m, h, nh * c->v_head_dim);
+        if (ends_with(m->name, ".q_b_proj"))
+            return expect_dims(d, ck, m, nh * c->head_dim, c->q_lora_rank);
+        if (ends_with(m->name, ".kv_b_proj"))
+            return expect_dims(d, ck, m, nh * (c->qk_nope_head_dim + c->v_head_dim),
+                               c->kv_lora_rank);
+        if (ends_with(m->name, ".kv_a_proj_with_mqa"))
+            return expect_dims(d, ck, m, c->kv_lora_rank + c->qk_rope_head_dim, h);
+        if (ends_with(m->name, ".q_a_proj")) return expect_dims(d, ck, m, c->q_lora_rank, h);
+    }
     switch (m->role) {
     case WNA16_TP_QKV_Q:
         return expect_dims(d, ck, m, q, h);

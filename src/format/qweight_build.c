@@ -163,6 +163,9 @@ wna16_shard_request wna16_ck_shard_request(const wna16_checkpoint *ck, const wna
                              .symmetric = m->symmetric, .head_dim = c->head_dim, .tp = tp,
                              .rank = rank};
     if (m->role == WNA16_TP_QKV_Q) r.num_heads = c->num_heads;
+    /* latent attention's kv_b_proj: each head's key (nope) and value rows */
+    if (c->kv_lora_rank && strstr(m->name, "kv_b_proj"))
+        r.head_dim = c->qk_nope_head_dim + c->v_head_dim;
     if (m->role == WNA16_TP_QKV_KV) r.num_heads = c->num_kv_heads;
     return r;
 }

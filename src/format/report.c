@@ -86,6 +86,15 @@ static void json_str(wna16_buf *b, const char *s) {
     json_decref(j);
 }
 
+/* The bf16 KV cache's bytes per token over all layers: K and V of the KV
+ * heads (split over TP ranks), or latent attention's latent and rotated key
+ * (the same on every rank). */
+static int64_t kv_token_bytes(const wna16_model_config *c) {
+    int64_t per_layer = c->kv_lora_rank ? c->kv_lora_rank + c->qk_rope_head_dim
+                                        : 2 * c->num_kv_heads * c->head_dim;
+    return c->num_layers * per_layer * 2;
+}
+
 static const char *method_name(wna16_qmethod m) {
     return m == WNA16_QMETHOD_COMPRESSED_TENSORS ? "compressed-tensors"
            : m == WNA16_QMETHOD_GPTQ             ? "gptq"
@@ -139,6 +148,14 @@ static void text_header(wna16_buf *b, const wna16_checkpoint *ck) {
                          c->norm_topk_prob ? ", renormalized" : "");
     else
         wna16_buf_printf(b, "MLP             dense, intermediate %lld\n", (long long)c->intermediate_size);
+    if (c->kv_lora_rank)
+        wna16_buf_printf(b, "Attention       latent: q LoRA %lld, KV latent %lld, head dims nope %lld "
+                            "rope %lld v %lld\n",
+                         (long long)c->q_lora_rank, (long long)c->kv_lora_rank,
+                         (long long)c->qk_nope_head_dim, (long long)c->qk_rope_head_dim,
+                         (long long)c->v_head_dim);
+    wna16_buf_printf(b, "KV cache        %lld bytes per token (bf16, all layers, per TP rank%s)\n",
+                     (long long)kv_token_bytes(c), c->kv_lora_rank ? "" : " at TP=1");
     wna16_buf_printf(b, "Quantization    %s", method_name(q->method));
     if (q->method == WNA16_QMETHOD_COMPRESSED_TENSORS)
         wna16_buf_printf(b, " %s, format %s, status %s", q->version, q->format, q->status);
@@ -206,11 +223,13 @@ static void json_report(wna16_buf *b, const wna16_checkpoint *ck, const totals *
     wna16_buf_printf(b, ", \"num_layers\": %lld, \"hidden_size\": %lld, \"num_heads\": %lld, "
                         "\"num_kv_heads\": %lld, \"head_dim\": %lld, \"vocab_size\": %lld, "
                         "\"num_experts\": %lld, \"experts_per_token\": %lld, "
-                        "\"moe_intermediate_size\": %lld, \"quant_method\": \"%s\", \"format\": ",
+                        "\"moe_intermediate_size\": %lld, \"kv_bytes_per_token\": %lld, "
+                        "\"quant_method\": \"%s\", \"format\": ",
                      (long long)c->num_layers, (long long)c->hidden_size, (long long)c->num_heads,
                      (long long)c->num_kv_heads, (long long)c->head_dim, (long long)c->vocab_size,
                      (long long)c->num_experts, (long long)c->num_experts_per_tok,
-                     (long long)c->moe_intermediate_size, method_name(q->method));
+                     (long long)c->moe_intermediate_size, (long long)kv_token_bytes(c),
+                     method_name(q->method));
     json_str(b, q->method == WNA16_QMETHOD_GPTQ ? q->checkpoint_format : q->format);
     wna16_buf_printf(b, ", \"schemes\": [");
     for (size_t i = 0; i < q->n_schemes; i++) {

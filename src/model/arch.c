@@ -222,7 +222,54 @@ static wna16_status windows(wna16_diag *d, wna16_model *m) {
     return WNA16_OK;
 }
 
+/* Latent attention's sizes; RoPE turns the rope dimensions alone, and a
+ * YaRN with mscale_all_dim scales the softmax by its mscale squared (as
+ * transformers' yarn_apply_mscale). */
+static void mla_features(wna16_model *m) {
+    wna16_features *f = &m->feat;
+    const wna16_model_config *c = &m->cfg;
+    f->mla = (wna16_mla){.q_lora = c->q_lora_rank,
+                         .kv_lora = c->kv_lora_rank,
+                         .nope = c->qk_nope_head_dim,
+                         .rope = c->qk_rope_head_dim,
+                         .v = c->v_head_dim,
+                         .interleave = !json_is_false(cfg_get(m, "rope_interleave"))};
+    f->rotary_dim = c->qk_rope_head_dim;
+    f->attn_scale = 1.0f / sqrtf((float)(c->qk_nope_head_dim + c->qk_rope_head_dim));
+    if (f->rope.kind != WNA16_ROPE_DEFAULT) {
+        rope_source src = {.params = cfg_get(m, "rope_parameters"),
+                           .scaling = cfg_get(m, "rope_scaling")};
+        if (!json_is_object(src.params)) src.params = NULL;
+        if (!json_is_object(src.scaling)) src.scaling = NULL;
+        double all = num_or(rope_value(m, &src, "mscale_all_dim"), 0);
+        double ms = all != 0 ? yarn_mscale(num_or(rope_value(m, &src, "factor"), 1), all) : 1.0;
+        f->attn_scale = (float)(f->attn_scale * ms * ms);
+    }
+}
+
+/* DeepSeek's topk_method: plain, group-limited (V2: a group scores its best
+ * expert) or the bias-corrected groups of V3 (noaux_tc); the scores are
+ * softmax or sigmoid (scoring_func), routed in src/moe. */
+static wna16_status routing_method(wna16_diag *d, const wna16_model *m) {
+    const char *t = json_string_value(cfg_get(m, "topk_method"));
+    const char *sf = json_string_value(cfg_get(m, "scoring_func"));
+    if (t && strcmp(t, "greedy") && strcmp(t, "group_limited_greedy") && strcmp(t, "noaux_tc"))
+        return wna16_fail(d, WNA16_ERR_UNSUPPORTED,
+                          "%s: topk_method \"%s\" is not supported (greedy, group_limited_greedy, "
+                          "noaux_tc)",
+                          m->ck->dir, t);
+    if (sf && strcmp(sf, "softmax") && strcmp(sf, "sigmoid"))
+        return wna16_fail(d, WNA16_ERR_UNSUPPORTED,
+                          "%s: scoring_func \"%s\" is not supported (softmax, sigmoid)", m->ck->dir,
+                          sf);
+    return WNA16_OK;
+}
+
 static wna16_status rotary_dim(wna16_diag *d, wna16_model *m) {
+    if (m->arch->mla) {
+        m->feat.rotary_dim = m->cfg.qk_rope_head_dim;
+        return WNA16_OK;
+    }
     const json_t *rp = cfg_get(m, "rope_parameters");
     const json_t *p = json_object_get(rp, "partial_rotary_factor");
     double frac = num_or(p ? p : cfg_get(m, "partial_rotary_factor"), 1.0);
@@ -254,6 +301,14 @@ wna16_status wna16_features_init(wna16_diag *d, wna16_model *m) {
     WNA16_TRY(windows(d, m));
     WNA16_TRY(rope_init(d, m, false, &f->rope));
     if (m->arch->local_rope) WNA16_TRY(rope_init(d, m, true, &f->rope_local));
+    if (m->arch->mla) {
+        if (!m->cfg.kv_lora_rank)
+            return wna16_fail(d, WNA16_ERR_CONFIG_INVALID,
+                              "%s: %s needs \"kv_lora_rank\" and the latent attention sizes",
+                              m->ck->dir, m->arch->name);
+        mla_features(m);
+        WNA16_TRY(routing_method(d, m));
+    }
     return WNA16_OK;
 }
 

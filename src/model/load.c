@@ -75,7 +75,7 @@ static wna16_status load_norm_f32(wna16_diag *d, const wna16_model *m, const cha
 }
 
 static bool layer_is_sparse(const wna16_model *m, int64_t layer) {
-    if (!m->arch->moe || !m->cfg.num_experts) return false;
+    if (!m->arch->moe || !m->cfg.num_experts || layer < m->cfg.first_k_dense_replace) return false;
     const json_t *only = cfg_get(m, "mlp_only_layers");
     for (size_t i = 0; json_is_array(only) && i < json_array_size(only); i++)
         if (json_integer_value(json_array_get(only, i)) == layer) return false;
@@ -96,6 +96,15 @@ static wna16_moe_config moe_config(const wna16_model *m) {
         .shared_intermediate = m->arch->shared_expert ? m->cfg.shared_expert_intermediate_size : 0,
         .shared_expert_gate = m->arch->shared_expert,
     };
+    if (m->arch->mla) { /* DeepSeek: (grouped) top-k; shared_experts load as an MLP */
+        const char *sf = json_string_value(cfg_get(m, "scoring_func"));
+        bool softmax = sf ? !strcmp(sf, "softmax") : m->arch->softmax_router;
+        c.scoring = softmax ? WNA16_MOE_SOFTMAX : WNA16_MOE_SIGMOID;
+        const char *method = json_string_value(cfg_get(m, "topk_method"));
+        bool grouped = m->cfg.n_group > 1 && !(method && !strcmp(method, "greedy"));
+        c.n_group = grouped ? m->cfg.n_group : 0;
+        c.topk_group = grouped ? m->cfg.topk_group : 0;
+    }
     return c;
 }
 
@@ -114,11 +123,30 @@ static wna16_status load_gate_up(wna16_diag *d, wna16_model *m, wna16_rank_model
     return wna16_lin_load(d, m->ck, name, WNA16_TP_ROW, 0, r->tp, r->rank, r->rank == 0, &ly->down);
 }
 
+/* The gated MLP <prefix>.{gate,up,down}_proj into ly's dense MLP. */
+static wna16_status load_gated(wna16_diag *d, wna16_model *m, wna16_rank_model *r, wna16_layer *ly,
+                               const char *prefix) {
+    char name[320];
+    static const char *const mlp[] = {"gate_proj", "up_proj", "down_proj"};
+    wna16_lin *ml[] = {&ly->gate, &ly->up, &ly->down};
+    for (int i = 0; i < 3; i++) {
+        snprintf(name, sizeof name, "%s.%s", prefix, mlp[i]);
+        WNA16_TRY(wna16_lin_load(d, m->ck, name, i < 2 ? WNA16_TP_MERGED_COLUMN : WNA16_TP_ROW, 0,
+                                 r->tp, r->rank, i < 2 || r->rank == 0, ml[i]));
+    }
+    return WNA16_OK;
+}
+
 static wna16_status load_mlp(wna16_diag *d, wna16_model *m, wna16_rank_model *r, int64_t L) {
     wna16_layer *ly = &r->layers[L];
     char name[256];
     snprintf(name, sizeof name, "%slayers.%lld.%s", m->ck->text_prefix, (long long)L, m->arch->mlp_prefix);
     if (ly->sparse) {
+        if (m->arch->mla && m->cfg.n_shared_experts) {
+            char shared[300];
+            snprintf(shared, sizeof shared, "%s.shared_experts", name);
+            WNA16_TRY(load_gated(d, m, r, ly, shared));
+        }
         if (m->defer_moe) return WNA16_OK;
         wna16_moe_config mc = moe_config(m);
         if (wna16_dense_moe_applies(m->ck, name))
@@ -126,14 +154,8 @@ static wna16_status load_mlp(wna16_diag *d, wna16_model *m, wna16_rank_model *r,
         return wna16_moe_layer_load(d, m->ck, name, &mc, r->tp, r->rank, m->threads, &ly->moe);
     }
     if (m->arch->fused_qkv) return load_gate_up(d, m, r, L);
-    static const char *const mlp[] = {"gate_proj", "up_proj", "down_proj"};
-    wna16_lin *ml[] = {&ly->gate, &ly->up, &ly->down};
-    for (int i = 0; i < 3; i++) {
-        snprintf(name, sizeof name, "%slayers.%lld.mlp.%s", m->ck->text_prefix, (long long)L, mlp[i]);
-        WNA16_TRY(wna16_lin_load(d, m->ck, name, i < 2 ? WNA16_TP_MERGED_COLUMN : WNA16_TP_ROW, 0,
-                                 r->tp, r->rank, i < 2 || r->rank == 0, ml[i]));
-    }
-    return WNA16_OK;
+    snprintf(name, sizeof name, "%slayers.%lld.mlp", m->ck->text_prefix, (long long)L);
+    return load_gated(d, m, r, ly, name);
 }
 
 /* The layer's norms: Llama's two (input_layernorm before attention,
@@ -192,13 +214,14 @@ static wna16_status load_attention(wna16_diag *d, wna16_model *m, wna16_rank_mod
 static wna16_status load_layer(wna16_diag *d, wna16_model *m, wna16_rank_model *r, int64_t L) {
     wna16_layer *ly = &r->layers[L];
     WNA16_TRY(load_norms(d, m, ly, L));
-    WNA16_TRY(load_attention(d, m, r, L));
+    WNA16_TRY(m->arch->mla ? wna16_mla_load(d, m, r, L) : load_attention(d, m, r, L));
     ly->sparse = layer_is_sparse(m, L);
     WNA16_TRY(load_mlp(d, m, r, L));
     /* this layer's quantized projections side by side on huge pages (the
      * MoE experts get their own arena in moe_load.c) */
-    wna16_packed_linear *packed[] = {ly->qkv.q, ly->q.q,    ly->k.q,  ly->v.q,
-                                     ly->o.q,   ly->gate.q, ly->up.q, ly->down.q};
+    wna16_packed_linear *packed[] = {ly->qkv.q, ly->q.q,    ly->k.q,  ly->v.q,  ly->o.q,
+                                     ly->gate.q, ly->up.q,  ly->down.q, ly->q_a.q, ly->q_b.q,
+                                     ly->kv_a.q, ly->kv_b.q};
     ly->arena = wna16_linear_gather(packed, sizeof packed / sizeof *packed, &ly->arena_bytes);
     return WNA16_OK;
 }
@@ -523,6 +546,7 @@ static void free_layer(wna16_layer *ly) {
     wna16_free(ly->mlp_post_norm);
     wna16_lin *lins[] = {&ly->qkv, &ly->q, &ly->k, &ly->v, &ly->o, &ly->gate, &ly->up, &ly->down};
     for (size_t i = 0; i < sizeof lins / sizeof *lins; i++) wna16_lin_free(lins[i]);
+    wna16_mla_free(ly);
     wna16_moe_layer_free(ly->moe);
     wna16_dense_moe_free(ly->dense_moe);
     wna16_huge_free(ly->arena, ly->arena_bytes);

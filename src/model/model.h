@@ -35,6 +35,16 @@ typedef enum wna16_act {
     WNA16_ACT_GELU       /* GeGLU, exact (erf) */
 } wna16_act;
 
+/* Multi-head latent attention (DeepSeek-V2/V3, Kimi-K2): sizes from the
+ * config; kv_lora 0 means the model attends as GQA. The cache keeps only
+ * each position's normed latent and rotated key (kv_lora + rope values). */
+typedef struct wna16_mla {
+    int64_t q_lora;        /* 0: a plain q_proj */
+    int64_t kv_lora;       /* the latent's width */
+    int64_t nope, rope, v; /* qk_nope_head_dim, qk_rope_head_dim, v_head_dim */
+    bool interleave;       /* rope_interleave: RoPE turns pairs (2i, 2i + 1) */
+} wna16_mla;
+
 /* Per-model numerics the config decides (arch.c): data for the one forward. */
 typedef struct wna16_features {
     float embed_scale;           /* 1, or sqrt(hidden) (Gemma) */
@@ -47,6 +57,7 @@ typedef struct wna16_features {
     bool window_everywhere;      /* every layer local: a sequence's older blocks go back */
     bool *local;                 /* [layers]: the layer attends over the window only */
     wna16_rope rope, rope_local; /* global and (Gemma 3) local layers' RoPE */
+    wna16_mla mla;
 } wna16_features;
 
 /* Fills m->feat from the architecture and config.json (arch.c). */
@@ -88,7 +99,14 @@ typedef struct wna16_layer {
     bool sparse;
     wna16_moe_layer *moe;
     wna16_dense_moe *dense_moe;
-    wna16_lin gate, up, down; /* dense MLP */
+    wna16_lin gate, up, down; /* dense MLP; a sparse layer's shared experts (DeepSeek) */
+    /* latent attention (features.mla): q_a -> q_a_norm -> q_b (or q alone),
+     * kv_a -> kv_a_norm'd latent | rotated key; kv_b expands the latent into
+     * the heads' keys and values, and kv_b_t is this rank's kv_b as fp32
+     * [kv_lora][heads * (nope + v)] for the absorbed decode */
+    wna16_lin q_a, q_b, kv_a, kv_b;
+    float *q_a_norm, *kv_a_norm;
+    float *kv_b_t;
     void *arena;              /* the quantized projections' packed data */
     size_t arena_bytes;
 } wna16_layer;
@@ -163,6 +181,11 @@ wna16_status wna16_lin_load_part(wna16_diag *d, const wna16_checkpoint *ck, cons
                                  const wna16_lin_part *part, int tp, int rank, bool bias_here,
                                  wna16_lin *out);
 void wna16_lin_free(wna16_lin *l);
+/* Layer L's latent attention weights of rank r (mla.c). */
+struct wna16_rank_model;
+wna16_status wna16_mla_load(wna16_diag *d, struct wna16_model *m, struct wna16_rank_model *r,
+                            int64_t L);
+void wna16_mla_free(wna16_layer *ly);
 /* Replaces quantized parts[0..n) (same input, e.g. q, k, v) by one linear
  * whose outputs are theirs side by side (one GEMM, one weight stream);
  * false, with the parts untouched, when their packing does not allow it or

@@ -22,6 +22,17 @@ bool wna16_synth_spec_preset(const char *name, wna16_synth_spec *o) {
         o->eos_id = 151645, o->layers_per_shard = 4;
         return true;
     }
+    if (!strcmp(name, "kimi-k2")) {
+        o->architecture = "DeepseekV3ForCausalLM";
+        o->hidden = 7168, o->layers = 61, o->heads = 64, o->kv_heads = 64, o->head_dim = 64;
+        o->intermediate = 18432, o->moe_intermediate = 2048, o->experts = 384, o->top_k = 8;
+        o->vocab = 163840, o->max_positions = 131072, o->group_size = 32;
+        o->q_lora = 1536, o->kv_lora = 512, o->nope = 128, o->rope = 64, o->v_head = 128;
+        o->shared_experts = 1, o->first_dense = 1, o->n_group = 1, o->topk_group = 1;
+        o->routed_scaling = 2.827;
+        o->eos_id = 163585, o->bos_id = 163584, o->layers_per_shard = 1;
+        return true;
+    }
     if (!strcmp(name, "demo")) {
         /* Small enough to build and run in seconds; I_p = 64 at TP=2 keeps g32 whole. */
         o->hidden = 128, o->layers = 2, o->heads = 4, o->kv_heads = 2, o->head_dim = 32;
@@ -137,8 +148,78 @@ static wna16_status add_linear(wna16_diag *d, shard *s, rng *r, const wna16_synt
     return WNA16_OK;
 }
 
+static bool is_deepseek(const wna16_synth_spec *o) {
+    return !strcmp(o->architecture, "DeepseekV3ForCausalLM");
+}
+
+/* A bf16 linear [out, in] (what the ignore list keeps unquantized). */
+static wna16_status add_dense(wna16_diag *d, shard *s, rng *r, const char *prefix, int64_t out,
+                              int64_t in) {
+    char name[400];
+    snprintf(name, sizeof name, "%s.weight", prefix);
+    return add_bf16(d, s, r, name, out, in, 1.7f / sqrtf((float)in), 0.0f);
+}
+
+static wna16_status add_gated(wna16_diag *d, shard *s, rng *r, const wna16_synth_spec *o,
+                              const char *prefix, int64_t inter, bool quantized) {
+    static const char *const mlp[] = {"gate_proj", "up_proj", "down_proj"};
+    char q[320];
+    for (int i = 0; i < 3; i++) {
+        snprintf(q, sizeof q, "%s.%s", prefix, mlp[i]);
+        int64_t out = i < 2 ? inter : o->hidden, in = i < 2 ? o->hidden : inter;
+        WNA16_TRY(quantized ? add_linear(d, s, r, o, q, out, in) : add_dense(d, s, r, q, out, in));
+    }
+    return WNA16_OK;
+}
+
+/* DeepSeek-V3's layer: latent attention, then a dense MLP (the first
+ * first_dense layers) or routed experts beside shared ones. */
+static wna16_status add_mla_layer(wna16_diag *d, shard *s, rng *r, const wna16_synth_spec *o,
+                                  int64_t L) {
+    char p[256], q[320];
+    int64_t H = o->hidden, nh = o->heads, qk = o->nope + o->rope;
+    snprintf(p, sizeof p, "model.layers.%lld", (long long)L);
+    snprintf(q, sizeof q, "%s.input_layernorm.weight", p);
+    WNA16_TRY(add_vec(d, s, q, H, 1.0f));
+    snprintf(q, sizeof q, "%s.post_attention_layernorm.weight", p);
+    WNA16_TRY(add_vec(d, s, q, H, 1.0f));
+    if (o->q_lora) {
+        snprintf(q, sizeof q, "%s.self_attn.q_a_proj", p);
+        WNA16_TRY(add_dense(d, s, r, q, o->q_lora, H));
+        snprintf(q, sizeof q, "%s.self_attn.q_a_layernorm.weight", p);
+        WNA16_TRY(add_vec(d, s, q, o->q_lora, 1.0f));
+        snprintf(q, sizeof q, "%s.self_attn.q_b_proj", p);
+        WNA16_TRY(add_dense(d, s, r, q, nh * qk, o->q_lora));
+    } else {
+        snprintf(q, sizeof q, "%s.self_attn.q_proj", p);
+        WNA16_TRY(add_dense(d, s, r, q, nh * qk, H));
+    }
+    snprintf(q, sizeof q, "%s.self_attn.kv_a_proj_with_mqa", p);
+    WNA16_TRY(add_dense(d, s, r, q, o->kv_lora + o->rope, H));
+    snprintf(q, sizeof q, "%s.self_attn.kv_a_layernorm.weight", p);
+    WNA16_TRY(add_vec(d, s, q, o->kv_lora, 1.0f));
+    snprintf(q, sizeof q, "%s.self_attn.kv_b_proj", p);
+    WNA16_TRY(add_dense(d, s, r, q, nh * (o->nope + o->v_head), o->kv_lora));
+    snprintf(q, sizeof q, "%s.self_attn.o_proj", p);
+    WNA16_TRY(add_dense(d, s, r, q, H, nh * o->v_head));
+    snprintf(q, sizeof q, "%s.mlp", p);
+    if (L < o->first_dense) return add_gated(d, s, r, o, q, o->intermediate, false);
+    snprintf(q, sizeof q, "%s.mlp.gate.weight", p);
+    WNA16_TRY(add_bf16(d, s, r, q, o->experts, H, 1.7f / sqrtf((float)H), 0.0f));
+    snprintf(q, sizeof q, "%s.mlp.gate.e_score_correction_bias", p);
+    WNA16_TRY(add_vec(d, s, q, o->experts, 0.0f));
+    for (int64_t e = 0; e < o->experts; e++) {
+        snprintf(q, sizeof q, "%s.mlp.experts.%lld", p, (long long)e);
+        WNA16_TRY(add_gated(d, s, r, o, q, o->moe_intermediate, o->bits != 16));
+    }
+    if (!o->shared_experts) return WNA16_OK;
+    snprintf(q, sizeof q, "%s.mlp.shared_experts", p);
+    return add_gated(d, s, r, o, q, o->moe_intermediate * o->shared_experts, false);
+}
+
 static wna16_status add_layer(wna16_diag *d, shard *s, rng *r, const wna16_synth_spec *o,
                               int64_t L) {
+    if (is_deepseek(o)) return add_mla_layer(d, s, r, o, L);
     char p[256], q[300];
     int64_t H = o->hidden, hd = o->head_dim;
     bool moe = !strcmp(o->architecture, "Qwen3MoeForCausalLM");
@@ -187,6 +268,12 @@ static json_t *quant_config(const wna16_synth_spec *o) {
                           "type", "int");
     if (o->group_size <= 0) json_object_del(w, "group_size");
     json_t *ignore = json_array();
+    if (is_deepseek(o)) { /* only the routed experts are quantized */
+        json_array_append_new(ignore, json_string("re:.*self_attn\\..*"));
+        json_array_append_new(ignore, json_string("re:.*mlp\\.shared_experts\\..*"));
+        json_array_append_new(ignore, json_string("re:.*mlp\\.(gate|up|down)_proj$"));
+        json_array_append_new(ignore, json_string("re:.*mlp\\.gate$")); /* the router */
+    }
     if (!strcmp(o->architecture, "Qwen3MoeForCausalLM"))
         for (int64_t L = 0; L < o->layers; L++) {
             char n[96];
@@ -201,6 +288,32 @@ static json_t *quant_config(const wna16_synth_spec *o) {
                      "kv_cache_scheme", "moe_sparsity_config", "quant_method", "compressed-tensors",
                      "quantization_status", "compressed", "sparsity_config", "transform_config",
                      "version", "0.20.1");
+}
+
+static void set_int(json_t *c, const char *key, int64_t v) {
+    json_object_set_new(c, key, json_integer((json_int_t)v));
+}
+
+static void deepseek_config(json_t *c, const wna16_synth_spec *o) {
+    json_object_set_new(c, "model_type", json_string("deepseek_v3"));
+    json_object_set_new(c, "q_lora_rank", o->q_lora ? json_integer(o->q_lora) : json_null());
+    set_int(c, "kv_lora_rank", o->kv_lora);
+    set_int(c, "qk_nope_head_dim", o->nope);
+    set_int(c, "qk_rope_head_dim", o->rope);
+    set_int(c, "head_dim", o->rope);
+    set_int(c, "v_head_dim", o->v_head);
+    set_int(c, "n_routed_experts", o->experts);
+    set_int(c, "n_shared_experts", o->shared_experts);
+    set_int(c, "num_experts_per_tok", o->top_k);
+    set_int(c, "moe_intermediate_size", o->moe_intermediate);
+    set_int(c, "first_k_dense_replace", o->first_dense);
+    set_int(c, "n_group", o->n_group);
+    set_int(c, "topk_group", o->topk_group);
+    set_int(c, "bos_token_id", o->bos_id);
+    json_object_set_new(c, "norm_topk_prob", json_true());
+    json_object_set_new(c, "routed_scaling_factor", json_real(o->routed_scaling));
+    json_object_set_new(c, "scoring_func", json_string("sigmoid"));
+    json_object_set_new(c, "rope_interleave", json_true());
 }
 
 static wna16_status write_configs(wna16_diag *d, const wna16_synth_spec *o, const char *dir) {
@@ -223,6 +336,7 @@ static wna16_status write_configs(wna16_diag *d, const wna16_synth_spec *o, cons
         json_object_set_new(c, "decoder_sparse_step", json_integer(1));
         json_object_set_new(c, "mlp_only_layers", json_array());
     }
+    if (is_deepseek(o)) deepseek_config(c, o);
     if (o->bits != 16) json_object_set_new(c, "quantization_config", quant_config(o));
     char *path = wna16_asprintf("%s/config.json", dir);
     int rc = path ? json_dump_file(c, path, JSON_INDENT(2) | JSON_SORT_KEYS) : -1;
@@ -326,7 +440,7 @@ wna16_status wna16_synth_write(wna16_ctx *ctx, const wna16_synth_options *option
     if (!dir) return wna16_fail(d, WNA16_ERR_INVALID_ARGUMENT, "synth: no output directory");
     if (!wna16_synth_spec_preset(preset, &spec))
         return wna16_fail(d, WNA16_ERR_INVALID_ARGUMENT,
-                          "synth: preset \"%s\": expected demo or qwen3-30b-a3b", preset);
+                          "synth: preset \"%s\": expected demo, qwen3-30b-a3b or kimi-k2", preset);
     if (o.bits && o.bits != 4 && o.bits != 8 && o.bits != 16)
         return wna16_fail(d, WNA16_ERR_INVALID_ARGUMENT, "synth: %d bits: expected 4, 8 or 16",
                           o.bits);
@@ -339,6 +453,11 @@ wna16_status wna16_synth_write(wna16_ctx *ctx, const wna16_synth_options *option
     if (o.bits) spec.bits = o.bits;
     if (o.group_size) spec.group_size = o.group_size;
     if (o.seed >= 0) spec.seed = (uint64_t)o.seed;
+    if (o.dense && is_deepseek(&spec))
+        return wna16_fail(d, WNA16_ERR_INVALID_ARGUMENT,
+                          "synth: --dense writes a Qwen3ForCausalLM; preset \"%s\" is a MoE of its "
+                          "own (use --layers %lld for its dense layers only)",
+                          preset, (long long)spec.first_dense);
     if (o.dense) spec.architecture = "Qwen3ForCausalLM";
     spec.symmetric = !o.asymmetric;
     spec.progress = true;

@@ -293,7 +293,7 @@ size_t wna16_model_rank_bytes(const wna16_model *m) {
         const wna16_rank_model *rm = &m->ranks[r];
         if (!rm->layers) continue;
         b +=
-            (size_t)(m->cfg.num_layers * 2 * rm->kv_heads * wna16_kv_context(m) * m->cfg.head_dim) *
+            (size_t)(m->cfg.num_layers * wna16_kv_context(m) * wna16_kv_token_elems(m, rm)) *
             sizeof(uint16_t);
         for (int64_t L = 0; L < m->cfg.num_layers; L++) {
             const wna16_layer *ly = &rm->layers[L];

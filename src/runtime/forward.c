@@ -19,6 +19,7 @@ typedef struct wna16_fwd_scratch {
     uint16_t *hb; /* [n][max_k] bf16 activations */
     float *hf;    /* [n][max_k] the same values as fp32 */
     float *q, *k, *v, *att, *tmp, *gate, *up;
+    float *shared; /* [n][H] a sparse layer's shared experts (DeepSeek) */
     float *qkv;    /* [n][q + 2 kv] fused projection output */
     float *scores; /* [context] */
     float *rope;   /* [n][head_dim] cos | sin per position */
@@ -277,7 +278,13 @@ static wna16_status attn_block(wna16_diag *d, const wna16_model *m, const wna16_
     norm_to_bf16(s->x, n, H, ly->attn_norm, m->cfg.rms_norm_eps, s->tmp, s->hb, s->hf, threads);
     observe(s, r, L, "attn_in", n, H, s->hf);
     phase_end(m, r, n, s, WNA16_PHASE_ATTN_NORM);
-    if (ly->qkv.n) {
+    if (m->feat.mla.kv_lora) {
+        wna16_mla_step st = {.rows = s->rows, .cache = s->cache, .rank = r->rank, .xb = s->hb,
+                             .xf = s->hf, .out = s->att, .expand_all = s->hooks->mla_expand_all};
+        WNA16_TRY(wna16_mla_attention(d, m, r, L, &st, threads));
+        qn = r->heads * m->feat.mla.v;
+        phase_end(m, r, n, s, WNA16_PHASE_ATTENTION);
+    } else if (ly->qkv.n) {
         int64_t w = qn + 2 * kvn;
         WNA16_TRY(wna16_lin_forward(d, &ly->qkv, n, s->hb, s->hf, H, s->qkv, w, threads));
         for (int64_t t = 0; t < n; t++) { /* memory-bound: one thread keeps up */
@@ -291,9 +298,11 @@ static wna16_status attn_block(wna16_diag *d, const wna16_model *m, const wna16_
         WNA16_TRY(wna16_lin_forward(d, &ly->k, n, s->hb, s->hf, H, s->k, kvn, threads));
         WNA16_TRY(wna16_lin_forward(d, &ly->v, n, s->hb, s->hf, H, s->v, kvn, threads));
     }
-    phase_end(m, r, n, s, WNA16_PHASE_QKV);
-    attention(m, r, L, n, s, threads);
-    phase_end(m, r, n, s, WNA16_PHASE_ATTENTION);
+    if (!m->feat.mla.kv_lora) {
+        phase_end(m, r, n, s, WNA16_PHASE_QKV);
+        attention(m, r, L, n, s, threads);
+        phase_end(m, r, n, s, WNA16_PHASE_ATTENTION);
+    }
     to_bf16(s->att, n, qn, s->hb, s->hf, threads);
     observe(s, r, L, "o_in", n, qn, s->hf);
     WNA16_TRY(wna16_lin_forward(d, &ly->o, n, s->hb, s->hf, qn, s->tmp, H, threads));
@@ -315,6 +324,24 @@ static void gated_act(wna16_act act, float *gate, const float *up, int64_t n) {
     }
 }
 
+/* The gated MLP of ly (dense layer or shared experts) of the rows in s->hb
+ * into out [n][H]; s->hb then holds its down projection's input. */
+static wna16_status gated_mlp(wna16_diag *d, const wna16_model *m, const wna16_rank_model *r,
+                              const wna16_layer *ly, int64_t L, int64_t n, scratch *s, float *out,
+                              int threads) {
+    int64_t H = m->cfg.hidden_size, I = ly->gate.n;
+    WNA16_TRY(wna16_lin_forward(d, &ly->gate, n, s->hb, s->hf, H, s->gate, I, threads));
+    WNA16_TRY(wna16_lin_forward(d, &ly->up, n, s->hb, s->hf, H, s->up, I, threads));
+    gated_act(m->feat.act, s->gate, s->up, n * I);
+    to_bf16(s->gate, n, I, s->hb, s->hf, threads);
+    observe(s, r, L, "down_in", n, I, s->hf);
+    if (s->hooks->observe_only && s->hooks->start_x) {
+        memset(out, 0, (size_t)(n * H) * sizeof(float));
+        return WNA16_OK;
+    }
+    return wna16_lin_forward(d, &ly->down, n, s->hb, s->hf, I, out, H, threads);
+}
+
 static wna16_status mlp_block(wna16_diag *d, const wna16_model *m, const wna16_rank_model *r, int64_t L,
                               int64_t n, scratch *s, int threads) {
     const wna16_layer *ly = &r->layers[L];
@@ -330,16 +357,11 @@ static wna16_status mlp_block(wna16_diag *d, const wna16_model *m, const wna16_r
         WNA16_TRY(
             wna16_moe_layer_forward_ws(d, ly->moe, &s->ws->moe, n, s->hb, H, s->tmp, threads));
     } else {
-        int64_t I = ly->gate.n;
-        WNA16_TRY(wna16_lin_forward(d, &ly->gate, n, s->hb, s->hf, H, s->gate, I, threads));
-        WNA16_TRY(wna16_lin_forward(d, &ly->up, n, s->hb, s->hf, H, s->up, I, threads));
-        gated_act(m->feat.act, s->gate, s->up, n * I);
-        to_bf16(s->gate, n, I, s->hb, s->hf, threads);
-        observe(s, r, L, "down_in", n, I, s->hf);
-        if (s->hooks->observe_only && s->hooks->start_x)
-            memset(s->tmp, 0, (size_t)(n * H) * sizeof(float));
-        else
-            WNA16_TRY(wna16_lin_forward(d, &ly->down, n, s->hb, s->hf, I, s->tmp, H, threads));
+        WNA16_TRY(gated_mlp(d, m, r, ly, L, n, s, s->tmp, threads));
+    }
+    if (ly->sparse && ly->gate.n) { /* shared experts beside the routed ones */
+        WNA16_TRY(gated_mlp(d, m, r, ly, L, n, s, s->shared, threads));
+        for (int64_t i = 0; i < n * H; i++) s->tmp[i] += s->shared[i];
     }
     wna16_status st = wna16_comm_all_reduce_sum(d, m->comms[r->rank], s->tmp, (size_t)(n * H));
     if (st == WNA16_OK) post_norm(m, ly->mlp_post_norm, s->tmp, n);
@@ -349,16 +371,17 @@ static wna16_status mlp_block(wna16_diag *d, const wna16_model *m, const wna16_r
 
 static int64_t max_width(const wna16_model *m, const wna16_rank_model *r) {
     int64_t w = m->cfg.hidden_size;
-    int64_t q = r->heads * m->cfg.head_dim;
+    int64_t q = r->heads * m->cfg.head_dim, v = r->heads * m->feat.mla.v;
     if (q > w) w = q;
+    if (v > w) w = v;
     for (int64_t L = 0; L < m->cfg.num_layers; L++)
-        if (!r->layers[L].sparse && r->layers[L].gate.n > w) w = r->layers[L].gate.n;
+        if (r->layers[L].gate.n > w) w = r->layers[L].gate.n;
     return w;
 }
 
 static void scratch_free(scratch *s) {
     float *all[] = {s->x,   s->hf,  s->q,    s->k,  s->v,      s->qkv,
-                    s->att, s->tmp, s->gate, s->up, s->scores, s->rope, s->rope_local};
+                    s->att, s->tmp, s->gate, s->up, s->scores, s->rope, s->rope_local, s->shared};
     for (size_t i = 0; i < sizeof all / sizeof *all; i++) wna16_free(all[i]);
     wna16_free(s->hb);
     memset(s, 0, sizeof *s);
@@ -382,7 +405,9 @@ static wna16_status scratch_alloc(wna16_diag *d, const wna16_model *m, const wna
     s->hb = wna16_malloc(nw * sizeof(uint16_t));
     s->hf = wna16_malloc(nw * sizeof(float));
     s->q = wna16_malloc((size_t)(n * r->heads * hd) * sizeof(float));
-    s->att = wna16_malloc((size_t)(n * r->heads * hd) * sizeof(float));
+    int64_t att_hd = hd > m->feat.mla.v ? hd : m->feat.mla.v;
+    s->att = wna16_malloc((size_t)(n * r->heads * att_hd) * sizeof(float));
+    s->shared = wna16_malloc((size_t)(n * m->cfg.hidden_size) * sizeof(float));
     s->k = wna16_malloc((size_t)(n * r->kv_heads * hd) * sizeof(float));
     s->v = wna16_malloc((size_t)(n * r->kv_heads * hd) * sizeof(float));
     s->qkv = wna16_malloc((size_t)(n * (r->heads + 2 * r->kv_heads) * hd) * sizeof(float));
@@ -393,7 +418,7 @@ static wna16_status scratch_alloc(wna16_diag *d, const wna16_model *m, const wna
     s->rope_local = wna16_malloc((size_t)(n * hd) * sizeof(float));
     s->scores = wna16_malloc((size_t)(n * r->heads * m->context) * sizeof(float));
     if (!s->x || !s->hb || !s->hf || !s->q || !s->att || !s->k || !s->v || !s->qkv || !s->tmp ||
-        !s->gate || !s->up || !s->scores || !s->rope || !s->rope_local) {
+        !s->gate || !s->up || !s->scores || !s->rope || !s->rope_local || !s->shared) {
         scratch_free(s);
         return wna16_fail(d, WNA16_ERR_OUT_OF_MEMORY, "forward scratch for %lld tokens",
                           (long long)n);

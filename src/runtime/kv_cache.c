@@ -17,7 +17,7 @@ void wna16_kv_cache_options_init(wna16_kv_cache_options *o) {
 }
 
 static size_t rank_block_elems(const wna16_model *m, const wna16_rank_model *r) {
-    return (size_t)(m->cfg.num_layers * 2 * r->kv_heads * WNA16_KV_BLOCK * m->cfg.head_dim);
+    return (size_t)(m->cfg.num_layers * WNA16_KV_BLOCK * wna16_kv_token_elems(m, r));
 }
 
 size_t wna16_kv_cache_block_bytes(const wna16_model *m) {

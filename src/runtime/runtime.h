@@ -58,6 +58,14 @@ struct wna16_kv_cache {
     uint32_t *seq_mark, mark_gen;
 };
 
+/* bf16 values one position of one layer keeps in a rank's cache: K and V
+ * of the rank's KV heads, or (latent attention) the latent and the rotated
+ * key, [kv_lora | rope], the same on every rank. */
+static inline int64_t wna16_kv_token_elems(const wna16_model *m, const wna16_rank_model *r) {
+    const wna16_mla *a = &m->feat.mla;
+    return a->kv_lora ? a->kv_lora + a->rope : 2 * r->kv_heads * m->cfg.head_dim;
+}
+
 /* Positions per KV head in the model's own cache: the context rounded up to
  * whole K blocks (kernels/attn.h). */
 static inline int64_t wna16_kv_context(const wna16_model *m) {
@@ -153,9 +161,31 @@ typedef struct wna16_forward_hooks {
      * projection (whose output nothing observes) is skipped and the MLP adds
      * nothing, so "layer_out" is then not the layer's output. */
     bool observe_only;
+    /* Latent attention attends every row in the expanded form (tests compare
+     * the absorbed decode with it). */
+    bool mla_expand_all;
 } wna16_forward_hooks;
 
 /* ----------------------------------------------------------- forward */
+
+/* Latent attention of layer L for a step's rows (mla.c): q and the latent
+ * from the normed input x, the latent and rotated key of each row into the
+ * cache, then the heads' outputs [n][heads * v] (o_proj's input). A row
+ * alone of its sequence in the step (decode) attends in the absorbed form
+ * (kv_b's key half folded into the query, its value half applied to the
+ * weighted latent); consecutive rows of one sequence (a prompt chunk)
+ * expand the latents of its context into keys and values once. */
+typedef struct wna16_mla_step {
+    const wna16_rows *rows;
+    wna16_kv_cache *cache;
+    int rank;
+    const uint16_t *xb; /* [n][hidden] bf16 */
+    const float *xf;    /* the same values as fp32 */
+    float *out;         /* [n][heads * v] */
+    bool expand_all;    /* tests: every row in the expanded form */
+} wna16_mla_step;
+wna16_status wna16_mla_attention(wna16_diag *d, const wna16_model *m, const wna16_rank_model *r,
+                                 int64_t L, const wna16_mla_step *st, int threads);
 
 /* One rank's forward over rows through cache c (the rows' blocks reserved),
  * on `threads` threads; logits (rank 0, hooks permitting) into rows->logits. */
