@@ -15,6 +15,6 @@ cd "$(dirname "$0")/.."
 bash scripts/setup_cross.sh
 bash scripts/build.sh build-aarch64 -DCMAKE_TOOLCHAIN_FILE=cmake/aarch64-linux-gnu.cmake \
   -DWNA16_WITH_MPI=OFF
-args=(--test-dir build-aarch64 --output-on-failure -j"$(nproc)" --timeout 1200 -E '^test_smollm2$')
+args=(--test-dir build-aarch64 --output-on-failure -j"$(nproc)" --timeout 1200 -E '^(test_smollm2|test_trained)$')
 if [ $# -gt 0 ]; then args+=(-R "$1"); fi
 ctest "${args[@]}"
