@@ -185,6 +185,9 @@ static void test_errors(void) {
     EXPECT_FAIL("{{ 1 // 0 }}", NULL, WNA16_ERR_INVALID_ARGUMENT, "division by zero");
     EXPECT_FAIL("{% break %}", NULL, WNA16_ERR_INVALID_ARGUMENT, "outside of a loop");
     EXPECT_FAIL("{% set x.y = 1 %}", NULL, WNA16_ERR_INVALID_ARGUMENT, "non-namespace");
+    EXPECT_FAIL("{% set () = 1 %}", NULL, WNA16_ERR_INVALID_ARGUMENT, "a name to assign to");
+    EXPECT_FAIL("{% for () in x %}{% endfor %}", NULL, WNA16_ERR_INVALID_ARGUMENT,
+                "a name to assign to");
 }
 
 /* Runtime errors Jinja would raise too, and the rest of the subset's

@@ -576,6 +576,7 @@ static wna16_status parse_statements(jparser *P, const char *const *ends, bool d
 static wna16_status parse_targets(jparser *P, const char *end_name, bool with_ns, jnode **out) {
     WNA16_TRY(parse_tuple(P, true, true, end_name, false, out));
     jnode *list = (*out)->kind == E_TUPLE ? (*out)->t : *out;
+    if (!list) return syntax(P, "a name to assign to"); /* "()" */
     for (jnode *t = list; t; t = t->next) {
         if (t->kind == N_SET_NS && (t != list || t->next || !with_ns))
             return syntax(P, "a simple name to assign");
