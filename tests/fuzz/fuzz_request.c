@@ -8,10 +8,15 @@
  * (even: completions, odd: chat) and the vocabulary size (1 + byte % 64, so
  * token ids both in and out of range occur); the rest is the body. Every
  * outcome must be 0, 400 with a message, or 503 (memory); accepted values
- * lie in the documented ranges; parsed prompts hold ids in [0, vocab). */
+ * lie in the documented ranges; parsed prompts hold ids in [0, vocab).
+ * The same bytes, cut at NULs into Host, Origin, Authorization and
+ * Content-Type headers, go through the caller checks (src/server/guard.c)
+ * under each guard configuration: 0 or 403 with a message, CORS only for
+ * a listed origin, the key only for its exact header. */
 #include "fuzz_common.h"
 
 #include "server/api.h"
+#include "server/guard.h"
 #include "server/tool_parse.h"
 
 #include <math.h>
@@ -69,10 +74,50 @@ static void check_raw(const uint8_t *data, size_t size) {
     }
 }
 
+/* The next NUL-terminated piece of [*p, end), or NULL past the end. */
+static const char *next_piece(const char **p, const char *end, char *buf, size_t cap) {
+    if (*p >= end) return NULL;
+    size_t n = strnlen(*p, (size_t)(end - *p));
+    if (n >= cap) n = cap - 1;
+    memcpy(buf, *p, n);
+    buf[n] = 0;
+    *p += strnlen(*p, (size_t)(end - *p)) + 1;
+    return buf;
+}
+
+static void check_guard(const uint8_t *data, size_t size) {
+    const char *p = (const char *)data, *end = p + size;
+    char hb[512], ob[512], ab[512], tb[512];
+    const char *host = next_piece(&p, end, hb, sizeof hb);
+    const char *origin = next_piece(&p, end, ob, sizeof ob);
+    const char *auth = next_piece(&p, end, ab, sizeof ab);
+    const char *type = next_piece(&p, end, tb, sizeof tb);
+    const srv_guard guards[] = {
+        {.loopback = true},
+        {.api_key = "k3y"},
+        {.loopback = true, .allowed_hosts = "example.com, *.x,", .allowed_origins = "http://a:1"},
+        {.allowed_hosts = "*", .allowed_origins = "*"},
+    };
+    for (size_t i = 0; i < sizeof guards / sizeof guards[0]; i++) {
+        const srv_guard *g = &guards[i];
+        char err[256] = "";
+        bool cors = true;
+        int rc = srv_guard_check(g, host, origin, &cors, err, sizeof err);
+        FUZZ_CHECK(rc == 0 || rc == 403);
+        FUZZ_CHECK(rc == 0 || (err[0] && strlen(err) < sizeof err));
+        FUZZ_CHECK(!cors || (rc == 0 && origin && g->allowed_origins));
+        bool key = srv_guard_key_ok(g, auth);
+        FUZZ_CHECK(key == (!g->api_key || (auth && !strcmp(auth, "Bearer k3y"))));
+    }
+    bool json = srv_guard_json_type(type);
+    FUZZ_CHECK(!json || (type && strlen(type) >= 16));
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     fuzz_init();
     if (size < 1) return 0;
     check_raw(data + 1, size - 1);
+    check_guard(data, size);
     bool chat = data[0] & 1;
     int64_t vocab = 1 + (data[0] >> 1) % 64;
     json_error_t je;
