@@ -183,8 +183,8 @@ static void test_refusals(wna16_ctx *ctx, wna16_model *m) {
 }
 
 /* Fair engine time: while a sequence decodes, a long prompt_logprobs
- * request adds at most SCORED_ROWS_PER_DECODE_ROW logits rows per decode
- * row to a step (instead of PROMPT_LP_ROWS), still advances every step, and
+ * request adds one logits row per DECODE_ROWS_PER_SCORED_ROW decode rows to
+ * a step, at least one (instead of PROMPT_LP_ROWS), still advances every step, and
  * gets every position scored; alone it scores PROMPT_LP_ROWS a step. */
 static void test_scored_prompt_bounded_while_decoding(wna16_ctx *ctx, wna16_model *m) {
     wna16_engine *e = NULL;
@@ -211,7 +211,7 @@ static void test_scored_prompt_bounded_while_decoding(wna16_ctx *ctx, wna16_mode
         CHECK(wna16_engine_step(ctx, e, &outs, &n) == WNA16_OK);
         int64_t D = e->step_decode_rows, L = e->step_prompt_logit_rows;
         if (D > 0) {
-            int64_t bound = D * SCORED_ROWS_PER_DECODE_ROW;
+            int64_t bound = D / DECODE_ROWS_PER_SCORED_ROW;
             CHECK(L <= (bound > 0 ? bound : 1));
             scored_steps += L > 0;
             if (L > most) most = L;
@@ -225,6 +225,22 @@ static void test_scored_prompt_bounded_while_decoding(wna16_ctx *ctx, wna16_mode
     /* b went ahead beside a's 120 tokens, one scored row per step */
     CHECK(b_done && scored_steps >= 100 && most == 1);
     CHECK(plps == 199);
+    /* beside 8 decoding sequences, 8 / DECODE_ROWS_PER_SCORED_ROW a step */
+    char ids[8][4];
+    for (int i = 0; i < 8; i++) {
+        snprintf(ids[i], sizeof ids[i], "d%d", i);
+        CHECK(wna16_engine_add_request(ctx, e, ids[i], &pa, &dec, NULL, NULL) == WNA16_OK);
+    }
+    CHECK(wna16_engine_step(ctx, e, &outs, &n) == WNA16_OK); /* their prompts */
+    CHECK(wna16_engine_add_request(ctx, e, "3", &pb, &sc, NULL, NULL) == WNA16_OK);
+    most = 0;
+    for (int s = 0; s < 20; s++) {
+        CHECK(wna16_engine_step(ctx, e, &outs, &n) == WNA16_OK);
+        CHECK(e->step_decode_rows == 8);
+        if (e->step_prompt_logit_rows > most) most = e->step_prompt_logit_rows;
+    }
+    CHECK(most == 8 / DECODE_ROWS_PER_SCORED_ROW);
+    while (wna16_engine_has_unfinished(e)) CHECK(wna16_engine_step(ctx, e, &outs, &n) == WNA16_OK);
     /* alone, a scored prompt takes PROMPT_LP_ROWS positions a step */
     CHECK(wna16_engine_add_request(ctx, e, "2", &pb, &sc, NULL, NULL) == WNA16_OK);
     CHECK(wna16_engine_step(ctx, e, &outs, &n) == WNA16_OK);

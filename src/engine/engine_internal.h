@@ -111,10 +111,10 @@ struct wna16_engine {
 
 /* Fair engine time: while sequences decode, a step's scored prompt
  * positions (a logits row and log-probabilities each, the costliest rows a
- * step has) are at most this many per decode row (at least one a step), so
- * a prompt_logprobs request at most doubles the step's logits work and
- * takes more steps itself instead of slowing everyone's tokens. */
-#define SCORED_ROWS_PER_DECODE_ROW 1
+ * step has) are one per this many decode rows, at least one a step: they
+ * add at most a quarter to the step's logits work, so a prompt_logprobs
+ * request takes more steps itself instead of slowing everyone's tokens. */
+#define DECODE_ROWS_PER_SCORED_ROW 4
 
 /* request.c */
 wna16_status engine_request_new(wna16_diag *d, wna16_engine *e, const char *id,

@@ -118,10 +118,16 @@ static void preempt_newest(wna16_engine *e) {
     pthread_mutex_unlock(&e->mu);
 }
 
+/* Scored prompt positions a step may take beside `decode` decode rows. */
+static int64_t scored_rows_beside(int64_t decode) {
+    int64_t k = decode / DECODE_ROWS_PER_SCORED_ROW;
+    return k < 1 ? 1 : k < PROMPT_LP_ROWS ? k : PROMPT_LP_ROWS;
+}
+
 /* This step's rows: every decoding sequence's next token, then prompt
  * chunks in admission order up to the budget; scored prompt positions
  * within their own budget, smaller while sequences decode
- * (SCORED_ROWS_PER_DECODE_ROW). Returns the row count. */
+ * (scored_rows_beside). Returns the row count. */
 static int64_t build_rows(wna16_engine *e, bool *prefill) {
     int64_t n = 0, budget = e->o.max_num_batched_tokens;
     *prefill = false;
@@ -136,8 +142,7 @@ static int64_t build_rows(wna16_engine *e, bool *prefill) {
         }
     }
     int64_t decode = n, lp_rows = PROMPT_LP_ROWS;
-    if (decode > 0 && decode * SCORED_ROWS_PER_DECODE_ROW < lp_rows)
-        lp_rows = decode * SCORED_ROWS_PER_DECODE_ROW;
+    if (decode > 0) lp_rows = scored_rows_beside(decode);
     int64_t prompt_logits = 0;
     for (int i = 0; i < e->n_running && n < budget; i++) {
         engine_request *r = e->running[i];
