@@ -57,7 +57,7 @@ typedef struct wna16_shard_slice {
 wna16_status wna16_shard_plan(wna16_diag *d, const wna16_shard_request *req,
                               wna16_shard_slice *out);
 
-/* vLLM's w2 scale-sharding rule (#41161) after runtime act-order was
+/* vLLM's w2 scale-sharding rule (vLLM pull request 41161) after runtime act-order was
  * removed: actorder "group"/"dynamic" is refused; every other case shards
  * the w2 group scales with the weight (scales size = part) and full K. */
 wna16_status wna16_w2_scale_sharding(wna16_diag *d, const char *actorder, int64_t group_size,

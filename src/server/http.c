@@ -8,8 +8,10 @@
 #include "server/http.h"
 
 #include "server/guard.h"
+#include "server/idle.h"
 #include "server/openai.h"
 #include "server/pages.h"
+#include "server/prep.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -32,6 +34,8 @@ struct srv_http {
     srv_api api; /* what the OpenAI endpoints share (openai.h) */
     srv_http_options o;
     srv_guard guard;
+    srv_prep *prep; /* parsing, templates, tokenizing, large replies (prep.h) */
+    srv_idle *idle; /* closes idle connections (idle.h) */
     int64_t vocab, context;
     atomic_bool draining;
     atomic_int in_flight;
@@ -171,83 +175,146 @@ static bool client_gone(void *cls) {
     return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
 }
 
-static enum MHD_Result generate(struct MHD_Connection *c, srv_http *h, const json_t *body,
-                                bool chat) {
-    char err[SRV_ERR_MAX] = "";
-    srv_call *k = NULL;
-    int rc = srv_check_limits(body, chat, &h->o.limits, err);
-    if (!rc) rc = srv_call_start(&h->api, body, chat, &k, err);
-    if (rc) return send_error(c, rc, err);
+/* A POST body's preparation, run on the preparation worker: parsed,
+ * checked against the limits, and for the generating endpoints started in
+ * the engine (template, tokenizer); for /tokenize and /detokenize the
+ * whole answer. */
+typedef struct post_job {
+    srv_http *h;
+    const conn *cn;
+    bool chat, comp, tok;
+    int status; /* 0: k started; else the answer's status */
+    char err[SRV_ERR_MAX];
+    json_t *reply;
+    srv_call *k;
+} post_job;
+
+static void tokenize(post_job *j, const json_t *body);
+static void detokenize(post_job *j, const json_t *body);
+
+static void prepare_post(void *arg) {
+    post_job *j = arg;
+    json_error_t je;
+    json_t *body = json_loadb(j->cn->body ? j->cn->body : "", j->cn->len, JSON_REJECT_DUPLICATES,
+                              &je);
+    if (!json_is_object(body)) {
+        snprintf(j->err, sizeof j->err, "the body is not a JSON object (line %d, column %d: %s)",
+                 je.line, je.column, body ? "not an object" : je.text);
+        j->status = 400;
+    } else if (j->tok) {
+        tokenize(j, body);
+    } else if (!j->chat && !j->comp) {
+        detokenize(j, body);
+    } else {
+        j->status = srv_check_limits(body, j->chat, &j->h->o.limits, j->err);
+        if (!j->status) j->status = srv_call_start(&j->h->api, body, j->chat, &j->k, j->err);
+    }
+    json_decref(body);
+}
+
+/* A reply's JSON encoded on the preparation worker: an echo with
+ * log-probabilities for every prompt position is megabytes of text. */
+typedef struct dump_job {
+    json_t *j;
+    char *text;
+} dump_job;
+
+static void dump_reply(void *arg) {
+    dump_job *d = arg;
+    d->text = d->j ? json_dumps(d->j, JSON_COMPACT | JSON_ENSURE_ASCII) : NULL;
+    json_decref(d->j);
+}
+
+static enum MHD_Result send_prepared_json(struct MHD_Connection *c, srv_http *h, int status,
+                                          json_t *j) {
+    dump_job d = {.j = j};
+    srv_prep_run(h->prep, dump_reply, &d);
+    if (!d.text) return send_text(c, 500, "application/json", "{}", 2);
+    enum MHD_Result ok = send_text(c, status, "application/json", d.text, strlen(d.text));
+    free(d.text);
+    return ok;
+}
+
+static enum MHD_Result generate(struct MHD_Connection *c, srv_http *h, srv_call *k) {
     if (srv_call_streams(k)) return reply_stream(c, k);
     json_t *j = NULL;
     int status = srv_call_whole(k, client_gone, c, &j);
     srv_call_free(k); /* aborts what still runs when the client left */
     if (!status) return MHD_NO; /* nobody to answer: close the connection */
-    return send_json(c, status, j);
+    return send_prepared_json(c, h, status, j);
 }
 
 /* vLLM's /tokenize: a prompt, or messages through the chat template
  * (add_generation_prompt true unless the body says otherwise, as vLLM). */
-static enum MHD_Result tokenize(struct MHD_Connection *c, srv_http *h, const json_t *body) {
-    char err[SRV_ERR_MAX] = "";
+static void tokenize(post_job *j, const json_t *body) {
+    srv_http *h = j->h;
     int32_t *ids = NULL;
     int64_t n = 0;
     bool chat = json_object_get(body, "messages") != NULL;
-    int rc = srv_check_limits(body, chat, &h->o.limits, err);
+    int rc = srv_check_limits(body, chat, &h->o.limits, j->err);
     if (rc) {
     } else if (chat) {
         srv_request_info info = {0};
-        rc = srv_chat_prompt(&h->api, body, true, &info, &ids, &n, err);
+        rc = srv_chat_prompt(&h->api, body, true, &info, &ids, &n, j->err);
         srv_request_info_free(&info);
     } else {
         const json_t *p = json_object_get(body, "prompt");
         const json_t *add = json_object_get(body, "add_special_tokens");
         rc = json_is_string(p)
-                 ? srv_encode(&h->api, json_string_value(p), !json_is_false(add), &ids, &n, err)
-                 : (snprintf(err, sizeof err, "'prompt' must be a string"), 400);
+                 ? srv_encode(&h->api, json_string_value(p), !json_is_false(add), &ids, &n, j->err)
+                 : (snprintf(j->err, sizeof j->err, "'prompt' must be a string"), 400);
     }
     if (rc) {
         free(ids);
-        return send_error(c, rc, err);
+        j->status = rc;
+        return;
     }
     json_t *toks = json_array();
     for (int64_t i = 0; i < n; i++) json_array_append_new(toks, json_integer(ids[i]));
     free(ids);
-    return send_json(c, 200,
-                     json_pack("{s:I, s:I, s:o}", "count", (json_int_t)n, "max_model_len",
-                               (json_int_t)h->context, "tokens", toks));
+    j->status = 200;
+    j->reply = json_pack("{s:I, s:I, s:o}", "count", (json_int_t)n, "max_model_len",
+                         (json_int_t)h->context, "tokens", toks);
 }
 
-static enum MHD_Result detokenize(struct MHD_Connection *c, srv_http *h, const json_t *body) {
+static void detokenize(post_job *j, const json_t *body) {
+    srv_http *h = j->h;
     const json_t *t = json_object_get(body, "tokens");
-    if (!json_is_array(t)) return send_error(c, 400, "'tokens' must be a list of token ids");
+    j->status = 400;
+    if (!json_is_array(t)) {
+        snprintf(j->err, sizeof j->err, "'tokens' must be a list of token ids");
+        return;
+    }
     size_t n = json_array_size(t);
     int32_t *ids = malloc((n ? n : 1) * sizeof *ids);
-    if (!ids) return send_error(c, 503, "out of memory");
+    if (!ids) {
+        j->status = 503;
+        snprintf(j->err, sizeof j->err, "out of memory");
+        return;
+    }
     for (size_t i = 0; i < n; i++) {
         const json_t *x = json_array_get(t, i);
         if (!json_is_integer(x) || json_integer_value(x) < 0 || json_integer_value(x) >= h->vocab) {
             free(ids);
-            char err[SRV_ERR_MAX];
-            snprintf(err, sizeof err, "'tokens' item %zu is not a token id in [0, %lld)", i,
+            snprintf(j->err, sizeof j->err, "'tokens' item %zu is not a token id in [0, %lld)", i,
                      (long long)h->vocab);
-            return send_error(c, 400, err);
+            return;
         }
         ids[i] = (int32_t)json_integer_value(x);
     }
     wna16_ctx *ctx = srv_thread_ctx();
     char *text = NULL;
-    enum MHD_Result ok;
     if (!ctx) {
-        ok = send_error(c, 503, "out of memory");
+        j->status = 503;
+        snprintf(j->err, sizeof j->err, "out of memory");
     } else if (wna16_tokenizer_decode(ctx, h->api.tok, ids, n, false, &text, NULL) != WNA16_OK) {
-        ok = send_error(c, 400, wna16_ctx_error(ctx));
+        snprintf(j->err, sizeof j->err, "%s", wna16_ctx_error(ctx));
     } else {
-        ok = send_json(c, 200, json_pack("{s:s}", "prompt", text));
+        j->status = 200;
+        j->reply = json_pack("{s:s}", "prompt", text);
     }
     wna16_free(text);
     free(ids);
-    return ok;
 }
 
 static enum MHD_Result models(struct MHD_Connection *c, srv_http *h) {
@@ -286,21 +353,31 @@ static enum MHD_Result route_post(struct MHD_Connection *c, srv_http *h, const c
                                   "'Content-Type: application/json'");
     if ((chat || comp) && atomic_load(&h->draining))
         return send_error(c, 503, "the server is shutting down");
-    json_error_t je;
-    json_t *body = json_loadb(cn->body ? cn->body : "", cn->len, JSON_REJECT_DUPLICATES, &je);
-    if (!json_is_object(body)) {
-        char err[SRV_ERR_MAX];
-        snprintf(err, sizeof err, "the body is not a JSON object (line %d, column %d: %s)",
-                 je.line, je.column, body ? "not an object" : je.text);
-        json_decref(body);
-        return send_error(c, 400, err);
+    post_job j = {.h = h, .cn = cn, .chat = chat, .comp = comp, .tok = tok};
+    srv_prep_run(h->prep, prepare_post, &j);
+    if (j.status == 200) return send_prepared_json(c, h, 200, j.reply);
+    if (j.status) return send_error(c, j.status, j.err);
+    return generate(c, h, j.k);
+}
+
+/* The connection's entry in the idle reaper (idle.h), or NULL. */
+static srv_idle_conn *idle_record(struct MHD_Connection *c) {
+    const union MHD_ConnectionInfo *i =
+        MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    return i ? i->socket_context : NULL;
+}
+
+static void connection_event(void *cls, struct MHD_Connection *c, void **socket_context,
+                             enum MHD_ConnectionNotificationCode why) {
+    srv_http *h = cls;
+    if (why == MHD_CONNECTION_NOTIFY_STARTED) {
+        const union MHD_ConnectionInfo *i =
+            MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+        *socket_context = i ? srv_idle_add(h->idle, i->connect_fd) : NULL;
+    } else {
+        srv_idle_remove(h->idle, *socket_context);
+        *socket_context = NULL;
     }
-    enum MHD_Result ok;
-    if (tok) ok = tokenize(c, h, body);
-    else if (detok) ok = detokenize(c, h, body);
-    else ok = generate(c, h, body, chat);
-    json_decref(body);
-    return ok;
 }
 
 /* A CORS preflight from an origin let in (guard.c). */
@@ -358,6 +435,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
     (void)version;
     srv_http *h = cls;
     conn *cn = *con_cls;
+    srv_idle_touch(idle_record(c), false);
     if (!cn) {
         cn = calloc(1, sizeof *cn);
         if (!cn) return MHD_NO;
@@ -387,6 +465,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
     }
     reply_extra.cors_origin = NULL;
     reply_extra.close = atomic_load(&h->draining);
+    srv_idle_touch(idle_record(c), true);
     enum MHD_Result ok = route(c, h, url, method, cn);
     reply_extra.cors_origin = NULL;
     return ok;
@@ -394,9 +473,9 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
 
 static void completed(void *cls, struct MHD_Connection *c, void **con_cls,
                       enum MHD_RequestTerminationCode why) {
-    (void)c;
     (void)why;
     srv_http *h = cls;
+    srv_idle_touch(idle_record(c), false);
     conn *cn = *con_cls;
     if (!cn) return;
     if (cn->counted) atomic_fetch_sub(&h->in_flight, 1);
@@ -435,6 +514,10 @@ static bool loopback_addr(const struct sockaddr *a) {
     return false;
 }
 
+/* The preparation worker's nice value: a tenth of a core's share against
+ * each busy engine thread, all of an idle one. */
+#define PREP_NICE 10
+
 int srv_http_start(const srv_http_options *o, srv_engine *e, wna16_tokenizer *tok,
                    int64_t vocab, srv_http **out, char *err, size_t err_len) {
     *out = NULL;
@@ -466,6 +549,17 @@ int srv_http_start(const srv_http_options *o, srv_engine *e, wna16_tokenizer *to
                            .allowed_origins = o->allowed_origins,
                            .loopback = loopback_addr(ai->ai_addr)};
     pthread_mutex_init(&h->api.tok_mu, NULL);
+    h->prep = srv_prep_start(PREP_NICE);
+    h->idle = srv_idle_start(o->idle_timeout_s);
+    if (!h->prep || !h->idle) {
+        snprintf(err, err_len, "out of memory or threads");
+        srv_prep_stop(h->prep);
+        srv_idle_stop(h->idle);
+        pthread_mutex_destroy(&h->api.tok_mu);
+        freeaddrinfo(ai);
+        free(h);
+        return 1;
+    }
     /* poll, not select: more connections than FD_SETSIZE */
     unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION |
                      MHD_USE_POLL | MHD_USE_ERROR_LOG |
@@ -473,7 +567,7 @@ int srv_http_start(const srv_http_options *o, srv_engine *e, wna16_tokenizer *to
     h->daemon = MHD_start_daemon(
         flags, (uint16_t)o->port, NULL, NULL, handle, h, MHD_OPTION_EXTERNAL_LOGGER, http_log,
         NULL, MHD_OPTION_SOCK_ADDR, ai->ai_addr, MHD_OPTION_NOTIFY_COMPLETED, completed, h,
-        MHD_OPTION_CONNECTION_TIMEOUT, o->idle_timeout_s, MHD_OPTION_CONNECTION_LIMIT,
+        MHD_OPTION_NOTIFY_CONNECTION, connection_event, h, MHD_OPTION_CONNECTION_LIMIT,
         o->max_connections, MHD_OPTION_PER_IP_CONNECTION_LIMIT, o->max_connections_per_client,
         MHD_OPTION_END);
     freeaddrinfo(ai);
@@ -481,6 +575,8 @@ int srv_http_start(const srv_http_options *o, srv_engine *e, wna16_tokenizer *to
         snprintf(err, err_len, "cannot listen on %s:%d (in use, or not an address of this host); "
                                "pick another --port or --host",
                  o->host, o->port);
+        srv_prep_stop(h->prep);
+        srv_idle_stop(h->idle);
         pthread_mutex_destroy(&h->api.tok_mu);
         free(h);
         return 1;
@@ -509,6 +605,8 @@ void srv_http_stop(srv_http *h, double grace_s) {
         nanosleep(&ts, NULL);
     }
     MHD_stop_daemon(h->daemon);
+    srv_prep_stop(h->prep);
+    srv_idle_stop(h->idle);
     pthread_mutex_destroy(&h->api.tok_mu);
     free(h);
 }
