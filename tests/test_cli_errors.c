@@ -169,6 +169,18 @@ int main(void) {
     CHECK(run2(args) == 0 && !strstr(err, "[#") && strstr(err, "loaded"));
     snprintf(args, sizeof args, "generate --model %s --prompt hi -n 2 -q", model);
     CHECK(run2(args) == 0 && err[0] == '\0' && out[0]);
+    /* a model larger than the memory left is refused before loading, with
+     * the estimate and what to do */
+    setenv("WNA16_MEMORY_LIMIT", "1000000", 1);
+    snprintf(args, sizeof args, "generate --model %s --prompt hi -n 2", model);
+    CHECK_MSG(run2(args) == 1 && strstr(err, "ERR_OUT_OF_MEMORY") &&
+                  strstr(err, "GiB of memory here (its weights) but 0.00 GiB is available "
+                              "(WNA16_MEMORY_LIMIT); free memory") &&
+                  !strstr(err, "loaded") && out[0] == '\0',
+              "stderr \"%.300s\"", err);
+    setenv("WNA16_MEMORY_LIMIT", "100000000000", 1);
+    CHECK(run2(args) == 0 && strstr(err, "loaded"));
+    unsetenv("WNA16_MEMORY_LIMIT");
     snprintf(args, sizeof args, "rm -rf %s", dir);
     CHECK(system(args) == 0);
     TEST_MAIN_END();

@@ -1,6 +1,7 @@
 /* Loading a model: validate the checkpoint, check the whole TP plan before
  * any rank allocates, then build each rank's shards (repacking quantized
  * weights once). The runtime over them is made by runtime/model_api.c. */
+#include "core/meminfo.h"
 #include "core/pool.h"
 #include "io/safetensors.h"
 #include "model/model.h"
@@ -243,6 +244,48 @@ static wna16_status check_plan(wna16_diag *d, const wna16_model *m) {
     return WNA16_OK;
 }
 
+/* The bytes a module's tensors take. */
+static double module_bytes(const wna16_module *mod) {
+    const wna16_tensor_view *parts[] = {mod->packed, mod->scale, mod->zero, mod->weight, mod->bias};
+    double b = 0;
+    for (size_t i = 0; i < sizeof parts / sizeof *parts; i++)
+        if (parts[i]) b += (double)parts[i]->nbytes;
+    return b;
+}
+
+/* The memory this process holds once loaded: the checkpoint's tensors
+ * (the split linears' share of this rank under MPI; replicated ones once
+ * per rank of this process). The peak while loading is this and the layer
+ * being repacked (its mapped pages are dropped after each layer). */
+static double resident_estimate(const wna16_model *m) {
+    double total = 0;
+    for (size_t i = 0; i < m->ck->n_tensors; i++) total += (double)m->ck->tensors[i]->nbytes;
+    for (size_t i = 0; i < m->ck->n_modules; i++) {
+        const wna16_module *mod = &m->ck->modules[i];
+        if (mod->kind == WNA16_MODULE_OTHER) continue;
+        double b = module_bytes(mod);
+        if (mod->role == WNA16_TP_REPLICATED) total += m->dist ? 0 : b * (m->tp - 1);
+        else if (m->dist) total -= b * (1.0 - 1.0 / m->tp);
+    }
+    return total;
+}
+
+/* Refuses, before any allocation, a model this process has no memory for. */
+static wna16_status check_memory(wna16_diag *d, const wna16_model *m) {
+    char source[64];
+    int64_t avail = wna16_memory_available(source, sizeof source);
+    double need = resident_estimate(m);
+    if (avail < 0 || need <= (double)avail) return WNA16_OK;
+    const double gib = 1024.0 * 1024.0 * 1024.0;
+    return wna16_fail(d, WNA16_ERR_OUT_OF_MEMORY,
+                      "%s: the model needs about %.2f GiB of memory here (its weights%s) but "
+                      "%.2f GiB is available (%s); free memory, use a machine with more, or "
+                      "spread it over hosts with mpirun -np N ... --mpi (each rank holds about "
+                      "1/N of the split weights)",
+                      m->ck->dir, need / gib, m->dist ? ", this rank's share" : "",
+                      (double)avail / gib, source);
+}
+
 static wna16_status load_rank(wna16_diag *d, wna16_model *m, int rank) {
     wna16_rank_model *r = &m->ranks[rank];
     r->rank = rank;
@@ -446,6 +489,7 @@ static wna16_status prepare(wna16_diag *d, wna16_model *m, const char *dir,
                           (long long)m->context, (long long)m->cfg.max_position_embeddings);
     if (m->tp > 64) return wna16_fail(d, WNA16_ERR_INVALID_ARGUMENT, "TP degree %d", m->tp);
     WNA16_TRY(check_plan(d, m));
+    WNA16_TRY(check_memory(d, m));
     WNA16_TRY(load_globals(d, m));
     return WNA16_OK;
 }
