@@ -7,6 +7,7 @@
  * value is expanded; a prompt chunk expands its context's latents through
  * kv_b once (one GEMM) and attends over the heads' keys and values. */
 #include "core/pool.h"
+#include "kernels/vec_math.h"
 #include "runtime/runtime.h"
 
 #include <math.h>
@@ -78,17 +79,16 @@ static void absorbed_item(const mla_job *j, int64_t t, int64_t h, float *tmp) {
     const float *wt = j->r->layers[j->L].kv_b_t; /* [R][stride] */
     const float *qn = j->q + (t * hp + h) * qk, *qr = qn + a->nope;
     float *qlat = tmp, *olat = tmp + R, *scores = tmp + 2 * R;
-    for (int64_t c = 0; c < R; c++) {
-        float s = 0;
-        for (int64_t i = 0; i < a->nope; i++) s += qn[i] * wt[c * stride + col + i];
-        qlat[c] = s;
-    }
+    /* the dots through the level's vector leaves (16 partial sums: the same
+     * bits at every level) */
+    const wna16_vec_ops *vec = wna16_vec();
+    for (int64_t c = 0; c < R; c++) qlat[c] = vec->moe_dot_f32(qn, wt + c * stride + col, a->nope);
     int32_t seq = j->st->rows->seq[t];
     int64_t P = j->st->rows->pos[t] + 1;
     for (int64_t p = 0; p < P; p++) {
         const uint16_t *row = seq_row(m, j->st->cache, j->st->rank, j->L, seq, p);
-        float s = 0, sr = 0;
-        for (int64_t c = 0; c < R; c++) s += qlat[c] * wna16_bf16_to_f32(row[c]);
+        float s, sr = 0;
+        vec->moe_dot_rows_bf16(qlat, row, 0, 1, R, &s);
         for (int64_t i = 0; i < a->rope; i++) sr += qr[i] * wna16_bf16_to_f32(row[R + i]);
         scores[p] = (s + sr) * m->feat.attn_scale;
     }
