@@ -88,7 +88,7 @@ fixtures)
   run_mpi 2 "${WNA16_MPI_EQUAL:?}" "$src/tests/data/models/qwen3_moe_tp" \
     "$src/tests/data/models/qwen3_w4a16" "$src/tests/data/models/llama_w4a16" || fail "MPI TP=2 differs (or failed)"
   # the CLI's logits: every value printed, MPI == threads, text-identical
-  for m in qwen3_moe_tp qwen3_w4a16 llama_w4a16; do
+  for m in qwen3_moe_tp qwen3_w4a16 llama_w4a16 deepseek_v3_w4a16 deepseek_v2_w4a16; do
     "$cli" logits --model "$src/tests/data/models/$m" --ids 1,2,3,4,5 --tp 2 > "$tmp/thr" || fail "$m: threads logits"
     run_mpi 2 "$cli" logits --model "$src/tests/data/models/$m" --ids 1,2,3,4,5 > "$tmp/mpi" || fail "$m: MPI logits"
     [ -s "$tmp/thr" ] && cmp -s "$tmp/thr" "$tmp/mpi" || fail "$m: wna16 logits under MPI differs from threads TP=2"
