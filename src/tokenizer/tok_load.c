@@ -699,7 +699,10 @@ static wna16_status build_decode_table(wna16_diag *d, wna16_tokenizer *t) {
     for (size_t i = 0; i < t->n_ids; i++) {
         if (!t->id_str[i]) continue;
         tmp.len = 0;
-        if (!tok_decode_token(t, t->id_str[i], t->id_len[i], false, &tmp)) break;
+        if (t->added_decode_raw && (t->id_flags[i] & TOK_ID_ADDED))
+            wna16_buf_put(&tmp, t->id_str[i], t->id_len[i]);
+        else if (!tok_decode_token(t, t->id_str[i], t->id_len[i], false, &tmp))
+            break;
         int b = -1;
         if (t->dec_byte_fallback && tmp.len == 6 && !memcmp(tmp.data, "<0x", 3) &&
             tmp.data[5] == '>')
@@ -728,7 +731,7 @@ static wna16_status build_decode_table(wna16_diag *d, wna16_tokenizer *t) {
     return WNA16_OK;
 }
 
-static wna16_status build_id_tables(wna16_diag *d, wna16_tokenizer *t, int32_t max_id) {
+wna16_status tok_build_id_tables(wna16_diag *d, wna16_tokenizer *t, int32_t max_id) {
     t->n_ids = (size_t)max_id + 1;
     t->id_str = wna16_calloc(t->n_ids, sizeof *t->id_str);
     t->id_len = wna16_calloc(t->n_ids, sizeof *t->id_len);
@@ -817,7 +820,7 @@ static wna16_status parse_all(wna16_diag *d, wna16_tokenizer *t, const json_t *r
         return wna16_fail(d, WNA16_ERR_TOKENIZER_INVALID,
                           "%s: model.vocab is empty; expected at least one token; %s", t->path,
                           FIX_HINT);
-    WNA16_TRY(build_id_tables(d, t, max_id));
+    WNA16_TRY(tok_build_id_tables(d, t, max_id));
     for (size_t i = 0; i < t->n_post_prefix + t->n_post_suffix; i++) {
         int32_t id =
             i < t->n_post_prefix ? t->post_prefix[i] : t->post_suffix[i - t->n_post_prefix];
@@ -830,14 +833,36 @@ static wna16_status parse_all(wna16_diag *d, wna16_tokenizer *t, const json_t *r
     return WNA16_OK;
 }
 
-/* Resolves PATH (directory or file) into tokenizer.json and the optional
+/* A file given by path is read as a tiktoken.model when so named. */
+static bool tiktoken_name(const char *path) {
+    const char *base = strrchr(path, '/');
+    base = base ? base + 1 : path;
+    size_t n = strlen(base);
+    return !strcmp(base, "tiktoken.model") || (n > 9 && !strcmp(base + n - 9, ".tiktoken"));
+}
+
+/* Resolves PATH (directory or file) into tokenizer.json (or, in a
+ * directory without one, tiktoken.model) and the optional
  * tokenizer_config.json beside it. */
 static wna16_status resolve_paths(wna16_diag *d, const char *path, char **json_path,
-                                  char **config_path) {
-    if (is_dir(path))
+                                  char **config_path, bool *tiktoken) {
+    *tiktoken = false;
+    if (is_dir(path)) {
         *json_path = wna16_asprintf("%s/tokenizer.json", path);
-    else
+        if (*json_path && !is_file(*json_path)) {
+            char *tt = wna16_asprintf("%s/tiktoken.model", path);
+            if (tt && is_file(tt)) {
+                wna16_free(*json_path);
+                *json_path = tt;
+                *tiktoken = true;
+            } else {
+                wna16_free(tt);
+            }
+        }
+    } else {
         *json_path = wna16_strdup(path);
+        *tiktoken = tiktoken_name(path);
+    }
     if (!*json_path) return wna16_fail(d, WNA16_ERR_OUT_OF_MEMORY, "out of memory");
     const char *slash = strrchr(*json_path, '/');
     int dirlen = slash ? (int)(slash - *json_path) : 1;
@@ -859,10 +884,15 @@ wna16_status wna16_tokenizer_load(wna16_ctx *ctx, const char *path, wna16_tokeni
     t->bos_id = t->eos_id = t->pad_id = t->unk_id = -1;
     char *config_path = NULL;
     json_t *root = NULL;
+    bool tiktoken = false;
     wna16_status s = tok_check_path(d, path);
-    if (s == WNA16_OK) s = resolve_paths(d, path, &t->path, &config_path);
-    if (s == WNA16_OK) s = load_json(d, t->path, &root);
-    if (s == WNA16_OK) s = parse_all(d, t, root);
+    if (s == WNA16_OK) s = resolve_paths(d, path, &t->path, &config_path, &tiktoken);
+    if (s == WNA16_OK && tiktoken) {
+        s = tok_load_tiktoken_file(d, t, config_path);
+    } else {
+        if (s == WNA16_OK) s = load_json(d, t->path, &root);
+        if (s == WNA16_OK) s = parse_all(d, t, root);
+    }
     json_decref(root);
     if (s == WNA16_OK && is_file(config_path)) s = tok_load_config(d, t, config_path);
     if (s == WNA16_OK) s = tok_load_chat_template_file(d, t);
