@@ -54,7 +54,10 @@ SPECIALS = [("[BOS]", 0), ("[EOS]", 1), ("<|im_end|>", 2), ("<|im_user|>", 3),
             ("<|im_assistant|>", 4), ("<|im_system|>", 6), ("<|im_middle|>", 7),
             ("[UNK]", 8), ("[PAD]", 9)]
 
+UNREACHABLE = [b"qzxj", b"zvqkw"]
+
 EXTRA = [
+    "qzxj", "qzxj qzxj", " zvqkw zvqkwzvqkw", 
     "中文English混合", "汉字abc", "北京市 Pascal", "你好世界，欢迎使用Kimi！",
     "日本語とEnglishとテキスト", "DON'T stop 我们的 work's", "ÀÉÎõü 漢字 mixed\r\n\r\n ",
     "<|im_user|>user<|im_middle|>你好<|im_end|><|im_assistant|>",
@@ -85,6 +88,12 @@ def build_ranks():
         tok = bytes(dec[c] for c in a + b)
         if tok not in ranks:
             ranks[tok] = len(ranks)
+    # Tokens no merge reaches (no split into two ranked tokens): tiktoken
+    # takes a piece that is a token as that token before merging.
+    for tok in UNREACHABLE:
+        assert tok not in ranks and not any(
+            tok[:k] in ranks and tok[k:] in ranks for k in range(1, len(tok))), tok
+        ranks[tok] = len(ranks)
     return ranks
 
 
