@@ -157,7 +157,8 @@ static wna16_status parse_line(tt_parse *p, size_t lineno, const char *line, siz
     if (!rlen) return line_error(p, lineno, "no rank after the token", line, n);
     if (!parse_rank(r, rlen, &rank)) {
         char what[96];
-        snprintf(what, sizeof what, "the rank \"%.20s\" is not a number 0..%d", r, TOK_MAX_ID - 1);
+        snprintf(what, sizeof what, "the rank \"%.*s\" is not a number 0..%d",
+                 (int)(rlen > 20 ? 20 : rlen), r, TOK_MAX_ID - 1);
         return line_error(p, lineno, what, line, n);
     }
     if (tok_len / 4 * 3 > TOK_MAX_TOKEN_LEN) {
