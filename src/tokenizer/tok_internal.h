@@ -33,12 +33,21 @@ typedef struct tok_strmap {
     size_t arena_len, arena_cap;
 } tok_strmap;
 
+/* FNV-1a: the hash of a string grows byte by byte from TOK_HASH_SEED, so
+ * the hashes of all prefixes of a string cost one pass. */
+#define TOK_HASH_SEED 2166136261u
+static inline uint32_t tok_hash_add(uint32_t h, const char *s, size_t n) {
+    for (size_t i = 0; i < n; i++) h = (h ^ (uint8_t)s[i]) * 16777619u;
+    return h;
+}
 uint32_t tok_hash(const char *s, size_t n);
 /* Returns false when out of memory. *existed tells whether the key was
  * already there (its value is then replaced). */
 bool tok_strmap_put(tok_strmap *m, const char *key, size_t len, int32_t val, bool *existed);
 /* Value or -1 when absent. */
 int32_t tok_strmap_get(const tok_strmap *m, const char *key, size_t len);
+/* The same, with hash = tok_hash(key, len) already known. */
+int32_t tok_strmap_get_hashed(const tok_strmap *m, const char *key, size_t len, uint32_t hash);
 void tok_strmap_clear(tok_strmap *m);
 void tok_strmap_free(tok_strmap *m);
 static inline const char *tok_strmap_key(const tok_strmap *m, size_t i, size_t *len) {

@@ -236,18 +236,22 @@ static wna16_status check_bytes(wna16_diag *d, const wna16_tokenizer *t) {
     return WNA16_OK;
 }
 
-/* Every split of a token into two tokens is a merge with the token's rank. */
+/* Every split of a token into two tokens is a merge with the token's rank.
+ * The prefixes' hashes grow along the token, so only a prefix that is a
+ * token costs a lookup of its suffix: the work stays linear in the token's
+ * length times the (few) tokens that start it, whatever a file holds. */
 static wna16_status build_merges(wna16_diag *d, wna16_tokenizer *t) {
     for (size_t i = 0; i < t->vocab.n; i++) {
-        size_t len;
+        size_t len, k = 0, cl;
         const char *s = tok_strmap_key(&t->vocab, i, &len);
         int32_t id = t->vocab.ents[i].val;
-        for (size_t k = wna16_utf8_valid_len((const uint8_t *)s, len); k && k < len;) {
-            int32_t a = tok_strmap_get(&t->vocab, s, k);
-            int32_t b = tok_strmap_get(&t->vocab, s + k, len - k);
-            if (a >= 0 && b >= 0 && !tok_pairmap_put(&t->merges, a, b, id, id)) return oom(d);
-            size_t cl = wna16_utf8_valid_len((const uint8_t *)s + k, len - k);
-            k = cl ? k + cl : 0;
+        uint32_t h = TOK_HASH_SEED;
+        while ((cl = wna16_utf8_valid_len((const uint8_t *)s + k, len - k)) && k + cl < len) {
+            h = tok_hash_add(h, s + k, cl);
+            k += cl;
+            int32_t a = tok_strmap_get_hashed(&t->vocab, s, k, h);
+            int32_t b = a < 0 ? -1 : tok_strmap_get(&t->vocab, s + k, len - k);
+            if (b >= 0 && !tok_pairmap_put(&t->merges, a, b, id, id)) return oom(d);
         }
     }
     return WNA16_OK;
