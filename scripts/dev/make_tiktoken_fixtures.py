@@ -14,7 +14,8 @@ reference ids from tiktoken itself:
     which Kimi's tokenizer fills with <|reserved_token_ID|> (256 reserved ids);
   * goldens: tiktoken.Encoding(pat_str=Kimi's pattern) over the shared
     tokenizer corpus (tests/data/tokenizer/corpus.json) plus a few Han-heavy
-    strings, with special tokens allowed ("all") and with none.
+    strings and 300 seeded random mixtures of scripts and whitespace, with
+    special tokens allowed ("all") and with none.
 
 Run from the repository root with tiktoken pinned (below) in a venv of its own:
     python3 -m venv ~/.cache/wna16/venv-fixtures
@@ -24,6 +25,7 @@ Run from the repository root with tiktoken pinned (below) in a venv of its own:
 import base64
 import json
 import os
+import random
 import sys
 
 import tiktoken
@@ -62,7 +64,40 @@ EXTRA = [
     "日本語とEnglishとテキスト", "DON'T stop 我们的 work's", "ÀÉÎõü 漢字 mixed\r\n\r\n ",
     "<|im_user|>user<|im_middle|>你好<|im_end|><|im_assistant|>",
     "[BOS]text[EOS][PAD] and [UNK]",
+    # Han by script, not script extension; White_Space without U+180E
+    "\uff61're 「中」ー々〆 \u3001'll ㇰ", "a\u180e b\u180e\u180e 's\u180e\n c\u180e",
+    "x\u180e's \u180eword\u180e\u180eab \u180e\u180e\u180e!",
 ]
+
+# Seeded random mixtures of scripts, whitespace (every White_Space
+# character and a few that are not), contractions and special tokens.
+N_RANDOM = 300
+WHITESPACE = [0x09, 0x0a, 0x0b, 0x0c, 0x0d, 0x20, 0x85, 0xa0, 0x1680, 0x180e, 0x2000, 0x2005,
+              0x200a, 0x200b, 0x2028, 0x2029, 0x202f, 0x205f, 0x3000, 0xfeff, 0x1c, 0x1f]
+POOLS = [(0x20, 0x7f), (0xa0, 0x250), (0x300, 0x370), (0x370, 0x530), (0x590, 0x700),
+         (0x900, 0x980), (0x3000, 0x3100), (0x4e00, 0x4f00), (0x3400, 0x3440),
+         (0x20000, 0x20040), (0xac00, 0xac80), (0x1f300, 0x1f650), (0x2e80, 0x2f00),
+         (0xf900, 0xfa10), (0x660, 0x66a), (0xff00, 0xffa0), (0x2160, 0x2190),
+         (0x1d400, 0x1d500)]
+PIECES = ["'s", "'T", "'re", "'LL", "'d", "\r\n", "<|im_end|>", "[BOS]"]
+
+
+def random_strings():
+    rng = random.Random(20261205)
+    out = []
+    for _ in range(N_RANDOM):
+        s = []
+        for _ in range(rng.randint(1, 24)):
+            c = rng.random()
+            if c < 0.25:
+                s.append(chr(rng.choice(WHITESPACE)))
+            elif c < 0.3:
+                s.append(rng.choice(PIECES))
+            else:
+                lo, hi = rng.choice(POOLS)
+                s.append(chr(rng.randrange(lo, hi)))
+        out.append("".join(s))
+    return out
 
 
 def gpt2_byte_decoder():
@@ -121,13 +156,13 @@ def main():
         json.dump(config, f, indent=1, ensure_ascii=False)
         f.write("\n")
     with open(os.path.join(SRC, "corpus.json"), encoding="utf-8") as f:
-        strings = json.load(f)["strings"] + EXTRA
+        strings = json.load(f)["strings"] + EXTRA + random_strings()
     ids = [enc.encode(s, allowed_special="all") for s in strings]
     ids_ns = [enc.encode(s, allowed_special=set(), disallowed_special=()) for s in strings]
     for s, a in zip(strings, ids):
         assert enc.decode(a) == s, s
     expected = {"reference": f"tiktoken {TIKTOKEN_VERSION}", "ranks": n,
-                "extra_strings": EXTRA, "ids": ids, "ids_no_special": ids_ns}
+                "extra_strings": EXTRA + random_strings(), "ids": ids, "ids_no_special": ids_ns}
     with open(os.path.join(OUT, "expected.json"), "w", encoding="utf-8") as f:
         json.dump(expected, f, separators=(",", ":"), ensure_ascii=False)
         f.write("\n")

@@ -28,20 +28,28 @@
 /* Kimi's tokenizer: ids N..N+255 after the N ranks are special tokens. */
 #define KIMI_RESERVED 256
 
+/* Unicode White_Space: \s of tiktoken's regex engine. PCRE2's \s also
+ * matches U+180E (in its \h), which is no longer White_Space. */
+#define WS                                                                                         \
+    "\\t\\n\\x0b\\f\\r \\x{85}\\x{a0}\\x{1680}\\x{2000}-\\x{200a}\\x{2028}\\x{2029}\\x{202f}"         \
+    "\\x{205f}\\x{3000}"
+
 /* tokenization_kimi.py's pat_str. Its class intersections
  * [...&&[^\p{Han}]] (Rust regex syntax) are written as a negative
- * lookahead before the class, which PCRE2 (before 10.45) needs. */
+ * lookahead before the class, which PCRE2 (before 10.45) needs; \s and \S
+ * as the White_Space class. */
 const char tok_kimi_pattern[] =
-    "[\\p{Han}]+"
-    "|[^\\r\\n\\p{L}\\p{N}]?(?:(?!\\p{Han})[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}])*"
-    "(?:(?!\\p{Han})[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}])+(?i:'s|'t|'re|'ve|'m|'ll|'d)?"
-    "|[^\\r\\n\\p{L}\\p{N}]?(?:(?!\\p{Han})[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}])+"
-    "(?:(?!\\p{Han})[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}])*(?i:'s|'t|'re|'ve|'m|'ll|'d)?"
+    "[\\p{sc:Han}]+"
+    "|[^\\r\\n\\p{L}\\p{N}]?(?:(?!\\p{sc:Han})[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}])*"
+    "(?:(?!\\p{sc:Han})[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}])+(?i:'s|'t|'re|'ve|'m|'ll|'d)?"
+    "|[^\\r\\n\\p{L}\\p{N}]?(?:(?!\\p{sc:Han})[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}])+"
+    "(?:(?!\\p{sc:Han})[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}])*(?i:'s|'t|'re|'ve|'m|'ll|'d)?"
     "|\\p{N}{1,3}"
-    "| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*"
-    "|\\s*[\\r\\n]+"
-    "|\\s+(?!\\S)"
-    "|\\s+";
+    "| ?[^" WS "\\p{L}\\p{N}]+[\\r\\n]*"
+    "|[" WS "]*[\\r\\n]+"
+    "|[" WS "]+(?![^" WS "])"
+    "|[" WS "]+";
+#undef WS
 
 static wna16_status oom(wna16_diag *d) {
     return wna16_fail(d, WNA16_ERR_OUT_OF_MEMORY, "out of memory loading tiktoken.model");
