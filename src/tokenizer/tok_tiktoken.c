@@ -31,7 +31,7 @@
 /* Unicode White_Space: \s of tiktoken's regex engine. PCRE2's \s also
  * matches U+180E (in its \h), which is no longer White_Space. */
 #define WS                                                                                         \
-    "\\t\\n\\x0b\\f\\r \\x{85}\\x{a0}\\x{1680}\\x{2000}-\\x{200a}\\x{2028}\\x{2029}\\x{202f}"         \
+    "\\t\\n\\x0b\\f\\r \\x{85}\\x{a0}\\x{1680}\\x{2000}-\\x{200a}\\x{2028}\\x{2029}\\x{202f}"      \
     "\\x{205f}\\x{3000}"
 
 /* tokenization_kimi.py's pat_str. Its class intersections
@@ -138,16 +138,16 @@ static bool parse_rank(const char *s, size_t n, uint32_t *out) {
     return true;
 }
 
-static wna16_status add_token(tt_parse *p, size_t lineno, const char *line, size_t n,
-                              size_t nbytes, uint32_t rank) {
+static wna16_status add_token(tt_parse *p, size_t lineno, const char *line, size_t n, size_t nbytes,
+                              uint32_t rank) {
     size_t mlen = 0;
     for (size_t i = 0; i < nbytes; i++)
         mlen += wna16_utf8_encode(tok_byte_to_cp[p->bytes[i]], p->mapped + mlen);
     int32_t old = tok_strmap_get(&p->t->vocab, p->mapped, mlen);
     if (old >= 0) {
         char what[96];
-        snprintf(what, sizeof what, "the same token is on line %u (rank %d)",
-                 p->rank_line[old], old);
+        snprintf(what, sizeof what, "the same token is on line %u (rank %d)", p->rank_line[old],
+                 old);
         return line_error(p, lineno, what, line, n);
     }
     if (!tok_strmap_put(&p->t->vocab, p->mapped, mlen, (int32_t)rank, NULL)) return oom(p->d);
@@ -182,9 +182,8 @@ static wna16_status parse_line(tt_parse *p, size_t lineno, const char *line, siz
                      tok_len);
         else
             snprintf(what, sizeof what, "the token is not base64: character '%c' at column %zu",
-                     (unsigned char)line[bad] >= 0x20 && (unsigned char)line[bad] < 0x7F
-                         ? line[bad]
-                         : '?',
+                     (unsigned char)line[bad] >= 0x20 && (unsigned char)line[bad] < 0x7F ? line[bad]
+                                                                                         : '?',
                      bad + 1);
         return line_error(p, lineno, what, line, n);
     }
@@ -192,8 +191,8 @@ static wna16_status parse_line(tt_parse *p, size_t lineno, const char *line, siz
         if (!p->far_line) p->far_line = lineno, p->far_rank = rank;
     } else if (p->rank_line[rank]) {
         char what[96];
-        snprintf(what, sizeof what, "rank %u is also on line %u; each rank must appear once",
-                 rank, p->rank_line[rank]);
+        snprintf(what, sizeof what, "rank %u is also on line %u; each rank must appear once", rank,
+                 p->rank_line[rank]);
         return line_error(p, lineno, what, line, n);
     } else {
         p->rank_line[rank] = (uint32_t)lineno;
@@ -227,8 +226,8 @@ static wna16_status parse_lines(tt_parse *p, const char *text, size_t len) {
                       "%s:%zu: rank %u is out of range and rank %zu is missing: the %zu tokens "
                       "must have the ranks 0..%zu, each once (special tokens take the ids after "
                       "them); %s",
-                      p->t->path, p->far_line, p->far_rank, missing, p->n_tokens,
-                      p->n_tokens - 1, TT_HINT);
+                      p->t->path, p->far_line, p->far_rank, missing, p->n_tokens, p->n_tokens - 1,
+                      TT_HINT);
 }
 
 /* tiktoken starts every piece from its single bytes: all 256 need a rank. */
@@ -407,47 +406,20 @@ wna16_status tok_load_tiktoken_file(wna16_diag *d, wna16_tokenizer *t, const cha
     if (cf) {
         fclose(cf);
         json_error_t err;
-        config = json_load_file(config_path, JSON_REJECT_DUPLICATES | JSON_DECODE_INT_AS_REAL,
-                                &err);
-        if (!json_is_object(config))
+        config =
+            json_load_file(config_path, JSON_REJECT_DUPLICATES | JSON_DECODE_INT_AS_REAL, &err);
+        if (!config)
             s = wna16_fail(d, WNA16_ERR_TOKENIZER_INVALID,
-                           "%s: not a JSON object (line %d, column %d: %s); fix or remove "
+                           "%s: not valid JSON (line %d, column %d: %s); fix or remove "
                            "tokenizer_config.json",
-                           config_path, err.line, err.column, config ? "top level" : err.text);
+                           config_path, err.line, err.column, err.text);
+        else if (!json_is_object(config))
+            s = wna16_fail(d, WNA16_ERR_TOKENIZER_INVALID,
+                           "%s: not a JSON object; fix or remove tokenizer_config.json",
+                           config_path);
     }
     if (s == WNA16_OK) s = tok_parse_tiktoken(d, t, text, len, config);
     json_decref(config);
     wna16_free(text);
     return s;
-}
-
-wna16_status tok_load_tiktoken_memory(wna16_diag *d, const char *label, const char *text,
-                                      size_t len, const char *config_json, size_t config_len,
-                                      wna16_tokenizer **out) {
-    wna16_diag_clear(d);
-    if (!out || (!text && len) || (!config_json && config_len))
-        return wna16_fail(d, WNA16_ERR_INVALID_ARGUMENT, "tok_load_tiktoken_memory: NULL argument");
-    *out = NULL;
-    wna16_tokenizer *t = wna16_calloc(1, sizeof *t);
-    if (!t) return oom(d);
-    t->bos_id = t->eos_id = t->pad_id = t->unk_id = -1;
-    json_t *config = NULL;
-    wna16_status s = (t->path = wna16_strdup(label ? label : "(memory)")) ? WNA16_OK : oom(d);
-    if (s == WNA16_OK && config_json) {
-        json_error_t err;
-        config = json_loadb(config_json, config_len,
-                            JSON_REJECT_DUPLICATES | JSON_DECODE_INT_AS_REAL, &err);
-        if (!json_is_object(config))
-            s = wna16_fail(d, WNA16_ERR_TOKENIZER_INVALID,
-                           "%s: tokenizer_config.json is not a JSON object (line %d: %s)",
-                           t->path, err.line, config ? "top level" : err.text);
-    }
-    if (s == WNA16_OK) s = tok_parse_tiktoken(d, t, text ? text : "", len, config);
-    json_decref(config);
-    if (s != WNA16_OK) {
-        wna16_tokenizer_free(t);
-        return s;
-    }
-    *out = t;
-    return WNA16_OK;
 }

@@ -53,8 +53,7 @@ static void check_tiktoken(const char *text, size_t len, unsigned flags) {
     for (size_t i = 0; i < n; i++) FUZZ_CHECK(wna16_tokenizer_token_str(tiktoken, ids[i]) != NULL);
     char *back = NULL;
     size_t back_len = 0;
-    FUZZ_CHECK(wna16_tokenizer_decode(ctx, tiktoken, ids, n, false, &back, &back_len) ==
-               WNA16_OK);
+    FUZZ_CHECK(wna16_tokenizer_decode(ctx, tiktoken, ids, n, false, &back, &back_len) == WNA16_OK);
     FUZZ_CHECK(back_len == len && (!len || !memcmp(back, text, len)));
     free(back);
     free(ids);
