@@ -110,6 +110,10 @@ static void test_bad_tables(void) {
            "must have the ranks 0..257",
            NULL);
     free(t);
+    /* the same token at a rank out of range and then in range */
+    expect(ctx, t = table("YWI= 900\nYWI= 256\n", false), NULL, WNA16_ERR_TOKENIZER_INVALID,
+           "tiktoken.model:257: rank 900 is out of range and rank 257 is missing", NULL);
+    free(t);
     expect(ctx, t = table("YWI= 255\n", true), NULL, WNA16_ERR_TOKENIZER_INVALID,
            "the single byte 0xFF has no rank", NULL);
     free(t);

@@ -188,15 +188,17 @@ static wna16_status parse_line(tt_parse *p, size_t lineno, const char *line, siz
         return line_error(p, lineno, what, line, n);
     }
     if (rank >= p->n_tokens) {
+        /* refused after the pass, naming the first missing rank */
         if (!p->far_line) p->far_line = lineno, p->far_rank = rank;
-    } else if (p->rank_line[rank]) {
+        return WNA16_OK;
+    }
+    if (p->rank_line[rank]) {
         char what[96];
         snprintf(what, sizeof what, "rank %u is also on line %u; each rank must appear once", rank,
                  p->rank_line[rank]);
         return line_error(p, lineno, what, line, n);
-    } else {
-        p->rank_line[rank] = (uint32_t)lineno;
     }
+    p->rank_line[rank] = (uint32_t)lineno;
     return add_token(p, lineno, line, n, nbytes, rank);
 }
 
