@@ -15,7 +15,7 @@ static const char *const texts[] = {
     "a",
     "",
     "\xf0\x9f\x98\x80 emoji's and 'll contractions   ",
-    "\xe4\xb8\xad\xe6\x96\x87" "English [BOS]<|im_end|><|reserved_token_300|>\r\n",
+    "\xe4\xb8\xad\xe6\x96\x87\x45nglish [BOS]<|im_end|><|reserved_token_300|>\r\n",
 };
 
 static bool looks_like_json(const uint8_t *data, size_t size) {
