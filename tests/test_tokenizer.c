@@ -209,7 +209,8 @@ static void test_malformed(void) {
                                         "Face tokenizer.json");
     remove("build/tok-test.gguf");
     CHECK_STATUS(ctx, wna16_tokenizer_load(ctx, "tests/data/models/qwen3_bf16", &tok),
-                 WNA16_ERR_IO, "qwen3_bf16 has config.json but no tokenizer.json");
+                 WNA16_ERR_IO, "qwen3_bf16 has config.json but neither tokenizer.json nor "
+                                  "tiktoken.model");
     CHECK_STATUS(ctx, wna16_tokenizer_load(ctx, NULL, &tok), WNA16_ERR_INVALID_ARGUMENT, "path");
     unlink(write_tmp("tokenizer_config.json", ""));
     unlink(write_tmp("tokenizer.json", ""));

@@ -290,8 +290,9 @@ class LLM:
         self._ctx.check(lib.wna16_model_load(self._ctx.ptr, os.fsencode(model), ctypes.byref(o),
                                              ctypes.byref(self._model)))
         tok_path = tokenizer or model
-        has_tokenizer = tokenizer is not None or os.path.exists(
-            os.path.join(model, "tokenizer.json"))
+        has_tokenizer = tokenizer is not None or any(
+            os.path.exists(os.path.join(model, name))
+            for name in ("tokenizer.json", "tiktoken.model"))
         if has_tokenizer:
             try:
                 self._ctx.check(lib.wna16_tokenizer_load(self._ctx.ptr, os.fsencode(tok_path),
@@ -328,7 +329,8 @@ class LLM:
     def _need_tokenizer(self):
         if not self._tok.value:
             raise Error("ERR_INVALID_ARGUMENT",
-                        "this model directory has no tokenizer.json: pass tokenizer=PATH, or "
+                        "this model directory has no tokenizer.json (nor tiktoken.model): pass "
+                        "tokenizer=PATH, or "
                         "give prompts as token ids")
 
     # --------------------------------------------------------- tokenizer

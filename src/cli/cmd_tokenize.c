@@ -10,7 +10,8 @@ static void tokenize_help(FILE *f) {
                "[--no-special]\n\n"
                "Encodes UTF-8 text with a Hugging Face tokenizer.json (byte-level BPE) and prints\n"
                "the token ids, space separated (one JSON array with --json). PATH is a directory\n"
-               "holding tokenizer.json (and tokenizer_config.json) or the tokenizer.json file.\n"
+               "holding tokenizer.json (or Kimi's tiktoken.model; and tokenizer_config.json) or\n"
+               "the tokenizer file itself.\n"
                "Special tokens written in the text (e.g. <|im_end|>) become their ids unless\n"
                "--no-special is given, and the post-processor (e.g. a BOS) is applied, like\n"
                "tokenizers' encode(text). Exit status 1 on invalid UTF-8 or a bad tokenizer.\n");

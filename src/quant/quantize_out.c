@@ -162,7 +162,8 @@ wna16_status wna16_qrun_finish(qrun *r) {
     static const char *const extra[] = {
         "generation_config.json",  "tokenizer.json",      "tokenizer_config.json",
         "special_tokens_map.json", "vocab.json",          "merges.txt",
-        "tokenizer.model",         "chat_template.jinja", "added_tokens.json"};
+        "tokenizer.model",         "chat_template.jinja", "added_tokens.json",
+        "tiktoken.model"};
     for (size_t i = 0; i < sizeof extra / sizeof *extra; i++) {
         char *a = wna16_asprintf("%s/%s", o->src, extra[i]),
              *b = wna16_asprintf("%s/%s", r->tmpdir, extra[i]);

@@ -33,12 +33,21 @@ typedef struct tok_strmap {
     size_t arena_len, arena_cap;
 } tok_strmap;
 
+/* FNV-1a: the hash of a string grows byte by byte from TOK_HASH_SEED, so
+ * the hashes of all prefixes of a string cost one pass. */
+#define TOK_HASH_SEED 2166136261u
+static inline uint32_t tok_hash_add(uint32_t h, const char *s, size_t n) {
+    for (size_t i = 0; i < n; i++) h = (h ^ (uint8_t)s[i]) * 16777619u;
+    return h;
+}
 uint32_t tok_hash(const char *s, size_t n);
 /* Returns false when out of memory. *existed tells whether the key was
  * already there (its value is then replaced). */
 bool tok_strmap_put(tok_strmap *m, const char *key, size_t len, int32_t val, bool *existed);
 /* Value or -1 when absent. */
 int32_t tok_strmap_get(const tok_strmap *m, const char *key, size_t len);
+/* The same, with hash = tok_hash(key, len) already known. */
+int32_t tok_strmap_get_hashed(const tok_strmap *m, const char *key, size_t len, uint32_t hash);
 void tok_strmap_clear(tok_strmap *m);
 void tok_strmap_free(tok_strmap *m);
 static inline const char *tok_strmap_key(const tok_strmap *m, size_t i, size_t *len) {
@@ -189,6 +198,7 @@ struct wna16_tokenizer {
     /* decoder: per-token steps, then (sequence level) ByteFallback runs,
      * ByteLevel's byte map, and Strip of the whole text's start */
     bool decoder_byte_level;
+    bool added_decode_raw; /* added tokens decode as their own text (tiktoken) */
     tok_dec_step dec_steps[8];
     int n_dec_steps;
     bool dec_first_differs; /* the first token decodes differently (Metaspace) */
@@ -275,5 +285,28 @@ bool tok_decode_token(const wna16_tokenizer *t, const char *s, size_t len, bool 
  * target: same checks as wna16_tokenizer_load, without the file system. */
 wna16_status tok_load_memory(wna16_diag *d, const char *label, const char *json, size_t len,
                              wna16_tokenizer **out);
+
+/* Fills the id-indexed tables (strings, flags, decoded bytes) from the
+ * vocab and added tokens, for ids 0..max_id (tok_load.c). */
+wna16_status tok_build_id_tables(wna16_diag *d, wna16_tokenizer *t, int32_t max_id);
+
+/* Kimi-K2's pre-tokenization pattern in PCRE2 syntax (tok_tiktoken.c). */
+extern const char tok_kimi_pattern[];
+
+/* Fills t from a tiktoken.model held in memory (text, len) and the parsed
+ * tokenizer_config.json (config, may be NULL): the byte-level BPE of
+ * tiktoken, with Kimi's pattern and special tokens (tok_tiktoken.c).
+ * Messages name t->path. */
+struct json_t;
+wna16_status tok_parse_tiktoken(wna16_diag *d, wna16_tokenizer *t, const char *text, size_t len,
+                                const struct json_t *config);
+/* Loads t->path as a tiktoken.model, with the special tokens of
+ * config_path (tokenizer_config.json) when that file exists. */
+wna16_status tok_load_tiktoken_file(wna16_diag *d, wna16_tokenizer *t, const char *config_path);
+/* tok_load_memory for a tiktoken.model: config_json (may be NULL) is the
+ * tokenizer_config.json text. The loader behind the fuzz target. */
+wna16_status tok_load_tiktoken_memory(wna16_diag *d, const char *label, const char *text,
+                                      size_t len, const char *config_json, size_t config_len,
+                                      wna16_tokenizer **out);
 
 #endif

@@ -672,102 +672,6 @@ static wna16_status parse_added(wna16_diag *d, wna16_tokenizer *t, const json_t 
     return WNA16_OK;
 }
 
-/* ----------------------------------------------------------- id tables */
-
-/* Rust's u8::from_str_radix(s, 16) on two characters: two hex digits, or
- * '+' and one. */
-static int hex_byte(const char *s) {
-    int v = 0;
-    for (int i = 0; i < 2; i++) {
-        char c = s[i];
-        int x = c >= '0' && c <= '9'   ? c - '0'
-                : c >= 'a' && c <= 'f' ? c - 'a' + 10
-                : c >= 'A' && c <= 'F' ? c - 'A' + 10
-                                       : -1;
-        if (x < 0 && !(i == 0 && c == '+')) return -1;
-        v = x < 0 ? 0 : v * 16 + x;
-    }
-    return v;
-}
-
-static wna16_status build_decode_table(wna16_diag *d, wna16_tokenizer *t) {
-    wna16_buf arena = {0}, tmp = {0};
-    t->dec_off = wna16_calloc(t->n_ids, sizeof *t->dec_off);
-    t->dec_len = wna16_calloc(t->n_ids, sizeof *t->dec_len);
-    if (!t->dec_off || !t->dec_len)
-        return wna16_fail(d, WNA16_ERR_OUT_OF_MEMORY, "out of memory for the decode table");
-    for (size_t i = 0; i < t->n_ids; i++) {
-        if (!t->id_str[i]) continue;
-        tmp.len = 0;
-        if (!tok_decode_token(t, t->id_str[i], t->id_len[i], false, &tmp)) break;
-        int b = -1;
-        if (t->dec_byte_fallback && tmp.len == 6 && !memcmp(tmp.data, "<0x", 3) &&
-            tmp.data[5] == '>')
-            b = hex_byte(tmp.data + 3);
-        if (arena.len > UINT32_MAX - tmp.len) {
-            arena.failed = true;
-            break;
-        }
-        t->dec_off[i] = (uint32_t)arena.len;
-        if (b >= 0) {
-            char c = (char)b;
-            t->id_flags[i] |= TOK_ID_BYTE;
-            wna16_buf_put(&arena, &c, 1);
-        } else {
-            wna16_buf_put(&arena, tmp.data, tmp.len);
-        }
-        t->dec_len[i] = (uint32_t)(arena.len - t->dec_off[i]);
-    }
-    wna16_buf_put(&arena, "", 0);
-    wna16_buf_free(&tmp);
-    if (arena.failed || tmp.failed) {
-        wna16_buf_free(&arena);
-        return wna16_fail(d, WNA16_ERR_OUT_OF_MEMORY, "out of memory for the decode table");
-    }
-    t->dec_arena = (uint8_t *)arena.data;
-    return WNA16_OK;
-}
-
-static wna16_status build_id_tables(wna16_diag *d, wna16_tokenizer *t, int32_t max_id) {
-    t->n_ids = (size_t)max_id + 1;
-    t->id_str = wna16_calloc(t->n_ids, sizeof *t->id_str);
-    t->id_len = wna16_calloc(t->n_ids, sizeof *t->id_len);
-    t->id_flags = wna16_calloc(t->n_ids, 1);
-    if (!t->id_str || !t->id_len || !t->id_flags)
-        return wna16_fail(d, WNA16_ERR_OUT_OF_MEMORY, "out of memory for %zu token ids", t->n_ids);
-    for (size_t i = 0; i < t->vocab.n; i++) {
-        size_t len;
-        const char *s = tok_strmap_key(&t->vocab, i, &len);
-        int32_t id = t->vocab.ents[i].val;
-        if (t->id_str[id])
-            return wna16_fail(d, WNA16_ERR_TOKENIZER_INVALID,
-                              "%s: model.vocab: id %d is used by both \"%.60s\" and \"%.60s\"; "
-                              "each id must name one token; %s",
-                              t->path, id, t->id_str[id], s, FIX_HINT);
-        t->id_str[id] = (char *)s;
-        t->id_len[id] = (uint32_t)len;
-        t->id_flags[id] = TOK_ID_PRESENT;
-        t->vocab_size++;
-    }
-    for (size_t i = 0; i < t->n_added; i++) {
-        tok_added *a = &t->added[i];
-        if (!t->id_flags[a->id]) t->vocab_size++;
-        t->id_str[a->id] = a->norm ? a->norm : a->content;
-        t->id_len[a->id] = (uint32_t)(a->norm ? a->norm_len : a->len);
-        t->id_flags[a->id] = TOK_ID_PRESENT | TOK_ID_ADDED | (a->special ? TOK_ID_SPECIAL : 0);
-    }
-    for (uint32_t cp = 0; cp < 512; cp++) {
-        char u[4];
-        t->char_id[cp] = tok_strmap_get(&t->vocab, u, wna16_utf8_encode(cp, u));
-    }
-    for (int b = 0; b < 256; b++) {
-        char name[8];
-        snprintf(name, sizeof name, "<0x%02X>", b);
-        t->byte_fallback_id[b] = tok_strmap_get(&t->vocab, name, strlen(name));
-    }
-    return build_decode_table(d, t);
-}
-
 /* ------------------------------------------------------------------ load */
 
 static bool is_dir(const char *p) {
@@ -817,7 +721,7 @@ static wna16_status parse_all(wna16_diag *d, wna16_tokenizer *t, const json_t *r
         return wna16_fail(d, WNA16_ERR_TOKENIZER_INVALID,
                           "%s: model.vocab is empty; expected at least one token; %s", t->path,
                           FIX_HINT);
-    WNA16_TRY(build_id_tables(d, t, max_id));
+    WNA16_TRY(tok_build_id_tables(d, t, max_id));
     for (size_t i = 0; i < t->n_post_prefix + t->n_post_suffix; i++) {
         int32_t id =
             i < t->n_post_prefix ? t->post_prefix[i] : t->post_suffix[i - t->n_post_prefix];
@@ -830,14 +734,36 @@ static wna16_status parse_all(wna16_diag *d, wna16_tokenizer *t, const json_t *r
     return WNA16_OK;
 }
 
-/* Resolves PATH (directory or file) into tokenizer.json and the optional
+/* A file given by path is read as a tiktoken.model when so named. */
+static bool tiktoken_name(const char *path) {
+    const char *base = strrchr(path, '/');
+    base = base ? base + 1 : path;
+    size_t n = strlen(base);
+    return !strcmp(base, "tiktoken.model") || (n > 9 && !strcmp(base + n - 9, ".tiktoken"));
+}
+
+/* Resolves PATH (directory or file) into tokenizer.json (or, in a
+ * directory without one, tiktoken.model) and the optional
  * tokenizer_config.json beside it. */
 static wna16_status resolve_paths(wna16_diag *d, const char *path, char **json_path,
-                                  char **config_path) {
-    if (is_dir(path))
+                                  char **config_path, bool *tiktoken) {
+    *tiktoken = false;
+    if (is_dir(path)) {
         *json_path = wna16_asprintf("%s/tokenizer.json", path);
-    else
+        if (*json_path && !is_file(*json_path)) {
+            char *tt = wna16_asprintf("%s/tiktoken.model", path);
+            if (tt && is_file(tt)) {
+                wna16_free(*json_path);
+                *json_path = tt;
+                *tiktoken = true;
+            } else {
+                wna16_free(tt);
+            }
+        }
+    } else {
         *json_path = wna16_strdup(path);
+        *tiktoken = tiktoken_name(path);
+    }
     if (!*json_path) return wna16_fail(d, WNA16_ERR_OUT_OF_MEMORY, "out of memory");
     const char *slash = strrchr(*json_path, '/');
     int dirlen = slash ? (int)(slash - *json_path) : 1;
@@ -859,10 +785,15 @@ wna16_status wna16_tokenizer_load(wna16_ctx *ctx, const char *path, wna16_tokeni
     t->bos_id = t->eos_id = t->pad_id = t->unk_id = -1;
     char *config_path = NULL;
     json_t *root = NULL;
+    bool tiktoken = false;
     wna16_status s = tok_check_path(d, path);
-    if (s == WNA16_OK) s = resolve_paths(d, path, &t->path, &config_path);
-    if (s == WNA16_OK) s = load_json(d, t->path, &root);
-    if (s == WNA16_OK) s = parse_all(d, t, root);
+    if (s == WNA16_OK) s = resolve_paths(d, path, &t->path, &config_path, &tiktoken);
+    if (s == WNA16_OK && tiktoken) {
+        s = tok_load_tiktoken_file(d, t, config_path);
+    } else {
+        if (s == WNA16_OK) s = load_json(d, t->path, &root);
+        if (s == WNA16_OK) s = parse_all(d, t, root);
+    }
     json_decref(root);
     if (s == WNA16_OK && is_file(config_path)) s = tok_load_config(d, t, config_path);
     if (s == WNA16_OK) s = tok_load_chat_template_file(d, t);
@@ -904,6 +835,42 @@ wna16_status tok_load_memory(wna16_diag *d, const char *label, const char *json,
                        t->path);
     if (s == WNA16_OK) s = parse_all(d, t, root);
     json_decref(root);
+    if (s != WNA16_OK) {
+        wna16_tokenizer_free(t);
+        return s;
+    }
+    *out = t;
+    return WNA16_OK;
+}
+
+wna16_status tok_load_tiktoken_memory(wna16_diag *d, const char *label, const char *text,
+                                      size_t len, const char *config_json, size_t config_len,
+                                      wna16_tokenizer **out) {
+    wna16_diag_clear(d);
+    if (!out || (!text && len) || (!config_json && config_len))
+        return wna16_fail(d, WNA16_ERR_INVALID_ARGUMENT, "tok_load_tiktoken_memory: NULL argument");
+    *out = NULL;
+    wna16_tokenizer *t = wna16_calloc(1, sizeof *t);
+    if (!t) return wna16_fail(d, WNA16_ERR_OUT_OF_MEMORY, "out of memory");
+    t->bos_id = t->eos_id = t->pad_id = t->unk_id = -1;
+    json_t *config = NULL;
+    wna16_status s = (t->path = wna16_strdup(label ? label : "(memory)"))
+                         ? WNA16_OK
+                         : wna16_fail(d, WNA16_ERR_OUT_OF_MEMORY, "out of memory");
+    if (s == WNA16_OK && config_json) {
+        json_error_t err;
+        config = json_loadb(config_json, config_len,
+                            JSON_REJECT_DUPLICATES | JSON_DECODE_INT_AS_REAL, &err);
+        if (!config)
+            s = wna16_fail(d, WNA16_ERR_TOKENIZER_INVALID,
+                           "%s: tokenizer_config.json is not valid JSON (line %d: %s)", t->path,
+                           err.line, err.text);
+        else if (!json_is_object(config))
+            s = wna16_fail(d, WNA16_ERR_TOKENIZER_INVALID,
+                           "%s: tokenizer_config.json is not a JSON object", t->path);
+    }
+    if (s == WNA16_OK) s = tok_parse_tiktoken(d, t, text ? text : "", len, config);
+    json_decref(config);
     if (s != WNA16_OK) {
         wna16_tokenizer_free(t);
         return s;

@@ -1,4 +1,5 @@
-/* What a path given as a tokenizer is, when it holds no tokenizer.json:
+/* What a path given as a tokenizer is, when it holds no tokenizer.json
+ * (nor tiktoken.model):
  * the error names it (missing, a GGUF file, a directory without the file)
  * and what to do. */
 #include "tokenizer/tok_internal.h"
@@ -41,15 +42,16 @@ wna16_status tok_check_path(wna16_diag *d, const char *path) {
                               path);
         return WNA16_OK;
     }
-    if (has(path, "tokenizer.json")) return WNA16_OK;
+    if (has(path, "tokenizer.json") || has(path, "tiktoken.model")) return WNA16_OK;
     if (has(path, "config.json"))
         return wna16_fail(d, WNA16_ERR_IO,
-                          "%s has config.json but no tokenizer.json; copy the model's "
-                          "tokenizer.json into it, or name a tokenizer.json elsewhere",
+                          "%s has config.json but neither tokenizer.json nor tiktoken.model; "
+                          "copy the model's tokenizer file into it, or name a tokenizer.json "
+                          "elsewhere",
                           path);
     return wna16_fail(d, WNA16_ERR_IO,
-                      "%s has no tokenizer.json (nor config.json): it is not a Hugging Face "
-                      "model directory; pass the model's directory or the path of a "
-                      "tokenizer.json",
+                      "%s has neither tokenizer.json nor tiktoken.model (nor config.json): it is "
+                      "not a Hugging Face model directory; pass the model's directory or the "
+                      "path of a tokenizer.json",
                       path);
 }

@@ -6,11 +6,7 @@
 /* ------------------------------------------------------------ string map */
 
 /* FNV-1a: short keys, good enough spread, no dependencies. */
-uint32_t tok_hash(const char *s, size_t n) {
-    uint32_t h = 2166136261u;
-    for (size_t i = 0; i < n; i++) h = (h ^ (uint8_t)s[i]) * 16777619u;
-    return h;
-}
+uint32_t tok_hash(const char *s, size_t n) { return tok_hash_add(TOK_HASH_SEED, s, n); }
 
 static bool strmap_grow_slots(tok_strmap *m) {
     size_t nslots = m->nslots ? m->nslots * 2 : 64;
@@ -72,6 +68,12 @@ bool tok_strmap_put(tok_strmap *m, const char *key, size_t len, int32_t val, boo
 int32_t tok_strmap_get(const tok_strmap *m, const char *key, size_t len) {
     if (!m->nslots) return -1;
     size_t j = strmap_find(m, key, len, tok_hash(key, len));
+    return m->slots[j] ? m->ents[m->slots[j] - 1].val : -1;
+}
+
+int32_t tok_strmap_get_hashed(const tok_strmap *m, const char *key, size_t len, uint32_t hash) {
+    if (!m->nslots) return -1;
+    size_t j = strmap_find(m, key, len, hash);
     return m->slots[j] ? m->ents[m->slots[j] - 1].val : -1;
 }
 

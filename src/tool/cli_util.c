@@ -43,8 +43,16 @@ static bool copy_file(const char *cmd, const char *from_dir, const char *to_dir,
     return ok;
 }
 
+/* tokenizer.json, or a tiktoken.model (Kimi) where there is none. */
 bool cli_copy_tokenizer(const char *cmd, const char *from_dir, const char *to_dir) {
-    return copy_file(cmd, from_dir, to_dir, "tokenizer.json") &&
+    char json[1024], tt[1024];
+    snprintf(json, sizeof json, "%s/tokenizer.json", from_dir);
+    snprintf(tt, sizeof tt, "%s/tiktoken.model", from_dir);
+    FILE *f = fopen(json, "rb"), *g = f ? NULL : fopen(tt, "rb");
+    const char *name = g ? "tiktoken.model" : "tokenizer.json";
+    if (f) fclose(f);
+    if (g) fclose(g);
+    return copy_file(cmd, from_dir, to_dir, name) &&
            copy_file(cmd, from_dir, to_dir, "tokenizer_config.json");
 }
 

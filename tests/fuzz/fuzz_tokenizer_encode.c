@@ -7,7 +7,10 @@
  * BPE is lossless and special tokens decode as their own text. When bit 2
  * of the first byte is set, the text also goes through the Mistral
  * (SentencePiece-style) tokenizer, whose skip-special decode must give it
- * back too (check_spm).
+ * back too (check_spm). When bit 3 is set, it also goes through the
+ * tiktoken.model fixture (tests/data/tiktoken, Kimi's format), which must
+ * give it back exactly: no normalizer, and special tokens decode as their
+ * own text (check_tiktoken).
  *
  * The tokenizer is found through WNA16_SOURCE_DIR (set by ctest and
  * scripts/fuzz.sh) or the current directory. */
@@ -17,14 +20,14 @@
 
 #include <utf8proc.h>
 
-static wna16_tokenizer *qwen, *spm;
+static wna16_tokenizer *qwen, *spm, *tiktoken;
 static wna16_ctx *ctx;
 
 static wna16_tokenizer *load(const char *name) {
     const char *src = getenv("WNA16_SOURCE_DIR");
     char path[4096];
     wna16_tokenizer *t = NULL;
-    snprintf(path, sizeof path, "%s/tests/data/tokenizer/%s", src ? src : ".", name);
+    snprintf(path, sizeof path, "%s/tests/data/%s", src ? src : ".", name);
     if (wna16_tokenizer_load(ctx, path, &t) != WNA16_OK) {
         fprintf(stderr, "cannot load %s: %s (set WNA16_SOURCE_DIR to the source tree)\n", path,
                 wna16_ctx_error(ctx));
@@ -36,8 +39,24 @@ static wna16_tokenizer *load(const char *name) {
 static void load_once(void) {
     if (qwen) return;
     if (wna16_ctx_create(&ctx) != WNA16_OK) abort();
-    qwen = load("qwen3");
-    spm = load("mistral");
+    qwen = load("tokenizer/qwen3");
+    spm = load("tokenizer/mistral");
+    tiktoken = load("tiktoken");
+}
+
+/* tiktoken: lossless, at most one id per byte, every id a token. */
+static void check_tiktoken(const char *text, size_t len, unsigned flags) {
+    int32_t *ids = NULL;
+    size_t n = 0;
+    FUZZ_CHECK(wna16_tokenizer_encode(ctx, tiktoken, text, len, flags, &ids, &n) == WNA16_OK);
+    FUZZ_CHECK(n <= len);
+    for (size_t i = 0; i < n; i++) FUZZ_CHECK(wna16_tokenizer_token_str(tiktoken, ids[i]) != NULL);
+    char *back = NULL;
+    size_t back_len = 0;
+    FUZZ_CHECK(wna16_tokenizer_decode(ctx, tiktoken, ids, n, false, &back, &back_len) == WNA16_OK);
+    FUZZ_CHECK(back_len == len && (!len || !memcmp(back, text, len)));
+    free(back);
+    free(ids);
 }
 
 /* Mistral (SentencePiece-style, legacy): with special parsing off and
@@ -77,6 +96,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     }
     FUZZ_CHECK(s == WNA16_OK);
     if (data[0] & 4u) check_spm(text, len, flags);
+    if (data[0] & 8u) check_tiktoken(text, len, flags);
     FUZZ_CHECK((n == 0) == (ids == NULL));
     FUZZ_CHECK(n <= len + 2); /* at most one id per byte, plus post-processor ids */
     char *back = NULL;

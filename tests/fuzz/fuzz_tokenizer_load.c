@@ -1,8 +1,11 @@
 /* Fuzz target (d): tokenizer.json text, loaded from memory through the
- * same parser as wna16_tokenizer_load (tok_load_memory). When a tokenizer
- * loads, it must also work: a few fixed strings are encoded with and
- * without special-token parsing, the ids decoded (whole and streamed: the
- * two must agree), and the id tables queried. */
+ * same parser as wna16_tokenizer_load (tok_load_memory); or, when the
+ * input does not start like JSON ('{' or '[' after blanks), a
+ * tiktoken.model up to the first NUL byte and the tokenizer_config.json
+ * after it (tok_load_tiktoken_memory). When a tokenizer loads, it must
+ * also work: a few fixed strings are encoded with and without
+ * special-token parsing, the ids decoded (whole and streamed: the two must
+ * agree), and the id tables queried. */
 #include "fuzz_common.h"
 
 #include "tokenizer/tok_internal.h"
@@ -12,7 +15,27 @@ static const char *const texts[] = {
     "a",
     "",
     "\xf0\x9f\x98\x80 emoji's and 'll contractions   ",
+    "\xe4\xb8\xad\xe6\x96\x87\x45nglish [BOS]<|im_end|><|reserved_token_300|>\r\n",
 };
+
+static bool looks_like_json(const uint8_t *data, size_t size) {
+    size_t i = 0;
+    while (i < size && (data[i] == ' ' || data[i] == '\t' || data[i] == '\n' || data[i] == '\r'))
+        i++;
+    return i == size || data[i] == '{' || data[i] == '[';
+}
+
+static wna16_status load(wna16_ctx *ctx, const uint8_t *data, size_t size,
+                         wna16_tokenizer **tok) {
+    wna16_diag *d = wna16_ctx_diag(ctx);
+    if (looks_like_json(data, size))
+        return tok_load_memory(d, "fuzz/tokenizer.json", (const char *)data, size, tok);
+    const uint8_t *nul = memchr(data, 0, size);
+    size_t len = nul ? (size_t)(nul - data) : size;
+    return tok_load_tiktoken_memory(d, "fuzz/tiktoken.model", (const char *)data, len,
+                                    nul ? (const char *)nul + 1 : NULL,
+                                    nul ? size - len - 1 : 0, tok);
+}
 
 static void exercise(wna16_ctx *ctx, wna16_tokenizer *tok) {
     wna16_tokenizer_info info;
@@ -74,8 +97,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     wna16_ctx *ctx = NULL;
     if (wna16_ctx_create(&ctx) != WNA16_OK) return 0;
     wna16_tokenizer *tok = NULL;
-    wna16_status s = tok_load_memory(wna16_ctx_diag(ctx), "fuzz/tokenizer.json",
-                                     (const char *)data, size, &tok);
+    wna16_status s = load(ctx, data, size, &tok);
     fuzz_note(wna16_status_str(s), s);
     if (s == WNA16_OK) {
         FUZZ_CHECK(tok != NULL);
