@@ -119,7 +119,7 @@ WHITESPACE = [
     "   ", "\n\n", "\n\n\n\n", " \n", "\n ", " \n ", "  \n  ", "\t", "\t\t\n", "\r\n\r\n", "\r", " \r\n",
     "a\u3000b ideographic space", "a\u00a0b nbsp", "a\u180eb mongolian vowel separator",
     "a\u2028b line separator", "a\u2029b paragraph sep", "a\u0085b next line", "a\u000bb vertical tab",
-    "a\u000cb form feed", "\u2003em\u2003space", "x    \n    y", "end   ", "   start", "a\n \nb",
+    "a\u000cb form feed", "x\u180e's", "a \u180e\u180e b", "\u180e\n", "\u2003em\u2003space", "x    \n    y", "end   ", "   start", "a\n \nb",
     "word \t\n word", "  \t  ", "a" + " " * 40 + "b", "\n" * 30, " " * 100,
 ]
 

@@ -307,6 +307,38 @@ int tok_cp_to_byte(uint32_t cp) {
 const char tok_gpt2_pattern[] =
     "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+";
 
+/* The pattern with \s and \S as Unicode White_Space (malloc'd; NULL when
+ * out of memory). The reference tokenizers' regex engines (Rust's regex and
+ * fancy-regex, tiktoken) mean White_Space by \s; PCRE2's \s under UCP also
+ * takes U+180E, which Unicode dropped from it. \p{White_Space} reads the
+ * same inside a class and out. */
+static char *white_space_classes(const char *pattern) {
+    static const char ws[] = "\\p{White_Space}";
+    size_t n = strlen(pattern), extra = 0;
+    for (size_t i = 0; i + 1 < n; i++)
+        if (pattern[i] == '\\') {
+            if (pattern[i + 1] == 's' || pattern[i + 1] == 'S') extra += sizeof ws - 3;
+            i++;
+        }
+    char *out = malloc(n + extra + 1), *o = out;
+    if (!out) return NULL;
+    for (size_t i = 0; i < n; i++) {
+        if (pattern[i] == '\\' && i + 1 < n && (pattern[i + 1] == 's' || pattern[i + 1] == 'S')) {
+            memcpy(o, ws, sizeof ws - 1);
+            if (pattern[i + 1] == 'S') o[1] = 'P';
+            o += sizeof ws - 1;
+            i++;
+        } else if (pattern[i] == '\\' && i + 1 < n) {
+            *o++ = pattern[i++];
+            *o++ = pattern[i];
+        } else {
+            *o++ = pattern[i];
+        }
+    }
+    *o = 0;
+    return out;
+}
+
 wna16_status tok_regex_compile(wna16_diag *d, const char *path, const char *where,
                                const char *pattern, bool literal, pcre2_code **re,
                                pcre2_match_data **md) {
@@ -314,7 +346,12 @@ wna16_status tok_regex_compile(wna16_diag *d, const char *path, const char *wher
     PCRE2_SIZE erroff = 0;
     /* PCRE2 refuses UCP together with LITERAL; a literal needs no classes. */
     uint32_t opts = PCRE2_UTF | (literal ? PCRE2_LITERAL : PCRE2_UCP);
-    *re = pcre2_compile((PCRE2_SPTR)pattern, PCRE2_ZERO_TERMINATED, opts, &err, &erroff, NULL);
+    char *own = literal ? NULL : white_space_classes(pattern);
+    if (!literal && !own)
+        return wna16_fail(d, WNA16_ERR_OUT_OF_MEMORY, "%s: %s: the pattern", path, where);
+    *re = pcre2_compile((PCRE2_SPTR)(own ? own : pattern), PCRE2_ZERO_TERMINATED, opts, &err,
+                        &erroff, NULL);
+    free(own);
     if (!*re) {
         PCRE2_UCHAR msg[256];
         pcre2_get_error_message(err, msg, sizeof msg);
