@@ -173,6 +173,17 @@ static bool plan(const wna16_checkpoint *ck, int ep, int tp, int rank, int64_t *
     return true;
 }
 
+/* Bytes of the attention projections' tensors but their weight_shape. */
+static int64_t attention_bytes(const wna16_checkpoint *ck) {
+    int64_t b = 0;
+    for (size_t i = 0; i < ck->n_tensors; i++) {
+        const char *n = ck->tensors[i]->name;
+        if (strstr(n, ".self_attn.") && strstr(n, "_proj.") && !strstr(n, "weight_shape"))
+            b += (int64_t)ck->tensors[i]->nbytes;
+    }
+    return b;
+}
+
 /* One rank holds the whole file; at EP=N the routed experts split over the
  * ranks and nothing else changes; with TP the rest shrinks, the same on
  * every group. */
@@ -208,6 +219,12 @@ static void test_rank_bytes(const char *dir) {
     CHECK_MSG(other_tp[0] < other1 && 2 * other_tp[0] > other1, "%s: %lld of %lld at TP=2", dir,
               (long long)other_tp[0], (long long)other1);
     CHECK(other_tp[0] == other_tp[2] && other_tp[1] == other_tp[3]);
+    /* attention with kv heads to split: each TP rank holds half of every
+     * projection, and everything else (norms, routers, embeddings) whole */
+    if (ck->config.num_kv_heads % 2 == 0 && !ck->config.kv_lora_rank)
+        CHECK_MSG(other_tp[0] == other1 - attention_bytes(ck) / 2 && other_tp[1] == other_tp[0],
+                  "%s: %lld at TP=2, want %lld - %lld / 2", dir, (long long)other_tp[0],
+                  (long long)other1, (long long)attention_bytes(ck));
     wna16_checkpoint_close(ck);
 }
 

@@ -343,20 +343,23 @@ static int64_t linear_bytes(const wna16_module *m) {
 
 /* The bytes of a module one tensor-parallel rank holds: the fraction of
  * the weight's elements its slices cover (scales, zero points and bias go
- * with them). A refused split counts whole: the verdict reports it. */
+ * with them; the weight_shape tensor stays whole). A refused split counts
+ * whole: the verdict reports it. */
 static int64_t tp_share(const wna16_checkpoint *ck, const wna16_module *m, int tp, int rank,
                         int64_t bytes) {
     if (tp == 1 || m->role == WNA16_TP_REPLICATED || m->out <= 0 || m->in <= 0) return bytes;
+    int64_t whole = m->shape ? (int64_t)m->shape->nbytes : 0;
+    bytes -= whole;
     wna16_shard_request parts[3];
     size_t n = wna16_ck_shard_parts(ck, m, tp, rank, parts);
     double held = 0;
     for (size_t i = 0; i < n; i++) {
         wna16_shard_slice s;
         wna16_diag d = {0};
-        if (wna16_shard_plan(&d, &parts[i], &s) != WNA16_OK) return bytes;
+        if (wna16_shard_plan(&d, &parts[i], &s) != WNA16_OK) return bytes + whole;
         held += (double)s.row_count * (double)s.col_count;
     }
-    return (int64_t)((double)bytes * held / ((double)m->out * (double)m->in) + 0.5);
+    return whole + (int64_t)((double)bytes * held / ((double)m->out * (double)m->in) + 0.5);
 }
 
 void wna16_ck_ep_rank_bytes(const wna16_checkpoint *ck, const wna16_ep_plan *p,
