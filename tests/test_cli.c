@@ -113,7 +113,7 @@ int main(void) {
     /* expert parallelism plans what TP=2 refuses here: whole experts, split by rank */
     CHECK(run("inspect tests/data/ct/qwen3_moe_w4a16_g32 --ep 2") == 0 &&
           strstr(out, "EP=2 x TP=1: 2 ranks, 8 routed experts") && strstr(out, "0-3 (4)") &&
-          strstr(out, "4-7 (4)") && strstr(out, "over all 2 ranks") && !strstr(out, "REFUSED"));
+          strstr(out, "4-7 (4)") && strstr(out, "over all 2 ranks\n") && !strstr(out, "REFUSED"));
     CHECK(run("inspect tests/data/ct/qwen3_moe_w4a16_g32 --ep 2 --tp 2") == 0 &&
           strstr(out, "EP=2 x TP=2: 4 ranks") && strstr(out, "6-7 (2)") &&
           strstr(out, "at TP=2: ok") && !strstr(out, "I_p=16"));
@@ -121,6 +121,9 @@ int main(void) {
           strstr(out, "\"world\": 4") && strstr(out, "\"rank\": 3, \"group\": 1, \"tp_rank\": 1, "
                                                     "\"expert_begin\": 6, \"expert_count\": 2") &&
           strstr(out, "\"loadable\": true"));
+    CHECK(run("inspect tests/data/models/deepseek_v3_w4a16 --ep 4") == 0 &&
+          strstr(out, "over all 4 ranks (routed experts; shared experts from group 0)") &&
+          strstr(out, "6-7 (2)"));
     CHECK(run("inspect tests/data/models/qwen3_moe_w4a16 --ep 3") == 0 && strstr(out, "0-2 (3)") &&
           strstr(out, "3-5 (3)") && strstr(out, "6-7 (2)"));
     CHECK(run("inspect tests/data/models/qwen3_moe_w4a16 --ep 16") == 1 &&

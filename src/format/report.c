@@ -388,6 +388,7 @@ struct ep_report {
     wna16_ep_plan *plans;             /* one per rank */
     int64_t *expert_bytes, *other_bytes; /* one per rank */
     const verdict *rest;              /* tensor parallelism of all but the routed experts */
+    bool shared;                      /* the model has shared experts */
 };
 
 static void text_ep(wna16_buf *b, const ep_report *ep) {
@@ -409,8 +410,8 @@ static void text_ep(wna16_buf *b, const ep_report *ep) {
         wna16_buf_printf(b, "  combine: none (one rank)\n");
     else
         wna16_buf_printf(b, "  combine: one all-reduce (sum) of each MoE layer's output over all %d "
-                            "ranks (routed experts; shared experts from group 0)\n",
-                         ep->world);
+                            "ranks%s\n",
+                         ep->world, ep->shared ? " (routed experts; shared experts from group 0)" : "");
     if (ep->tp > 1)
         wna16_buf_printf(b, "  attention and dense MLP partial sums: all-reduced over the %d TP "
                             "ranks of each group\n", ep->tp);
@@ -423,8 +424,8 @@ static void text_ep(wna16_buf *b, const ep_report *ep) {
                              (long long)ep->rest->reasons[j].count - 1);
         wna16_buf_printf(b, "\n");
     }
-    wna16_buf_printf(b, "  running with expert parallelism (generate, serve) is not available; "
-                        "this is the plan and its memory\n");
+    wna16_buf_printf(b, "  generate and serve do not run expert parallelism: this is its plan "
+                        "and memory\n");
 }
 
 static void json_ep(wna16_buf *b, const ep_report *ep) {
@@ -472,7 +473,9 @@ wna16_status wna16_checkpoint_report_ep(wna16_ctx *ctx, const wna16_checkpoint *
     wna16_ep_request req0 = {.num_experts = ck->config.num_experts,
                              .top_k = ck->config.num_experts_per_tok, .ep = ep, .tp = tp};
     WNA16_TRY(wna16_ep_plan_rank(d, &req0, &first));
-    ep_report r = {.ep = ep, .tp = tp, .world = first.world, .num_experts = ck->config.num_experts};
+    const wna16_model_config *c = &ck->config;
+    ep_report r = {.ep = ep, .tp = tp, .world = first.world, .num_experts = c->num_experts,
+                   .shared = c->n_shared_experts > 0 || c->shared_expert_intermediate_size > 0};
     verdict rest = {0};
     totals t = {0};
     r.plans = wna16_calloc((size_t)r.world, sizeof *r.plans);
