@@ -281,6 +281,16 @@ WNA16_API wna16_status wna16_checkpoint_dequantize(wna16_ctx *ctx, const wna16_c
 WNA16_API wna16_status wna16_checkpoint_report(wna16_ctx *ctx, const wna16_checkpoint *ck,
                                                const int *tp, int n_tp, bool json,
                                                char **out_text, bool *loadable);
+/* The `inspect --ep` report: the expert-parallel plan of ep groups of tp
+ * ranks (docs/distributed.md): each rank's routed experts, its bytes, the
+ * combine, and the tensor-parallel verdict of everything but the routed
+ * experts. A plan that cannot be made (ep or tp < 1, more ranks than routed
+ * experts, a model without them) is refused: WNA16_ERR_INVALID_ARGUMENT or
+ * WNA16_ERR_UNSUPPORTED with the sizes and the fix. *loadable: the plan is
+ * accepted. */
+WNA16_API wna16_status wna16_checkpoint_report_ep(wna16_ctx *ctx, const wna16_checkpoint *ck,
+                                                  int ep, int tp, bool json, char **out_text,
+                                                  bool *loadable);
 
 /* ------------------------------------------------------------ distributed */
 

@@ -50,8 +50,53 @@ static char out[1 << 16];
 /* Runs the wna16 tool with args; returns its exit status, output in out. */
 static int run(const char *args) { return test_run_cli(args, out, sizeof out, 1); }
 
+/* Each "--flag" of text not in `in` is appended to missing (space-separated). */
+static void flags_missing(const char *text, const char *in, char *missing, size_t cap) {
+    for (const char *p = text; (p = strstr(p, "--"));) {
+        const char *q = p + 2;
+        while ((*q >= 'a' && *q <= 'z') || (*q >= '0' && *q <= '9') || *q == '-') q++;
+        if (p[2] == '-' || (p > text && p[-1] == '-')) { /* a link anchor, not a flag */
+            p = q;
+            continue;
+        }
+        char flag[64];
+        snprintf(flag, sizeof flag, "%.*s", (int)(q - p), p);
+        bool found = false;
+        for (const char *h = in; !found && (h = strstr(h, flag)); h++) {
+            char next = h[strlen(flag)];
+            found = !((next >= 'a' && next <= 'z') || (next >= '0' && next <= '9') || next == '-');
+        }
+        if (q - p > 2 && !found && strlen(missing) + strlen(flag) + 2 < cap) {
+            strcat(missing, " ");
+            strcat(missing, flag);
+        }
+        p = q;
+    }
+}
+
+/* docs/cli.md's `wna16 inspect` rows and `inspect --help` name the same flags. */
+static void test_inspect_help_matches_docs(void) {
+    FILE *f = fopen("docs/cli.md", "r");
+    CHECK(f != NULL);
+    if (!f) return;
+    static char doc[1 << 14], line[1 << 14];
+    doc[0] = '\0';
+    while (fgets(line, sizeof line, f))
+        if (!strncmp(line, "| `wna16 inspect ", 17) && strlen(doc) + strlen(line) < sizeof doc)
+            strcat(doc, line);
+    fclose(f);
+    CHECK(run("inspect --help") == 0);
+    char undocumented[512] = "", unhelped[512] = "";
+    flags_missing(out, doc, undocumented, sizeof undocumented);
+    flags_missing(doc, out, unhelped, sizeof unhelped);
+    CHECK_MSG(strstr(doc, "--ep") && !undocumented[0] && !unhelped[0],
+              "inspect --help has flags docs/cli.md lacks:%s; docs/cli.md has flags --help lacks:%s",
+              undocumented, unhelped);
+}
+
 int main(void) {
     test_roofline_track();
+    test_inspect_help_matches_docs();
     CHECK(run("--help") == 0 && strstr(out, "inspect"));
     CHECK(run("") == 2);
     CHECK(run("frobnicate") == 2 && strstr(out, "unknown command"));
@@ -65,6 +110,24 @@ int main(void) {
     CHECK(run("inspect tests/data/ct/qwen3_moe_w4a16_g32 --tp 2") == 1 && strstr(out, "I_p=16"));
     CHECK(run("inspect tests/data/ct/qwen3_moe_w4a16_g32 --tp 1 --tp 2 --json") == 1 &&
           strstr(out, "\"loadable\": false") && strstr(out, "\"tp\": 2, \"ok\": false"));
+    /* expert parallelism plans what TP=2 refuses here: whole experts, split by rank */
+    CHECK(run("inspect tests/data/ct/qwen3_moe_w4a16_g32 --ep 2") == 0 &&
+          strstr(out, "EP=2 x TP=1: 2 ranks, 8 routed experts") && strstr(out, "0-3 (4)") &&
+          strstr(out, "4-7 (4)") && strstr(out, "over all 2 ranks\n") && !strstr(out, "REFUSED"));
+    CHECK(run("inspect tests/data/ct/qwen3_moe_w4a16_g32 --ep 2 --tp 2") == 0 &&
+          strstr(out, "EP=2 x TP=2: 4 ranks") && strstr(out, "6-7 (2)") &&
+          strstr(out, "at TP=2: ok") && !strstr(out, "I_p=16"));
+    CHECK(run("inspect tests/data/models/deepseek_v3_w4a16 --ep 2 --tp 2 --json") == 0 &&
+          strstr(out, "\"world\": 4") && strstr(out, "\"rank\": 3, \"group\": 1, \"tp_rank\": 1, "
+                                                    "\"expert_begin\": 6, \"expert_count\": 2") &&
+          strstr(out, "\"loadable\": true"));
+    CHECK(run("inspect tests/data/models/deepseek_v3_w4a16 --ep 4") == 0 &&
+          strstr(out, "over all 4 ranks (routed experts; shared experts from group 0)") &&
+          strstr(out, "6-7 (2)"));
+    CHECK(run("inspect tests/data/models/qwen3_moe_w4a16 --ep 3") == 0 && strstr(out, "0-2 (3)") &&
+          strstr(out, "3-5 (3)") && strstr(out, "6-7 (2)"));
+    CHECK(run("inspect tests/data/models/qwen3_moe_w4a16 --ep 16") == 1 &&
+          strstr(out, "16 ranks for 8 routed experts"));
     CHECK(run("inspect tests/data/ct/w4a16_sym_channel --tp 2 --json") == 0 && strstr(out, "\"loadable\": true"));
     CHECK(run("inspect tests/data/ct/actorder_group") != 0 &&
           strstr(out, "runtime activation ordering (actorder=group) is not supported; re-quantize "

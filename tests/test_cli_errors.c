@@ -91,6 +91,15 @@ static const bad_case cases[] = {
     {"inspect %2$s/none", 1, "ERR_IO"},
     {"inspect " QW " --tp 0", 2, "--tp expects"},
     {"inspect " QW " --bogus", 2, "unexpected"},
+    {"inspect " QW " --ep 0", 2, "--ep expects"},
+    {"inspect " QW " --ep 2 --ep 2", 2, "--ep given twice"},
+    {"inspect " QW " --ep 2 --tp 1 --tp 2", 2, "give --tp once"},
+    {"inspect " QW " --ep 2", 1, "ERR_UNSUPPORTED: expert parallelism (--ep 2) needs routed experts"},
+    {"inspect " QW " --ep 2 --json", 1, "use --tp alone"},
+    {"inspect tests/data/models/qwen3_moe_w4a16 --ep 9", 1,
+     "ERR_INVALID_ARGUMENT: --ep 9 x --tp 1 is 9 ranks for 8 routed experts: a rank would own no "
+     "expert; use --ep 8 or less with --tp 1"},
+    {"inspect tests/data/models/deepseek_v3_w4a16 --ep 3 --tp 3", 1, "use --ep 2 or less with --tp 3"},
     /* synth / demo */
     {"synth --out %2$s/s1 --layers 0", 2, "--layers expects"},
     {"synth --out %2$s/s2 --bits 5", 2, "--bits must be 4, 8 or 16"},

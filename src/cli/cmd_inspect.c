@@ -5,17 +5,25 @@
 #include <string.h>
 
 static void inspect_help(FILE *f) {
-    fprintf(f, "usage: wna16 inspect MODEL_DIR [--tp N] [--json]\n\n"
+    fprintf(f, "usage: wna16 inspect MODEL_DIR [--tp N]... [--json]\n"
+               "       wna16 inspect MODEL_DIR --ep N [--tp M] [--json]\n\n"
                "Validates a checkpoint and reports its architecture, the quantization scheme of\n"
                "each module group, bytes and effective bits per weight, ignored modules, and a\n"
                "verdict per tensor-parallel degree (N, or 1, 2, 4 and 8) with every reason a\n"
-               "degree fails. Exit status 0 when loadable at the asked degree(s).\n");
+               "degree fails. Exit status 0 when loadable at the asked degree(s).\n\n"
+               "--ep N prints the expert-parallel plan instead: N groups of M tensor-parallel\n"
+               "ranks (M = 1 without --tp), the routed experts placed whole and linearly over\n"
+               "all N x M ranks, each rank's expert range and bytes, the combine, and the\n"
+               "tensor-parallel verdict of everything else at TP=M. Exit status 0 when the\n"
+               "plan is accepted; a plan that cannot be made (more ranks than routed experts,\n"
+               "a dense model) exits 1 naming the sizes and the fix. Running with expert\n"
+               "parallelism is not available.\n");
 }
 
 int wna16_cmd_inspect(int argc, char **argv) {
     const char *dir = NULL;
     bool json = false;
-    int tp[8], n_tp = 0;
+    int tp[8], n_tp = 0, ep = 0;
     for (int i = 1; i < argc; i++) {
         if (cli_is_help(argv[i])) {
             inspect_help(stdout);
@@ -28,6 +36,15 @@ int wna16_cmd_inspect(int argc, char **argv) {
                 return 2;
             tp[n_tp++] = (int)v;
             i++;
+        } else if (!strcmp(argv[i], "--ep")) {
+            long v;
+            if (ep) {
+                fprintf(stderr, "wna16 inspect: --ep given twice; give one expert-parallel degree\n");
+                return 2;
+            }
+            if (!cli_parse_int("--ep", i + 1 < argc ? argv[i + 1] : NULL, 1, 65536, &v)) return 2;
+            ep = (int)v;
+            i++;
         } else if (!dir && argv[i][0] != '-') {
             dir = argv[i];
         } else {
@@ -38,6 +55,11 @@ int wna16_cmd_inspect(int argc, char **argv) {
     }
     if (!dir) {
         inspect_help(stderr);
+        return 2;
+    }
+    if (ep && n_tp > 1) {
+        fprintf(stderr, "wna16 inspect: --ep plans one tensor-parallel degree per group; give --tp "
+                        "once (or run without --ep to compare TP degrees)\n");
         return 2;
     }
     wna16_ctx *ctx;
@@ -54,7 +76,8 @@ int wna16_cmd_inspect(int argc, char **argv) {
     }
     char *text = NULL;
     bool loadable = false;
-    s = wna16_checkpoint_report(ctx, ck, tp, n_tp, json, &text, &loadable);
+    if (ep) s = wna16_checkpoint_report_ep(ctx, ck, ep, n_tp ? tp[0] : 1, json, &text, &loadable);
+    else s = wna16_checkpoint_report(ctx, ck, tp, n_tp, json, &text, &loadable);
     int rc = 0;
     if (s != WNA16_OK) rc = cli_fail("inspect", ctx, s);
     else {

@@ -5,6 +5,7 @@
 
 #include "format/config.h"
 #include "format/qweight.h"
+#include "parallel/ep_plan.h"
 #include "parallel/shard.h"
 
 typedef enum wna16_module_kind {
@@ -73,6 +74,13 @@ wna16_shard_request wna16_ck_shard_request(const wna16_checkpoint *ck, const wna
  * gate_up_proj), each on its rows of the module. Returns how many (<= 3). */
 size_t wna16_ck_shard_parts(const wna16_checkpoint *ck, const wna16_module *m, int tp, int rank,
                             wna16_shard_request out[3]);
+
+/* The checkpoint bytes one rank holds under an expert-parallel plan: its
+ * routed experts whole (*expert_bytes), and (*other_bytes) its
+ * tensor-parallel share, at the plan's TP degree, of every other linear
+ * plus every other tensor whole (norms, embeddings, lm_head, routers). */
+void wna16_ck_ep_rank_bytes(const wna16_checkpoint *ck, const wna16_ep_plan *p,
+                            int64_t *expert_bytes, int64_t *other_bytes);
 
 /* Drops this process's resident pages of every shard mapping (views stay
  * valid): a distributed rank calls it after repacking its slices. */

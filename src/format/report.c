@@ -48,11 +48,14 @@ static bool add_reason(verdict *v, const wna16_module *m, const char *text) {
     return true;
 }
 
-static wna16_status judge(const wna16_checkpoint *ck, int tp, verdict *v) {
+/* Routed experts are left out under expert parallelism: each is held whole
+ * by one rank, so tensor parallelism never splits them. */
+static wna16_status judge(const wna16_checkpoint *ck, int tp, bool skip_experts, verdict *v) {
     v->tp = tp;
     for (size_t i = 0; i < ck->n_modules; i++) {
         const wna16_module *m = &ck->modules[i];
         if (m->kind == WNA16_MODULE_OTHER || m->role == WNA16_TP_REPLICATED) continue;
+        if (skip_experts && m->expert >= 0) continue;
         for (int rank = 0; rank < tp; rank++) {
             wna16_shard_request parts[3];
             size_t n = wna16_ck_shard_parts(ck, m, tp, rank, parts);
@@ -209,8 +212,11 @@ static void text_verdicts(wna16_buf *b, const verdict *v, size_t n) {
     }
 }
 
+typedef struct ep_report ep_report;
+static void json_ep(wna16_buf *b, const ep_report *ep);
+
 static void json_report(wna16_buf *b, const wna16_checkpoint *ck, const totals *t,
-                        const verdict *v, size_t n, bool loadable) {
+                        const verdict *v, size_t n, const ep_report *ep, bool loadable) {
     const wna16_model_config *c = &ck->config;
     const wna16_qconfig *q = &ck->qconfig;
     wna16_buf_printf(b, "{\"checkpoint\": ");
@@ -277,7 +283,9 @@ static void json_report(wna16_buf *b, const wna16_checkpoint *ck, const totals *
         }
         wna16_buf_printf(b, "]}");
     }
-    wna16_buf_printf(b, "], \"loadable\": %s}\n", loadable ? "true" : "false");
+    wna16_buf_printf(b, "]");
+    if (ep) json_ep(b, ep);
+    wna16_buf_printf(b, ", \"loadable\": %s}\n", loadable ? "true" : "false");
 }
 
 wna16_status wna16_checkpoint_report(wna16_ctx *ctx, const wna16_checkpoint *ck, const int *tp,
@@ -295,7 +303,7 @@ wna16_status wna16_checkpoint_report(wna16_ctx *ctx, const wna16_checkpoint *ck,
     wna16_status s = count(ck, &t);
     for (int i = 0; i < n_tp && s == WNA16_OK; i++) {
         if (tp[i] < 1) s = wna16_fail(d, WNA16_ERR_INVALID_ARGUMENT, "TP degree %d", tp[i]);
-        else s = judge(ck, tp[i], &v[i]);
+        else s = judge(ck, tp[i], false, &v[i]);
     }
     /* With no explicit degree, "loadable" means loadable on one process. */
     bool ok = true;
@@ -304,7 +312,7 @@ wna16_status wna16_checkpoint_report(wna16_ctx *ctx, const wna16_checkpoint *ck,
     if (!wna16_arch_find(ck->config.architecture)) ok = false; /* what load refuses */
     wna16_buf b = {0};
     if (s == WNA16_OK) {
-        if (json) json_report(&b, ck, &t, v, (size_t)n_tp, ok);
+        if (json) json_report(&b, ck, &t, v, (size_t)n_tp, NULL, ok);
         else {
             text_header(&b, ck);
             text_schemes(&b, ck, &t);
@@ -314,6 +322,188 @@ wna16_status wna16_checkpoint_report(wna16_ctx *ctx, const wna16_checkpoint *ck,
     }
     free_verdicts(v, (size_t)n_tp);
     wna16_free(t.per_scheme);
+    if (s != WNA16_OK) {
+        wna16_buf_free(&b);
+        return s;
+    }
+    *out_text = b.data;
+    *loadable = ok;
+    return WNA16_OK;
+}
+
+/* ------------------------------------------------- expert parallelism */
+
+/* Every tensor of a linear: its quantized parts, dense weight and bias. */
+static int64_t linear_bytes(const wna16_module *m) {
+    int64_t b = module_bytes(m);
+    if (m->weight) b += (int64_t)m->weight->nbytes;
+    if (m->bias) b += (int64_t)m->bias->nbytes;
+    return b;
+}
+
+/* The bytes of a module one tensor-parallel rank holds: the fraction of
+ * the weight's elements its slices cover (scales, zero points and bias go
+ * with them; the weight_shape tensor stays whole). A refused split counts
+ * whole: the verdict reports it. */
+static int64_t tp_share(const wna16_checkpoint *ck, const wna16_module *m, int tp, int rank,
+                        int64_t bytes) {
+    if (tp == 1 || m->role == WNA16_TP_REPLICATED || m->out <= 0 || m->in <= 0) return bytes;
+    int64_t whole = m->shape ? (int64_t)m->shape->nbytes : 0;
+    bytes -= whole;
+    wna16_shard_request parts[3];
+    size_t n = wna16_ck_shard_parts(ck, m, tp, rank, parts);
+    double held = 0;
+    for (size_t i = 0; i < n; i++) {
+        wna16_shard_slice s;
+        wna16_diag d = {0};
+        if (wna16_shard_plan(&d, &parts[i], &s) != WNA16_OK) return bytes + whole;
+        held += (double)s.row_count * (double)s.col_count;
+    }
+    return whole + (int64_t)((double)bytes * held / ((double)m->out * (double)m->in) + 0.5);
+}
+
+void wna16_ck_ep_rank_bytes(const wna16_checkpoint *ck, const wna16_ep_plan *p,
+                            int64_t *expert_bytes, int64_t *other_bytes) {
+    int64_t total = 0, experts = 0, adjust = 0;
+    for (size_t i = 0; i < ck->n_tensors; i++) total += (int64_t)ck->tensors[i]->nbytes;
+    for (size_t i = 0; i < ck->n_modules; i++) {
+        const wna16_module *m = &ck->modules[i];
+        if (m->kind == WNA16_MODULE_OTHER) continue;
+        int64_t b = linear_bytes(m);
+        if (m->expert >= 0) {
+            adjust -= b;
+            if (m->expert >= p->expert_begin && m->expert < p->expert_begin + p->expert_count)
+                experts += b;
+        } else {
+            adjust += tp_share(ck, m, p->tp, p->tp_rank, b) - b;
+        }
+    }
+    *expert_bytes = experts;
+    *other_bytes = total + adjust;
+}
+
+struct ep_report {
+    int ep, tp, world;
+    int64_t num_experts;
+    wna16_ep_plan *plans;             /* one per rank */
+    int64_t *expert_bytes, *other_bytes; /* one per rank */
+    const verdict *rest;              /* tensor parallelism of all but the routed experts */
+    bool shared;                      /* the model has shared experts */
+};
+
+static void text_ep(wna16_buf *b, const ep_report *ep) {
+    wna16_buf_printf(b, "\nExpert parallelism\n  EP=%d x TP=%d: %d ranks, %lld routed experts per "
+                        "MoE layer placed linearly (whole experts, not split)\n",
+                     ep->ep, ep->tp, ep->world, (long long)ep->num_experts);
+    wna16_buf_printf(b, "  %5s %6s %8s %-16s %14s %14s %14s\n", "rank", "group", "tp-rank",
+                     "experts", "expert bytes", "other bytes", "total bytes");
+    for (int r = 0; r < ep->world; r++) {
+        const wna16_ep_plan *p = &ep->plans[r];
+        char range[48];
+        snprintf(range, sizeof range, "%lld-%lld (%lld)", (long long)p->expert_begin,
+                 (long long)(p->expert_begin + p->expert_count - 1), (long long)p->expert_count);
+        wna16_buf_printf(b, "  %5d %6d %8d %-16s %14lld %14lld %14lld\n", r, p->group, p->tp_rank,
+                         range, (long long)ep->expert_bytes[r], (long long)ep->other_bytes[r],
+                         (long long)(ep->expert_bytes[r] + ep->other_bytes[r]));
+    }
+    if (ep->world == 1)
+        wna16_buf_printf(b, "  combine: none (one rank)\n");
+    else
+        wna16_buf_printf(b, "  combine: one all-reduce (sum) of each MoE layer's output over all %d "
+                            "ranks%s\n",
+                         ep->world, ep->shared ? " (routed experts; shared experts from group 0)" : "");
+    if (ep->tp > 1)
+        wna16_buf_printf(b, "  attention and dense MLP partial sums: all-reduced over the %d TP "
+                            "ranks of each group\n", ep->tp);
+    wna16_buf_printf(b, "  the rest (attention, dense MLPs, shared experts) at TP=%d: %s\n", ep->tp,
+                     ep->rest->n ? "REFUSED" : "ok");
+    for (size_t j = 0; j < ep->rest->n; j++) {
+        wna16_buf_printf(b, "    - %s", ep->rest->reasons[j].text);
+        if (ep->rest->reasons[j].count > 1)
+            wna16_buf_printf(b, " (and %lld more modules alike)",
+                             (long long)ep->rest->reasons[j].count - 1);
+        wna16_buf_printf(b, "\n");
+    }
+    wna16_buf_printf(b, "  generate and serve do not run expert parallelism: this is its plan "
+                        "and memory\n");
+}
+
+static void json_ep(wna16_buf *b, const ep_report *ep) {
+    wna16_buf_printf(b, ", \"ep\": {\"ep\": %d, \"tp\": %d, \"world\": %d, \"num_experts\": %lld, "
+                        "\"placement\": \"linear\", \"moe_all_reduce\": %s, \"ranks\": [",
+                     ep->ep, ep->tp, ep->world, (long long)ep->num_experts,
+                     ep->world > 1 ? "true" : "false");
+    for (int r = 0; r < ep->world; r++) {
+        const wna16_ep_plan *p = &ep->plans[r];
+        wna16_buf_printf(b, "%s{\"rank\": %d, \"group\": %d, \"tp_rank\": %d, \"expert_begin\": %lld, "
+                            "\"expert_count\": %lld, \"expert_bytes\": %lld, \"other_bytes\": %lld, "
+                            "\"bytes\": %lld}",
+                         r ? ", " : "", r, p->group, p->tp_rank, (long long)p->expert_begin,
+                         (long long)p->expert_count, (long long)ep->expert_bytes[r],
+                         (long long)ep->other_bytes[r],
+                         (long long)(ep->expert_bytes[r] + ep->other_bytes[r]));
+    }
+    wna16_buf_printf(b, "], \"ok\": %s, \"reasons\": [", ep->rest->n ? "false" : "true");
+    for (size_t j = 0; j < ep->rest->n; j++) {
+        wna16_buf_printf(b, "%s", j ? ", " : "");
+        json_str(b, ep->rest->reasons[j].text);
+    }
+    wna16_buf_printf(b, "]}");
+}
+
+/* Plans every rank; the first refusal is the answer. */
+static wna16_status plan_ranks(wna16_diag *d, const wna16_checkpoint *ck, ep_report *ep) {
+    for (int r = 0; r < ep->world; r++) {
+        wna16_ep_request req = {.num_experts = ck->config.num_experts,
+                                .top_k = ck->config.num_experts_per_tok,
+                                .ep = ep->ep, .tp = ep->tp, .rank = r};
+        WNA16_TRY(wna16_ep_plan_rank(d, &req, &ep->plans[r]));
+        wna16_ck_ep_rank_bytes(ck, &ep->plans[r], &ep->expert_bytes[r], &ep->other_bytes[r]);
+    }
+    return WNA16_OK;
+}
+
+wna16_status wna16_checkpoint_report_ep(wna16_ctx *ctx, const wna16_checkpoint *ck, int ep,
+                                        int tp, bool json, char **out_text, bool *loadable) {
+    wna16_diag *d = wna16_ctx_diag(ctx);
+    if (!ck || !out_text || !loadable)
+        return wna16_fail(d, WNA16_ERR_INVALID_ARGUMENT, "bad report arguments");
+    /* the degrees first: a bad one must not size the allocations below */
+    wna16_ep_plan first;
+    wna16_ep_request req0 = {.num_experts = ck->config.num_experts,
+                             .top_k = ck->config.num_experts_per_tok, .ep = ep, .tp = tp};
+    WNA16_TRY(wna16_ep_plan_rank(d, &req0, &first));
+    const wna16_model_config *c = &ck->config;
+    ep_report r = {.ep = ep, .tp = tp, .world = first.world, .num_experts = c->num_experts,
+                   .shared = c->n_shared_experts > 0 || c->shared_expert_intermediate_size > 0};
+    verdict rest = {0};
+    totals t = {0};
+    r.plans = wna16_calloc((size_t)r.world, sizeof *r.plans);
+    r.expert_bytes = wna16_calloc((size_t)r.world, sizeof *r.expert_bytes);
+    r.other_bytes = wna16_calloc((size_t)r.world, sizeof *r.other_bytes);
+    r.rest = &rest;
+    wna16_status s = r.plans && r.expert_bytes && r.other_bytes
+                         ? WNA16_OK
+                         : wna16_fail(d, WNA16_ERR_OUT_OF_MEMORY, "expert-parallel plan");
+    if (s == WNA16_OK) s = plan_ranks(d, ck, &r);
+    if (s == WNA16_OK) s = count(ck, &t);
+    if (s == WNA16_OK) s = judge(ck, tp, true, &rest);
+    bool ok = !rest.n && wna16_arch_find(ck->config.architecture);
+    wna16_buf b = {0};
+    if (s == WNA16_OK) {
+        if (json) json_report(&b, ck, &t, NULL, 0, &r, ok);
+        else {
+            text_header(&b, ck);
+            text_schemes(&b, ck, &t);
+            text_ep(&b, &r);
+        }
+        if (b.failed) s = wna16_fail(d, WNA16_ERR_OUT_OF_MEMORY, "report");
+    }
+    free_verdicts(&rest, 1);
+    wna16_free(t.per_scheme);
+    wna16_free(r.plans);
+    wna16_free(r.expert_bytes);
+    wna16_free(r.other_bytes);
     if (s != WNA16_OK) {
         wna16_buf_free(&b);
         return s;

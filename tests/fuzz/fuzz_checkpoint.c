@@ -67,6 +67,16 @@ static void exercise(wna16_ctx *ctx, wna16_checkpoint *ck) {
         if (s == WNA16_OK) FUZZ_CHECK(text && text[0]);
         free(text);
     }
+    /* the expert-parallel plan: made, or refused for this model's experts */
+    for (int tp = 1; tp <= 2; tp++) {
+        char *text = NULL;
+        bool loadable = false;
+        wna16_status s = wna16_checkpoint_report_ep(ctx, ck, 2, tp, tp == 2, &text, &loadable);
+        FUZZ_CHECK(s == WNA16_OK || s == WNA16_ERR_OUT_OF_MEMORY ||
+                   s == WNA16_ERR_INVALID_ARGUMENT || s == WNA16_ERR_UNSUPPORTED);
+        if (s == WNA16_OK) FUZZ_CHECK(text && text[0]);
+        free(text);
+    }
     static float buf[1 << 16];
     for (size_t i = 0; i < ck->n_modules; i++) {
         const wna16_module *m = &ck->modules[i];
