@@ -114,10 +114,11 @@ static wna16_status split_columns(wna16_diag *d, const wna16_shard_request *r,
         if (g)
             snprintf(fix, sizeof fix,
                      "use a smaller TP degree, re-quantize with group size %lld (it divides the per-rank size %lld)%s",
-                     (long long)g, (long long)per, moe ? ", or use expert parallelism" : "");
+                     (long long)g, (long long)per, moe ? ", or expert parallelism (wna16 inspect --ep N plans it)" : "");
         else
             snprintf(fix, sizeof fix, "use a smaller TP degree%s",
-                     moe ? " or expert parallelism (no supported group size divides the split)" : "");
+                     moe ? " or expert parallelism (no supported group size divides the split; "
+                                  "wna16 inspect --ep N plans it)" : "");
         return refuse(d, r, what, fix);
     }
     if (!whole_words(per, r->bits)) {

@@ -351,8 +351,12 @@ static enum MHD_Result route_post(struct MHD_Connection *c, srv_http *h, const c
     if (!srv_guard_json_type(MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Type")))
         return send_error(c, 415, "the body must be JSON: send the header "
                                   "'Content-Type: application/json'");
-    if ((chat || comp) && atomic_load(&h->draining))
-        return send_error(c, 503, "the server is shutting down");
+    if ((chat || comp) && atomic_load(&h->draining)) {
+        /* stopping because the engine failed: say why */
+        char why[SRV_ERR_MAX];
+        return send_error(c, 503,
+                          srv_engine_dead(h->e, why, sizeof why) ? why : "the server is shutting down");
+    }
     post_job j = {.h = h, .cn = cn, .chat = chat, .comp = comp, .tok = tok};
     srv_prep_run(h->prep, prepare_post, &j);
     if (j.status == 200) return send_prepared_json(c, h, 200, j.reply);

@@ -98,7 +98,10 @@ def hostile_mix(url, port, go, done, results):
     """The mix, in a process of its own (so that encoding its bodies and
     decoding its replies cannot hold the streams' interpreter): waits for
     `go`, sends every request from threads, holds 1,000 idle sockets until
-    `done`, and puts [(what, status)] on `results`."""
+    `done`, and puts [(what, status)] on `results`. The hostile clients
+    would be other machines: here they run at the lowest priority, so that
+    what is measured is the server's share of the cores, not theirs."""
+    os.nice(19)
     answers = []
 
     def echo_logprobs():
@@ -180,6 +183,8 @@ def test_streams_keep_their_pace_beside_a_hostile_mix(server):
         tried.append((round(p99 * 1e3, 2), round(base_p99 * 1e3, 2), rss // 1024,
                       base_rss // 1024))
         if p99 <= 1.5 * base_p99:
+            print(f"p99 gap {p99 * 1e3:.2f} ms beside the mix, {base_p99 * 1e3:.2f} ms alone; "
+                  f"peak RSS {rss // 1024} MiB, {base_rss // 1024} MiB alone")
             return
     pytest.fail("p99 inter-token gap (ms) with the mix, without; peak RSS (MiB) with, without; "
                 f"per attempt: {tried}")
