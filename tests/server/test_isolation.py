@@ -213,7 +213,7 @@ def test_whole_reply_aborted_when_client_leaves(open_server):
         time.sleep(0.02)
     took = time.monotonic() - t
     assert m["num_requests_running"] == 0 and m["kv_cache_blocks_used"] == 0
-    assert took < 1.5, took  # polled every 0.2 s; 3000 tokens would take seconds
+    assert took < 1.0, took  # polled every 0.2 s; 3000 tokens would take seconds
     assert m["request_aborted_total"] == m0["request_aborted_total"] + 1
     assert m["request_success_total"] == m0["request_success_total"]
 
