@@ -39,22 +39,45 @@ static wna16_status lin(wna16_diag *d, const wna16_model *m, const wna16_rank_mo
     return WNA16_OK;
 }
 
-/* kv_b's weights as fp32 [kv_lora][rows], whatever their packing: its output
- * for the identity's rows (each output is one weight times 1). */
-static wna16_status kv_b_transpose(wna16_diag *d, const wna16_model *m, wna16_layer *ly) {
+/* kv_b's weights as fp32, whatever their packing: its output for the
+ * identity's rows (each output is one weight times 1), [kv_lora][rows]. */
+static wna16_status kv_b_weights(wna16_diag *d, const wna16_model *m, const wna16_layer *ly,
+                                 float *w) {
     int64_t R = ly->kv_b.k, n = ly->kv_b.n;
     uint16_t *eye = wna16_calloc((size_t)(R * R), sizeof *eye);
     float *eyef = wna16_calloc((size_t)(R * R), sizeof *eyef);
-    ly->kv_b_t = wna16_malloc((size_t)(R * n) * sizeof(float));
-    wna16_status s = WNA16_OK;
-    if (!eye || !eyef || !ly->kv_b_t) s = wna16_fail(d, WNA16_ERR_OUT_OF_MEMORY, "kv_b_proj copy");
+    wna16_status s = eye && eyef ? WNA16_OK
+                                 : wna16_fail(d, WNA16_ERR_OUT_OF_MEMORY, "kv_b_proj copy");
     for (int64_t i = 0; s == WNA16_OK && i < R; i++) {
         eye[i * R + i] = wna16_f32_to_bf16(1.0f);
         eyef[i * R + i] = 1.0f;
     }
-    if (s == WNA16_OK) s = wna16_lin_forward(d, &ly->kv_b, R, eye, eyef, R, ly->kv_b_t, n, m->threads);
+    if (s == WNA16_OK) s = wna16_lin_forward(d, &ly->kv_b, R, eye, eyef, R, w, n, m->threads);
     wna16_free(eye);
     wna16_free(eyef);
+    return s;
+}
+
+/* kv_b_t (model.h): each head's key and value parts contiguous, so the
+ * absorbed decode streams a head's weights in address order (a [kv_lora]
+ * [rows] copy read one head at a time jumps a whole row per latent). */
+static wna16_status kv_b_transpose(wna16_diag *d, const wna16_model *m, wna16_layer *ly,
+                                   int64_t heads) {
+    const wna16_mla *a = &m->feat.mla;
+    int64_t R = ly->kv_b.k, n = ly->kv_b.n, kv = a->nope + a->v;
+    float *w = wna16_malloc((size_t)(R * n) * sizeof *w);
+    ly->kv_b_t = wna16_malloc((size_t)(R * n) * sizeof(float));
+    wna16_status s = w && ly->kv_b_t ? kv_b_weights(d, m, ly, w)
+                                     : wna16_fail(d, WNA16_ERR_OUT_OF_MEMORY, "kv_b_proj copy");
+    for (int64_t h = 0; s == WNA16_OK && h < heads; h++) {
+        float *key = ly->kv_b_t + h * R * kv, *val = key + R * a->nope;
+        for (int64_t c = 0; c < R; c++) {
+            const float *row = w + c * n + h * kv;
+            memcpy(key + c * a->nope, row, (size_t)a->nope * sizeof *w);
+            memcpy(val + c * a->v, row + a->nope, (size_t)a->v * sizeof *w);
+        }
+    }
+    wna16_free(w);
     return s;
 }
 
@@ -81,7 +104,7 @@ wna16_status wna16_mla_load(wna16_diag *d, wna16_model *m, wna16_rank_model *r, 
     WNA16_TRY(lin(d, m, r, L, "kv_b_proj", WNA16_TP_QKV_Q, nh, hp * (a->nope + a->v), a->kv_lora,
                   &ly->kv_b));
     WNA16_TRY(lin(d, m, r, L, "o_proj", WNA16_TP_ROW, 0, H, hp * a->v, &ly->o));
-    return kv_b_transpose(d, m, ly);
+    return kv_b_transpose(d, m, ly, hp);
 }
 
 void wna16_mla_free(wna16_layer *ly) {

@@ -103,7 +103,8 @@ typedef struct wna16_layer {
     /* latent attention (features.mla): q_a -> q_a_norm -> q_b (or q alone),
      * kv_a -> kv_a_norm'd latent | rotated key; kv_b expands the latent into
      * the heads' keys and values, and kv_b_t is this rank's kv_b as fp32
-     * [kv_lora][heads * (nope + v)] for the absorbed decode */
+     * for the absorbed decode, head by head: head h's key part [kv_lora][nope]
+     * then its value part [kv_lora][v], at h * kv_lora * (nope + v) */
     wna16_lin q_a, q_b, kv_a, kv_b;
     float *q_a_norm, *kv_a_norm;
     float *kv_b_t;

@@ -74,15 +74,15 @@ typedef struct mla_job {
 static void absorbed_item(const mla_job *j, int64_t t, int64_t h, float *tmp) {
     const wna16_model *m = j->m;
     const wna16_mla *a = &m->feat.mla;
-    int64_t R = a->kv_lora, hp = j->r->heads, stride = hp * (a->nope + a->v);
-    int64_t qk = a->nope + a->rope, col = h * (a->nope + a->v);
-    const float *wt = j->r->layers[j->L].kv_b_t; /* [R][stride] */
+    int64_t R = a->kv_lora, hp = j->r->heads, qk = a->nope + a->rope;
+    /* head h's key part [R][nope], then its value part [R][v] */
+    const float *wk = j->r->layers[j->L].kv_b_t + h * R * (a->nope + a->v), *wv = wk + R * a->nope;
     const float *qn = j->q + (t * hp + h) * qk, *qr = qn + a->nope;
     float *qlat = tmp, *olat = tmp + R, *scores = tmp + 2 * R;
     /* the dots through the level's vector leaves (16 partial sums: the same
      * bits at every level) */
     const wna16_vec_ops *vec = wna16_vec();
-    for (int64_t c = 0; c < R; c++) qlat[c] = vec->moe_dot_f32(qn, wt + c * stride + col, a->nope);
+    vec->moe_dot_rows(qn, wk, 0, R, a->nope, qlat);
     int32_t seq = j->st->rows->seq[t];
     int64_t P = j->st->rows->pos[t] + 1;
     for (int64_t p = 0; p < P; p++) {
@@ -93,15 +93,19 @@ static void absorbed_item(const mla_job *j, int64_t t, int64_t h, float *tmp) {
         scores[p] = (s + sr) * m->feat.attn_scale;
     }
     softmax(scores, P);
+    /* the weighted sums as AXPYs through the level's leaf: each element's
+     * products and sums in the loops' order, so the same bits */
+    float *lat = scores + P;
     memset(olat, 0, (size_t)R * sizeof *olat);
     for (int64_t p = 0; p < P; p++) {
         const uint16_t *row = seq_row(m, j->st->cache, j->st->rank, j->L, seq, p);
-        for (int64_t c = 0; c < R; c++) olat[c] += scores[p] * wna16_bf16_to_f32(row[c]);
+        for (int64_t c = 0; c < R; c++) lat[c] = wna16_bf16_to_f32(row[c]);
+        vec->moe_axpy(olat, scores[p], lat, R, false);
     }
     float *out = j->st->out + (t * hp + h) * a->v;
     memset(out, 0, (size_t)a->v * sizeof *out);
     for (int64_t c = 0; c < R; c++)
-        for (int64_t i = 0; i < a->v; i++) out[i] += olat[c] * wt[c * stride + col + a->nope + i];
+        vec->moe_axpy(out, olat[c], wv + c * a->v, a->v, false);
 }
 
 /* Row t, head h, expanded: keys [k_nope | k_rope] and values from kvx. */
@@ -223,7 +227,7 @@ wna16_status wna16_mla_attention(wna16_diag *d, const wna16_model *m, const wna1
     const wna16_mla *a = &m->feat.mla;
     int64_t n = st->rows->n, hp = r->heads, qk = a->nope + a->rope, W = a->kv_lora + a->rope;
     int64_t ql = a->q_lora, nt = threads > 0 ? threads : 1;
-    int64_t per_thread = 2 * a->kv_lora + m->context;
+    int64_t per_thread = 3 * a->kv_lora + m->context; /* absorbed: q_lat, o_lat, scores, a latent */
     float *q = wna16_malloc((size_t)(n * hp * qk) * sizeof *q);
     float *ckv = wna16_malloc((size_t)(n * W) * sizeof *ckv);
     float *qa = wna16_malloc((size_t)(n * ql + 1) * sizeof *qa);
