@@ -74,7 +74,7 @@ size_t wna16_dense_xq_bytes__avx2(int64_t m, int64_t k);
 void wna16_dense_rows__avx2(const uint16_t *w, int64_t n, int64_t k, int64_t k_stride,
                             const float *bias, int64_t m, const float *xq, float *y, int64_t ldy);
 
-/* AVX-512: the same two paths, 4-row x 3-output tiles on 16-lane vectors
+/* AVX-512: the same two paths, 8-row x 1-output tiles on 16-lane vectors
  * reading the bf16 weights in place, 8-row blocks; the row kernel for up to 6 rows in one pass (fp32 x packed
  * in the widening's lane order). */
 void wna16_dense_pack_x__avx512(const float *x, int64_t ldx, int64_t rows, int64_t k, void *xp);
