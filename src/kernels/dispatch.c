@@ -213,6 +213,7 @@ static void fill_x86(wna16_kernel_table t) {
     t.dequant_i16[WNA16_WFMT_Q4] = wna16_dequant_q4_i16_16__avx512;
     t.dequant_i16[WNA16_WFMT_Q8] = wna16_dequant_q8_i16_16__avx512;
     t.gemm_i16 = wna16_gemm_i16_12x16__avx512;
+    t.gemm2_i16 = wna16_gemm2_i16_12x32__avx512;
     t.gemm_i16_mr = WNA16_I16_TILE_AVX512;
     t.dense_dot = wna16_dense_dot__avx512;
     t.dense_tiles = wna16_dense_tiles__avx512;
@@ -345,6 +346,7 @@ static void apply_vnni(void) {
             t->gemv2_i16[WNA16_WFMT_Q4] = wna16_gemv_q4_i16_4x32__avx512vnni;
             t->gemv2_i16[WNA16_WFMT_Q8] = wna16_gemv_q8_i16_4x32__avx512vnni;
             t->gemm_i16 = wna16_gemm_i16_12x16__avx512vnni;
+            t->gemm2_i16 = wna16_gemm2_i16_12x32__avx512vnni;
         }
     }
 #endif

@@ -121,8 +121,9 @@ static void plan_i16(const wna16_packed_linear *pl, int64_t m, plan *p) {
         if (p->chunk_groups > pl->n_groups) p->chunk_groups = pl->n_groups;
         int64_t tiles = (m + (int64_t)p->mr - 1) / (int64_t)p->mr;
         p->inv_off = al64((size_t)(tiles * p->kpairs * (int64_t)p->mr) * 4);
-        p->thread_bytes = al64((size_t)(p->chunk_groups * gkp) * 32 * 2) +
-                          al64((size_t)p->chunk_groups * 16 * 4) + al64((size_t)m * 16 * 4);
+        /* two blocks' panels and scales (gemm2_i16), and their sums */
+        p->thread_bytes = 2 * al64((size_t)(p->chunk_groups * gkp) * 32 * 2) +
+                          2 * al64((size_t)p->chunk_groups * 16 * 4) + al64((size_t)m * 32 * 4);
     }
     p->sum_off = p->inv_off + side;
     p->a_bytes = p->sum_off + side;
@@ -401,32 +402,43 @@ static void run_i16_gemv(const wna16_packed_linear *pl, const plan *p, const io 
     }
 }
 
-/* The int16 panel path: per block, chunks of groups dequantized once to
- * int16 and swept by every row tile. */
+/* The int16 panel path: per block (or two, where the level has a
+ * two-panel tile), chunks of groups dequantized once to int16 and swept by
+ * every row tile. */
 static void run_i16_panel(const wna16_packed_linear *pl, const plan *p, const io *e, int64_t b0,
                           int64_t b1, int64_t n_end, const void *a, void *scratch) {
     const int64_t NR = WNA16_LINEAR_NR, mr = (int64_t)p->mr;
     const int64_t gkp = pl->L.group_units * wna16_wfmts[pl->fmt].unit_kpairs;
     const int64_t sbkp = p->sbu * wna16_wfmts[pl->fmt].unit_kpairs;
     const float *inv = (const float *)((const uint8_t *)a + p->inv_off);
-    int16_t *panel = scratch;
-    float *sc = (float *)((uint8_t *)scratch + al64((size_t)(p->chunk_groups * gkp) * 64));
-    float *cbuf = (float *)((uint8_t *)sc + al64((size_t)p->chunk_groups * 16 * 4));
-    for (int64_t b = b0; b < b1; b++) {
-        const uint8_t *blk = block_at(pl, b);
-        memset(cbuf, 0, (size_t)e->m * 16 * 4);
+    size_t panel_bytes = al64((size_t)(p->chunk_groups * gkp) * 64);
+    size_t sc_bytes = al64((size_t)p->chunk_groups * 16 * 4);
+    int16_t *panel[2] = {scratch, (int16_t *)((uint8_t *)scratch + panel_bytes)};
+    float *sc[2] = {(float *)((uint8_t *)scratch + 2 * panel_bytes),
+                    (float *)((uint8_t *)scratch + 2 * panel_bytes + sc_bytes)};
+    float *cbuf = (float *)((uint8_t *)scratch + 2 * panel_bytes + 2 * sc_bytes);
+    for (int64_t b = b0; b < b1;) {
+        int64_t nb = p->t->gemm2_i16 && b + 1 < b1 ? 2 : 1;
+        memset(cbuf, 0, (size_t)(e->m * 16 * nb) * 4);
         for (int64_t g0 = 0; g0 < pl->n_groups; g0 += p->chunk_groups) {
             int64_t g1 = g0 + p->chunk_groups < pl->n_groups ? g0 + p->chunk_groups : pl->n_groups;
-            p->dequant_i16(&pl->L, blk, g0, g1, panel, sc);
+            for (int64_t j = 0; j < nb; j++)
+                p->dequant_i16(&pl->L, block_at(pl, b + j), g0, g1, panel[j], sc[j]);
             for (int64_t r = 0; r < e->m; r += mr) {
                 size_t rows = (size_t)(e->m - r < mr ? e->m - r : mr);
                 const uint32_t *ap = (const uint32_t *)a + (r / mr) * p->kpairs * mr + g0 * gkp * mr;
-                p->t->gemm_i16(rows, g1 - g0, gkp, sbkp, ap, panel, sc,
-                               inv + r * p->nsb + g0 * p->nsub, (size_t)p->nsb, cbuf + r * 16);
+                const float *ir = inv + r * p->nsb + g0 * p->nsub;
+                if (nb == 2)
+                    p->t->gemm2_i16(rows, g1 - g0, gkp, sbkp, ap, (const int16_t *const *)panel,
+                                    (const float *const *)sc, ir, (size_t)p->nsb, cbuf + r * 32);
+                else
+                    p->t->gemm_i16(rows, g1 - g0, gkp, sbkp, ap, panel[0], sc[0], ir,
+                                   (size_t)p->nsb, cbuf + r * 16);
             }
         }
-        int64_t o0 = b * NR, o1 = o0 + NR < n_end ? o0 + NR : n_end;
-        epilogue(e, 0, e->m, o0, o1, cbuf, 16);
+        int64_t o0 = b * NR, o1 = o0 + nb * NR < n_end ? o0 + nb * NR : n_end;
+        epilogue(e, 0, e->m, o0, o1, cbuf, (size_t)(16 * nb));
+        b += nb;
     }
 }
 

@@ -191,6 +191,13 @@ typedef void (*wna16_dequant_i16_fn)(const wna16_block_layout *L, const uint8_t 
 typedef void (*wna16_gemm_i16_fn)(size_t mr, int64_t n_groups, int64_t gkp, int64_t sbkp,
                                   const uint32_t *ap, const int16_t *panel, const float *sc,
                                   const float *inv, size_t lds, float *c);
+/* The same over two blocks' panels and scales at once; c: [mr][32], the
+ * second block's channels in columns 16-31. Each channel's bits are the
+ * one-panel kernel's. */
+typedef void (*wna16_gemm2_i16_fn)(size_t mr, int64_t n_groups, int64_t gkp, int64_t sbkp,
+                                   const uint32_t *ap, const int16_t *const panel[2],
+                                   const float *const sc[2], const float *inv, size_t lds,
+                                   float *c);
 
 typedef struct wna16_kernel_table {
     wna16_isa isa;
@@ -224,6 +231,7 @@ typedef struct wna16_kernel_table {
     int64_t gemv_i16_max_m;
     wna16_dequant_i16_fn dequant_i16[WNA16_WFMTS];
     wna16_gemm_i16_fn gemm_i16;
+    wna16_gemm2_i16_fn gemm2_i16; /* NULL: one panel at a time */
     size_t gemm_i16_mr;
     /* dense bf16-weight dot (kernels/dense.h): every level has one */
     wna16_dense_dot_fn dense_dot;
@@ -364,6 +372,12 @@ void wna16_dequant_q8_i16_16__avx512(const wna16_block_layout *, const uint8_t *
                                      int16_t *, float *);
 void wna16_gemm_i16_12x16__avx512(size_t, int64_t, int64_t, int64_t, const uint32_t *,
                                   const int16_t *, const float *, const float *, size_t, float *);
+void wna16_gemm2_i16_12x32__avx512(size_t, int64_t, int64_t, int64_t, const uint32_t *,
+                                   const int16_t *const[2], const float *const[2], const float *,
+                                   size_t, float *);
+void wna16_gemm2_i16_12x32__avx512vnni(size_t, int64_t, int64_t, int64_t, const uint32_t *,
+                                       const int16_t *const[2], const float *const[2],
+                                       const float *, size_t, float *);
 void wna16_gemm_i16_6x16__avx2(size_t, int64_t, int64_t, int64_t, const uint32_t *,
                                const int16_t *, const float *, const float *, size_t, float *);
 
