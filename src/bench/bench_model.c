@@ -175,7 +175,7 @@ double cli_fma_peak(wna16_comm *comm, int threads) {
 static double phase_fraction(const wna16_model *m, const model_costs *c, wna16_phase i, long decode,
                              double decode_bw) {
     const wna16_model_profile *p = wna16_model_profile_get(m);
-    if (m->tp > 1 || c->phase_bytes[i] <= 0 || p->seconds[0][i] <= 0 || decode_bw <= 0) return 0;
+    if (m->world > 1 || c->phase_bytes[i] <= 0 || p->seconds[0][i] <= 0 || decode_bw <= 0) return 0;
     return cli_frac(c->phase_bytes[i] * (double)decode / p->seconds[0][i] / 1e9 / decode_bw,
                     wna16_phase_name(i));
 }

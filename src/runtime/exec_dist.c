@@ -270,6 +270,7 @@ void wna16_dist_free_mirrors(wna16_model *m) {
 
 int wna16_model_rank(const wna16_model *m) { return m && m->dist ? m->my_rank : 0; }
 int wna16_model_tp(const wna16_model *m) { return m ? m->tp : 0; }
+int wna16_model_ep(const wna16_model *m) { return m ? m->ep : 0; }
 
 void wna16_model_comm_stats(const wna16_model *m, wna16_comm_stats *out) {
     wna16_comm_get_stats(m && m->comms ? m->comms[m->dist ? m->my_rank : 0] : NULL, out);
@@ -289,7 +290,7 @@ static size_t lin_bytes(const wna16_lin *l) {
 size_t wna16_model_rank_bytes(const wna16_model *m) {
     if (!m || !m->ranks) return 0;
     size_t b = 0;
-    for (int r = 0; r < m->tp; r++) {
+    for (int r = 0; r < m->world; r++) {
         const wna16_rank_model *rm = &m->ranks[r];
         if (!rm->layers) continue;
         b +=
