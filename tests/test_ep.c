@@ -173,27 +173,31 @@ static void check_model(const char *dir, bool tp2) {
     wna16_model_free(one);
 }
 
-static void refused(const char *dir, int ep, int tp, wna16_status want, const char *text) {
-    wna16_model_options o;
+/* Options at ep x tp (the model load must refuse them: m stays NULL). */
+static const wna16_model_options *at(int ep, int tp) {
+    static wna16_model_options o;
     wna16_model_options_init(&o);
     o.ep = ep;
     o.tp = tp;
     o.context = 64;
-    wna16_model *m = NULL;
-    CHECK_STATUS(ctx, wna16_model_load(ctx, dir, &o, &m), want, text);
-    CHECK(m == NULL);
+    return &o;
 }
 
 static void check_refusals(void) {
-    refused("tests/data/models/llama_w4a16", 2, 1, WNA16_ERR_UNSUPPORTED,
-            "needs routed experts, and this model has none (a dense MLP); use --tp alone");
-    refused(V3, 16, 1, WNA16_ERR_INVALID_ARGUMENT,
-            "--ep 16 x --tp 1 is 16 ranks for 8 routed experts: a rank would own no expert; "
-            "use --ep 8 or less with --tp 1");
-    refused(V3, 2, 3, WNA16_ERR_TP_INDIVISIBLE, NULL);
-    refused(V3, -1, 1, WNA16_ERR_INVALID_ARGUMENT, "--ep -1: it must be at least 1");
-    refused("tests/data/models/mixtral_bf16", 2, 1, WNA16_ERR_UNSUPPORTED,
-            "expert parallelism (--ep 2) runs WNA16-quantized experts");
+    wna16_model *m = NULL;
+    CHECK_STATUS(ctx, wna16_model_load(ctx, "tests/data/models/llama_w4a16", at(2, 1), &m),
+                 WNA16_ERR_UNSUPPORTED,
+                 "needs routed experts, and this model has none (a dense MLP); use --tp alone");
+    CHECK_STATUS(ctx, wna16_model_load(ctx, V3, at(16, 1), &m), WNA16_ERR_INVALID_ARGUMENT,
+                 "16 ranks for 8 routed experts: a rank would own no expert; use --ep 8 or less");
+    CHECK_STATUS(ctx, wna16_model_load(ctx, V3, at(2, 3), &m), WNA16_ERR_TP_INDIVISIBLE,
+                 "cannot shard at TP=3");
+    CHECK_STATUS(ctx, wna16_model_load(ctx, V3, at(-1, 1), &m), WNA16_ERR_INVALID_ARGUMENT,
+                 "--ep -1: it must be at least 1");
+    CHECK_STATUS(ctx, wna16_model_load(ctx, "tests/data/models/mixtral_bf16", at(2, 1), &m),
+                 WNA16_ERR_UNSUPPORTED,
+                 "runs WNA16-quantized experts, and this model's experts are unquantized");
+    CHECK(m == NULL);
 }
 
 int main(void) {
