@@ -1,11 +1,12 @@
 /* Expert parallelism on the DeepSeek-V3 and V2 fixtures (the shared experts
  * as a dense MLP beside the routed ones) and Qwen2-MoE (a gated shared
- * expert inside the MoE layer), ranks as threads: EP=2 (tp 1) and TP=2 x
- * EP=2 give last-position logits within the fixture's bound of transformers
- * (1 % of max|logit|) and within 1e-3 of max|logit| of TP=1 (the MoE sum is
- * taken in another order: per rank, then over the ranks), and the same 32
- * greedy tokens as TP=1. Each rank holds only its block of the routed
- * experts, whole, and only group 0's ranks hold the shared experts.
+ * expert inside the MoE layer), ranks as threads: EP=2 (tp 1), TP=2 x EP=2
+ * and EP=3 (an uneven split, DeepSeek-V3) give last-position logits within
+ * the fixture's bound of transformers (1 % of max|logit|) and within 1e-3
+ * of max|logit| of TP=1 (the MoE sum is taken in another order: per rank,
+ * then over the ranks), and the same 32 greedy tokens as TP=1. Each rank
+ * holds only its block of the routed experts, whole, and only group 0's
+ * ranks hold the shared experts.
  * Layouts that cannot run are refused naming the fix. */
 #include "model/model.h"
 #include "runtime/runtime.h"
@@ -104,8 +105,9 @@ static void check_holdings(const wna16_model *m, const wna16_model *one, int r) 
     CHECK_MSG(rk->ep.ep == m->ep && rk->ep.group == r / m->tp && rk->tp_rank == r % m->tp,
               "rank %d: group %d, tp rank %d", r, rk->ep.group, rk->tp_rank);
     int64_t E = m->cfg.num_experts, b = rk->ep.expert_begin, n = rk->ep.expert_count;
-    CHECK_MSG(n == E / m->world && b == r * n, "rank %d owns [%lld, +%lld)", r, (long long)b,
-              (long long)n);
+    int64_t base = E / m->world, extra = E % m->world; /* the first `extra` ranks own one more */
+    CHECK_MSG(n == base + (r < extra) && b == r * base + (r < extra ? r : extra),
+              "rank %d owns [%lld, +%lld)", r, (long long)b, (long long)n);
     for (int64_t L = 0; L < m->cfg.num_layers; L++) {
         const wna16_layer *ly = &rk->layers[L], *ref = &one->ranks[0].layers[L];
         if (!ly->sparse) continue;
@@ -170,6 +172,7 @@ static void check_model(const char *dir, bool tp2) {
               "%s TP=1: greedy tokens differ from transformers", dir);
     check_layout(dir, base, tokens, one, 2, 1);
     if (tp2) check_layout(dir, base, tokens, one, 2, 2);
+    if (tp2) check_layout(dir, base, tokens, one, 3, 1); /* 8 experts: 3, 3 and 2 */
     wna16_model_free(one);
 }
 

@@ -483,6 +483,23 @@ static int dist_threads(const wna16_model *m) {
     return t > 0 ? t : 1;
 }
 
+/* Expert parallelism runs the fused WNA16 MoE layer only: the unquantized
+ * (bf16) experts' layer (moe_dense.c) is refused. */
+static wna16_status ep_quantized_experts(wna16_diag *d, const wna16_model *m) {
+    char name[256];
+    for (int64_t L = 0; L < m->cfg.num_layers; L++) {
+        if (!layer_is_sparse(m, L)) continue;
+        snprintf(name, sizeof name, "%slayers.%lld.%s", m->ck->text_prefix, (long long)L,
+                 m->arch->mlp_prefix);
+        if (!wna16_dense_moe_applies(m->ck, name)) return WNA16_OK;
+        return wna16_fail(d, WNA16_ERR_UNSUPPORTED,
+                          "%s: expert parallelism (--ep %d) runs WNA16-quantized experts, and "
+                          "this model's experts are unquantized; use --tp alone",
+                          m->ck->dir, m->ep);
+    }
+    return WNA16_OK;
+}
+
 /* Expert parallelism: the plan's refusals (a model without routed experts,
  * more ranks than experts, a world that is not ep x tp), checked for this
  * process's first rank before anything is allocated. */
@@ -497,19 +514,7 @@ static wna16_status ep_degrees(wna16_diag *d, wna16_model *m, const wna16_model_
                             .rank = m->dist ? m->my_rank : 0};
     WNA16_TRY(wna16_ep_plan_rank(d, &req, &p));
     m->world = m->ep * m->tp; /* now known to be the communicator's size */
-    char name[256];
-    for (int64_t L = 0; L < m->cfg.num_layers; L++) {
-        if (!layer_is_sparse(m, L)) continue;
-        snprintf(name, sizeof name, "%slayers.%lld.%s", m->ck->text_prefix, (long long)L,
-                 m->arch->mlp_prefix);
-        if (wna16_dense_moe_applies(m->ck, name))
-            return wna16_fail(d, WNA16_ERR_UNSUPPORTED,
-                              "%s: expert parallelism (--ep %d) runs WNA16-quantized experts, and "
-                              "this model's experts are unquantized; use --tp alone",
-                              m->ck->dir, m->ep);
-        break;
-    }
-    return WNA16_OK;
+    return ep_quantized_experts(d, m);
 }
 
 /* The degrees: tp (with a communicator: its size, unless ep > 1) and ep. */
