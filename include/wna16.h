@@ -370,6 +370,15 @@ typedef struct wna16_model_options {
      * rank's slices, and borrows comm (free it after the model). See
      * wna16_model_follow for how the ranks run. */
     wna16_comm *comm;
+    /* Expert parallelism (docs/distributed.md): ep groups of tp ranks, ep x
+     * tp ranks in all (threads of this process, or with comm, that many
+     * processes: comm's size must be ep x tp, and tp is then 1 when 0). Each
+     * rank holds only its block of the routed experts, whole; attention,
+     * dense MLPs and shared experts are split at degree tp inside each
+     * group. 0 or 1: none. Refused (WNA16_ERR_UNSUPPORTED) for a model
+     * without routed experts, and (INVALID_ARGUMENT) for more ranks than
+     * routed experts or a communicator of another size. */
+    int ep;
 } wna16_model_options;
 /* Zeroes *o and sets struct_size: every default (one rank, all cores, the
  * default context). */
@@ -510,9 +519,11 @@ WNA16_API wna16_status wna16_model_release(wna16_ctx *ctx, wna16_model *m, wna16
 /* Bytes this process allocated for its rank(s): repacked (or copied)
  * weights and the KV cache; mapped, zero-copy tensors are not counted. */
 WNA16_API size_t wna16_model_rank_bytes(const wna16_model *m);
-/* This process's TP rank (0 unless distributed) and the TP degree. */
+/* This process's rank (0 unless distributed), the TP degree and the
+ * expert-parallel degree (1 without). */
 WNA16_API int wna16_model_rank(const wna16_model *m);
 WNA16_API int wna16_model_tp(const wna16_model *m);
+WNA16_API int wna16_model_ep(const wna16_model *m);
 /* Rank 0's collective counters (all-reduce time and calls); reset with
  * wna16_model_reset_comm_stats. */
 WNA16_API void wna16_model_comm_stats(const wna16_model *m, wna16_comm_stats *out);

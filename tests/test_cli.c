@@ -50,6 +50,15 @@ static char out[1 << 16];
 /* Runs the wna16 tool with args; returns its exit status, output in out. */
 static int run(const char *args) { return test_run_cli(args, out, sizeof out, 1); }
 
+/* generate --json's "tokens": [...] list, copied into buf. */
+static bool json_tokens(const char *json, char *buf, size_t cap) {
+    const char *a = strstr(json, "\"tokens\": ["), *b = a ? strchr(a, ']') : NULL;
+    if (!b || (size_t)(b - a) >= cap) return false;
+    memcpy(buf, a, (size_t)(b - a));
+    buf[b - a] = '\0';
+    return true;
+}
+
 /* Each "--flag" of text not in `in` is appended to missing (space-separated). */
 static void flags_missing(const char *text, const char *in, char *missing, size_t cap) {
     for (const char *p = text; (p = strstr(p, "--"));) {
@@ -142,6 +151,18 @@ int main(void) {
           strstr(out, "W4A16 sym g32") && strstr(out, "TP=2   ok"));
     snprintf(cmd, sizeof cmd, "generate --model %s/model --chat hello -n 5 --json", dir);
     CHECK(run(cmd) == 0 && strstr(out, "\"generated_tokens\": 5") && strstr(out, "\"decode_tok_s\""));
+    /* expert parallelism, ranks as threads: EP=2 and TP=2 x EP=2 greedy as TP=1 */
+    static char tokens1[512];
+    snprintf(cmd, sizeof cmd, "generate --model %s/model --prompt hello -n 8 --json", dir);
+    CHECK(run(cmd) == 0 && json_tokens(out, tokens1, sizeof tokens1));
+    for (int tp = 1; tp <= 2; tp++) {
+        char got[512];
+        snprintf(cmd, sizeof cmd,
+                 "generate --model %s/model --prompt hello -n 8 --json --ep 2 --tp %d", dir, tp);
+        bool ok = run(cmd) == 0 && strstr(out, "\"ep\": 2") &&
+                  strstr(out, "\"backend\": \"threads\"") && json_tokens(out, got, sizeof got);
+        CHECK_MSG(ok && !strcmp(got, tokens1), "generate --ep 2 --tp %d: %s", tp, out);
+    }
     snprintf(cmd, sizeof cmd, "generate --model %s/model --prompt hello -n 4 --tp 2 --temp 0.8 --top-k 20 --seed 7", dir);
     CHECK(run(cmd) == 0 && strstr(out, "decode") && strstr(out, "tok/s"));
     CHECK(run("generate --help") == 0 && strstr(out, "--chat"));

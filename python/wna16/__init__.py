@@ -274,7 +274,11 @@ class LLM:
     def __init__(self, model: str, tokenizer: Optional[str] = None, tensor_parallel_size: int = 1,
                  threads: int = 0, max_model_len: int = 0, max_num_seqs: int = 256,
                  max_num_batched_tokens: int = 512, enable_prefix_caching: bool = True,
-                 kv_cache_memory_bytes: int = 0):
+                 kv_cache_memory_bytes: int = 0, expert_parallel_size: int = 1):
+        # expert_parallel_size: groups of tensor_parallel_size ranks (the CLI's
+        # --ep), each rank holding its block of the routed experts; vLLM spells
+        # this data_parallel_size with enable_expert_parallel=True
+        # (docs/distributed.md).
         self._ctx = _Context()
         self._lock = threading.RLock()
         self._engine = ctypes.c_void_p()
@@ -287,6 +291,7 @@ class LLM:
         o = _lib.ModelOptions()
         lib.wna16_model_options_init(ctypes.byref(o))
         o.tp, o.threads, o.context = int(tensor_parallel_size), int(threads), int(max_model_len)
+        o.ep = int(expert_parallel_size)
         self._ctx.check(lib.wna16_model_load(self._ctx.ptr, os.fsencode(model), ctypes.byref(o),
                                              ctypes.byref(self._model)))
         tok_path = tokenizer or model

@@ -19,6 +19,7 @@ class ModelOptions(ctypes.Structure):
         ("threads", ctypes.c_int),
         ("context", ctypes.c_int64),
         ("comm", ctypes.c_void_p),
+        ("ep", ctypes.c_int),
     ]
 
 

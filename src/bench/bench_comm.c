@@ -63,7 +63,7 @@ int wna16_bench_comm(int argc, char **argv) {
         }
     }
     wna16_comm *mc = NULL;
-    int rc = cli_dist_start("bench comm", mpi, &tp, tp_given, &mc);
+    int rc = cli_dist_start("bench comm", mpi, 1, &tp, tp_given, &mc);
     if (rc >= 0) return rc;
     rc = 0;
     size_t sizes[2] = {2048, 512 * 2048};

@@ -20,7 +20,7 @@ static void bench_model_help(FILE *f) {
     fprintf(
         f,
         "usage: wna16 bench model --model DIR [--prompt N] [--decode N] [--threads N] [--tp N] "
-        "[--mpi] [--breakdown] [--isa NAME] [--json]\n\n"
+        "[--ep N] [--mpi] [--breakdown] [--isa NAME] [--json]\n\n"
         "Prefills a random N-token prompt (default 512) in one pass, then decodes --decode tokens\n"
         "(default 32) greedily, and reports tok/s beside the bandwidth floor (decode) and the\n"
         "compute peak (prefill: the peak of the arithmetic the level's int4/int8 linears run\n"
@@ -28,6 +28,7 @@ static void bench_model_help(FILE *f) {
         "in the same run (fractions are at most 1), and the time spent inside the TP\n"
         "all-reduce (per decoded token, and as a share of decode and prefill time).\n"
         "Under mpirun -np N (or --mpi) each process runs one TP rank (--tp must equal N).\n"
+        "--ep N runs N expert-parallel groups of --tp ranks (under MPI, N x tp processes).\n"
         "--breakdown times each phase of the forward on rank 0 (norms, q|k|v, RoPE and cache,\n"
         "attention, o_proj, MLP/MoE, lm_head, other) and reports prefill ms and decode\n"
         "ms/token per phase. --isa caps the kernel level (ref, avx2, avx512, avx512bf16,\n"
@@ -175,7 +176,7 @@ double cli_fma_peak(wna16_comm *comm, int threads) {
 static double phase_fraction(const wna16_model *m, const model_costs *c, wna16_phase i, long decode,
                              double decode_bw) {
     const wna16_model_profile *p = wna16_model_profile_get(m);
-    if (m->tp > 1 || c->phase_bytes[i] <= 0 || p->seconds[0][i] <= 0 || decode_bw <= 0) return 0;
+    if (m->world > 1 || c->phase_bytes[i] <= 0 || p->seconds[0][i] <= 0 || decode_bw <= 0) return 0;
     return cli_frac(c->phase_bytes[i] * (double)decode / p->seconds[0][i] / 1e9 / decode_bw,
                     wna16_phase_name(i));
 }
@@ -223,7 +224,7 @@ static void print_breakdown_json(const wna16_model *m, const model_costs *c, lon
 
 int wna16_bench_model(int argc, char **argv) {
     const char *dir = NULL;
-    long prompt = 512, decode = 32, threads = 0, tp = 1;
+    long prompt = 512, decode = 32, threads = 0, tp = 1, ep = 1;
     bool json = false, mpi = false, tp_given = false, breakdown = false;
     for (int i = 1; i < argc; i++) {
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -244,6 +245,9 @@ int wna16_bench_model(int argc, char **argv) {
             if (!cli_parse_int("--tp", v, 1, 64, &tp)) return 2;
             i++;
             tp_given = true;
+        } else if (!strcmp(argv[i], "--ep")) {
+            if (!cli_parse_int("--ep", v, 1, 64, &ep)) return 2;
+            i++;
         } else if (!strcmp(argv[i], "--json"))
             json = true;
         else if (!strcmp(argv[i], "--mpi"))
@@ -260,7 +264,7 @@ int wna16_bench_model(int argc, char **argv) {
     }
     if (!dir) return bench_model_help(stderr), 2;
     wna16_comm *comm = NULL;
-    int rc = cli_dist_start("bench model", mpi, &tp, tp_given, &comm);
+    int rc = cli_dist_start("bench model", mpi, ep, &tp, tp_given, &comm);
     if (rc >= 0) return rc;
     rc = 0;
     bool lead = !comm || wna16_comm_rank(comm) == 0;
@@ -275,7 +279,8 @@ int wna16_bench_model(int argc, char **argv) {
     wna16_model_options o = {.tp = (int)tp,
                              .threads = nt,
                              .context = prompt + decode + 1,
-                             .comm = comm};
+                             .comm = comm,
+                             .ep = (int)ep};
     double t0 = cli_now();
     wna16_status s = wna16_model_load(ctx, dir, &o, &m);
     if (s != WNA16_OK) {
@@ -377,7 +382,7 @@ int wna16_bench_model(int argc, char **argv) {
         double decode_bw = (double)decode / floor_bytes_over_bw;
         double decode_frac = cli_frac(decode_gbs / decode_bw, "the decode");
         double window_frac = cli_frac(best_window * c.bytes_per_token / 1e9, "a decode window");
-        const char *backend = comm ? "mpi" : tp > 1 ? "threads" : "single";
+        const char *backend = comm ? "mpi" : tp * ep > 1 ? "threads" : "single";
         double ar_tok_ms = 1e3 * ar_dec.all_reduce_seconds / (double)decode;
         double ar_dec_share = ar_dec.all_reduce_seconds / decode_s;
         double ar_pre_share = ar_pre.all_reduce_seconds / prefill_s;

@@ -19,6 +19,9 @@ static void generate_help(FILE *f) {
             "  --tp N               tensor-parallel degree: ranks as threads of this process\n"
             "                       (default 1), or, under mpirun, one rank per process: N must\n"
             "                       equal the number of processes (default: that number)\n"
+            "  --ep N               expert-parallel groups: N groups of --tp ranks (default 1:\n"
+            "                       none), each rank holding 1/(N x tp) of the routed experts;\n"
+            "                       under mpirun, N x tp processes (tp then defaults to 1)\n"
             "  --mpi                run as one rank of an MPI job even when no launcher is seen\n"
             "                       (mpirun/mpiexec/srun are detected from their environment)\n"
             "  --threads N          compute threads (default: all cores; under MPI, per process:\n"
@@ -38,7 +41,7 @@ typedef struct gen_args {
     const char *dir, *prompt, *chat, *system, *tokenizer;
     const char *stop[16];
     size_t n_stop;
-    long n, tp, threads, ctx, top_k;
+    long n, tp, ep, threads, ctx, top_k;
     double temp, top_p, min_p, penalty;
     unsigned long long seed;
     bool json, mpi, tp_given;
@@ -46,7 +49,7 @@ typedef struct gen_args {
 } gen_args;
 
 static int parse(int argc, char **argv, gen_args *a) {
-    *a = (gen_args){.n = 64, .tp = 1, .penalty = 1.0, .top_p = 1.0, .think = -1};
+    *a = (gen_args){.n = 64, .tp = 1, .ep = 1, .penalty = 1.0, .top_p = 1.0, .think = -1};
     for (int i = 1; i < argc; i++) {
         const char *f = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(f, "--tp")) a->tp_given = true;
@@ -56,7 +59,8 @@ static int parse(int argc, char **argv, gen_args *a) {
 #define DBL(name, field, lo, hi) else if (!strcmp(f, name)) { if (!cli_parse_double(name, v, lo, hi, &a->field)) return 2; i++; }
         STR("--model", dir) STR("--prompt", prompt) STR("--chat", chat) STR("--system", system)
         STR("--tokenizer", tokenizer)
-        INT("-n", n, 0, 1 << 24) INT("--tp", tp, 1, 64) INT("--threads", threads, 1, 1024)
+        INT("-n", n, 0, 1 << 24) INT("--tp", tp, 1, 64) INT("--ep", ep, 1, 64)
+        INT("--threads", threads, 1, 1024)
         INT("--ctx", ctx, 1, 1L << 24) INT("--top-k", top_k, 0, 1 << 24)
         DBL("--temp", temp, 0, 1e6) DBL("--top-p", top_p, 1e-9, 1) DBL("--min-p", min_p, 0, 1)
         DBL("--repeat-penalty", penalty, 1e-9, 1e6)
@@ -147,7 +151,7 @@ int wna16_cmd_generate(int argc, char **argv) {
     int rc = parse(argc, argv, &a);
     if (rc >= 0) return rc;
     wna16_comm *comm = NULL;
-    rc = cli_dist_start("generate", a.mpi, &a.tp, a.tp_given, &comm);
+    rc = cli_dist_start("generate", a.mpi, a.ep, &a.tp, a.tp_given, &comm);
     if (rc >= 0) return rc;
     rc = 0;
     bool lead = !comm || wna16_comm_rank(comm) == 0; /* tokenizes, samples, prints */
@@ -167,13 +171,14 @@ int wna16_cmd_generate(int argc, char **argv) {
     wna16_status s = lead ? wna16_tokenizer_load(ctx, a.tokenizer ? a.tokenizer : a.dir, &tok) : WNA16_OK;
     if (comm) s = wna16_comm_check(ctx, comm, s);
     wna16_model_options mo = {.tp = (int)a.tp, .threads = (int)a.threads, .context = a.ctx,
-                              .comm = comm};
+                              .comm = comm, .ep = (int)a.ep};
     if (s == WNA16_OK) s = wna16_model_load(ctx, a.dir, &mo, &m);
     double load_s = cli_now() - t0;
     if (s == WNA16_OK && !a.json && lead && !cli_quiet())
-        fprintf(stderr, "loaded %s in %.2fs: %.1f MiB of weights, TP=%ld%s, peak RSS %.1f MiB\n", a.dir,
-                load_s, (double)wna16_model_weight_bytes(m) / 1048576.0, a.tp,
-                comm ? " (MPI, one rank per process)" : "", cli_peak_rss_mib());
+        fprintf(stderr, "loaded %s in %.2fs: %.1f MiB of weights, TP=%ld%s%s, peak RSS %.1f MiB\n",
+                a.dir, load_s, (double)wna16_model_weight_bytes(m) / 1048576.0, a.tp,
+                a.ep > 1 ? " x EP" : "", comm ? " (MPI, one rank per process)" : "",
+                cli_peak_rss_mib());
     if (lead) {
         if (s == WNA16_OK) s = encode_prompt(ctx, tok, &a, &ids, &n_ids);
         if (s == WNA16_OK) {
@@ -209,11 +214,12 @@ int wna16_cmd_generate(int argc, char **argv) {
             printf("], \"prompt_ids\": [");
             for (size_t i = 0; i < n_ids; i++) printf("%s%d", i ? ", " : "", ids[i]);
             printf("], \"prompt_tokens\": %lld, \"generated_tokens\": %lld, \"stop_reason\": \"%s\", "
-                   "\"tp\": %ld, \"load_seconds\": %.9g, \"prefill_tok_s\": %.9g, \"decode_tok_s\": %.9g, "
-                   "\"peak_rss_mib\": %.9g",
-                   (long long)r.prompt_tokens, (long long)r.generated, r.stop_reason, a.tp, load_s, pre,
-                   dec, cli_peak_rss_mib());
-            printf(", \"backend\": \"%s\", \"alloc_mib\": %.9g", comm ? "mpi" : a.tp > 1 ? "threads" : "single",
+                   "\"tp\": %ld, \"ep\": %ld, \"load_seconds\": %.9g, \"prefill_tok_s\": %.9g, "
+                   "\"decode_tok_s\": %.9g, \"peak_rss_mib\": %.9g",
+                   (long long)r.prompt_tokens, (long long)r.generated, r.stop_reason, a.tp, a.ep, load_s,
+                   pre, dec, cli_peak_rss_mib());
+            printf(", \"backend\": \"%s\", \"alloc_mib\": %.9g",
+                   comm ? "mpi" : a.tp * a.ep > 1 ? "threads" : "single",
                    (double)wna16_model_rank_bytes(m) / 1048576.0);
             if (have_ranks) {
                 print_ranks("rank_peak_rss_mib", hwm, nr);

@@ -5,15 +5,17 @@
 #include <string.h>
 
 static void logits_help(FILE *f) {
-    fprintf(f, "usage: wna16 logits --model DIR --ids ID[,ID...] [--tp N] [--threads N] [--top K] [--mpi]\n\n"
+    fprintf(f, "usage: wna16 logits --model DIR --ids ID[,ID...] [--tp N] [--ep N] [--threads N] [--top K]\n"
+               "                    [--mpi]\n\n"
                "Runs the ids as one prompt and prints the last position's logits, one per line\n"
                "(or the K largest as 'id logit' with --top K). For tests and debugging.\n"
-               "Under mpirun -np N (or --mpi) each process runs one TP rank; rank 0 prints.\n");
+               "--ep N runs N expert-parallel groups of --tp ranks (docs/distributed.md).\n"
+               "Under mpirun -np N (or --mpi) each process runs one rank; rank 0 prints.\n");
 }
 
 int wna16_cmd_logits(int argc, char **argv) {
     const char *dir = NULL, *ids_text = NULL;
-    long tp = 1, threads = 0, top = 0;
+    long tp = 1, ep = 1, threads = 0, top = 0;
     bool mpi = false, tp_given = false;
     for (int i = 1; i < argc; i++) {
         const char *next = i + 1 < argc ? argv[i + 1] : NULL;
@@ -26,6 +28,9 @@ int wna16_cmd_logits(int argc, char **argv) {
             if (!cli_parse_int("--tp", next, 1, 64, &tp)) return 2;
             i++;
             tp_given = true;
+        } else if (!strcmp(argv[i], "--ep")) {
+            if (!cli_parse_int("--ep", next, 1, 64, &ep)) return 2;
+            i++;
         } else if (!strcmp(argv[i], "--mpi")) {
             mpi = true;
         } else if (!strcmp(argv[i], "--threads")) {
@@ -52,7 +57,7 @@ int wna16_cmd_logits(int argc, char **argv) {
         return 2;
     }
     wna16_comm *comm = NULL;
-    int rc = cli_dist_start("logits", mpi, &tp, tp_given, &comm);
+    int rc = cli_dist_start("logits", mpi, ep, &tp, tp_given, &comm);
     if (rc >= 0) {
         free(ids);
         return rc;
@@ -62,7 +67,7 @@ int wna16_cmd_logits(int argc, char **argv) {
     wna16_ctx *ctx;
     if (wna16_ctx_create(&ctx) != WNA16_OK) return 1;
     cli_install_hooks(ctx, false);
-    wna16_model_options o = {.tp = (int)tp, .threads = (int)threads, .comm = comm};
+    wna16_model_options o = {.tp = (int)tp, .threads = (int)threads, .comm = comm, .ep = (int)ep};
     wna16_model *m = NULL;
     wna16_status s = wna16_model_load(ctx, dir, &o, &m);
     float *logits = NULL;

@@ -17,7 +17,7 @@ typedef struct serve_args {
     const char *dir, *host, *api_key, *name, *tokenizer;
     const char *tool_parser, *reasoning_parser, *chat_template, *generation_config;
     const char *allowed_hosts, *allowed_origins;
-    long port, tp, threads, max_seqs, max_len, batched, max_waiting, blocks;
+    long port, tp, ep, threads, max_seqs, max_len, batched, max_waiting, blocks;
     long max_logprobs, max_messages, max_prompt_bytes, max_stop, max_stop_bytes;
     long idle_timeout, max_conns, max_conns_client;
     double kv_gib, drain_s, max_body_mib;
@@ -27,7 +27,7 @@ typedef struct serve_args {
 static void usage(FILE *f) {
     fprintf(f,
             "usage: wna16 serve --model DIR [--host 127.0.0.1] [--port 8000] [--tp N] [--threads N]\n"
-            "                   [--max-num-seqs N] [--max-model-len N] [--kv-cache-memory GiB]\n"
+            "                   [--ep N] [--max-num-seqs N] [--max-model-len N] [--kv-cache-memory GiB]\n"
             "                   [--num-kv-blocks N] [--api-key KEY] [--served-model-name NAME]\n"
             "                   [--max-num-batched-tokens N] [--no-enable-prefix-caching]\n"
             "                   [--enable-prefix-caching] [--max-waiting N] [--drain-timeout S]\n"
@@ -75,7 +75,10 @@ static void usage(FILE *f) {
             "Under mpirun (or with --mpi) each process is one tensor-parallel rank (--tp must equal\n"
             "the number of processes, or be left out): rank 0 listens, tokenizes, schedules and\n"
             "samples, and drives the other ranks' slices of every batched step\n"
-            "(docs/serving.md). Send SIGTERM to rank 0 (or to mpirun) to drain.\n\n"
+            "(docs/serving.md). Send SIGTERM to rank 0 (or to mpirun) to drain.\n"
+            "--ep N runs N expert-parallel groups of --tp ranks, each rank holding its block of\n"
+            "the routed experts (under MPI, N x tp processes; --tp then defaults to 1;\n"
+            "docs/distributed.md).\n\n"
             "Chat: --chat-template FILE replaces the model's Jinja chat template. Tools are\n"
             "rendered by the template and the reply's calls parsed by --tool-call-parser (hermes,\n"
             "llama3_json or mistral; by default the one the template shows, else tools are\n"
@@ -128,6 +131,7 @@ static int parse_flag(int argc, char **argv, int *i, serve_args *a) {
         a->tp_given = true;
         return parse_long(argc, argv, i, 1, 64, &a->tp);
     }
+    LONGF("--ep", 1, 64, ep)
     if (!strcmp(f, "--mpi")) return a->mpi = true, 0;
     LONGF("--threads", 1, 4096, threads)
     LONGF("--max-num-seqs", 1, 4096, max_seqs)
@@ -157,7 +161,7 @@ static int parse_flag(int argc, char **argv, int *i, serve_args *a) {
 
 static int parse(int argc, char **argv, serve_args *a) {
     srv_limits lim = SRV_LIMITS_DEFAULT;
-    *a = (serve_args){.host = "127.0.0.1", .port = 8000, .tp = 1, .max_seqs = 64, .batched = 256,
+    *a = (serve_args){.host = "127.0.0.1", .port = 8000, .tp = 1, .ep = 1, .max_seqs = 64, .batched = 256,
                       .max_waiting = 256, .drain_s = 30, .max_body_mib = 4, .prefix = true,
                       .max_logprobs = lim.max_logprobs, .max_messages = (long)lim.max_messages,
                       .max_prompt_bytes = (long)lim.max_prompt_bytes,
@@ -392,6 +396,7 @@ static wna16_status load(const serve_args *a, wna16_ctx *ctx, wna16_comm *comm, 
     wna16_model_options mo;
     wna16_model_options_init(&mo);
     mo.tp = (int)a->tp;
+    mo.ep = (int)a->ep;
     mo.threads = (int)a->threads;
     mo.context = a->max_len;
     mo.comm = comm;
@@ -414,7 +419,7 @@ int wna16_cmd_serve(int argc, char **argv) {
      * request comes: no idle limit unless the user set one */
     setenv("WNA16_MPI_IDLE_TIMEOUT", "0", 0);
     wna16_comm *comm = NULL;
-    rc = cli_dist_start("serve", a.mpi, &a.tp, a.tp_given, &comm);
+    rc = cli_dist_start("serve", a.mpi, a.ep, &a.tp, a.tp_given, &comm);
     if (rc >= 0) return rc;
     bool lead = !comm || wna16_comm_rank(comm) == 0; /* listens, schedules, samples */
     wna16_ctx *ctx;

@@ -424,8 +424,9 @@ static void text_ep(wna16_buf *b, const ep_report *ep) {
                              (long long)ep->rest->reasons[j].count - 1);
         wna16_buf_printf(b, "\n");
     }
-    wna16_buf_printf(b, "  generate and serve do not run expert parallelism: this is its plan "
-                        "and memory\n");
+    wna16_buf_printf(b, "  run: generate, logits, bench model or serve with --ep %d --tp %d (ranks "
+                        "as threads), or under mpirun -np %d\n",
+                     ep->ep, ep->tp, ep->world);
 }
 
 static void json_ep(wna16_buf *b, const ep_report *ep) {

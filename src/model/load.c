@@ -118,10 +118,11 @@ static wna16_status load_gate_up(wna16_diag *d, wna16_model *m, wna16_rank_model
     int64_t I = m->cfg.intermediate_size;
     wna16_lin_part gate = {.role = WNA16_TP_MERGED_COLUMN, .begin = 0, .rows = I, .name = "gate"};
     wna16_lin_part up = {.role = WNA16_TP_MERGED_COLUMN, .begin = I, .rows = I, .name = "up"};
-    WNA16_TRY(wna16_lin_load_part(d, m->ck, name, &gate, r->tp, r->rank, true, &ly->gate));
-    WNA16_TRY(wna16_lin_load_part(d, m->ck, name, &up, r->tp, r->rank, true, &ly->up));
+    WNA16_TRY(wna16_lin_load_part(d, m->ck, name, &gate, r->tp, r->tp_rank, true, &ly->gate));
+    WNA16_TRY(wna16_lin_load_part(d, m->ck, name, &up, r->tp, r->tp_rank, true, &ly->up));
     snprintf(name, sizeof name, "%slayers.%lld.mlp.down_proj", m->ck->text_prefix, (long long)L);
-    return wna16_lin_load(d, m->ck, name, WNA16_TP_ROW, 0, r->tp, r->rank, r->rank == 0, &ly->down);
+    return wna16_lin_load(d, m->ck, name, WNA16_TP_ROW, 0, r->tp, r->tp_rank, r->tp_rank == 0,
+                          &ly->down);
 }
 
 /* The gated MLP <prefix>.{gate,up,down}_proj into ly's dense MLP. */
@@ -133,7 +134,7 @@ static wna16_status load_gated(wna16_diag *d, wna16_model *m, wna16_rank_model *
     for (int i = 0; i < 3; i++) {
         snprintf(name, sizeof name, "%s.%s", prefix, mlp[i]);
         WNA16_TRY(wna16_lin_load(d, m->ck, name, i < 2 ? WNA16_TP_MERGED_COLUMN : WNA16_TP_ROW, 0,
-                                 r->tp, r->rank, i < 2 || r->rank == 0, ml[i]));
+                                 r->tp, r->tp_rank, i < 2 || r->tp_rank == 0, ml[i]));
     }
     return WNA16_OK;
 }
@@ -143,7 +144,9 @@ static wna16_status load_mlp(wna16_diag *d, wna16_model *m, wna16_rank_model *r,
     char name[256];
     snprintf(name, sizeof name, "%slayers.%lld.%s", m->ck->text_prefix, (long long)L, m->arch->mlp_prefix);
     if (ly->sparse) {
-        if (m->arch->mla && m->cfg.n_shared_experts) {
+        /* expert parallel: group 0's ranks alone hold (and add) the shared experts */
+        bool shared_here = m->ep == 1 || r->ep.adds_shared_experts;
+        if (m->arch->mla && m->cfg.n_shared_experts && shared_here) {
             char shared[300];
             snprintf(shared, sizeof shared, "%s.shared_experts", name);
             WNA16_TRY(load_gated(d, m, r, ly, shared));
@@ -151,8 +154,13 @@ static wna16_status load_mlp(wna16_diag *d, wna16_model *m, wna16_rank_model *r,
         if (m->defer_moe) return WNA16_OK;
         wna16_moe_config mc = moe_config(m);
         if (wna16_dense_moe_applies(m->ck, name))
-            return wna16_dense_moe_load(d, m->ck, name, &mc, r->tp, r->rank, &ly->dense_moe);
-        return wna16_moe_layer_load(d, m->ck, name, &mc, r->tp, r->rank, m->threads, &ly->moe);
+            return wna16_dense_moe_load(d, m->ck, name, &mc, r->tp, r->tp_rank, &ly->dense_moe);
+        if (m->ep > 1) {
+            mc.expert_begin = r->ep.expert_begin;
+            mc.expert_count = r->ep.expert_count;
+            if (!shared_here) mc.shared_intermediate = 0, mc.shared_expert_gate = false;
+        }
+        return wna16_moe_layer_load(d, m->ck, name, &mc, r->tp, r->tp_rank, m->threads, &ly->moe);
     }
     if (m->arch->fused_qkv) return load_gate_up(d, m, r, L);
     snprintf(name, sizeof name, "%slayers.%lld.mlp", m->ck->text_prefix, (long long)L);
@@ -204,8 +212,8 @@ static wna16_status load_attention(wna16_diag *d, wna16_model *m, wna16_rank_mod
                  fused ? "qkv_proj" : proj[i]);
         wna16_lin_part part = {.role = roles[i], .heads = heads[i]};
         if (fused) part.begin = begin[i], part.rows = rows[i], part.name = proj[i];
-        WNA16_TRY(wna16_lin_load_part(d, m->ck, name, &part, r->tp, r->rank,
-                                      i < 3 || r->rank == 0, lins[i]));
+        WNA16_TRY(wna16_lin_load_part(d, m->ck, name, &part, r->tp, r->tp_rank,
+                                      i < 3 || r->tp_rank == 0, lins[i]));
     }
     wna16_lin *qkv[] = {&ly->q, &ly->k, &ly->v};
     (void)wna16_lin_fuse(qkv, 3, &ly->qkv);
@@ -227,11 +235,16 @@ static wna16_status load_layer(wna16_diag *d, wna16_model *m, wna16_rank_model *
     return WNA16_OK;
 }
 
+static bool expert_role(wna16_tp_role role) {
+    return role == WNA16_TP_MOE_W13 || role == WNA16_TP_MOE_W2;
+}
+
 /* The whole plan, every module, every rank: refuse before allocating. */
 static wna16_status check_plan(wna16_diag *d, const wna16_model *m) {
     for (size_t i = 0; i < m->ck->n_modules; i++) {
         const wna16_module *mod = &m->ck->modules[i];
         if (mod->kind == WNA16_MODULE_OTHER || mod->role == WNA16_TP_REPLICATED) continue;
+        if (m->ep > 1 && expert_role(mod->role)) continue; /* whole experts: nothing to split */
         for (int r = 0; r < m->tp; r++) {
             wna16_shard_request req[3];
             size_t n = wna16_ck_shard_parts(m->ck, mod, m->tp, r, req);
@@ -264,8 +277,10 @@ static double resident_estimate(const wna16_model *m) {
         const wna16_module *mod = &m->ck->modules[i];
         if (mod->kind == WNA16_MODULE_OTHER) continue;
         double b = module_bytes(mod);
-        if (mod->role == WNA16_TP_REPLICATED) total += m->dist ? 0 : b * (m->tp - 1);
-        else if (m->dist) total -= b * (1.0 - 1.0 / m->tp);
+        bool experts = m->ep > 1 && expert_role(mod->role); /* partitioned over all ranks */
+        if (mod->role == WNA16_TP_REPLICATED) total += m->dist ? 0 : b * (m->world - 1);
+        else if (m->dist) total -= b * (1.0 - 1.0 / (experts ? m->world : m->tp));
+        else if (!experts) total += b * (m->ep - 1); /* a copy per group */
     }
     return total;
 }
@@ -286,10 +301,23 @@ static wna16_status check_memory(wna16_diag *d, const wna16_model *m) {
                       (double)avail / gib, source);
 }
 
+/* Rank `rank`'s expert-parallel plan (its refusals name the sizes and the fix). */
+static wna16_status ep_plan(wna16_diag *d, const wna16_model *m, int rank, wna16_ep_plan *out) {
+    wna16_ep_request req = {.num_experts = m->arch->moe ? m->cfg.num_experts : 0,
+                            .top_k = m->cfg.num_experts_per_tok,
+                            .ep = m->ep,
+                            .tp = m->tp,
+                            .world = m->world,
+                            .rank = rank};
+    return wna16_ep_plan_rank(d, &req, out);
+}
+
 static wna16_status load_rank(wna16_diag *d, wna16_model *m, int rank) {
     wna16_rank_model *r = &m->ranks[rank];
     r->rank = rank;
     r->tp = m->tp;
+    r->tp_rank = rank % m->tp;
+    if (m->ep > 1) WNA16_TRY(ep_plan(d, m, rank, &r->ep));
     r->heads = m->cfg.num_heads / m->tp;
     r->kv_heads = m->tp >= m->cfg.num_kv_heads ? 1 : m->cfg.num_kv_heads / m->tp;
     r->layers = wna16_calloc((size_t)m->cfg.num_layers, sizeof *r->layers);
@@ -305,7 +333,7 @@ static wna16_status load_rank(wna16_diag *d, wna16_model *m, int rank) {
         if (m->dist)
             wna16_progress(d, "load", (double)(L + 1), (double)layers);
         else
-            wna16_progress(d, "load", (double)(rank * layers + L + 1), (double)(m->tp * layers));
+            wna16_progress(d, "load", (double)(rank * layers + L + 1), (double)(m->world * layers));
         WNA16_TRY(wna16_check_abort(d, "load"));
     }
     return WNA16_OK;
@@ -314,7 +342,7 @@ static wna16_status load_rank(wna16_diag *d, wna16_model *m, int rank) {
 /* wna16_huge_collapse over every weight arena and lm_head's copy. */
 bool wna16_weights_collapse(wna16_model *m) {
     bool ok = wna16_huge_collapse(m->lm_head_own, m->lm_head_bytes);
-    for (int r = 0; m->ranks && r < m->tp; r++) {
+    for (int r = 0; m->ranks && r < m->world; r++) {
         wna16_rank_model *rm = &m->ranks[r];
         for (int64_t L = 0; rm->layers && L < m->cfg.num_layers; L++) {
             ok &= wna16_huge_collapse(rm->layers[L].arena, rm->layers[L].arena_bytes);
@@ -455,6 +483,57 @@ static int dist_threads(const wna16_model *m) {
     return t > 0 ? t : 1;
 }
 
+/* Expert parallelism runs the fused WNA16 MoE layer only: the unquantized
+ * (bf16) experts' layer (moe_dense.c) is refused. */
+static wna16_status ep_quantized_experts(wna16_diag *d, const wna16_model *m) {
+    char name[256];
+    for (int64_t L = 0; L < m->cfg.num_layers; L++) {
+        if (!layer_is_sparse(m, L)) continue;
+        snprintf(name, sizeof name, "%slayers.%lld.%s", m->ck->text_prefix, (long long)L,
+                 m->arch->mlp_prefix);
+        if (!wna16_dense_moe_applies(m->ck, name)) return WNA16_OK;
+        return wna16_fail(d, WNA16_ERR_UNSUPPORTED,
+                          "%s: expert parallelism (--ep %d) runs WNA16-quantized experts, and "
+                          "this model's experts are unquantized; use --tp alone",
+                          m->ck->dir, m->ep);
+    }
+    return WNA16_OK;
+}
+
+/* Expert parallelism: the plan's refusals (a model without routed experts,
+ * more ranks than experts, a world that is not ep x tp), checked for this
+ * process's first rank before anything is allocated. */
+static wna16_status ep_degrees(wna16_diag *d, wna16_model *m, const wna16_model_options *o) {
+    m->tp = o->tp > 0 ? o->tp : 1;
+    wna16_ep_plan p;
+    wna16_ep_request req = {.num_experts = m->arch->moe ? m->cfg.num_experts : 0,
+                            .top_k = m->cfg.num_experts_per_tok,
+                            .ep = m->ep,
+                            .tp = m->tp,
+                            .world = m->dist ? wna16_comm_size(o->comm) : 0,
+                            .rank = m->dist ? m->my_rank : 0};
+    WNA16_TRY(wna16_ep_plan_rank(d, &req, &p));
+    m->world = m->ep * m->tp; /* now known to be the communicator's size */
+    return ep_quantized_experts(d, m);
+}
+
+/* The degrees: tp (with a communicator: its size, unless ep > 1) and ep. */
+static wna16_status degrees(wna16_diag *d, wna16_model *m, const wna16_model_options *o) {
+    m->ep = o->ep == 0 ? 1 : o->ep;
+    if (m->ep != 1) return ep_degrees(d, m, o);
+    m->tp = o->tp > 0 ? o->tp : 1;
+    if (m->dist) {
+        if (o->tp > 0 && o->tp != wna16_comm_size(o->comm))
+            return wna16_fail(d, WNA16_ERR_INVALID_ARGUMENT,
+                              "TP degree %d does not match the %d ranks of the communicator (run "
+                              "mpirun -np %d)",
+                              o->tp, wna16_comm_size(o->comm), o->tp);
+        m->tp = wna16_comm_size(o->comm);
+    }
+    m->world = m->tp;
+    return WNA16_OK;
+}
+
 /* Everything before the ranks allocate: checkpoint, config, the whole
  * sharding plan, the replicated tensors. */
 static wna16_status prepare(wna16_diag *d, wna16_model *m, const char *dir,
@@ -469,15 +548,7 @@ static wna16_status prepare(wna16_diag *d, wna16_model *m, const char *dir,
         return wna16_fail(d, WNA16_ERR_UNSUPPORTED,
                           "%s: architecture \"%s\" is not supported (%s)", dir,
                           m->cfg.architecture, wna16_arch_names());
-    m->tp = o->tp > 0 ? o->tp : 1;
-    if (m->dist) {
-        if (o->tp > 0 && o->tp != wna16_comm_size(o->comm))
-            return wna16_fail(d, WNA16_ERR_INVALID_ARGUMENT,
-                              "TP degree %d does not match the %d ranks of the communicator (run "
-                              "mpirun -np %d)",
-                              o->tp, wna16_comm_size(o->comm), o->tp);
-        m->tp = wna16_comm_size(o->comm);
-    }
+    WNA16_TRY(degrees(d, m, o));
     m->threads = o->threads > 0 ? o->threads : m->dist ? dist_threads(m) : wna16_threads_default();
     m->context =
         o->context > 0
@@ -487,7 +558,9 @@ static wna16_status prepare(wna16_diag *d, wna16_model *m, const char *dir,
         return wna16_fail(d, WNA16_ERR_CONTEXT_OVERFLOW,
                           "context %lld exceeds the model's max_position_embeddings %lld",
                           (long long)m->context, (long long)m->cfg.max_position_embeddings);
-    if (m->tp > 64) return wna16_fail(d, WNA16_ERR_INVALID_ARGUMENT, "TP degree %d", m->tp);
+    if (m->world > 64)
+        return wna16_fail(d, WNA16_ERR_INVALID_ARGUMENT, "%d ranks (--ep %d x --tp %d): at most 64",
+                          m->world, m->ep, m->tp);
     WNA16_TRY(check_plan(d, m));
     WNA16_TRY(check_memory(d, m));
     WNA16_TRY(load_globals(d, m));
@@ -501,6 +574,28 @@ wna16_status wna16_weights_agree(wna16_diag *d, wna16_comm *c, wna16_status s) {
     return s;
 }
 
+/* Expert parallelism, ranks as threads: each group's tp ranks get a
+ * communicator of their own (group g's ranks are g * tp .. g * tp + tp - 1). */
+static wna16_status thread_groups(wna16_diag *d, wna16_model *m) {
+    m->group_comms = wna16_calloc((size_t)m->world, sizeof *m->group_comms);
+    if (!m->group_comms) return wna16_fail(d, WNA16_ERR_OUT_OF_MEMORY, "group communicators");
+    for (int g = 0; g < m->ep; g++) {
+        wna16_comm **c = &m->group_comms[g * m->tp];
+        WNA16_TRY(m->tp == 1 ? wna16_comm_single(d, c) : wna16_comm_threads(d, m->tp, c));
+    }
+    return WNA16_OK;
+}
+
+/* Expert parallelism, one rank per process: this rank's group communicator,
+ * split from the world's (collective), ordered by tp rank like the threads'. */
+static wna16_status dist_group(wna16_diag *d, wna16_model *m, const wna16_model_options *o) {
+    m->group_comms = wna16_calloc((size_t)m->world, sizeof *m->group_comms);
+    if (!m->group_comms) return wna16_fail(d, WNA16_ERR_OUT_OF_MEMORY, "group communicator");
+    wna16_comm **c = &m->group_comms[m->my_rank];
+    if (m->tp == 1) return wna16_comm_single(d, c);
+    return wna16_comm_split(d, o->comm, m->my_rank / m->tp, m->my_rank % m->tp, c);
+}
+
 static wna16_status load_all(wna16_diag *d, wna16_model *m, const char *dir,
                              const wna16_model_options *o) {
     if (o->comm) {
@@ -511,8 +606,9 @@ static wna16_status load_all(wna16_diag *d, wna16_model *m, const char *dir,
         wna16_status s =
             m->comms ? prepare(d, m, dir, o) : wna16_fail(d, WNA16_ERR_OUT_OF_MEMORY, "ranks");
         s = wna16_weights_agree(d, o->comm, s);
+        if (s == WNA16_OK && m->ep > 1) s = wna16_weights_agree(d, o->comm, dist_group(d, m, o));
         if (s == WNA16_OK) {
-            m->ranks = wna16_calloc((size_t)m->tp, sizeof *m->ranks);
+            m->ranks = wna16_calloc((size_t)m->world, sizeof *m->ranks);
             s = m->ranks ? load_rank(d, m, m->my_rank)
                          : wna16_fail(d, WNA16_ERR_OUT_OF_MEMORY, "ranks");
             s = wna16_weights_agree(d, o->comm, s);
@@ -523,14 +619,15 @@ static wna16_status load_all(wna16_diag *d, wna16_model *m, const char *dir,
         return s;
     }
     WNA16_TRY(prepare(d, m, dir, o));
-    m->ranks = wna16_calloc((size_t)m->tp, sizeof *m->ranks);
-    m->comms = wna16_calloc((size_t)m->tp, sizeof *m->comms);
+    m->ranks = wna16_calloc((size_t)m->world, sizeof *m->ranks);
+    m->comms = wna16_calloc((size_t)m->world, sizeof *m->comms);
     if (!m->ranks || !m->comms) return wna16_fail(d, WNA16_ERR_OUT_OF_MEMORY, "ranks");
-    if (m->tp == 1)
+    if (m->world == 1)
         WNA16_TRY(wna16_comm_single(d, &m->comms[0]));
     else
-        WNA16_TRY(wna16_comm_threads(d, m->tp, m->comms));
-    for (int r = 0; r < m->tp; r++) WNA16_TRY(load_rank(d, m, r));
+        WNA16_TRY(wna16_comm_threads(d, m->world, m->comms));
+    if (m->ep > 1) WNA16_TRY(thread_groups(d, m));
+    for (int r = 0; r < m->world; r++) WNA16_TRY(load_rank(d, m, r));
     return WNA16_OK;
 }
 
@@ -599,13 +696,15 @@ static void free_layer(wna16_layer *ly) {
 void wna16_weights_free(wna16_model *m) {
     if (!m) return;
     if (m->dist && m->comms) m->comms[m->my_rank] = NULL; /* borrowed */
-    for (int r = 0; m->ranks && r < m->tp; r++) {
+    for (int r = 0; m->ranks && r < m->world; r++) {
         for (int64_t L = 0; m->ranks[r].layers && L < m->cfg.num_layers; L++)
             free_layer(&m->ranks[r].layers[L]);
         wna16_free(m->ranks[r].layers);
     }
-    for (int r = 0; m->comms && r < m->tp; r++) wna16_comm_free(m->comms[r]);
+    for (int r = 0; m->comms && r < m->world; r++) wna16_comm_free(m->comms[r]);
+    for (int r = 0; m->group_comms && r < m->world; r++) wna16_comm_free(m->group_comms[r]);
     wna16_free(m->comms);
+    wna16_free(m->group_comms);
     wna16_free(m->ranks);
     wna16_features_free(&m->feat);
     wna16_free(m->eos);

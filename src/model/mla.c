@@ -29,8 +29,8 @@ static wna16_status lin(wna16_diag *d, const wna16_model *m, const wna16_rank_mo
                         int64_t in_n, wna16_lin *out) {
     char name[256];
     snprintf(name, sizeof name, "%slayers.%lld.self_attn.%s", m->ck->text_prefix, (long long)L, proj);
-    WNA16_TRY(wna16_lin_load(d, m->ck, name, role, heads, r->tp, r->rank,
-                             role != WNA16_TP_ROW || r->rank == 0, out));
+    WNA16_TRY(wna16_lin_load(d, m->ck, name, role, heads, r->tp, r->tp_rank,
+                             role != WNA16_TP_ROW || r->tp_rank == 0, out));
     if (out->n != out_n || out->k != in_n)
         return wna16_fail(d, WNA16_ERR_SHAPE_MISMATCH,
                           "%s: '%s' of rank %d is [%lld, %lld]; the config needs [%lld, %lld]",

@@ -12,6 +12,7 @@
 #include "kernels/gemm.h"
 #include "moe/moe.h"
 #include "parallel/comm.h"
+#include "parallel/ep_plan.h"
 
 typedef enum wna16_rope_kind {
     WNA16_ROPE_DEFAULT = 0,
@@ -113,7 +114,11 @@ typedef struct wna16_layer {
 } wna16_layer;
 
 typedef struct wna16_rank_model {
-    int rank, tp;
+    int rank;         /* 0 .. world - 1: the index into ranks, comms, caches */
+    int tp, tp_rank;  /* the tensor-parallel degree and this rank's place in its group */
+    /* Expert parallelism (ep.ep > 1; parallel/ep_plan.h): its group, its
+     * routed experts, whether it adds the shared experts. Zeroed without. */
+    wna16_ep_plan ep;
     int64_t heads, kv_heads; /* this rank's */
     wna16_layer *layers;
 } wna16_rank_model;
@@ -131,8 +136,14 @@ struct wna16_model {
     size_t n_converted;
     int64_t context;
     int tp, threads;
-    wna16_rank_model *ranks; /* [tp]; distributed: only ranks[my_rank] is loaded */
-    wna16_comm **comms;      /* [tp]; distributed: comms[my_rank] is the borrowed comm */
+    int ep;                  /* expert-parallel groups (1: none) */
+    int world;               /* ranks: ep x tp */
+    wna16_rank_model *ranks; /* [world]; distributed: only ranks[my_rank] is loaded */
+    wna16_comm **comms;      /* [world]; distributed: comms[my_rank] is the borrowed comm */
+    /* [world] with ep > 1: each rank's communicator among the tp ranks of
+     * its group (attention and dense partial sums); NULL without EP, where
+     * comms is that communicator. Owned. */
+    wna16_comm **group_comms;
     bool dist;               /* one rank per process (options.comm) */
     int my_rank;             /* this process's rank when dist */
     int32_t *eos;
@@ -163,6 +174,12 @@ bool wna16_weights_collapse(wna16_model *m);
 /* Distributed: every rank learns the first failing rank's status and detail
  * (under the idle deadline: ranks take different times to get there). */
 wna16_status wna16_weights_agree(wna16_diag *d, wna16_comm *c, wna16_status s);
+
+/* The communicator that sums rank r's attention and dense MLP partial
+ * sums: its group's (expert parallelism) or all ranks'. */
+static inline wna16_comm *wna16_tp_comm(const struct wna16_model *m, int r) {
+    return m->group_comms ? m->group_comms[r] : m->comms[r];
+}
 
 wna16_status wna16_model_load_layer(wna16_diag *d, wna16_model *m, int64_t L);
 void wna16_model_free_layer(wna16_model *m, int64_t L);

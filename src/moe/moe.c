@@ -37,13 +37,14 @@ wna16_status wna16_moe_layer_create(wna16_diag *d, const wna16_moe_config *cfg, 
         return wna16_fail(d, WNA16_ERR_INVALID_ARGUMENT, "moe create: rank %d of tp %d", rank, tp);
     /* the divisibility checks are the sharding plan's (unquantized request:
      * the quantization-specific ones run when the weights are set/loaded) */
+    bool whole = cfg->expert_count > 0; /* expert parallel: routed experts not split */
     wna16_shard_request req = {.layer = "moe experts (w2)",
                                .role = WNA16_TP_MOE_W2,
                                .out = cfg->hidden,
                                .in = cfg->intermediate,
                                .bits = 16,
-                               .tp = tp,
-                               .rank = rank};
+                               .tp = whole ? 1 : tp,
+                               .rank = whole ? 0 : rank};
     wna16_shard_slice sl;
     WNA16_TRY(wna16_shard_plan(d, &req, &sl));
     int64_t sip = 0;
@@ -51,6 +52,8 @@ wna16_status wna16_moe_layer_create(wna16_diag *d, const wna16_moe_config *cfg, 
         req.layer = "moe shared expert (down)";
         req.role = WNA16_TP_ROW;
         req.in = cfg->shared_intermediate;
+        req.tp = tp;
+        req.rank = rank;
         WNA16_TRY(wna16_shard_plan(d, &req, &sl));
         sip = sl.col_count;
     }
@@ -59,7 +62,7 @@ wna16_status wna16_moe_layer_create(wna16_diag *d, const wna16_moe_config *cfg, 
     L->cfg = *cfg;
     L->tp = tp;
     L->rank = rank;
-    L->ip = cfg->intermediate / tp;
+    L->ip = whole ? cfg->intermediate : cfg->intermediate / tp;
     L->sip = sip;
     int64_t E = cfg->num_experts, H = cfg->hidden;
     /* huge pages: decode reads the whole router (1 MiB for Qwen3-30B-A3B) cold
@@ -266,6 +269,11 @@ wna16_status wna16_moe_layer_set_expert(wna16_diag *d, wna16_moe_layer *L, int64
     if (L && (e < 0 || e >= L->cfg.num_experts))
         return wna16_fail(d, WNA16_ERR_EXPERT_ID, "moe set expert %lld: outside [0, %lld)",
                           (long long)e, (long long)L->cfg.num_experts);
+    if (L && !wna16_moe_owns(L, e))
+        return wna16_fail(d, WNA16_ERR_EXPERT_ID,
+                          "moe set expert %lld: this rank owns experts [%lld, %lld) only",
+                          (long long)e, (long long)L->cfg.expert_begin,
+                          (long long)(L->cfg.expert_begin + L->cfg.expert_count));
     return set_mlp(d, L, e, gate, up, down);
 }
 
@@ -499,13 +507,23 @@ static wna16_status run_item(wna16_diag *d, const fwd *f, const item *it, uint8_
     return st;
 }
 
+/* y[t] = the routed experts' weighted outputs in top-k order (pairs of
+ * experts another rank owns, pos -1, left out), then the shared expert;
+ * zeros when none of them is here. */
 static void combine_token(const fwd *f, int64_t t) {
     float *yt = f->y + t * f->H;
-    for (int64_t j = 0; j < f->K; j++)
-        wna16_moe_axpy(yt, f->wts[t * f->K + j], f->out2 + f->pos[t * f->K + j] * f->H, f->H,
-                       j == 0);
-    if (f->L->sip)
-        wna16_moe_axpy(yt, f->sg ? f->sg[t] : 1.0f, f->out2 + (f->Pr + t) * f->H, f->H, false);
+    bool first = true;
+    for (int64_t j = 0; j < f->K; j++) {
+        int64_t p = f->pos[t * f->K + j];
+        if (p < 0) continue;
+        wna16_moe_axpy(yt, f->wts[t * f->K + j], f->out2 + p * f->H, f->H, first);
+        first = false;
+    }
+    if (f->L->sip) {
+        wna16_moe_axpy(yt, f->sg ? f->sg[t] : 1.0f, f->out2 + (f->Pr + t) * f->H, f->H, first);
+        first = false;
+    }
+    if (first) memset(yt, 0, (size_t)f->H * sizeof(float));
 }
 
 /* No barriers between phases: threads take items from one queue (w13 items
@@ -575,7 +593,7 @@ static wna16_status check_ids(wna16_diag *d, const wna16_moe_layer *L, int64_t T
                                       "moe: token %lld routes to expert %d twice (slots %lld and "
                                       "%lld); top-k ids must be distinct",
                                       (long long)t, (int)e, (long long)i, (long long)j);
-            if (!L->w13[e] || !L->w2[e])
+            if (wna16_moe_owns(L, e) && (!L->w13[e] || !L->w2[e]))
                 return wna16_fail(d, WNA16_ERR_TENSOR_MISSING,
                                   "moe: expert %d has no weights on this rank", (int)e);
         }
@@ -606,7 +624,8 @@ static wna16_status forward_core(wna16_diag *d, const wna16_moe_layer *L, wna16_
     /* counts first: they size the scratch */
     int64_t *cnt = wna16_calloc((size_t)(f.E + 1), sizeof *cnt);
     if (!cnt) return wna16_fail(d, WNA16_ERR_OUT_OF_MEMORY, "moe: counts");
-    for (int64_t p = 0; p < f.Pr; p++) cnt[ids[p]]++;
+    for (int64_t p = 0; p < f.Pr; p++)
+        if (wna16_moe_owns(L, ids[p])) cnt[ids[p]]++;
     if (L->sip) cnt[f.E] = T;
     int64_t active = 0, m_max = 0, ip_max = L->ip > L->sip ? L->ip : L->sip;
     size_t kbytes = 0;
@@ -627,7 +646,7 @@ static wna16_status forward_core(wna16_diag *d, const wna16_moe_layer *L, wna16_
     /* N-range parts per expert: at least two items per thread and matrix
      * (decode with 8 active experts and 2 threads: whole matrices, 16 items;
      * fewer active experts than that: each matrix split) */
-    int64_t want = (2 * (int64_t)nt + active - 1) / active;
+    int64_t want = active ? (2 * (int64_t)nt + active - 1) / active : 1;
     if (want < 1) want = 1;
     int64_t max_items = 2 * active * want;
 
@@ -656,13 +675,16 @@ static wna16_status forward_core(wna16_diag *d, const wna16_moe_layer *L, wna16_
     }
     /* counting sort of the pairs by expert, tokens ascending within one */
     f.off[0] = 0;
-    for (int64_t s = 0; s <= f.E; s++) f.off[s + 1] = f.off[s] + cnt[s];
+    for (int64_t s = 0; s < f.E; s++) f.off[s + 1] = f.off[s] + cnt[s];
+    f.off[f.E] = f.Pr; /* the shared expert's rows follow all T * K pair slots */
+    f.off[f.E + 1] = f.Pr + cnt[f.E];
     int64_t *cur = f.done13; /* borrowed as the fill cursor, zeroed below */
     for (int64_t s = 0; s <= f.E; s++) cur[s] = f.off[s];
     for (int64_t t = 0; t < T; t++)
         for (int64_t j = 0; j < f.K; j++) {
-            int64_t p = cur[ids[t * f.K + j]]++;
-            f.pair_tok[p] = (int32_t)t;
+            int32_t e = ids[t * f.K + j];
+            int64_t p = wna16_moe_owns(L, e) ? cur[e]++ : -1;
+            if (p >= 0) f.pair_tok[p] = (int32_t)t;
             f.pos[t * f.K + j] = p;
         }
     for (int64_t t = 0; t < T && L->sip; t++) f.pair_tok[f.Pr + t] = (int32_t)t;

@@ -29,6 +29,13 @@ typedef struct wna16_moe_config {
     bool shared_expert_gate;      /* Qwen2-MoE: sigmoid(shared_expert_gate(x)) * shared(x) */
     /* Grouped top-k (DeepSeek-V3 style) may follow: the config has room for it. */
     int64_t n_group, topk_group;  /* 0: plain top-k */
+    /* Expert parallelism (parallel/ep_plan.h): expert_count > 0 means this
+     * layer holds only routed experts [expert_begin, expert_begin +
+     * expert_count), whole (not split over tp; the shared expert still is),
+     * and its forward adds only the (token, expert) pairs routed to them:
+     * the others are another rank's share of the sum. Routing still runs
+     * over all num_experts. 0: every expert, split over tp. */
+    int64_t expert_begin, expert_count;
 } wna16_moe_config;
 
 /* Checkpoint names, relative to the layer's MLP prefix ("model.layers.3.mlp"):
@@ -38,7 +45,8 @@ typedef struct wna16_moe_config {
  * experts.E.{w1,w3,w2}) is recognised from the names present. */
 typedef struct wna16_moe_layer wna16_moe_layer;
 
-/* Loads TP rank `rank` of `tp`: w13 column-parallel (gate rows then up rows
+/* Loads TP rank `rank` of `tp` (with cfg->expert_count: only the experts
+ * it owns, whole): w13 column-parallel (gate rows then up rows
  * of this rank's slice), w2 row-parallel with group scales/zero points
  * sliced along and channelwise scales replicated. The sharding plan refuses
  * what cannot split (WNA16_ERR_TP_INDIVISIBLE) before anything is allocated.

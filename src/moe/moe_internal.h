@@ -21,6 +21,12 @@ struct wna16_moe_layer {
     size_t arena_bytes;
 };
 
+/* Does this layer hold routed expert e (expert parallelism: its own block only)? */
+static inline bool wna16_moe_owns(const wna16_moe_layer *L, int64_t e) {
+    return !L->cfg.expert_count ||
+           (e >= L->cfg.expert_begin && e < L->cfg.expert_begin + L->cfg.expert_count);
+}
+
 /* fp32 dot of n elements in a fixed order (16 lanes, then a fixed tree),
  * the same bits on every ISA the function is compiled for. */
 float wna16_moe_dot_f32(const float *a, const float *b, int64_t n);

@@ -98,7 +98,7 @@ static wna16_status load_mlp(wna16_diag *d, const wna16_checkpoint *ck, wna16_mo
     return st;
 }
 
-/* Experts [0, n) on nt threads: they are independent (each repack owns its
+/* Experts [begin, begin + n) on nt threads: they are independent (each repack owns its
  * temporaries and its slot of L), so the threads take them in index order.
  * The failure reported is the one of the lowest expert, whatever the
  * thread count: an expert is handed out only after every lower one, and
@@ -107,17 +107,18 @@ typedef struct experts_job {
     wna16_diag *d;
     const wna16_checkpoint *ck;
     wna16_moe_layer *L;
-    const mlp_mods *mods;
+    const mlp_mods *mods; /* indexed by expert */
+    int64_t begin;        /* experts [begin, begin + n) */
     int64_t first_bad;
     wna16_status first_st;
     pthread_mutex_t lock;
     wna16_hooks tuning; /* the load's tuning (experts are packed under it), not its callbacks */
 } experts_job;
 
-static void load_expert_range(void *arg, int64_t e0, int64_t e1, int tid) {
+static void load_expert_range(void *arg, int64_t i0, int64_t i1, int tid) {
     (void)tid;
     experts_job *j = arg;
-    for (int64_t e = e0; e < e1; e++) {
+    for (int64_t e = j->begin + i0; e < j->begin + i1; e++) {
         if (__atomic_load_n(&j->first_bad, __ATOMIC_RELAXED) < e) continue;
         wna16_diag local = {.hooks = &j->tuning};
         wna16_status st = load_mlp(&local, j->ck, j->L, e, &j->mods[e], NULL);
@@ -133,9 +134,9 @@ static void load_expert_range(void *arg, int64_t e0, int64_t e1, int tid) {
 }
 
 static wna16_status load_experts(wna16_diag *d, const wna16_checkpoint *ck, wna16_moe_layer *L,
-                                 const mlp_mods *mods, int64_t n, int nt) {
-    experts_job j = {
-        d, ck, L, mods, n, WNA16_OK, PTHREAD_MUTEX_INITIALIZER, {.tuning = wna16_tuning_of(d)}};
+                                 const mlp_mods *mods, int64_t begin, int64_t n, int nt) {
+    experts_job j = {d,        ck, L, mods, begin, begin + n, WNA16_OK, PTHREAD_MUTEX_INITIALIZER,
+                     {.tuning = wna16_tuning_of(d)}};
     wna16_parallel_for_dynamic(nt, n, 1, load_expert_range, &j);
     return j.first_st;
 }
@@ -189,10 +190,14 @@ wna16_status wna16_moe_layer_load(wna16_diag *d, const wna16_checkpoint *ck, con
     mlp_mods *mods = wna16_calloc((size_t)(E + 1), sizeof *mods);
     if (!mods)
         return wna16_fail(d, WNA16_ERR_OUT_OF_MEMORY, "moe load: %lld experts", (long long)E);
+    /* expert parallel: only this rank's experts, whole */
+    int64_t e0 = cfg->expert_count ? cfg->expert_begin : 0;
+    int64_t ne = cfg->expert_count ? cfg->expert_count : E;
+    int etp = cfg->expert_count ? 1 : tp, erank = cfg->expert_count ? 0 : rank;
     wna16_status st = WNA16_OK;
-    for (int64_t e = 0; e < E && st == WNA16_OK; e++) {
+    for (int64_t e = e0; e < e0 + ne && st == WNA16_OK; e++) {
         snprintf(name, sizeof name, "%s.experts.%lld", prefix, (long long)e);
-        st = plan_mlp(d, ck, name, nm, H, I, tp, rank, &mods[e]);
+        st = plan_mlp(d, ck, name, nm, H, I, etp, erank, &mods[e]);
     }
     if (st == WNA16_OK && cfg->shared_intermediate) {
         snprintf(name, sizeof name, "%s.shared_expert", prefix);
@@ -215,7 +220,8 @@ wna16_status wna16_moe_layer_load(wna16_diag *d, const wna16_checkpoint *ck, con
     if (st == WNA16_OK) st = wna16_moe_layer_create(d, cfg, tp, rank, &L);
     if (st == WNA16_OK) st = wna16_moe_layer_set_router(d, L, router, bias);
     if (st == WNA16_OK)
-        st = load_experts(d, ck, L, mods, E, n_threads > 0 ? n_threads : wna16_threads_default());
+        st = load_experts(d, ck, L, mods, e0, ne,
+                          n_threads > 0 ? n_threads : wna16_threads_default());
     if (st == WNA16_OK && cfg->shared_intermediate) st = load_mlp(d, ck, L, E, &mods[E], sgate);
     wna16_free(mods);
     wna16_free(router);

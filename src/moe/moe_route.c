@@ -105,6 +105,14 @@ wna16_status wna16_moe_check_config(wna16_diag *d, const wna16_moe_config *c) {
     if (c->shared_expert_gate && !c->shared_intermediate)
         return wna16_fail(d, WNA16_ERR_INVALID_ARGUMENT,
                           "moe: shared_expert_gate without a shared expert");
+    if (c->expert_count < 0 || c->expert_begin < 0 ||
+        c->expert_begin + c->expert_count > c->num_experts ||
+        (c->expert_count == 0 && c->expert_begin != 0))
+        return wna16_fail(d, WNA16_ERR_INVALID_ARGUMENT,
+                          "moe: owned experts [%lld, %lld) outside the %lld routed experts",
+                          (long long)c->expert_begin,
+                          (long long)(c->expert_begin + c->expert_count),
+                          (long long)c->num_experts);
     return WNA16_OK;
 }
 

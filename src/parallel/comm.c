@@ -46,6 +46,17 @@ wna16_status wna16_comm_agree(wna16_diag *d, wna16_comm *c, wna16_status mine) {
     return c->ops->agree(d, c, mine);
 }
 
+wna16_status wna16_comm_split(wna16_diag *d, wna16_comm *c, int color, int key, wna16_comm **out) {
+    if (!c || !out) return wna16_fail(d, WNA16_ERR_INVALID_ARGUMENT, "split: NULL argument");
+    *out = NULL;
+    if (color < 0) return wna16_fail(d, WNA16_ERR_INVALID_ARGUMENT, "split: color %d < 0", color);
+    if (!c->ops->split)
+        return wna16_fail(d, WNA16_ERR_UNSUPPORTED,
+                          "split: the %s communicator cannot be split; make one per group",
+                          c->ops->name);
+    return c->ops->split(d, c, color, key, out);
+}
+
 int wna16_comm_local_size(const wna16_comm *c) { return c && c->local_size > 0 ? c->local_size : 1; }
 
 void wna16_comm_set_idle(wna16_comm *c, bool idle) {

@@ -23,6 +23,13 @@ wna16_status wna16_comm_barrier(wna16_diag *d, wna16_comm *c);
  * that rank's detail), so one rank's validation error stops every rank. */
 wna16_status wna16_comm_agree(wna16_diag *d, wna16_comm *c, wna16_status mine);
 
+/* Collective: the ranks that pass the same color form a new communicator,
+ * ranked by key (ties by rank in c); *out is this rank's handle, to be
+ * freed with wna16_comm_free before c. MPI: MPI_Comm_split. The threads
+ * backend has no split (its communicators are made per group, with
+ * wna16_comm_threads): WNA16_ERR_UNSUPPORTED. */
+wna16_status wna16_comm_split(wna16_diag *d, wna16_comm *c, int color, int key, wna16_comm **out);
+
 /* A communicator of one rank (every collective is a no-op). */
 wna16_status wna16_comm_single(wna16_diag *d, wna16_comm **out);
 /* `size` ranks as threads of this process: out[r] is rank r's handle, to be

@@ -14,6 +14,7 @@ typedef struct wna16_comm_ops {
     wna16_status (*barrier)(wna16_diag *d, wna16_comm *c);
     wna16_status (*agree)(wna16_diag *d, wna16_comm *c, wna16_status mine);
     void (*free)(wna16_comm *c);
+    wna16_status (*split)(wna16_diag *d, wna16_comm *c, int color, int key, wna16_comm **out);
 } wna16_comm_ops;
 
 struct wna16_comm {

@@ -25,8 +25,16 @@ static wna16_status single_agree(wna16_diag *d, wna16_comm *c, wna16_status mine
 
 static void single_free(wna16_comm *c) { wna16_free(c); }
 
+/* One rank: any split is that rank alone. */
+static wna16_status single_split(wna16_diag *d, wna16_comm *c, int color, int key,
+                                 wna16_comm **out) {
+    (void)c, (void)color, (void)key;
+    return wna16_comm_single(d, out);
+}
+
 static const wna16_comm_ops single_ops = {"single",       single_all_reduce, single_broadcast,
-                                          single_barrier, single_agree,      single_free};
+                                          single_barrier, single_agree,      single_free,
+                                          single_split};
 
 wna16_status wna16_comm_single(wna16_diag *d, wna16_comm **out) {
     if (!out) return wna16_fail(d, WNA16_ERR_INVALID_ARGUMENT, "comm_single: out is NULL");

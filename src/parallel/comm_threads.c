@@ -140,8 +140,10 @@ static void threads_free(wna16_comm *c) {
     wna16_free(c);
 }
 
+/* no split: wna16_comm_threads makes each group's communicator */
 static const wna16_comm_ops threads_ops = {"threads",       threads_all_reduce, threads_broadcast,
-                                           threads_barrier, threads_agree,      threads_free};
+                                           threads_barrier, threads_agree,      threads_free,
+                                           NULL};
 
 wna16_status wna16_comm_threads(wna16_diag *d, int size, wna16_comm **out) {
     if (!out) return wna16_fail(d, WNA16_ERR_INVALID_ARGUMENT, "comm_threads: out is NULL");

@@ -12,7 +12,7 @@
 
 #include <stdarg.h>
 
-#define WNA16_MPI_PLUGIN_ABI 1
+#define WNA16_MPI_PLUGIN_ABI 2
 #define WNA16_MPI_PLUGIN_ENTRY "wna16_mpi_plugin_entry"
 #define WNA16_MPI_PLUGIN_FILE "libwna16-mpi.so"
 

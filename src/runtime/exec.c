@@ -77,7 +77,7 @@ void wna16_exec_crew_free(wna16_model *m) {
 
 static wna16_status crew_start(wna16_diag *d, wna16_model *m) {
     wna16_rank_crew *c = wna16_calloc(1, sizeof *c);
-    if (!c || !(c->jobs = wna16_calloc((size_t)m->tp, sizeof *c->jobs))) {
+    if (!c || !(c->jobs = wna16_calloc((size_t)m->world, sizeof *c->jobs))) {
         wna16_free(c);
         return wna16_fail(d, WNA16_ERR_OUT_OF_MEMORY, "rank threads");
     }
@@ -85,7 +85,7 @@ static wna16_status crew_start(wna16_diag *d, wna16_model *m) {
     pthread_cond_init(&c->go, NULL);
     pthread_cond_init(&c->done, NULL);
     m->rt->crew = c;
-    for (int r = 1; r < m->tp; r++) {
+    for (int r = 1; r < m->world; r++) {
         c->args[r - 1] = (struct crew_arg){c, r};
         if (pthread_create(&c->threads[r - 1], NULL, crew_thread, &c->args[r - 1]) != 0) {
             wna16_exec_crew_free(m);
@@ -102,9 +102,9 @@ static wna16_status crew_step(wna16_diag *d, wna16_model *m, wna16_kv_cache *c,
     if (!m->rt->crew) WNA16_TRY(crew_start(d, m));
     wna16_rank_crew *crew = m->rt->crew;
     pthread_mutex_lock(&crew->mu);
-    for (int r = 0; r < m->tp; r++)
+    for (int r = 0; r < m->world; r++)
         crew->jobs[r] = (rank_job){.m = m, .rank = r, .cache = c, .rows = rows};
-    crew->pending = m->tp - 1;
+    crew->pending = m->world - 1;
     crew->gen++;
     pthread_cond_broadcast(&crew->go);
     pthread_mutex_unlock(&crew->mu);
@@ -113,7 +113,7 @@ static wna16_status crew_step(wna16_diag *d, wna16_model *m, wna16_kv_cache *c,
     pthread_mutex_lock(&crew->mu);
     while (crew->pending > 0) pthread_cond_wait(&crew->done, &crew->mu);
     pthread_mutex_unlock(&crew->mu);
-    for (int r = 0; r < m->tp; r++)
+    for (int r = 0; r < m->world; r++)
         if (jobs[r].status != WNA16_OK)
             return wna16_fail(d, jobs[r].status, "rank %d: %s", r, jobs[r].diag.detail);
     return WNA16_OK;
@@ -126,7 +126,7 @@ wna16_status wna16_exec_step(wna16_diag *d, wna16_model *m, wna16_kv_cache *c,
         rank_job job = {.m = m, .rank = m->my_rank, .cache = c, .rows = rows};
         return run_job(d, &job);
     }
-    if (m->tp == 1) {
+    if (m->world == 1) {
         rank_job job = {.m = m, .rank = 0, .cache = c, .rows = rows};
         job.status = run_job(&job.diag, &job);
         return job.status == WNA16_OK

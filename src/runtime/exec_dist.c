@@ -270,13 +270,24 @@ void wna16_dist_free_mirrors(wna16_model *m) {
 
 int wna16_model_rank(const wna16_model *m) { return m && m->dist ? m->my_rank : 0; }
 int wna16_model_tp(const wna16_model *m) { return m ? m->tp : 0; }
+int wna16_model_ep(const wna16_model *m) { return m ? m->ep : 0; }
 
+/* Expert parallelism: the world's collectives and the group's all-reduces together. */
 void wna16_model_comm_stats(const wna16_model *m, wna16_comm_stats *out) {
-    wna16_comm_get_stats(m && m->comms ? m->comms[m->dist ? m->my_rank : 0] : NULL, out);
+    int r = m && m->dist ? m->my_rank : 0;
+    wna16_comm_get_stats(m && m->comms ? m->comms[r] : NULL, out);
+    if (!out || !m || !m->group_comms) return;
+    wna16_comm_stats g;
+    wna16_comm_get_stats(m->group_comms[r], &g);
+    out->all_reduce_seconds += g.all_reduce_seconds;
+    out->all_reduce_calls += g.all_reduce_calls;
+    out->all_reduce_bytes += g.all_reduce_bytes;
 }
 
 void wna16_model_reset_comm_stats(wna16_model *m) {
-    if (m && m->comms) wna16_comm_reset_stats(m->comms[m->dist ? m->my_rank : 0]);
+    int r = m && m->dist ? m->my_rank : 0;
+    if (m && m->comms) wna16_comm_reset_stats(m->comms[r]);
+    if (m && m->group_comms) wna16_comm_reset_stats(m->group_comms[r]);
 }
 
 static size_t lin_bytes(const wna16_lin *l) {
@@ -289,7 +300,7 @@ static size_t lin_bytes(const wna16_lin *l) {
 size_t wna16_model_rank_bytes(const wna16_model *m) {
     if (!m || !m->ranks) return 0;
     size_t b = 0;
-    for (int r = 0; r < m->tp; r++) {
+    for (int r = 0; r < m->world; r++) {
         const wna16_rank_model *rm = &m->ranks[r];
         if (!rm->layers) continue;
         b +=

@@ -306,7 +306,8 @@ static wna16_status attn_block(wna16_diag *d, const wna16_model *m, const wna16_
     to_bf16(s->att, n, qn, s->hb, s->hf, threads);
     observe(s, r, L, "o_in", n, qn, s->hf);
     WNA16_TRY(wna16_lin_forward(d, &ly->o, n, s->hb, s->hf, qn, s->tmp, H, threads));
-    wna16_status st = wna16_comm_all_reduce_sum(d, m->comms[r->rank], s->tmp, (size_t)(n * H));
+    wna16_comm *c = wna16_tp_comm(m, r->rank); /* the group's tp ranks */
+    wna16_status st = wna16_comm_all_reduce_sum(d, c, s->tmp, (size_t)(n * H));
     if (st == WNA16_OK) post_norm(m, ly->attn_post_norm, s->tmp, n);
     phase_end(m, r, n, s, WNA16_PHASE_O);
     return st;
@@ -363,7 +364,10 @@ static wna16_status mlp_block(wna16_diag *d, const wna16_model *m, const wna16_r
         WNA16_TRY(gated_mlp(d, m, r, ly, L, n, s, s->shared, threads));
         for (int64_t i = 0; i < n * H; i++) s->tmp[i] += s->shared[i];
     }
-    wna16_status st = wna16_comm_all_reduce_sum(d, m->comms[r->rank], s->tmp, (size_t)(n * H));
+    /* a MoE layer's partial sums over all ranks (expert parallelism: every
+     * rank holds other experts), a dense MLP's over the group's tp ranks */
+    wna16_comm *c = ly->sparse ? m->comms[r->rank] : wna16_tp_comm(m, r->rank);
+    wna16_status st = wna16_comm_all_reduce_sum(d, c, s->tmp, (size_t)(n * H));
     if (st == WNA16_OK) post_norm(m, ly->mlp_post_norm, s->tmp, n);
     phase_end(m, r, n, s, WNA16_PHASE_MLP);
     return st;

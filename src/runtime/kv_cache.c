@@ -22,7 +22,7 @@ static size_t rank_block_elems(const wna16_model *m, const wna16_rank_model *r) 
 
 size_t wna16_kv_cache_block_bytes(const wna16_model *m) {
     size_t b = 0;
-    for (int r = 0; r < m->tp; r++)
+    for (int r = 0; r < m->world; r++)
         if (!m->dist || r == m->my_rank) b += rank_block_elems(m, &m->ranks[r]) * sizeof(uint16_t);
     return b;
 }
@@ -57,9 +57,9 @@ static wna16_status prefix_init(wna16_diag *d, wna16_kv_cache *c) {
 
 static wna16_status ranks_alloc(wna16_diag *d, wna16_kv_cache *c) {
     wna16_model *m = c->m;
-    c->ranks = wna16_calloc((size_t)m->tp, sizeof *c->ranks);
+    c->ranks = wna16_calloc((size_t)m->world, sizeof *c->ranks);
     if (!c->ranks) return wna16_fail(d, WNA16_ERR_OUT_OF_MEMORY, "KV cache ranks");
-    for (int r = 0; r < m->tp; r++) {
+    for (int r = 0; r < m->world; r++) {
         if (m->dist && r != m->my_rank) continue;
         wna16_kv_rank *kr = &c->ranks[r];
         kr->kv_bytes =
@@ -111,7 +111,7 @@ void wna16_kv_cache_destroy(wna16_kv_cache *c) {
         wna16_free(c->seqs[s].table);
         if (c->seq_tokens) wna16_free(c->seq_tokens[s]);
     }
-    for (int r = 0; c->ranks && r < c->m->tp; r++)
+    for (int r = 0; c->ranks && r < c->m->world; r++)
         wna16_huge_free(c->ranks[r].kv, c->ranks[r].kv_bytes);
     void *all[] = {c->ranks,  c->seqs,  c->seq_tokens, c->seq_tok_cap, c->key_parent,
                    c->gen,    c->keyed, c->key_tokens, c->chain,       c->bucket,

@@ -17,7 +17,7 @@ static void runtime_free(wna16_model *m) {
     wna16_exec_crew_free(m);
     if (m->dist) wna16_dist_free_mirrors(m);
     wna16_kv_cache_destroy(rt->cache);
-    for (int r = 0; rt->ws && r < m->tp; r++) wna16_workspace_release(&rt->ws[r]);
+    for (int r = 0; rt->ws && r < m->world; r++) wna16_workspace_release(&rt->ws[r]);
     wna16_free(rt->ws);
     wna16_free(rt->dist_buf);
     wna16_free(rt->profile);
@@ -33,11 +33,11 @@ static wna16_status runtime_make(wna16_diag *d, wna16_model *m) {
     if (!rt) return wna16_fail(d, WNA16_ERR_OUT_OF_MEMORY, "runtime");
     m->rt = rt;
     rt->released = true; /* distributed: nothing to release until every rank has its runtime */
-    rt->ws = wna16_calloc((size_t)m->tp, sizeof *rt->ws);
+    rt->ws = wna16_calloc((size_t)m->world, sizeof *rt->ws);
     if (!rt->ws) return wna16_fail(d, WNA16_ERR_OUT_OF_MEMORY, "workspaces");
     WNA16_TRY(wna16_kv_cache_make(d, m, 1, wna16_kv_blocks_for(wna16_kv_context(m)), m->context,
                                   false, &rt->cache));
-    for (int r = 0; r < m->tp; r++)
+    for (int r = 0; r < m->world; r++)
         wna16_huge_collapse(rt->cache->ranks[r].kv, rt->cache->ranks[r].kv_bytes);
     return WNA16_OK;
 }

@@ -217,7 +217,7 @@ struct wna16_runtime {
 /* Threads per rank's forward. */
 static inline int wna16_rank_threads(const wna16_model *m) {
     if (m->dist) return m->threads;
-    return m->threads / m->tp > 0 ? m->threads / m->tp : 1;
+    return m->threads / m->world > 0 ? m->threads / m->world : 1;
 }
 
 /* Installs hooks for the following steps (NULL: none); they must outlive

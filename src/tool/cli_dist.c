@@ -16,7 +16,8 @@ static long env_world_size(void) {
     return 0;
 }
 
-int cli_dist_start(const char *cmd, bool want_mpi, long *tp, bool tp_given, wna16_comm **out) {
+int cli_dist_start(const char *cmd, bool want_mpi, long ep, long *tp, bool tp_given,
+                   wna16_comm **out) {
     *out = NULL;
     if (!want_mpi && !wna16_mpi_launched()) return -1;
     if (!wna16_mpi_built() && !want_mpi && env_world_size() <= 1)
@@ -41,6 +42,10 @@ int cli_dist_start(const char *cmd, bool want_mpi, long *tp, bool tp_given, wna1
     }
     wna16_ctx_free(ctx);
     int size = wna16_comm_size(c);
+    if (ep > 1) { /* ep x tp processes: wna16_model_load checks them against size */
+        *out = c;
+        return -1;
+    }
     if (tp_given && *tp != size) {
         fprintf(stderr,
                 "wna16 %s: --tp %ld, but the MPI launcher started %d processes; each process runs "

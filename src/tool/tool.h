@@ -57,9 +57,12 @@ int cli_fail(const char *cmd, wna16_ctx *ctx, wna16_status s);
 
 /* Distributed runs (cli_dist.c). When launched by mpirun/mpiexec (or with
  * --mpi), initializes MPI and sets *out to the world communicator and *tp to
- * its size; refuses a --tp that differs from it. Returns -1 to go on (with
- * *out NULL for an ordinary run), else the exit status. */
-int cli_dist_start(const char *cmd, bool want_mpi, long *tp, bool tp_given, wna16_comm **out);
+ * its size; refuses a --tp that differs from it. With expert parallelism
+ * (ep > 1) *tp stays as given (1 by default) and the model's load refuses a
+ * world that is not ep x tp. Returns -1 to go on (with *out NULL for an
+ * ordinary run), else the exit status. */
+int cli_dist_start(const char *cmd, bool want_mpi, long ep, long *tp, bool tp_given,
+                   wna16_comm **out);
 /* Current resident memory of this process in MiB (VmRSS). */
 double cli_rss_mib(void);
 /* Collective: all[r] = rank r's value (all has comm-size slots). */

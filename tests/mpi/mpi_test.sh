@@ -2,13 +2,13 @@
 # Distributed TP tests (ctest runs each case; registered only when the MPI
 # backend is built). Usage: mpi_test.sh CASE
 #   fixtures  MPI TP=2 == threads TP=2 == TP=1 on the W4A16 fixtures (ids and logits bits;
-#             and `wna16 logits` output)
+#             and `wna16 logits` output); MPI EP=2 and TP=2 x EP=2 == threads likewise
 #   demo      the same through `wna16 generate --json` on the demo model; bench
 #             model and bench comm under MPI report the all-reduce
 #   kill      SIGKILL one rank mid-generation: the job exits non-zero within 30 s
 #   hang      SIGSTOP one rank: the other's watchdog exits non-zero within 30 s
 #   refuse    a checkpoint refused at TP=4: all 4 ranks print the same error, exit 1;
-#             and --tp differing from -np: every rank refuses
+#             and --tp (or --ep x --tp) differing from -np: every rank refuses
 # Environment: WNA16_CLI (the wna16 binary), WNA16_MPI_EQUAL (mpi_tp_equal),
 # WNA16_SOURCE_DIR, MPIEXEC (mpirun/mpiexec).
 set -uo pipefail
@@ -87,12 +87,24 @@ case "$case_name" in
 fixtures)
   run_mpi 2 "${WNA16_MPI_EQUAL:?}" "$src/tests/data/models/qwen3_moe_tp" \
     "$src/tests/data/models/qwen3_w4a16" "$src/tests/data/models/llama_w4a16" || fail "MPI TP=2 differs (or failed)"
+  # expert parallelism: EP=2 on 2 ranks, and TP=2 x EP=2 on 4 (groups split from the world)
+  run_mpi 2 "${WNA16_MPI_EQUAL:?}" "ep=2:$src/tests/data/models/deepseek_v3_w4a16" \
+    "ep=2:$src/tests/data/models/deepseek_v2_w4a16" "ep=2:$src/tests/data/models/qwen2_moe_w4a16" ||
+    fail "MPI EP=2 differs from threads EP=2 (or failed)"
+  run_mpi 4 "${WNA16_MPI_EQUAL:?}" "ep=2:$src/tests/data/models/deepseek_v3_w4a16" ||
+    fail "MPI TP=2 x EP=2 differs from threads (or failed)"
   # the CLI's logits: every value printed, MPI == threads, text-identical
   for m in qwen3_moe_tp qwen3_w4a16 llama_w4a16 deepseek_v3_w4a16 deepseek_v2_w4a16; do
     "$cli" logits --model "$src/tests/data/models/$m" --ids 1,2,3,4,5 --tp 2 > "$tmp/thr" || fail "$m: threads logits"
     run_mpi 2 "$cli" logits --model "$src/tests/data/models/$m" --ids 1,2,3,4,5 > "$tmp/mpi" || fail "$m: MPI logits"
     [ -s "$tmp/thr" ] && cmp -s "$tmp/thr" "$tmp/mpi" || fail "$m: wna16 logits under MPI differs from threads TP=2"
     echo "$m: wna16 logits: MPI TP=2 == threads TP=2 ($(wc -l < "$tmp/mpi") values)"
+  done
+  for m in deepseek_v3_w4a16 qwen2_moe_w4a16; do
+    "$cli" logits --model "$src/tests/data/models/$m" --ids 1,2,3,4,5 --ep 2 > "$tmp/thr" || fail "$m: threads EP logits"
+    run_mpi 2 "$cli" logits --model "$src/tests/data/models/$m" --ids 1,2,3,4,5 --ep 2 > "$tmp/mpi" || fail "$m: MPI EP logits"
+    [ -s "$tmp/thr" ] && cmp -s "$tmp/thr" "$tmp/mpi" || fail "$m: wna16 logits --ep 2 under MPI differs from threads"
+    echo "$m: wna16 logits --ep 2: MPI == threads ($(wc -l < "$tmp/mpi") values)"
   done
   ;;
 demo)
@@ -145,6 +157,13 @@ refuse)
   cat "$tmp/err"
   [ "$(grep -c '^exit=2$' "$tmp/err")" -eq 2 ] || fail "--tp 3 under -np 2: not every rank exited 2"
   [ "$(grep -c 'the MPI launcher started 2 processes' "$tmp/err")" -eq 2 ] || fail "--tp mismatch message"
+  # --ep x --tp must be the number of processes
+  run_mpi 2 sh -c "$wrap" "$cli" logits --model "$src/tests/data/models/deepseek_v3_w4a16" --ids 1,2 \
+    --ep 2 --tp 2 > "$tmp/out" 2> "$tmp/err"
+  cat "$tmp/err"
+  [ "$(grep -c '^exit=1$' "$tmp/err")" -eq 2 ] || fail "--ep 2 --tp 2 under -np 2: not every rank exited 1"
+  [ "$(grep -c -- '--ep 2 x --tp 2 is 4 ranks, but 2 were started; start 4 ranks' "$tmp/err")" -eq 2 ] ||
+    fail "--ep x --tp mismatch message"
   ;;
 *) fail "unknown case" ;;
 esac

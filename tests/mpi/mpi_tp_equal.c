@@ -10,7 +10,10 @@
  * batched path over MPI (a paged KV cache with prefix caching, rows of
  * several sequences per step: what `wna16 serve` runs) gives the same logits
  * bit for bit as the single-sequence eval, and a follower refuses a
- * malformed request from rank 0 with its reason. */
+ * malformed request from rank 0 with its reason. A directory written
+ * ep=N:DIR runs with expert parallelism instead: N groups of size / N ranks
+ * (MPI against threads, bit for bit: both sum in rank order, the groups'
+ * partial sums over their own communicators), greedy tokens against TP=1. */
 #include "core/common.h"
 #include "runtime/runtime.h"
 #include "parallel/comm.h"
@@ -125,8 +128,17 @@ static void run_free(run *r) {
     memset(r, 0, sizeof *r);
 }
 
-static wna16_status local(wna16_ctx *ctx, const char *dir, int tp, run *out) {
-    wna16_model_options o = {.tp = tp, .context = 64};
+/* "ep=N:DIR" -> DIR with *ep = N; a plain DIR -> *ep = 0. */
+static const char *parse_dir(const char *arg, int *ep) {
+    *ep = 0;
+    const char *colon = strchr(arg, ':');
+    if (strncmp(arg, "ep=", 3) || !colon) return arg;
+    *ep = atoi(arg + 3);
+    return colon + 1;
+}
+
+static wna16_status local(wna16_ctx *ctx, const char *dir, int tp, int ep, run *out) {
+    wna16_model_options o = {.tp = tp, .context = 64, .ep = ep};
     wna16_model *m = NULL;
     wna16_status s = wna16_model_load(ctx, dir, &o, &m);
     if (s == WNA16_OK) s = greedy(ctx, m, out);
@@ -208,9 +220,12 @@ static wna16_status malformed_check(wna16_ctx *ctx, wna16_comm *c, wna16_model *
     return WNA16_OK;
 }
 
-static int dist_checks(wna16_ctx *ctx, wna16_comm *c, const char *dir) {
+static int dist_checks(wna16_ctx *ctx, wna16_comm *c, const char *arg) {
     wna16_model *m = NULL;
-    wna16_model_options o = {.context = 64, .comm = c};
+    int ep;
+    const char *dir = parse_dir(arg, &ep);
+    wna16_model_options o = {.context = 64, .comm = c, .ep = ep,
+                             .tp = ep ? wna16_comm_size(c) / ep : 0};
     bool ok = true;
     wna16_status s = wna16_model_load(ctx, dir, &o, &m);
     if (s == WNA16_OK) {
@@ -243,16 +258,21 @@ int main(int argc, char **argv) {
     int rank = wna16_comm_rank(c), size = wna16_comm_size(c);
     int failed = wna16_comm_check(ctx, c, comm_checks(c) ? WNA16_ERR_INTERNAL : WNA16_OK) != WNA16_OK;
     for (int a = 1; a < argc; a++) {
-        const char *dir = argv[a];
+        int ep;
+        const char *dir = parse_dir(argv[a], &ep);
+        int tp = ep ? size / ep : size;
+        char what[32];
+        if (ep) snprintf(what, sizeof what, "EP=%d x TP=%d", ep, tp);
+        else snprintf(what, sizeof what, "TP=%d", size);
         run one = {0}, thr = {0}, dist = {0};
         if (rank == 0) {
-            s = local(ctx, dir, 1, &one);
-            if (s == WNA16_OK) s = local(ctx, dir, size, &thr);
+            s = local(ctx, dir, 1, 0, &one);
+            if (s == WNA16_OK) s = local(ctx, dir, tp, ep, &thr);
         }
         /* a failure on rank 0 stops every rank here, with its detail */
         s = wna16_comm_check(ctx, c, s);
         wna16_model *m = NULL;
-        wna16_model_options o = {.context = 64, .comm = c};
+        wna16_model_options o = {.context = 64, .comm = c, .ep = ep, .tp = ep ? tp : 0};
         if (s == WNA16_OK) s = wna16_model_load(ctx, dir, &o, &m);
         if (s == WNA16_OK) {
             if (rank == 0) {
@@ -274,8 +294,8 @@ int main(int argc, char **argv) {
             wna16_model_free(probe);
             for (int t = 0; t < STEPS; t++) {
                 if (one.ids[t] != thr.ids[t] || thr.ids[t] != dist.ids[t]) {
-                    fprintf(stderr, "%s: step %d: TP=1 %d, threads TP=%d %d, MPI TP=%d %d\n", dir, t,
-                            one.ids[t], size, thr.ids[t], size, dist.ids[t]);
+                    fprintf(stderr, "%s: step %d: TP=1 %d, threads %s %d, MPI %s %d\n", dir, t,
+                            one.ids[t], what, thr.ids[t], what, dist.ids[t]);
                     ok = false;
                 }
                 if (!thr.logits[t] || !dist.logits[t] || V <= 0 ||
@@ -284,7 +304,8 @@ int main(int argc, char **argv) {
                     ok = false;
                 }
             }
-            printf("%s: TP=1, threads TP=%d, MPI TP=%d: %s (", dir, size, size, ok ? "identical" : "DIFFER");
+            printf("%s: TP=1, threads %s, MPI %s: %s (", dir, what, what,
+                   ok ? "identical" : "DIFFER");
             for (int t = 0; t < STEPS; t++) printf("%s%d", t ? " " : "", dist.ids[t]);
             printf(")\n");
         }

@@ -184,13 +184,15 @@ def test_chat_options_and_prompt_parity(demo_dir, cli):
         assert len(llm.chat(msgs, wna16.SamplingParams(max_tokens=1), use_tqdm=True)) == 1
 
 
-@pytest.mark.parametrize("model,tp", [("qwen3_w4a16", 1), ("llama_w4a16", 1),
-                                      ("qwen3_moe_tp", 2)])
-def test_logits_equal_cli(cli, model, tp):
+@pytest.mark.parametrize("model,tp,ep", [("qwen3_w4a16", 1, 1), ("llama_w4a16", 1, 1),
+                                         ("qwen3_moe_tp", 2, 1), ("deepseek_v3_w4a16", 1, 2),
+                                         ("deepseek_v3_w4a16", 2, 2)])
+def test_logits_equal_cli(cli, model, tp, ep):
     d = os.path.join(MODELS, model)
     ids = [1, 2, 3, 4, 5]
-    ref = run_cli(cli, "logits", "--model", d, "--ids", ",".join(map(str, ids)), "--tp", str(tp))
-    with wna16.LLM(d, tensor_parallel_size=tp) as llm:
+    ref = run_cli(cli, "logits", "--model", d, "--ids", ",".join(map(str, ids)), "--tp", str(tp),
+                  "--ep", str(ep))
+    with wna16.LLM(d, tensor_parallel_size=tp, expert_parallel_size=ep) as llm:
         got = llm.logits(np.array(ids))
     assert got.dtype == np.float32 and got.shape == (llm.vocab_size,)
     # the CLI prints %.7g: the same text means the same values
@@ -207,6 +209,13 @@ def test_logprobs_are_the_log_softmax(fixture_model):
             want = z[ids[i]] - (z.max() + math.log(np.exp(z - z.max()).sum()))
             assert abs(lp[i - 1] - want) < 2e-3, (i, lp[i - 1], want)
         assert (lp < 0).all()
+
+
+def test_expert_parallel_refusals():
+    with pytest.raises(wna16.Error, match="needs routed experts, and this model has none"):
+        wna16.LLM(os.path.join(MODELS, "llama_w4a16"), expert_parallel_size=2)
+    with pytest.raises(wna16.Error, match="a rank would own no expert; use --ep 8 or less"):
+        wna16.LLM(os.path.join(MODELS, "deepseek_v3_w4a16"), expert_parallel_size=16)
 
 
 def test_errors_are_exceptions(fixture_model, demo_dir, tmp_path):

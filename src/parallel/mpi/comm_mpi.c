@@ -323,8 +323,65 @@ static void mpi_free(wna16_comm *c) {
     wd.finalize = false;
 }
 
-static const wna16_comm_ops mpi_ops = {"mpi", mpi_all_reduce, mpi_broadcast,
-                                       mpi_barrier, mpi_agree, mpi_free};
+static wna16_status wrap(wna16_diag *d, MPI_Comm comm, mcomm **out);
+
+/* MPI_Comm_split (blocking: made once, at load time, after the ranks agreed). */
+static wna16_status mpi_split(wna16_diag *d, wna16_comm *c, int color, int key, wna16_comm **out) {
+    wna16_status st;
+    if (refuse_broken(d, &st)) return st;
+    MPI_Comm sub = MPI_COMM_NULL;
+    int rc = MPI_Comm_split(mc(c)->comm, color, key, &sub);
+    if (rc == MPI_SUCCESS) rc = MPI_Comm_set_errhandler(sub, MPI_ERRORS_RETURN);
+    if (rc != MPI_SUCCESS) {
+        if (sub != MPI_COMM_NULL) MPI_Comm_free(&sub);
+        return mpi_fail(d, c, "split", rc);
+    }
+    mcomm *m;
+    WNA16_TRY(wrap(d, sub, &m));
+    pthread_mutex_lock(&wd.mu);
+    wd.users++;
+    pthread_mutex_unlock(&wd.mu);
+    *out = &m->base;
+    return WNA16_OK;
+}
+
+static const wna16_comm_ops mpi_ops = {"mpi",     mpi_all_reduce, mpi_broadcast, mpi_barrier,
+                                       mpi_agree, mpi_free,       mpi_split};
+
+/* A handle over comm, which it then owns (and frees on failure): its size,
+ * this rank, the ranks on this host, the all-reduce's count arrays. */
+static wna16_status wrap(wna16_diag *d, MPI_Comm comm, mcomm **out) {
+    *out = NULL;
+    mcomm *m = H->calloc_fn(1, sizeof *m);
+    if (!m) {
+        MPI_Comm_free(&comm);
+        return fail(d, WNA16_ERR_OUT_OF_MEMORY, "MPI communicator handle");
+    }
+    m->comm = comm;
+    int size = 1, rank = 0, local = 1;
+    int rc = MPI_Comm_size(m->comm, &size);
+    if (rc == MPI_SUCCESS) rc = MPI_Comm_rank(m->comm, &rank);
+    MPI_Comm node = MPI_COMM_NULL;
+    if (rc == MPI_SUCCESS)
+        rc = MPI_Comm_split_type(m->comm, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node);
+    if (rc == MPI_SUCCESS) rc = MPI_Comm_size(node, &local);
+    if (node != MPI_COMM_NULL) MPI_Comm_free(&node);
+    m->cnt = H->calloc_fn((size_t)size, sizeof(int));
+    m->dsp = H->calloc_fn((size_t)size, sizeof(int));
+    m->rcnt = H->calloc_fn((size_t)size, sizeof(int));
+    m->rdsp = H->calloc_fn((size_t)size, sizeof(int));
+    m->base = (wna16_comm){.ops = &mpi_ops, .size = size, .rank = rank, .local_size = local};
+    if (rc != MPI_SUCCESS || !m->cnt || !m->dsp || !m->rcnt || !m->rdsp) {
+        wna16_status s = rc != MPI_SUCCESS ? mpi_fail(d, &m->base, "communicator setup", rc)
+                                           : fail(d, WNA16_ERR_OUT_OF_MEMORY, "MPI communicator");
+        MPI_Comm_free(&m->comm);
+        H->free_fn(m->cnt), H->free_fn(m->dsp), H->free_fn(m->rcnt), H->free_fn(m->rdsp);
+        H->free_fn(m);
+        return s;
+    }
+    *out = m;
+    return WNA16_OK;
+}
 
 static const char *level_name(int level) {
     return level == MPI_THREAD_SINGLE       ? "MPI_THREAD_SINGLE"
@@ -358,36 +415,22 @@ static wna16_status mpi_world(wna16_diag *d, int *argc, char ***argv, wna16_comm
                           level_name(provided));
     }
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
-    mcomm *m = H->calloc_fn(1, sizeof *m);
-    if (!m) {
-        if (ours) MPI_Finalize();
-        return fail(d, WNA16_ERR_OUT_OF_MEMORY, "comm_mpi_world: handle");
+    MPI_Comm world = MPI_COMM_NULL;
+    int rc = MPI_Comm_dup(MPI_COMM_WORLD, &world);
+    if (rc == MPI_SUCCESS) rc = MPI_Comm_set_errhandler(world, MPI_ERRORS_RETURN);
+    mcomm *m = NULL;
+    wna16_status s = WNA16_OK;
+    if (rc != MPI_SUCCESS) {
+        if (world != MPI_COMM_NULL) MPI_Comm_free(&world);
+        s = fail(d, WNA16_ERR_COMM, "comm_mpi_world: MPI_Comm_dup failed");
+    } else {
+        s = wrap(d, world, &m);
     }
-    m->comm = MPI_COMM_NULL;
-    int rc = MPI_Comm_dup(MPI_COMM_WORLD, &m->comm);
-    if (rc == MPI_SUCCESS) rc = MPI_Comm_set_errhandler(m->comm, MPI_ERRORS_RETURN);
-    int size = 1, rank = 0, local = 1;
-    if (rc == MPI_SUCCESS) rc = MPI_Comm_size(m->comm, &size);
-    if (rc == MPI_SUCCESS) rc = MPI_Comm_rank(m->comm, &rank);
-    MPI_Comm node = MPI_COMM_NULL;
-    if (rc == MPI_SUCCESS)
-        rc = MPI_Comm_split_type(m->comm, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node);
-    if (rc == MPI_SUCCESS) rc = MPI_Comm_size(node, &local);
-    if (node != MPI_COMM_NULL) MPI_Comm_free(&node);
-    m->cnt = H->calloc_fn((size_t)size, sizeof(int));
-    m->dsp = H->calloc_fn((size_t)size, sizeof(int));
-    m->rcnt = H->calloc_fn((size_t)size, sizeof(int));
-    m->rdsp = H->calloc_fn((size_t)size, sizeof(int));
-    if (rc != MPI_SUCCESS || !m->cnt || !m->dsp || !m->rcnt || !m->rdsp) {
-        wna16_status s = rc != MPI_SUCCESS ? mpi_fail(d, &m->base, "communicator setup", rc)
-                                           : fail(d, WNA16_ERR_OUT_OF_MEMORY, "comm_mpi_world");
-        if (m->comm != MPI_COMM_NULL) MPI_Comm_free(&m->comm);
-        H->free_fn(m->cnt), H->free_fn(m->dsp), H->free_fn(m->rcnt), H->free_fn(m->rdsp);
-        H->free_fn(m);
+    if (s != WNA16_OK) {
         if (ours) MPI_Finalize();
         return s;
     }
-    m->base = (wna16_comm){.ops = &mpi_ops, .size = size, .rank = rank, .local_size = local};
+    int rank = m->base.rank, size = m->base.size;
     pthread_mutex_lock(&wd.mu);
     if (wd.users++ == 0) {
         wd.rank = rank;
