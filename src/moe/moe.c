@@ -716,11 +716,12 @@ static wna16_status forward_core(wna16_diag *d, const wna16_moe_layer *L, wna16_
             if (ph == 0) f.n_w13 = n;
         }
     f.n_items = n;
-    qsort(f.items, (size_t)f.n_w13, sizeof(item), cmp_item);
+    if (f.n_w13 > 0) /* none: a rank that owns none of the routed experts */
+        qsort(f.items, (size_t)f.n_w13, sizeof(item), cmp_item);
     int64_t *last = f.done13; /* borrowed again: position of each expert's last w13 item */
     for (int64_t i = 0; i < f.n_w13; i++) last[f.items[i].slot] = i;
     for (int64_t i = f.n_w13; i < n; i++) f.items[i].order = last[f.items[i].slot];
-    qsort(f.items + f.n_w13, (size_t)(n - f.n_w13), sizeof(item), cmp_item);
+    if (n > f.n_w13) qsort(f.items + f.n_w13, (size_t)(n - f.n_w13), sizeof(item), cmp_item);
     for (int64_t s = 0; s <= f.E; s++) f.done13[s] = 0;
     f.next = f.done_w2 = f.next_comb = 0;
     wna16_status status = WNA16_OK;
