@@ -170,6 +170,9 @@ int main(void) {
         char inner[1800];
         snprintf(inner, sizeof inner, cases[i].args, model, dir);
         int rc = run2(inner);
+        /* a tool built without the HTTP server (the aarch64 cross build)
+         * refuses serve before it reads the flags */
+        if (!strncmp(inner, "serve", 5) && strstr(err, "built without libmicrohttpd")) continue;
         CHECK_MSG(rc == cases[i].want_rc && strstr(err, cases[i].want),
                   "'%s': exit %d (want %d), stderr \"%.300s\" (want \"%s\")", inner, rc,
                   cases[i].want_rc, err, cases[i].want);
