@@ -10,6 +10,7 @@
  * Layouts that cannot run are refused naming the fix. */
 #include "model/model.h"
 #include "runtime/runtime.h"
+#include "fixture_ref.h"
 #include "testing.h"
 #include "wna16.h"
 
@@ -21,54 +22,11 @@
 #define V3 "tests/data/models/deepseek_v3_w4a16"
 #define V2 "tests/data/models/deepseek_v2_w4a16"
 #define QWEN2_MOE "tests/data/models/qwen2_moe_w4a16"
-enum { V = 512, N_MAX = 64 };
 
 /* the tight bound against TP=1, as a fraction of max|logit| */
 #define EP_BOUND 1e-3
 
 static wna16_ctx *ctx;
-static int32_t prompt[N_MAX], want_greedy[N_MAX];
-static size_t n_prompt, n_greedy;
-static float want_logits[V];
-
-static bool load_reference(const char *dir) {
-    char path[256];
-    snprintf(path, sizeof path, "%s/reference.json", dir);
-    json_t *root = json_load_file(path, 0, NULL);
-    if (!root) return false;
-    json_t *p = json_object_get(root, "prompt_ids"), *l = json_object_get(root, "logits_last"),
-           *g = json_object_get(root, "greedy_new_tokens");
-    n_prompt = json_array_size(p);
-    n_greedy = json_array_size(g);
-    bool ok = n_prompt <= N_MAX && n_greedy <= N_MAX && json_array_size(l) == V;
-    for (size_t i = 0; ok && i < n_prompt; i++)
-        prompt[i] = (int32_t)json_integer_value(json_array_get(p, i));
-    for (size_t i = 0; ok && i < V; i++)
-        want_logits[i] = (float)json_number_value(json_array_get(l, i));
-    for (size_t i = 0; ok && i < n_greedy; i++)
-        want_greedy[i] = (int32_t)json_integer_value(json_array_get(g, i));
-    json_decref(root);
-    return ok;
-}
-
-static int32_t argmax(const float *v) {
-    int32_t best = 0;
-    for (int32_t i = 1; i < V; i++)
-        if (v[i] > v[best]) best = i;
-    return best;
-}
-
-static double max_abs(const float *v) {
-    double m = 0;
-    for (int i = 0; i < V; i++) m = fmax(m, fabs(v[i]));
-    return m;
-}
-
-static double max_diff(const float *a, const float *b) {
-    double m = 0;
-    for (int i = 0; i < V; i++) m = fmax(m, fabs((double)a[i] - b[i]));
-    return m;
-}
 
 static wna16_model *load(const char *dir, int ep, int tp) {
     wna16_model_options o;
