@@ -936,6 +936,19 @@ static void test_limits(void) {
     CHECK_MSG(st == WNA16_ERR_LIMIT && strstr(D.detail, "too ambiguous"), "%s: %s", wna16_status_str(st), D.detail);
     grammar_matcher_free(m);
     grammar_free(g);
+    /* a step cut short by the bound leaves nothing behind: the next byte is judged afresh */
+    lim = (grammar_limits){.max_stacks = 64};
+    s = (grammar_spec){.kind = GRAMMAR_GBNF, .text = "root ::= x\nx ::= \"a\" x \"a\" x \"b\" x | \"\"\n", .limits = &lim};
+    s.len = strlen(s.text);
+    CHECK(grammar_compile(&D, &s, &g) == WNA16_OK);
+    CHECK(grammar_matcher_create(&D, g, bytes_vocab, &m) == WNA16_OK);
+    st = WNA16_OK;
+    for (int i = 0; i < 100 && !st; i++) st = grammar_matcher_accept_bytes(&D, m, "a", 1);
+    CHECK_MSG(st == WNA16_ERR_LIMIT, "%s: %s", wna16_status_str(st), D.detail);
+    st = grammar_matcher_accept_bytes(&D, m, "q", 1);
+    CHECK_MSG(st == WNA16_ERR_INVALID_ARGUMENT, "%s: %s", wna16_status_str(st), D.detail);
+    grammar_matcher_free(m);
+    grammar_free(g);
     /* the stack depth: deeper nesting is not offered */
     lim = (grammar_limits){.max_stack_depth = 8};
     s = (grammar_spec){.kind = GRAMMAR_GBNF, .text = "root ::= \"(\" root \")\" | \"x\"\n", .limits = &lim};

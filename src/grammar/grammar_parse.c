@@ -125,7 +125,9 @@ bool gp_fail_oom(gp_parser *ps) {
     return fail(ps, WNA16_ERR_OUT_OF_MEMORY, "out of memory in the grammar matcher");
 }
 
+/* Starts a step: a step that failed on a bound may have left work behind. */
 static void seen_reset(gp_parser *ps) {
+    ps->n_work = 0;
     ps->n_seen = 0;
     if (++ps->gen == 0) { /* wrapped: clear the stamps once */
         memset(ps->seen_gen, 0, ps->n_seen_slots * sizeof *ps->seen_gen);
