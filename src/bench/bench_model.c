@@ -49,8 +49,13 @@ typedef struct model_costs {
     double phase_bytes[WNA16_PHASES]; /* bytes_per_token by the phase that reads them */
 } model_costs;
 
-/* The forward phase whose time a linear's bytes count in (--breakdown). */
-static wna16_phase phase_of(const wna16_module *mod) {
+/* The forward phase whose time a linear's bytes count in (--breakdown).
+ * MLA's projections (q_a, q_b or q, kv_a, kv_b) run inside its attention
+ * step, so their bytes are that phase's floor. */
+static wna16_phase phase_of(const wna16_model *m, const wna16_module *mod) {
+    if (m->feat.mla.kv_lora && mod->expert < 0 && strstr(mod->name, "self_attn.") &&
+        !strstr(mod->name, "o_proj"))
+        return WNA16_PHASE_ATTENTION;
     static const struct {
         const char *part;
         wna16_phase phase;
@@ -78,7 +83,7 @@ static model_costs costs(const wna16_model *m) {
             continue;
         }
         c.bytes_per_token += bytes;
-        c.phase_bytes[phase_of(mod)] += bytes;
+        c.phase_bytes[phase_of(m, mod)] += bytes;
         /* lm_head runs once per sequence step, on the last position only */
         c.params_per_token += strcmp(mod->name, "lm_head") ? params : 0;
     }
@@ -107,8 +112,8 @@ void cli_model_costs_get(const wna16_model *m, cli_model_costs *c) {
             continue;
         }
         c->dense_bytes += bytes;
-        c->phase_bytes[phase_of(mod)] += bytes;
-        c->phase_params[phase_of(mod)] += params;
+        c->phase_bytes[phase_of(m, mod)] += bytes;
+        c->phase_params[phase_of(m, mod)] += params;
         if (strcmp(mod->name, "lm_head"))
             c->dense_params += params;
         else

@@ -4,30 +4,60 @@
 #include "model/model.h"
 
 #include <string.h>
+#include <sys/mman.h>
 
+/* Smaller dense weights stay in the file mapping: a copy's huge pages pay
+ * off only where a whole 2 MiB page streams. */
+#define DENSE_COPY_MIN_BYTES (2u << 20)
+
+/* Drops [p, p + bytes)'s whole pages of the file mapping from this process
+ * (they stay in the page cache; a later read faults them back in). */
+static void release_mapping(const void *p, size_t bytes) {
+    uintptr_t b = ((uintptr_t)p + 4095) & ~(uintptr_t)4095, e = ((uintptr_t)p + bytes) & ~(uintptr_t)4095;
+    if (e > b) (void)madvise((void *)b, e - b, MADV_DONTNEED);
+}
+
+/* A bf16 weight is read whole at every decode step. From the file mapping
+ * it streams through 4 KiB page-cache pages, where the hardware prefetcher
+ * stops at every page and the TLB misses (the reason lm_head has its own
+ * copy, model/load.c): large ones are copied onto huge pages, and the
+ * mapping's pages are handed back so that the copy does not count twice. */
 static wna16_status load_dense(wna16_diag *d, const wna16_module *m, const wna16_shard_slice *s,
                                wna16_lin *l) {
     const wna16_tensor_view *w = m->weight;
     l->n = s->row_count;
     l->k = s->col_count;
-    if (w->dtype == WNA16_DTYPE_BF16 && s->col_count == m->in) {
-        /* zero-copy: rows of the mapping */
+    size_t bytes = (size_t)(l->n * l->k) * sizeof(uint16_t);
+    bool rows_of_mapping = w->dtype == WNA16_DTYPE_BF16 && s->col_count == m->in;
+    if (rows_of_mapping && bytes < DENSE_COPY_MIN_BYTES) {
         l->dense = (const uint16_t *)w->data + s->row_begin * m->in;
         l->k_stride = m->in;
         return WNA16_OK;
     }
-    l->dense_owned = wna16_malloc((size_t)(l->n * l->k) * sizeof(uint16_t));
+    l->dense_owned = wna16_huge_alloc_fit(bytes);
     if (!l->dense_owned) return wna16_fail(d, WNA16_ERR_OUT_OF_MEMORY, "%s: dense copy", m->name);
-    for (int64_t o = 0; o < l->n; o++)
-        for (int64_t c = 0; c < l->k; c++) {
-            int64_t i = (s->row_begin + o) * m->in + s->col_begin + c;
-            l->dense_owned[o * l->k + c] = w->dtype == WNA16_DTYPE_BF16
-                                               ? ((const uint16_t *)w->data)[i]
-                                               : wna16_f32_to_bf16(wna16_view_float(w, i));
-        }
+    if (rows_of_mapping) {
+        const uint16_t *rows = (const uint16_t *)w->data + s->row_begin * m->in;
+        memcpy(l->dense_owned, rows, bytes);
+        release_mapping(rows, bytes);
+    } else {
+        for (int64_t o = 0; o < l->n; o++)
+            for (int64_t c = 0; c < l->k; c++) {
+                int64_t i = (s->row_begin + o) * m->in + s->col_begin + c;
+                l->dense_owned[o * l->k + c] = w->dtype == WNA16_DTYPE_BF16
+                                                   ? ((const uint16_t *)w->data)[i]
+                                                   : wna16_f32_to_bf16(wna16_view_float(w, i));
+            }
+    }
     l->dense = l->dense_owned;
     l->k_stride = l->k;
     return WNA16_OK;
+}
+
+void wna16_lin_free_dense(wna16_lin *l) {
+    wna16_huge_free(l->dense_owned, (size_t)(l->n * l->k) * sizeof(uint16_t));
+    l->dense_owned = NULL;
+    l->dense = NULL;
 }
 
 static wna16_status load_bias(wna16_diag *d, const wna16_module *m, const wna16_shard_slice *s,
@@ -80,7 +110,7 @@ wna16_status wna16_lin_load_part(wna16_diag *d, const wna16_checkpoint *ck, cons
 
 void wna16_lin_free(wna16_lin *l) {
     wna16_linear_free(l->q);
-    wna16_free(l->dense_owned);
+    wna16_lin_free_dense(l);
     wna16_free(l->bias);
     memset(l, 0, sizeof *l);
 }

@@ -339,12 +339,24 @@ static wna16_status load_rank(wna16_diag *d, wna16_model *m, int rank) {
     return WNA16_OK;
 }
 
-/* wna16_huge_collapse over every weight arena and lm_head's copy. */
+static bool dense_collapse(wna16_layer *ly) {
+    const wna16_lin *lins[] = {&ly->q, &ly->k, &ly->v, &ly->o, &ly->qkv, &ly->gate, &ly->up,
+                               &ly->down, &ly->q_a, &ly->q_b, &ly->kv_a, &ly->kv_b};
+    bool ok = true;
+    for (size_t i = 0; i < sizeof lins / sizeof *lins; i++)
+        ok &= wna16_huge_collapse(lins[i]->dense_owned,
+                                  (size_t)(lins[i]->n * lins[i]->k) * sizeof(uint16_t));
+    return ok;
+}
+
+/* wna16_huge_collapse over every weight arena, the dense weights' copies
+ * and lm_head's copy. */
 bool wna16_weights_collapse(wna16_model *m) {
     bool ok = wna16_huge_collapse(m->lm_head_own, m->lm_head_bytes);
     for (int r = 0; m->ranks && r < m->world; r++) {
         wna16_rank_model *rm = &m->ranks[r];
         for (int64_t L = 0; rm->layers && L < m->cfg.num_layers; L++) {
+            ok &= dense_collapse(&rm->layers[L]);
             ok &= wna16_huge_collapse(rm->layers[L].arena, rm->layers[L].arena_bytes);
             if (rm->layers[L].moe) ok &= wna16_moe_layer_collapse(rm->layers[L].moe);
         }

@@ -199,6 +199,8 @@ wna16_status wna16_lin_load_part(wna16_diag *d, const wna16_checkpoint *ck, cons
                                  const wna16_lin_part *part, int tp, int rank, bool bias_here,
                                  wna16_lin *out);
 void wna16_lin_free(wna16_lin *l);
+/* Frees a dense linear's own copy of its weights (dense, dense_owned: NULL). */
+void wna16_lin_free_dense(wna16_lin *l);
 /* Layer L's latent attention weights of rank r (mla.c). */
 struct wna16_rank_model;
 wna16_status wna16_mla_load(wna16_diag *d, struct wna16_model *m, struct wna16_rank_model *r,

@@ -106,9 +106,7 @@ static wna16_status install(wna16_diag *d, wna16_lin *l, const wna16_qlinear *q)
     wna16_packed_linear *pl;
     WNA16_TRY(pack_qlinear(d, q, &pl));
     wna16_linear_free(l->q);
-    wna16_free(l->dense_owned);
-    l->dense_owned = NULL;
-    l->dense = NULL;
+    wna16_lin_free_dense(l);
     l->q = pl;
     l->n = q->n;
     l->k = q->k;
