@@ -210,9 +210,9 @@ static void tiles_direct(const wna16_kernel_table *kt, const uint16_t *w, int64_
  * m, stay untouched. */
 static void test_dense_tiles(void) {
     static const int64_t ms[] = {1, 2, 3, 4, 5, 7, 8, 9, 13, 16, 17, 33, 64};
-    static const int64_t ns[] = {1, 2, 3, 4, 5, 11, 12, 13, 25, 40};
+    static const int64_t ns[] = {1, 2, 3, 4, 5, 11, 12, 13, 17, 25, 40, 49, 100};
     static const int64_t ks[] = {0, 1, 7, 63, 64, 65, 100, 2048, 2049, 4160};
-    enum { MMAX = 64, NMAX = 40, KMAX = 4160, LDX = KMAX + 3, KS = KMAX + 5, LDY = NMAX + 5 };
+    enum { MMAX = 64, NMAX = 100, KMAX = 4160, LDX = KMAX + 3, KS = KMAX + 5, LDY = NMAX + 5 };
     enum { YROWS = MMAX + 1 }; /* one row past the largest m */
     uint16_t *w = wna16_malloc(sizeof *w * NMAX * KS);
     float *x = wna16_malloc(sizeof *x * MMAX * LDX), *bias = wna16_malloc(sizeof *bias * NMAX);
@@ -222,10 +222,18 @@ static void test_dense_tiles(void) {
     for (int64_t i = 0; i < MMAX * LDX; i++) x[i] = frand();
     for (int64_t i = 0; i < LDX; i++) x[2 * LDX + i] = 0.0f; /* row 2: -0 products */
     for (int64_t i = 0; i < NMAX; i++) bias[i] = frand();
-    const wna16_kernel_table *kts[N_LEVELS];
+    const wna16_kernel_table *kts[2 * N_LEVELS];
     int ntiled = dense_tables(false, kts);
-    void *ws[N_LEVELS] = {0}, *xheap[N_LEVELS] = {0};
-    char *xp[N_LEVELS];
+    /* and the tiles a level takes for many rows (dense_big), called directly too */
+    for (int t = 0, own = ntiled; t < own; t++)
+        if (kts[t]->dense_big && kts[t]->dense_big->dense_tiles != kts[t]->dense_tiles) {
+            bool seen = false;
+            for (int u = 0; u < ntiled; u++) seen |= kts[u]->dense_tiles == kts[t]->dense_big->dense_tiles;
+            if (!seen) kts[ntiled++] = kts[t]->dense_big;
+        }
+    CHECK(ntiled <= 2 * N_LEVELS);
+    void *ws[2 * N_LEVELS] = {0}, *xheap[2 * N_LEVELS] = {0};
+    char *xp[2 * N_LEVELS];
     for (int t = 0; t < ntiled; t++) {
         ws[t] = wna16_malloc(kts[t]->dense_tiles_ws(NMAX, KMAX));
         xheap[t] = wna16_malloc(kts[t]->dense_xp_bytes(KMAX) * MMAX + 64);

@@ -207,6 +207,7 @@ void wna16_dense_gemm_tuned(const wna16_tuning *t, const uint16_t *w, int64_t n,
         big.dense_pack_x = kt->dense_big->dense_pack_x;
         big.dense_xp_bytes = kt->dense_big->dense_xp_bytes;
         big.dense_tile_rows = kt->dense_big->dense_tile_rows;
+        big.dense_tile_outputs = kt->dense_big->dense_tile_outputs;
         kt = &big;
     }
     dense_args a = {.w = w,
@@ -234,8 +235,11 @@ void wna16_dense_gemm_tuned(const wna16_tuning *t, const uint16_t *w, int64_t n,
     }
     int64_t chunk = k_stride > 0 ? 65536 / (k_stride * 2) + 1 : n + 1;
     /* the tiles (use_tiles) over whole groups of their outputs (a multiple
-     * of 12: AVX2 groups 3, NEON 12), else the dot */
-    if (!use_tiles(kt, t, m, k) || !gemm_tiles(kt, &a, shares, n_threads, (chunk + 11) / 12 * 12)) {
+     * of 12: AVX2 groups 3, NEON 12; or of the level's dense_tile_outputs),
+     * else the dot */
+    int64_t mult = kt->dense_tile_outputs > 0 ? kt->dense_tile_outputs : 12;
+    if (!use_tiles(kt, t, m, k) ||
+        !gemm_tiles(kt, &a, shares, n_threads, (chunk + mult - 1) / mult * mult)) {
         wna16_split_init(shares, n_threads, n);
         dense_region r = {shares, n_threads, chunk, 0, m, 0, kt, &a, NULL, 0};
         wna16_parallel(n_threads, dense_thread, &r);

@@ -88,6 +88,18 @@ size_t wna16_dense_xq_bytes__avx512(int64_t m, int64_t k);
 void wna16_dense_rows__avx512(const uint16_t *w, int64_t n, int64_t k, int64_t k_stride,
                               const float *bias, int64_t m, const float *xq, float *y, int64_t ldy);
 
+/* AVX-512 tiles with the outputs in the lanes (dense_lanes_avx512.c, the
+ * NEON tiles' design on 16 lanes): 8 rows x 48 outputs, 16-row blocks, the
+ * weights widened and transposed once per call; the AVX-512 levels' tiles
+ * for many rows (the table's dense_big). */
+void wna16_dense_lanes_pack_x__avx512(const float *x, int64_t ldx, int64_t rows, int64_t k,
+                                      void *xp);
+size_t wna16_dense_lanes_xp_bytes__avx512(int64_t k);
+void wna16_dense_lanes__avx512(const uint16_t *w, int64_t n, int64_t k, int64_t k_stride,
+                               const float *bias, int64_t m, const void *xp, float *y, int64_t ldy,
+                               void *ws);
+size_t wna16_dense_lanes_ws__avx512(int64_t n, int64_t k);
+
 /* NEON: the same two paths, 8-row x 12-output tiles with the outputs in
  * the lanes (one partial per pass, dense_neon.c), 16-row blocks; the row
  * kernel on 4-lane vectors. */

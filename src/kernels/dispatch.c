@@ -224,12 +224,22 @@ static void fill_x86(wna16_kernel_table t) {
     t.dense_tile_min_m = WNA16_DENSE_TILE_MIN_M_AVX512;
     t.dense_rows = wna16_dense_rows__avx512;
     t.dense_rows_max_m = 6;
-    /* from 32 rows AVX2's tiles: their weights widened once into a packed
-     * copy pay off over many rows (Xeon guest, 2 threads, N 4096: K 2048
-     * M=32 3.7-3.8 against 3.9-4.1 ms, M=128 12.3-12.9 against 14.5-16.0;
-     * the AVX-512 tiles win at 16 rows: 2.05-2.17 against 2.21-2.31 ms) */
-    t.dense_big = &tables[WNA16_ISA_AVX2];
-    t.dense_big_min_m = 32;
+    /* from 24 rows the tiles with the outputs in the lanes, whose weights
+     * widened and transposed once per call pay off over enough rows (Xeon
+     * guest, 2 threads, lm_head K 2048 x N 151936: m = 16 70 against 63-65
+     * ms, 24 85 against 87-92, 32 99-104 against 117 (and AVX2's tiles, the
+     * big ones before: 137-140), 64 166-169 against 242-245; N 4096, m =
+     * 128: 7.6 against 11.4-11.6 ms) */
+    static wna16_kernel_table lanes;
+    lanes = (wna16_kernel_table){.isa = WNA16_ISA_AVX512,
+                                 .dense_tiles = wna16_dense_lanes__avx512,
+                                 .dense_tiles_ws = wna16_dense_lanes_ws__avx512,
+                                 .dense_pack_x = wna16_dense_lanes_pack_x__avx512,
+                                 .dense_xp_bytes = wna16_dense_lanes_xp_bytes__avx512,
+                                 .dense_tile_rows = 16,
+                                 .dense_tile_outputs = 48};
+    t.dense_big = &lanes;
+    t.dense_big_min_m = 24;
     t.dense_pack_xq = wna16_dense_pack_xq__avx512;
     t.dense_xq_bytes = wna16_dense_xq_bytes__avx512;
     t.attn_group = wna16_attn_group__avx512;

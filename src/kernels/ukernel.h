@@ -247,6 +247,7 @@ typedef struct wna16_kernel_table {
     int64_t dense_big_min_m;
     wna16_dense_xp_bytes_fn dense_xp_bytes;
     int64_t dense_tile_rows, dense_tile_min_m;
+    int64_t dense_tile_outputs; /* a chunk of outputs is a multiple of this (0: 12) */
     /* the dense linear for m <= dense_rows_max_m (NULL: the dot) */
     wna16_dense_rows_fn dense_rows;
     int64_t dense_rows_max_m;
