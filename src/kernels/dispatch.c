@@ -352,6 +352,14 @@ static void apply_vnni(void) {
             t->gemv_i16[WNA16_WFMT_Q4] = wna16_gemv_q4_i16_4x16__avxvnni;
             t->gemv_i16[WNA16_WFMT_Q8] = wna16_gemv_q8_i16_4x16__avxvnni;
         }
+        /* With VNNI the streaming kernel, 4-row tiles over a block while it
+         * is in L1, beats dequantizing a panel up to ~20 rows (Xeon guest, 2
+         * threads, int4 g128, K 2048: N 5120 m = 8 701 -> 445-453 us, 16 963
+         * -> 788-836, 20 1147 -> 1002; N 1536 m = 5 205 -> 127; at 24 even,
+         * at 32 the panel wins; the avx2 level 1.5-2x at m = 5-16). Without
+         * VNNI the panel keeps m > 4 (not measured on such cores here). */
+        if (has_avx_vnni || (has_avx512_vnni && wna16_isa_le(WNA16_ISA_AVX512, (wna16_isa)i)))
+            t->gemv_i16_max_m = 20;
         if (has_avx512_vnni && wna16_isa_le(WNA16_ISA_AVX512, (wna16_isa)i)) {
             t->gemv2_i16[WNA16_WFMT_Q4] = wna16_gemv_q4_i16_4x32__avx512vnni;
             t->gemv2_i16[WNA16_WFMT_Q8] = wna16_gemv_q8_i16_4x32__avx512vnni;
