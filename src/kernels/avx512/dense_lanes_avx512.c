@@ -39,18 +39,18 @@ size_t wna16_dense_lanes_ws__avx512(int64_t n, int64_t k) {
 
 size_t wna16_dense_lanes_xp_bytes__avx512(int64_t k) { return wna16_dense_tile_xp_bytes(&geom, k); }
 
-/* 32 bf16 from p (zero past len; len <= 0: all zero) widened to fp32:
- * elements 0-15 into lo, 16-31 into hi. One 64-byte load per row: the
- * rows of a block are k_stride apart, often 4 KiB, where 16 of them share
- * an L1 set and a line read twice would be gone before its second use. */
-INLINE void w32(const uint16_t *p, int64_t len, __m512 *lo, __m512 *hi) {
-    __mmask32 mask = len >= 32 ? (__mmask32)0xffffffffu
+/* 32 bf16 from p, zero past len (len <= 0: all zero). */
+INLINE __m512i raw32(const uint16_t *p, int64_t len) {
+    __mmask32 mask = len >= 32  ? (__mmask32)0xffffffffu
                      : len <= 0 ? 0
                                 : (__mmask32)((1u << len) - 1u);
-    __m512i v = _mm512_maskz_loadu_epi16(mask, p);
-    *lo = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm512_castsi512_si256(v)), 16));
-    *hi = _mm512_castsi512_ps(
-        _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm512_extracti64x4_epi64(v, 1)), 16));
+    return _mm512_maskz_loadu_epi16(mask, p);
+}
+
+/* 16 bf16 at p widened to fp32. */
+INLINE __m512 widen16(const uint16_t *p) {
+    return _mm512_castsi512_ps(
+        _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_load_si256((const __m256i *)p)), 16));
 }
 
 /* r[i] = row i's 16 elements -> r[d] = the 16 rows' element d. */
@@ -82,27 +82,28 @@ INLINE void transpose16(__m512 r[16]) {
 }
 
 /* The chunk's weights, widened, as [p][group][s][TILE_N], zero past n and
- * k: 16 outputs x 32 elements at a time. */
+ * k: 16 outputs x 32 elements at a time, copied first into a contiguous
+ * 1 KiB (one 64-byte load per row: rows k_stride apart, often 4 KiB, share
+ * an L1 set, where a line read twice would be gone before its second use;
+ * and 16 rows of 32 widened at once would not fit the registers). */
 static void pack_w(const uint16_t *w, int64_t n, int64_t k, int64_t k_stride, const tile_ws *t) {
     int64_t pass = t->groups * t->steps * TILE_N; /* floats per p */
+    _Alignas(64) uint16_t raw[16][32];
     for (int64_t o0 = 0; o0 < t->groups * TILE_N; o0 += 16) {
         float *dst = t->wp + ((o0 / TILE_N) * t->steps * TILE_N + o0 % TILE_N);
         for (int64_t s = 0; s < t->steps; s++)
             for (int h = 0; h < 2; h++) {
                 int64_t c = 64 * s + 32 * h;
-                __m512 lo[16], hi[16];
-                for (int r = 0; r < 16; r++) {
-                    if (o0 + r < n) {
-                        w32(w + (o0 + r) * k_stride + c, k - c, &lo[r], &hi[r]);
-                    } else {
-                        lo[r] = hi[r] = _mm512_setzero_ps();
-                    }
-                }
-                transpose16(lo);
-                transpose16(hi);
-                for (int d = 0; d < 16; d++) {
-                    _mm512_store_ps(dst + (32 * h + d) * pass + s * TILE_N, lo[d]);
-                    _mm512_store_ps(dst + (32 * h + 16 + d) * pass + s * TILE_N, hi[d]);
+                for (int r = 0; r < 16; r++)
+                    _mm512_store_si512((void *)raw[r],
+                                       o0 + r < n ? raw32(w + (o0 + r) * k_stride + c, k - c)
+                                                  : _mm512_setzero_si512());
+                for (int q = 0; q < 2; q++) {
+                    __m512 v[16];
+                    for (int r = 0; r < 16; r++) v[r] = widen16(raw[r] + 16 * q);
+                    transpose16(v);
+                    for (int d = 0; d < 16; d++)
+                        _mm512_store_ps(dst + (32 * h + 16 * q + d) * pass + s * TILE_N, v[d]);
                 }
             }
     }
@@ -175,10 +176,10 @@ static void block_fold(const tile_ws *t, int64_t rows, int64_t n, const float *b
             const float *P = t->acc + (tl * t->groups + g) * 64 * PAIRS + i * TILE_N + j;
             __m512 l[16];
             for (int e = 0; e < 16; e++)
-                l[e] = _mm512_add_ps(
-                    _mm512_add_ps(_mm512_load_ps(P + e * PAIRS), _mm512_load_ps(P + (16 + e) * PAIRS)),
-                    _mm512_add_ps(_mm512_load_ps(P + (32 + e) * PAIRS),
-                                  _mm512_load_ps(P + (48 + e) * PAIRS)));
+                l[e] = _mm512_add_ps(_mm512_add_ps(_mm512_load_ps(P + e * PAIRS),
+                                                   _mm512_load_ps(P + (16 + e) * PAIRS)),
+                                     _mm512_add_ps(_mm512_load_ps(P + (32 + e) * PAIRS),
+                                                   _mm512_load_ps(P + (48 + e) * PAIRS)));
             for (int width = 8; width >= 1; width /= 2)
                 for (int e = 0; e < width; e++) l[e] = _mm512_add_ps(l[e], l[e + width]);
             __m512 b = bias ? _mm512_maskz_loadu_ps(mask, bias + o) : _mm512_setzero_ps();
