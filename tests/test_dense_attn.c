@@ -282,6 +282,116 @@ static void test_dense_tiles(void) {
     wna16_free(w), wna16_free(x), wna16_free(bias), wna16_free(y0), wna16_free(y1);
 }
 
+/* |y - (Σ w·x + bias)| for one (row, output), over the fp32 rounding scale
+ * of the terms: (k + 2) · 2^-24 · (Σ |w·x| + |bias|), in double. */
+static double amx_error(const uint16_t *w, int64_t k, const float *x, float bias, float y) {
+    double exact = bias, scale = fabs((double)bias);
+    for (int64_t e = 0; e < k; e++) {
+        double p = (double)wna16_bf16_to_f32(w[e]) * x[e];
+        exact += p, scale += fabs(p);
+    }
+    double err = fabs((double)y - exact);
+    return err == 0.0 ? 0.0 : err / ((double)(k + 2) * 0x1.0p-24 * scale);
+}
+
+/* The AMX tiles (the avx512bf16 table's dense_big where the CPU has AMX):
+ * every (row, output) within fp32 rounding of the exact sum, around the
+ * 16-row, 16- and 32-output and 32-k tails, strided, with bias or none;
+ * y untouched elsewhere; an output's bits the same whatever rows share the
+ * call and however the outputs are chunked; dense_gemm takes them from
+ * WNA16_DENSE_AMX_MIN_M rows at the level with the same bits on 1 and 2
+ * threads, and the reference's bits with AMX off. */
+static void test_dense_amx(void) {
+    if (!wna16_amx_set(1)) {
+        printf("dense amx: skipped (no AMX-BF16, or the kernel withholds the tile state)\n");
+        return;
+    }
+    const wna16_kernel_table *kt = wna16_kernels_at(WNA16_ISA_AVX512BF16);
+    if (!kt->dense_big || kt->dense_big->dense_tiles != wna16_dense_tiles__amx) {
+        printf("dense amx: skipped (level %s active)\n", wna16_isa_name(wna16_isa_active()));
+        wna16_amx_set(-1);
+        return;
+    }
+    kt = kt->dense_big;
+    static const int64_t ms[] = {1, 2, 15, 16, 17, 33};
+    static const int64_t ns[] = {1, 15, 16, 17, 31, 32, 33, 100};
+    static const int64_t ks[] = {1, 31, 32, 33, 100, 2048, 2049};
+    enum { MMAX = 33, NMAX = 100, KMAX = 2049, LDX = KMAX + 3, KS = KMAX + 5, LDY = NMAX + 5 };
+    uint16_t *w = wna16_malloc(sizeof *w * NMAX * KS);
+    float *x = wna16_malloc(sizeof *x * MMAX * LDX), *bias = wna16_malloc(sizeof *bias * NMAX);
+    float *y0 = wna16_malloc(sizeof *y0 * (MMAX + 1) * LDY),
+          *y1 = wna16_malloc(sizeof *y1 * (MMAX + 1) * LDY);
+    void *ws = wna16_malloc(kt->dense_tiles_ws(NMAX, KMAX));
+    void *xheap = wna16_malloc(kt->dense_xp_bytes(KMAX) * 3 + 64);
+    char *xp = (char *)(((uintptr_t)xheap + 63) & ~(uintptr_t)63);
+    /* magnitudes over 2^±20 so the three parts of x all matter */
+    for (int64_t i = 0; i < NMAX * KS; i++)
+        w[i] = wna16_f32_to_bf16(ldexpf(frand(), (int)(next_u64() % 9) - 4));
+    for (int64_t i = 0; i < MMAX * LDX; i++) x[i] = ldexpf(frand(), (int)(next_u64() % 41) - 20);
+    for (int64_t i = 0; i < LDX; i++) x[2 * LDX + i] = 0.0f;
+    for (int64_t i = 0; i < NMAX; i++) bias[i] = frand();
+    double worst = 0.0;
+    int cases = 0;
+    for (size_t a = 0; a < sizeof ks / sizeof *ks; a++)
+        for (size_t b = 0; b < sizeof ns / sizeof *ns; b++)
+            for (size_t c = 0; c < sizeof ms / sizeof *ms; c++) {
+                int64_t k = ks[a], n = ns[b], m = ms[c];
+                const float *bi = (a + b + c) % 2 ? bias : NULL;
+                memset(y0, 0xff, sizeof *y0 * (MMAX + 1) * LDY);
+                tiles_direct(kt, w, n, k, KS, bi, m, x, LDX, y0, LDY, xp, ws);
+                CHECK(untouched(y0, m, n, LDY));
+                for (int64_t i = 0; i < m; i++)
+                    for (int64_t o = 0; o < n; o++) {
+                        double e = amx_error(w + o * KS, k, x + i * LDX, bi ? bi[o] : 0.0f,
+                                             y0[i * LDY + o]);
+                        if (e > worst) worst = e;
+                    }
+                /* the last row alone, its outputs from the second one on */
+                if (m > 1 && n > 1) {
+                    int64_t r = m - 1;
+                    tiles_direct(kt, w + KS, n - 1, k, KS, bi ? bi + 1 : NULL, 1, x + r * LDX, LDX,
+                                 y1, LDY, xp, ws);
+                    CHECK_MSG(!memcmp(y0 + r * LDY + 1, y1, sizeof *y1 * (size_t)(n - 1)),
+                              "amx row alone m=%lld n=%lld k=%lld", (long long)m, (long long)n,
+                              (long long)k);
+                }
+                cases++;
+            }
+    CHECK_MSG(worst <= 1.0, "amx error %.3g of the fp32 rounding scale", worst);
+    printf("dense amx: %d cases, worst error %.3f of (k + 2) 2^-24 sum|w x|\n", cases, worst);
+    /* through dense_gemm at the level: the tiles' bits on 1 and 2 threads, the
+     * reference's with AMX off */
+    enum { N = 300, K = 777, M = 37 };
+    wna16_isa_set_cap(WNA16_ISA_AVX512BF16);
+    float *ya = wna16_malloc(sizeof *ya * M * N), *yb = wna16_malloc(sizeof *yb * M * N);
+    uint16_t *wg = wna16_malloc(sizeof *wg * N * K);
+    float *xg = wna16_malloc(sizeof *xg * M * K);
+    for (int64_t i = 0; i < N * K; i++) wg[i] = wna16_f32_to_bf16(frand());
+    for (int64_t i = 0; i < M * K; i++) xg[i] = frand();
+    void *xh = wna16_malloc(kt->dense_xp_bytes(K) * 3 + 64);
+    char *xpg = (char *)(((uintptr_t)xh + 63) & ~(uintptr_t)63);
+    void *wsg = wna16_malloc(kt->dense_tiles_ws(N, K));
+    tiles_direct(kt, wg, N, K, K, bias, M, xg, K, ya, N, xpg, wsg);
+    for (int threads = 1; threads <= 2; threads++) {
+        memset(yb, 0, sizeof *yb * M * N);
+        wna16_dense_gemm(wg, N, K, K, bias, M, xg, K, yb, N, threads);
+        CHECK_MSG(!memcmp(ya, yb, sizeof *ya * M * N), "amx dense gemm, %d threads", threads);
+        memset(yb, 0, sizeof *yb * N * WNA16_DENSE_AMX_MIN_M);
+        wna16_dense_gemm(wg, N, K, K, bias, WNA16_DENSE_AMX_MIN_M, xg + 4 * K, K, yb, N, threads);
+        CHECK_MSG(!memcmp(ya + 4 * N, yb, sizeof *ya * N * WNA16_DENSE_AMX_MIN_M),
+                  "amx dense gemm from %d rows", WNA16_DENSE_AMX_MIN_M);
+    }
+    CHECK(!wna16_amx_set(0));
+    dense_ref(wg, N, K, K, bias, M, xg, K, ya, N);
+    wna16_dense_gemm(wg, N, K, K, bias, M, xg, K, yb, N, 2);
+    CHECK_MSG(!memcmp(ya, yb, sizeof *ya * M * N), "dense gemm with AMX off: the reference");
+    wna16_amx_set(-1);
+    wna16_isa_set_cap(WNA16_ISA_COUNT);
+    wna16_free(ya), wna16_free(yb), wna16_free(wg), wna16_free(xg), wna16_free(xh), wna16_free(wsg);
+    wna16_free(w), wna16_free(x), wna16_free(bias), wna16_free(y0), wna16_free(y1), wna16_free(ws),
+        wna16_free(xheap);
+}
+
 /* The dense linear of a prefill-sized m (tiles at the default threshold)
  * on 1 and 2 threads and every level: the reference level's bits, and the
  * same bits for each row whatever rows share the call (batch invariance:
@@ -677,12 +787,17 @@ int main(void) {
     printf("detected %s, active %s\n", wna16_isa_name(wna16_isa_detected()),
            wna16_isa_name(wna16_isa_active()));
     test_dispatch();
+    /* the reference's bits at every level: the AMX tiles (another order)
+     * have their own test */
+    wna16_amx_set(0);
     test_dense_leaves();
     test_dense_gemm();
     test_dense_tiles();
     test_dense_gemm_prefill();
     test_dense_rounds();
     test_dense_ctx_tuning();
+    wna16_amx_set(-1);
+    test_dense_amx();
     test_to_bf16();
     test_attention();
     test_attention_threads();

@@ -49,9 +49,10 @@ double cli_compute_peak(int threads, const char **kind);
  * cores, those of several hosts add theirs. */
 void cli_machine_limits(wna16_comm *comm, int threads, size_t bw_bytes, double *bw, double *peak,
                         const char **kind);
-/* The fp32 FMA peak (the dense bf16 linears': lm_head), as cli_machine_limits
- * measures (every rank at once under MPI, summed). */
-double cli_fma_peak(wna16_comm *comm, int threads);
+/* The dense bf16 linears' peak (lm_head: kernels/machine_limits.h
+ * wna16_measure_dense_peak), as cli_machine_limits measures (every rank at
+ * once under MPI, summed). */
+double cli_dense_peak(wna16_comm *comm, int threads);
 /* The buffer a read-bandwidth probe needs to miss the last-level cache:
  * twice its size, within [256 MiB, 1 GiB]. */
 size_t cli_probe_bytes(void);

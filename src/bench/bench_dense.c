@@ -1,6 +1,7 @@
 /* `wna16 bench dense`: the dense bf16-weight linear (kernels/dense.h) that
  * serves lm_head, routers and every linear of a bf16 model, as GFLOP/s and
- * the fraction of the in-run fp32 FMA peak (prefill is compute-bound) and
+ * the fraction of the in-run peak of its arithmetic (prefill is
+ * compute-bound; the AMX tiles' or the fp32 FMA's) and
  * the weight read rate against read bandwidth (decode is memory-bound). */
 #include <math.h>
 #include <stdio.h>
@@ -21,8 +22,10 @@ static void dense_help(FILE *f) {
             "usage: wna16 bench dense [--m LIST] [--n LIST] [--k LIST] [--threads T]\n"
             "                         [--isa NAME] [--tile-min-m M] [--min-time S] [--repeat R]\n"
             "                         [--json]\n\n"
-            "Measures read bandwidth and the fp32 FMA peak on T threads, then times the dense\n"
-            "bf16-weight linear y = x·Wᵀ (fp32 x and y, bf16 W [N][K]) for each M x (K, N),\n"
+            "Measures read bandwidth and the compute peak on T threads (%%peak: the AMX tile\n"
+            "products' over 3 where the dense linear runs on them, x being split into three\n"
+            "bf16 parts; else the fp32 FMA's), then times the dense bf16-weight linear\n"
+            "y = x·Wᵀ (fp32 x and y, bf16 W [N][K]) for each M x (K, N),\n"
             "rotating enough copies of W to exceed the last-level cache (cold weights).\n"
             "Default M 1,8,32,128,512 and (K,N) (2048,2048), (4096,4096); --n/--k lists form\n"
             "a cross product. --tile-min-m M sends M rows and more to the level's tiled\n"
@@ -121,12 +124,14 @@ int wna16_bench_dense(int argc, char **argv) {
     dense_case *res = calloc((size_t)n_res, sizeof *res);
     if (!res) return 1;
     for (int i = 0; i < n_res; i++) res[i].t_best = res[i].cpu_best = INFINITY;
-    double read_gbs = 0, fma = 0;
+    double read_gbs = 0, fma = 0, peak = 0;
+    const char *peak_kind = NULL;
     int rc = 0;
     for (long rep = 0; rep < repeat && !rc; rep++) {
         if (!json) fprintf(stderr, "measuring machine limits on %ld threads...\n", threads);
         read_gbs = fmax(read_gbs, wna16_measure_read_bw((int)threads, (size_t)1 << 30, 6));
         fma = fmax(fma, wna16_measure_fma_peak((int)threads));
+        peak = fmax(peak, wna16_measure_dense_peak((int)threads, &peak_kind));
         for (int s = 0; s < n_shapes && !rc; s++) {
             long K = shapes[s][0], N = shapes[s][1];
             size_t wbytes = (size_t)N * (size_t)K * 2;
@@ -169,14 +174,17 @@ int wna16_bench_dense(int argc, char **argv) {
     if (json)
         printf("{\"machine\": {\"threads\": %ld, \"isa\": \"%s\", \"llc_bytes\": %zu, "
                "\"llc_source\": \"%s\", \"read_gbs\": %.9g, \"fma_gflops\": %.9g, "
-               "\"tile_min_m\": %lld},\n \"results\": [",
+               "\"peak\": %s%s%s, \"peak_gflops\": %.9g, \"tile_min_m\": %lld},\n \"results\": [",
                threads, wna16_isa_name(wna16_isa_active()), llc, llc_source, read_gbs, fma,
+               peak_kind ? "\"" : "", peak_kind ? peak_kind : "null", peak_kind ? "\"" : "", peak,
                (long long)wna16_dense_tile_min_m(&tu));
     else {
         printf("machine: %ld threads, isa %s, LLC %zu MiB (%s), tiles from M = %lld\n", threads,
                wna16_isa_name(wna16_isa_active()), llc >> 20, llc_source,
                (long long)wna16_dense_tile_min_m(&tu));
-        printf("limits:  read %.1f GB/s, fp32 FMA peak %.1f GFLOP/s%s\n\n", read_gbs, fma,
+        printf("limits:  read %.1f GB/s, fp32 FMA peak %.1f GFLOP/s, %%peak of %s %.1f "
+               "GFLOP/s%s\n\n",
+               read_gbs, fma, peak_kind ? peak_kind : "none", peak,
                repeat > 1 ? " (best of the repeats)" : "");
         printf("cpu:     GFLOP/s and %%peak by the best call's process CPU time / threads (the\n"
                "         rate while running; equal to the wall-time rate on an idle host)\n\n");
@@ -190,9 +198,9 @@ int wna16_bench_dense(int argc, char **argv) {
         double cgf = 2.0 * (double)g->m * (double)g->n * (double)g->k / g->cpu_best * 1e-9;
         char what[80];
         snprintf(what, sizeof what, "bench dense M=%ld K=%ld N=%ld", g->m, g->k, g->n);
-        double fpk = fma > 0 ? cli_frac(gf / fma, what) : 0;
+        double fpk = peak > 0 ? cli_frac(gf / peak, what) : 0;
         double fbw = read_gbs > 0 ? cli_frac(wgbs / read_gbs, what) : 0;
-        double fcpu = fma > 0 ? cli_frac(cgf / fma, what) : 0;
+        double fcpu = peak > 0 ? cli_frac(cgf / peak, what) : 0;
         if (json)
             printf("%s\n  {\"m\": %ld, \"k\": %ld, \"n\": %ld, \"best_us\": %.9g, \"gflops\": "
                    "%.9g, \"frac_peak\": %.9g, \"weight_gbs\": %.9g, \"frac_bw\": %.9g, "

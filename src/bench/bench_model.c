@@ -164,9 +164,10 @@ void cli_machine_limits(wna16_comm *comm, int threads, size_t bw_bytes, double *
     free(all);
 }
 
-double cli_fma_peak(wna16_comm *comm, int threads) {
+double cli_dense_peak(wna16_comm *comm, int threads) {
     if (comm) wna16_comm_barrier(NULL, comm);
-    double v = wna16_measure_fma_peak(threads);
+    const char *kind;
+    double v = wna16_measure_dense_peak(threads, &kind);
     if (!comm) return v;
     int n = wna16_comm_size(comm);
     double *all = calloc((size_t)n, sizeof *all), sum = 0;

@@ -29,7 +29,8 @@ static void step_help(FILE *f) {
             "the compute peak), the expected distinct experts of B random top-k routings, the\n"
             "bandwidth sampled around every 4-step window (the fraction is roofline time /\n"
             "step time, as `bench serve` reports from the server's /metrics; the compute\n"
-            "peaks are the quantized linears' and, for lm_head, the fp32 FMA's; fractions are\n"
+            "peaks are the quantized linears' and, for lm_head, the dense linear's: the AMX tile\n"
+            "products' over 3 where it runs on them, else the fp32 FMA's; fractions are\n"
             "at most 1). --breakdown adds ms per step by forward phase (norms, q|k|v, RoPE and\n"
             "cache, attention, o_proj, MLP/MoE, lm_head, other; host: the step's time outside\n"
             "them), each beside its own roofline: max(its bytes / bandwidth, its FLOPs / its\n"
@@ -109,7 +110,7 @@ typedef struct step_result {
 
 /* The machine's limits for the per-phase floors. */
 typedef struct step_limits {
-    double peak, fma;
+    double peak, fma, dense; /* the quantized linears', attention's, lm_head's */
 } step_limits;
 
 /* One phase of a B-row step, context ctx per sequence: its floor,
@@ -118,7 +119,7 @@ typedef struct step_limits {
 static double phase_floor(const wna16_model *m, const cli_model_costs *c, wna16_phase ph, long B,
                           double ctx, double bw, const step_limits *l) {
     double bytes = c->phase_bytes[ph], flops = 2 * c->phase_params[ph] * (double)B;
-    double peak = ph == WNA16_PHASE_LM_HEAD ? l->fma : l->peak;
+    double peak = ph == WNA16_PHASE_LM_HEAD ? l->dense : l->peak;
     const wna16_model_config *g = &m->cfg;
     if (ph == WNA16_PHASE_ATTENTION) {
         /* every row reads its sequence's K and V (bf16) and does 2 dots per
@@ -300,25 +301,29 @@ int wna16_bench_step(int argc, char **argv) {
         wna16_ctx_free(ctx);
         return rc;
     }
-    const char *kind = NULL;
+    const char *kind = NULL, *dense_kind = NULL;
     double bw = wna16_measure_read_bw(m->threads, (size_t)1 << 30, 3);
     step_limits lim = {.peak = cli_compute_peak(m->threads, &kind),
-                       .fma = wna16_measure_fma_peak(m->threads)};
+                       .fma = wna16_measure_fma_peak(m->threads),
+                       .dense = wna16_measure_dense_peak(m->threads, &dense_kind)};
     double peak = lim.peak;
-    srv_roofline roof = roofline_of(m, peak, lim.fma);
+    srv_roofline roof = roofline_of(m, peak, lim.dense);
     if (a.json)
         printf("{\"model\": \"%s\", \"isa\": \"%s\", \"threads\": %d, \"read_bw_gbs\": %.9g, "
                "\"compute_peak\": "
                "%s%s%s, \"compute_peak_gflops\": %.9g, \"fma_peak_gflops\": %.9g, "
+               "\"dense_peak\": %s%s%s, \"dense_peak_gflops\": %.9g, "
                "\"context\": %ld, \"steps\": %ld, \"results\": [",
                a.dir, wna16_isa_name(wna16_isa_active()), m->threads, bw, kind ? "\"" : "",
-               kind ? kind : "null", kind ? "\"" : "", peak, lim.fma, a.context, a.steps);
+               kind ? kind : "null", kind ? "\"" : "", peak, lim.fma, dense_kind ? "\"" : "",
+               dense_kind ? dense_kind : "null", dense_kind ? "\"" : "", lim.dense, a.context,
+               a.steps);
     else
         printf("machine: %d threads, isa %s, read bandwidth %.2f GB/s, %s peak %.1f GFLOP/s, "
-               "fp32 FMA peak %.1f GFLOP/s (lm_head, attention)\n"
+               "fp32 FMA peak %.1f GFLOP/s (attention), %s peak %.1f GFLOP/s (lm_head)\n"
                "model:   %s; each sequence %ld prompt tokens, then %ld steps\n",
                m->threads, wna16_isa_name(wna16_isa_active()), bw, kind ? kind : "no compute", peak,
-               lim.fma, a.dir, a.context, a.steps);
+               lim.fma, dense_kind ? dense_kind : "no dense", lim.dense, a.dir, a.context, a.steps);
     for (int i = 0; s == WNA16_OK && i < a.n_batch; i++) {
         step_result r;
         s = run_batch(ctx, m, &a, a.batch[i], roof, &lim, &r);

@@ -230,7 +230,7 @@ static bool wait_for_signal(srv_engine *e, char *why, size_t n) {
  * forward runs on; under MPI by every rank at once, summed. The engine
  * raises them to any decode step's faster rate (srv_roofline_track). */
 typedef struct serve_limits {
-    double read_gbs, peak_gflops, fma_gflops;
+    double read_gbs, peak_gflops, dense_gflops;
     const char *kind;
 } serve_limits;
 
@@ -238,7 +238,7 @@ static serve_limits measure_limits(wna16_comm *comm, const wna16_model *m) {
     serve_limits l = {0};
     cli_machine_limits(comm, wna16_model_threads(m), cli_probe_bytes(), &l.read_gbs,
                        &l.peak_gflops, &l.kind);
-    l.fma_gflops = cli_fma_peak(comm, wna16_model_threads(m));
+    l.dense_gflops = cli_dense_peak(comm, wna16_model_threads(m));
     return l;
 }
 
@@ -251,7 +251,7 @@ static srv_roofline roofline(const wna16_model *m, const serve_limits *l) {
     srv_roofline r = {
         .read_gbs = l->read_gbs,
         .peak_gflops = l->peak_gflops,
-        .logit_peak_gflops = l->fma_gflops,
+        .logit_peak_gflops = l->dense_gflops,
         .dense_bytes = c.dense_bytes,
         .expert_bytes = c.expert_bytes,
         .n_experts = (double)c.n_experts,

@@ -100,6 +100,19 @@ void wna16_dense_lanes__avx512(const uint16_t *w, int64_t n, int64_t k, int64_t 
                                void *ws);
 size_t wna16_dense_lanes_ws__avx512(int64_t n, int64_t k);
 
+/* AMX (amx/dense_amx.c): tdpbf16ps on the weights in place and x split
+ * exactly into three bf16 parts, 16-row blocks, 32-output groups. Not the
+ * reference's order: the fp32 sum of the exact products in the hardware's
+ * order (within fp32 rounding of Σ|w·x|), an output's bits a function of
+ * its weight row and x row only. The calling thread must hold the tile
+ * state (dispatch.c asks the kernel for it before putting these in a table). */
+void wna16_dense_pack_x__amx(const float *x, int64_t ldx, int64_t rows, int64_t k, void *xp);
+size_t wna16_dense_xp_bytes__amx(int64_t k);
+void wna16_dense_tiles__amx(const uint16_t *w, int64_t n, int64_t k, int64_t k_stride,
+                            const float *bias, int64_t m, const void *xp, float *y, int64_t ldy,
+                            void *ws);
+size_t wna16_dense_tiles_ws__amx(int64_t n, int64_t k);
+
 /* NEON: the same two paths, 8-row x 12-output tiles with the outputs in
  * the lanes (one partial per pass, dense_neon.c), 16-row blocks; the row
  * kernel on 4-lane vectors. */

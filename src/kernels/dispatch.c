@@ -11,6 +11,11 @@
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
 #define WNA16_X86 1
+#if defined(WNA16_HAVE_AMX) && defined(__linux__)
+#include <sys/syscall.h>
+#include <unistd.h>
+#define WNA16_AMX_LEAVES 1
+#endif
 #elif defined(__aarch64__)
 #include <sys/auxv.h>
 #define WNA16_AARCH64 1
@@ -129,6 +134,9 @@ static wna16_kernel_table no_dot[WNA16_ISA_COUNT];
 static bool bf16_dot_default = true, bf16_dot_on = true;
 /* VNNI: which the CPU has, and whether the int16 leaves use it */
 static bool has_avx_vnni, has_avx512_vnni, vnni_on;
+/* AMX: whether the CPU has it and the kernel gave this process the tile
+ * state, and whether the dense linear uses it */
+static bool has_amx, amx_on;
 static wna16_isa detected = WNA16_ISA_REF;
 /* The level the kernels run at. wna16_isa_set_cap may change it while
  * other threads read it: an atomic int, relaxed (it guards no other data;
@@ -370,10 +378,33 @@ static void apply_vnni(void) {
 #endif
 }
 
+/* The AMX dense tiles into the avx512bf16 table, from WNA16_DENSE_AMX_MIN_M
+ * rows (the lm_head and routers of batched steps and prefill; fewer rows
+ * keep the row kernel, at the memory's speed already), in place of both
+ * vector tiles. */
+static void apply_amx(void) {
+#ifdef WNA16_AMX_LEAVES
+    static wna16_kernel_table amx;
+    amx = (wna16_kernel_table){.isa = WNA16_ISA_AVX512BF16,
+                               .dense_tiles = wna16_dense_tiles__amx,
+                               .dense_tiles_ws = wna16_dense_tiles_ws__amx,
+                               .dense_pack_x = wna16_dense_pack_x__amx,
+                               .dense_xp_bytes = wna16_dense_xp_bytes__amx,
+                               .dense_tile_rows = 16,
+                               .dense_tile_outputs = 32};
+    if (!amx_on) return;
+    wna16_kernel_table *t = &tables[WNA16_ISA_AVX512BF16];
+    t->dense_big = &amx;
+    t->dense_big_min_m = WNA16_DENSE_AMX_MIN_M;
+    if (t->dense_tile_min_m > WNA16_DENSE_AMX_MIN_M) t->dense_tile_min_m = WNA16_DENSE_AMX_MIN_M;
+#endif
+}
+
 /* The tables for the current switches. */
 static void build_tables(void) {
     fill_tables();
     apply_vnni();
+    apply_amx();
     fill_no_dot();
 }
 
@@ -387,12 +418,34 @@ static void detect_vnni(void) {
     vnni_on = has_avx_vnni || has_avx512_vnni;
 }
 
+/* AMX-TILE and AMX-BF16 (cpuid 7.0 edx bits 24, 22), the tile state in
+ * XCR0 (bits 17, 18), and Linux's permission to use it (arch_prctl
+ * ARCH_REQ_XCOMP_PERM for XFEATURE_XTILEDATA, process-wide; a kernel
+ * without it refuses and the dense linear keeps its vector tiles). */
+static void detect_amx(void) {
+#ifdef WNA16_AMX_LEAVES
+    unsigned a, b, c, d;
+    if (!__get_cpuid(1, &a, &b, &c, &d) || !(c & (1u << 27))) return; /* OSXSAVE */
+    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return;
+    if (!(d & (1u << 24)) || !(d & (1u << 22))) return;
+    if ((xgetbv0() & (3ull << 17)) != (3ull << 17)) return;
+    enum { ARCH_REQ_XCOMP_PERM = 0x1023, XFEATURE_XTILEDATA = 18 };
+    has_amx = syscall(SYS_arch_prctl, ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA) == 0;
+#endif
+    amx_on = has_amx;
+}
+
 static void init(void) {
     detect_vnni();
     const char *vn = getenv("WNA16_VNNI");
     if (vn && !strcmp(vn, "0")) vnni_on = false;
     else if (vn && *vn && strcmp(vn, "1"))
         wna16_log(NULL, WNA16_LOG_WARN, "WNA16_VNNI='%s' is not 0 or 1; ignored", vn);
+    detect_amx();
+    const char *amx = getenv("WNA16_AMX");
+    if (amx && !strcmp(amx, "0")) amx_on = false;
+    else if (amx && *amx && strcmp(amx, "1"))
+        wna16_log(NULL, WNA16_LOG_WARN, "WNA16_AMX='%s' is not 0 or 1; ignored", amx);
     build_tables();
     detected = detect();
     atomic_store_explicit(&active, detected, memory_order_relaxed);
@@ -454,6 +507,18 @@ bool wna16_vnni_set(int on) {
     vnni_on = have && (on < 0 || on != 0);
     build_tables();
     return vnni_on;
+}
+
+bool wna16_amx(void) {
+    pthread_once(&once, init);
+    return amx_on;
+}
+
+bool wna16_amx_set(int on) {
+    pthread_once(&once, init);
+    amx_on = has_amx && (on < 0 || on != 0);
+    build_tables();
+    return amx_on;
 }
 
 bool wna16_bf16_dot(void) {

@@ -87,6 +87,15 @@ bool wna16_bf16_dot_set(int on);
  * force (false without the instructions). Not thread-safe against gemms. */
 bool wna16_vnni(void);
 bool wna16_vnni_set(int on);
+/* Whether the dense linear takes the AMX tiles (kernels/dense.h) at the
+ * avx512bf16 level from WNA16_DENSE_AMX_MIN_M rows, where the CPU has
+ * AMX-BF16 and the kernel grants the tile state: fp32 sums of the exact
+ * products like the other paths, in another order, so the last bits differ
+ * from the vector tiles'. On by default where present; the WNA16_AMX
+ * environment variable (0 or 1) and wna16_amx_set (on < 0: the default)
+ * turn it off; returns the setting in force. Not thread-safe against gemms. */
+bool wna16_amx(void);
+bool wna16_amx_set(int on);
 /* dst[i] = wna16_f32_to_bf16(src[i]), i < n, on the active level's vectors
  * (same bits): activations rounded for the kernels, GEMM outputs. */
 void wna16_f32_to_bf16_n(const float *src, uint16_t *dst, size_t n);

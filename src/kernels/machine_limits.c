@@ -301,6 +301,20 @@ double wna16_measure_i16_peak(int n_threads) {
 }
 #endif
 
+double wna16_measure_dense_peak(int n_threads, const char **kind) {
+#ifdef WNA16_HAVE_AMX
+  const wna16_kernel_table *t = wna16_kernels();
+  if (wna16_amx() && t->dense_big &&
+      t->dense_big->dense_tiles == wna16_dense_tiles__amx) {
+    *kind = "amx_bf16";
+    return peak(n_threads, wna16_peak_amx_loop__amx, WNA16_PEAK_AMX_FLOPS / 3);
+  }
+#endif
+  double p = wna16_measure_fma_peak(n_threads);
+  *kind = p > 0 ? "fp32_fma" : NULL;
+  return p;
+}
+
 double wna16_measure_linear_peak(int n_threads, const char **kind) {
     const wna16_kernel_table *t = wna16_kernels();
     double p = 0;

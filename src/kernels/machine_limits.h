@@ -28,6 +28,13 @@ double wna16_measure_i16_peak(int n_threads);
  * FMA; *kind names it ("bf16", "int16", "fp32_fma"; NULL: none, 0). */
 double wna16_measure_linear_peak(int n_threads, const char **kind);
 
+/* The peak of the arithmetic the dense bf16 linear runs on from its tile
+ * threshold: with the AMX tiles in force (kernels/gemm.h wna16_amx), the
+ * tile products' rate over 3 (x is split into three bf16 parts, so three
+ * products per useful one; kind "amx_bf16"), else the fp32 FMA's
+ * ("fp32_fma"; NULL and 0: none). */
+double wna16_measure_dense_peak(int n_threads, const char **kind);
+
 /* Bytes of the last-level cache as the CPU reports it (sysfs, as lscpu;
  * else sysconf; else 32 MiB); *source ("sysfs", "sysconf", "assumed") when
  * not NULL. */

@@ -315,6 +315,16 @@ void wna16_gemm_bf16_12x32__avx512bf16(size_t, int64_t, int64_t, const uint32_t 
 #define WNA16_DENSE_TILE_MIN_M_AVX512 7
 #endif
 
+/* Rows from which the avx512bf16 dense linear takes the AMX tiles where
+ * it has them (wna16_amx); fewer take the row kernel. Xeon guest, 2
+ * threads, K 2048 x N 151936 (lm_head): rows 21.2 / 22.4 / 24.8 / 26.8 /
+ * 27.3 ms at m = 1 / 2 / 3 / 4 / 5, AMX 24.3 / 23.7 / 24.5 / 23.5-24.7 /
+ * 23.2-24.6; K 4096 x N 4096, m = 4: rows 1.78, AMX 1.30 ms; from 16 rows
+ * AMX 24-26 against the vector tiles' 68, at 32 30-35 against 105. */
+#ifndef WNA16_DENSE_AMX_MIN_M
+#define WNA16_DENSE_AMX_MIN_M 4
+#endif
+
 /* Rows from which the NEON dense linear takes its register tiles (fewer:
  * the row kernel, in two groups above 4 rows): one full 8-row tile (not
  * measured on Arm hardware). */
@@ -435,6 +445,9 @@ void wna16_gemm_bf16_8x32__neonbf16(size_t, int64_t, int64_t, const uint32_t *, 
 float wna16_peak_fma_loop__avx2(int64_t n_iter);
 float wna16_peak_fma_loop__avx512(int64_t n_iter);
 float wna16_peak_bf16_loop__avx512bf16(int64_t n_iter);
+/* 4 tile products of 16 x 16 x 32 bf16 per iteration (AMX builds only) */
+float wna16_peak_amx_loop__amx(int64_t n_iter);
+#define WNA16_PEAK_AMX_FLOPS (4.0 * 16 * 16 * 32 * 2)
 float wna16_peak_fma_loop__neon(int64_t n_iter);
 float wna16_peak_bf16_loop__neonbf16(int64_t n_iter);
 /* The int16 paths' multiply-add (vpmaddwd + vpaddd) at 256 and 512 bits. */
