@@ -618,6 +618,8 @@ static bool x_wide = false;
  * n_forced: its runs that the panel path took. */
 static int64_t case_decode_max_m = -1;
 static int n_forced;
+/* runs the AMX panel took */
+static int n_amx;
 
 /* One case: all ISA levels, 1 and 2 threads, and the range API, against the
  * double reference. */
@@ -699,6 +701,8 @@ static void run_case(int64_t m, int64_t n, int64_t k, int bits, int64_t gs, bool
                       wna16_isa_name((wna16_isa)lvl), (long long)m, bits, path ? path : "NULL");
             n_forced += panel;
         }
+        const char *taken = wna16_linear_path(pl, m, xt);
+        n_amx += taken && !strcmp(taken, "amx_panel");
         int bad = 0, bad_thr = 0;
         double worst = 0;
         const wna16_kernel_table *kt = wna16_kernels();
@@ -889,13 +893,19 @@ int main(int argc, char **argv) {
      * without VNNI where the CPU has it (wna16_vnni): every combination,
      * the machine's defaults first */
     bool has_dot = isa_max == WNA16_ISA_AVX512BF16 || isa_max == WNA16_ISA_NEONBF16;
-    bool dot0 = wna16_bf16_dot(), vnni0 = wna16_vnni();
+    bool dot0 = wna16_bf16_dot(), vnni0 = wna16_vnni(), amx0 = wna16_amx();
     for (int pass = 0; pass < 4; pass++) {
         bool dot = pass & 1 ? !dot0 : dot0, vnni = pass & 2 ? !vnni0 : vnni0;
         if ((pass & 1) && !has_dot) continue;
         if ((pass & 2) && wna16_vnni_set(!vnni0) != !vnni0) continue; /* no VNNI here */
         CHECK(wna16_bf16_dot_set(dot) == dot && wna16_vnni_set(vnni) == vnni);
-        if (pass) printf("bf16 dot %s, VNNI %s:\n", dot ? "on" : "off", vnni ? "on" : "off");
+        /* where the CPU has AMX, its panel replaces the level's own: those
+         * run with AMX off in the mixed passes */
+        bool amx = wna16_amx_set(pass == 0 || pass == 3 ? -1 : 0);
+        int amx_before = n_amx;
+        if (pass)
+            printf("bf16 dot %s, VNNI %s, AMX %s:\n", dot ? "on" : "off", vnni ? "on" : "off",
+                   amx ? "on" : "off");
         test_pack_paths();
         test_isa_and_clone();
         test_concat(1);
@@ -903,9 +913,11 @@ int main(int argc, char **argv) {
         test_ctx_tuning();
         test_errors();
         test_matrix(quick);
-        printf("%d cases, %d gemm runs per thread count over %d ISA levels\n", n_cases, n_runs,
-               n_levels());
+        printf("%d cases, %d gemm runs per thread count over %d ISA levels (%d on AMX)\n",
+               n_cases, n_runs, n_levels(), n_amx - amx_before);
+        CHECK(amx == (n_amx > amx_before) || (amx && isa_max != WNA16_ISA_AVX512BF16));
     }
+    CHECK(wna16_amx_set(-1) == amx0);
     CHECK(wna16_vnni_set(-1) == vnni0);
     CHECK(wna16_bf16_dot_set(-1) == dot0);
     TEST_MAIN_END();

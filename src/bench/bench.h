@@ -39,9 +39,10 @@ typedef struct cli_model_costs {
 } cli_model_costs;
 void cli_model_costs_get(const wna16_model *m, cli_model_costs *c);
 /* The compute peak (GFLOP/s) the quantized linears can reach with bf16
- * activations at the active level (wna16_measure_linear_peak: the bf16 dot,
- * the int16 multiply-add, or the fp32 FMA); *kind names it ("bf16",
- * "int16", "fp32_fma", or NULL when there is none). */
+ * activations at the active level (wna16_measure_linear_peak: the AMX tile
+ * products, the bf16 dot, the int16 multiply-add, or the fp32 FMA); *kind
+ * names it ("amx_bf16", "bf16", "int16", "fp32_fma", or NULL when there is
+ * none). */
 double cli_compute_peak(int threads, const char **kind);
 /* Read bandwidth (a bw_bytes buffer) and compute peak on `threads` threads;
  * under MPI every rank measures at once (call it on all of them) and the

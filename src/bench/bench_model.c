@@ -378,10 +378,11 @@ int wna16_bench_model(int argc, char **argv) {
         double prefill_frac =
             peak > 0 ? cli_frac(prefill_gflops / peak, "the prefill") : NAN; /* no peak: null */
         bool bf16_peak = peak_kind && !strcmp(peak_kind, "bf16");
-        const char *peak_name = !peak_kind                      ? "compute"
-                                : bf16_peak                     ? "bf16"
-                                : !strcmp(peak_kind, "int16") ? "int16 multiply-add"
-                                                                : "fp32 FMA";
+        const char *peak_name = !peak_kind                         ? "compute"
+                                : bf16_peak                        ? "bf16"
+                                : !strcmp(peak_kind, "int16")    ? "int16 multiply-add"
+                                : !strcmp(peak_kind, "amx_bf16") ? "AMX bf16 tile"
+                                                                   : "fp32 FMA";
         double decode_tok_s = (double)decode / decode_s;
         double decode_gbs = c.bytes_per_token * decode_tok_s / 1e9;
         /* the bandwidth the decode windows were held to (harmonic, token-weighted) */

@@ -378,10 +378,10 @@ static void apply_vnni(void) {
 #endif
 }
 
-/* The AMX dense tiles into the avx512bf16 table, from WNA16_DENSE_AMX_MIN_M
- * rows (the lm_head and routers of batched steps and prefill; fewer rows
- * keep the row kernel, at the memory's speed already), in place of both
- * vector tiles. */
+/* The AMX kernels into the avx512bf16 table: the dense tiles from
+ * WNA16_DENSE_AMX_MIN_M rows (the lm_head and routers of batched steps and
+ * prefill; fewer rows keep the row kernel, at the memory's speed already),
+ * in place of both vector tiles; and the quantized linear's panel regime. */
 static void apply_amx(void) {
 #ifdef WNA16_AMX_LEAVES
     static wna16_kernel_table amx;
@@ -397,6 +397,9 @@ static void apply_amx(void) {
     t->dense_big = &amx;
     t->dense_big_min_m = WNA16_DENSE_AMX_MIN_M;
     if (t->dense_tile_min_m > WNA16_DENSE_AMX_MIN_M) t->dense_tile_min_m = WNA16_DENSE_AMX_MIN_M;
+    t->gemm_amx = wna16_gemm_amx_32x32__amx;
+    t->amx_dequant[WNA16_WFMT_Q4] = wna16_dequant_q4_bf16_16__avx512bf16;
+    t->amx_dequant[WNA16_WFMT_Q8] = wna16_dequant_q8_bf16_16__avx512bf16;
 #endif
 }
 

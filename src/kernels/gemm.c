@@ -66,7 +66,8 @@ typedef enum path {
     PATH_BF16_SMALL,
     PATH_BF16_PREFILL,
     PATH_I16_GEMV,
-    PATH_I16_PANEL
+    PATH_I16_PANEL,
+    PATH_AMX_PANEL
 } path;
 
 typedef struct plan {
@@ -129,12 +130,38 @@ static void plan_i16(const wna16_packed_linear *pl, int64_t m, plan *p) {
     p->a_bytes = p->sum_off + side;
 }
 
+/* The AMX panel (bf16 activations, where the level has it) for the rows the
+ * other paths give a panel: above the streaming kernels' limit (the tuning's
+ * decode_max_m where it was packed under one). False: not this path. */
+static bool plan_amx(const wna16_packed_linear *pl, int64_t m, plan *p) {
+    const wna16_kernel_table *t = p->t;
+    int64_t gkp = pl->L.group_units * wna16_wfmts[pl->fmt].unit_kpairs;
+    if (!t->gemm_amx || !t->amx_dequant[pl->fmt] || gkp % 16) return false;
+    int64_t stream_max = pl->decode_max_m != WNA16_DECODE_MAX_M ? pl->decode_max_m
+                         : t->gemv_bf16[pl->fmt] ? (int64_t)t->gemv_bf16_mr
+                                                 : t->gemv_i16_max_m;
+    if (m <= stream_max) return false;
+    p->path = PATH_AMX_PANEL;
+    p->dequant = t->amx_dequant[pl->fmt];
+    p->mr = 32;
+    p->chunk_groups = PANEL_KPAIRS / gkp;
+    if (p->chunk_groups < 1) p->chunk_groups = 1;
+    if (p->chunk_groups > pl->n_groups) p->chunk_groups = pl->n_groups;
+    /* rows of kp bf16 (a tile reads 32 of them), whole tiles of zero rows */
+    p->lda = round_up(pl->kp, 32) + 32;
+    p->a_bytes = al64((size_t)(round_up(m, 32) * p->lda) * 2);
+    p->thread_bytes = al64((size_t)(p->chunk_groups * gkp) * 64 * 2) +
+                      al64((size_t)p->chunk_groups * 32 * 4) + al64((size_t)m * 32 * 4) + 4096;
+    return true;
+}
+
 static plan make_plan(const wna16_packed_linear *pl, int64_t m, wna16_dtype xt) {
     plan p = {.t = wna16_kernels()};
     const wna16_kernel_table *t = p.t;
     bool bf16 = xt == WNA16_DTYPE_BF16 && t->gemv_bf16[pl->fmt];
     p.kpairs = pl->kp / 2;
     int64_t gkp = pl->L.group_units * wna16_wfmts[pl->fmt].unit_kpairs;
+    if (xt == WNA16_DTYPE_BF16 && plan_amx(pl, m, &p)) return p;
     if (xt == WNA16_DTYPE_BF16 && !bf16 && t->gemv_i16[pl->fmt]) {
         plan_i16(pl, m, &p);
         return p;
@@ -187,7 +214,7 @@ const char *wna16_linear_path(const wna16_packed_linear *pl, int64_t m, wna16_dt
         [PATH_F32_GEMV] = "f32_gemv",       [PATH_F32_PAIR] = "f32_pair",
         [PATH_BF16_GEMV] = "bf16_gemv",     [PATH_BF16_SMALL] = "bf16_small",
         [PATH_BF16_PREFILL] = "bf16_panel", [PATH_I16_GEMV] = "i16_gemv",
-        [PATH_I16_PANEL] = "i16_panel"};
+        [PATH_I16_PANEL] = "i16_panel",     [PATH_AMX_PANEL] = "amx_panel"};
     if (!pl || m < 1) return NULL;
     return names[make_plan(pl, m, xt).path];
 }
@@ -287,7 +314,8 @@ static void pack_acts(const wna16_packed_linear *pl, const plan *p, int64_t r0, 
             float *ar = (float *)a + i * p->lda;
             for (int64_t c = 0; c < pl->k; c++) ar[c] = load_act(xr, xt, c);
             memset(ar + pl->k, 0, (size_t)(p->lda - pl->k) * 4);
-        } else if (p->path == PATH_BF16_GEMV || p->path == PATH_BF16_SMALL) {
+        } else if (p->path == PATH_BF16_GEMV || p->path == PATH_BF16_SMALL ||
+                   p->path == PATH_AMX_PANEL) {
             uint16_t *ar = (uint16_t *)a + i * p->lda;
             memcpy(ar, xr, (size_t)pl->k * 2);
             memset(ar + pl->k, 0, (size_t)(p->lda - pl->k) * 2);
@@ -442,6 +470,41 @@ static void run_i16_panel(const wna16_packed_linear *pl, const plan *p, const io
     }
 }
 
+/* The AMX panel path: units of two blocks, their panel dequantized once per
+ * chunk of groups for all rows, then 32-row tiles of the activations. */
+static void run_amx_panel(const wna16_packed_linear *pl, const plan *p, const io *e, int64_t b0,
+                          int64_t b1, int64_t n_end, const void *a, void *scratch) {
+    const int64_t NR = WNA16_LINEAR_NR, mr = (int64_t)p->mr;
+    const int64_t gkp = pl->L.group_units * wna16_wfmts[pl->fmt].unit_kpairs;
+    uint16_t *panel = scratch;
+    float *sc = (float *)((uint8_t *)scratch + al64((size_t)(p->chunk_groups * gkp) * 128));
+    float *cbuf = (float *)((uint8_t *)sc + al64((size_t)p->chunk_groups * 32 * 4));
+    float *tmp = (float *)((uint8_t *)cbuf + al64((size_t)e->m * 32 * 4));
+    for (int64_t b = b0; b < b1; b += 2) {
+        bool pair = b + 1 < b1;
+        memset(cbuf, 0, (size_t)e->m * 32 * 4);
+        for (int64_t g0 = 0; g0 < pl->n_groups; g0 += p->chunk_groups) {
+            int64_t g1 = g0 + p->chunk_groups < pl->n_groups ? g0 + p->chunk_groups : pl->n_groups;
+            p->dequant(&pl->L, block_at(pl, b), g0, g1, panel, 64, sc, 32);
+            if (pair)
+                p->dequant(&pl->L, block_at(pl, b + 1), g0, g1, panel + 32, 64, sc + 16, 32);
+            else
+                for (int64_t kq = 0; kq < (g1 - g0) * gkp; kq++) {
+                    memset(panel + kq * 64 + 32, 0, 64);
+                    if (kq < g1 - g0) memset(sc + kq * 32 + 16, 0, 64);
+                }
+            for (int64_t r = 0; r < e->m; r += mr) {
+                size_t rows = (size_t)(e->m - r < mr ? e->m - r : mr);
+                const uint16_t *ar = (const uint16_t *)a + r * p->lda + g0 * gkp * 2;
+                p->t->gemm_amx(rows, g1 - g0, gkp, ar, p->lda, panel, sc, cbuf + r * 32, tmp);
+            }
+        }
+        int64_t o0 = b * NR, o1 = o0 + (pair ? 2 : 1) * NR;
+        if (o1 > n_end) o1 = n_end;
+        epilogue(e, 0, e->m, o0, o1, cbuf, 32);
+    }
+}
+
 /* Computes blocks [b0, b1) (columns clipped to [.., n_end)) on this thread. */
 static void run_blocks(const wna16_packed_linear *pl, const plan *p, const io *e, int64_t b0,
                        int64_t b1, int64_t n_end, const void *a, void *scratch) {
@@ -509,6 +572,10 @@ static void run_blocks(const wna16_packed_linear *pl, const plan *p, const io *e
                 r = r1;
             }
         }
+        return;
+    }
+    if (p->path == PATH_AMX_PANEL) {
+        run_amx_panel(pl, p, e, b0, b1, n_end, a, scratch);
         return;
     }
     /* prefill: units of two blocks (32 channels) */
@@ -622,7 +689,8 @@ wna16_status wna16_linear_gemm_range(wna16_diag *d, const wna16_packed_linear *p
                               need);
         scratch = align64(own);
     }
-    if (p.path == PATH_BF16_PREFILL || p.path == PATH_I16_PANEL) memset(scratch, 0, p.a_bytes);
+    if (p.path == PATH_BF16_PREFILL || p.path == PATH_I16_PANEL || p.path == PATH_AMX_PANEL)
+        memset(scratch, 0, p.a_bytes);
     pack_acts(pl, &p, 0, m, x, xt, ldx, scratch);
     io e = {m, y, yt, ldy, bias, bt, p.t->to_bf16};
     int64_t b1 = (n_end + WNA16_LINEAR_NR - 1) / WNA16_LINEAR_NR;
@@ -699,7 +767,8 @@ wna16_status wna16_linear_gemm(wna16_diag *d, const wna16_packed_linear *pl, int
     if (n_threads > units) n_threads = (int)units;
     /* streaming calls with activations that fit in L2: each thread packs
      * all rows into its own copy, no barrier (see below) */
-    bool prefill = p.path == PATH_BF16_PREFILL || p.path == PATH_I16_PANEL;
+    bool prefill =
+        p.path == PATH_BF16_PREFILL || p.path == PATH_I16_PANEL || p.path == PATH_AMX_PANEL;
     bool private_acts = n_threads > 1 && !prefill && p.a_bytes <= PRIVATE_ACTS_BYTES;
     size_t a_stride = p.a_bytes + p.thread_bytes; /* private: per thread */
     size_t shares_off = private_acts ? a_stride * (size_t)n_threads

@@ -319,6 +319,12 @@ double wna16_measure_linear_peak(int n_threads, const char **kind) {
     const wna16_kernel_table *t = wna16_kernels();
     double p = 0;
     *kind = NULL;
+#ifdef WNA16_HAVE_AMX
+    if (t->gemm_amx) {
+        *kind = "amx_bf16";
+        return peak(n_threads, wna16_peak_amx_loop__amx, WNA16_PEAK_AMX_FLOPS);
+    }
+#endif
     if (t->gemv_bf16[WNA16_WFMT_Q4] && (p = wna16_measure_bf16_peak(n_threads)) > 0)
         *kind = "bf16";
     else if (t->gemv_i16[WNA16_WFMT_Q4] && (p = wna16_measure_i16_peak(n_threads)) > 0)

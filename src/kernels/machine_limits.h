@@ -24,8 +24,10 @@ double wna16_measure_fma_peak(int n_threads);
  * lane, 4 flops) at the widest x86 level active; 0 elsewhere. */
 double wna16_measure_i16_peak(int n_threads);
 /* The peak of the arithmetic the int4/int8 linears run bf16 activations on
- * at the active level: the bf16 dot, the int16 multiply-add, or the fp32
- * FMA; *kind names it ("bf16", "int16", "fp32_fma"; NULL: none, 0). */
+ * at the active level: the AMX tile products where the level takes them
+ * for the panel regime, else the bf16 dot, the int16 multiply-add, or the
+ * fp32 FMA; *kind names it ("amx_bf16", "bf16", "int16", "fp32_fma"; NULL:
+ * none, 0). */
 double wna16_measure_linear_peak(int n_threads, const char **kind);
 
 /* The peak of the arithmetic the dense bf16 linear runs on from its tile

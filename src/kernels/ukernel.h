@@ -158,6 +158,15 @@ typedef void (*wna16_gemm_bf16_fn)(size_t mr, int64_t n_groups, int64_t group_kp
                                    const uint32_t *ap, const uint16_t *panel, const float *sc,
                                    float *c);
 
+/* Prefill on AMX tiles, rows <= 32 x 32 channels (two blocks): a: bf16
+ * activations row-major (lda elements; rows up to 32 present, zero past
+ * the real ones), panel and sc as for gemm_bf16, c: [rows][32] fp32,
+ * accumulated: for each group, c = fma(P_g, s_g, c); tmp: 4 KiB, 64-byte
+ * aligned. group_kpairs a multiple of 16. */
+typedef void (*wna16_gemm_amx_fn)(size_t rows, int64_t n_groups, int64_t group_kpairs,
+                                  const uint16_t *a, int64_t lda, const uint16_t *panel,
+                                  const float *sc, float *c, float *tmp);
+
 /* dst[i] = wna16_f32_to_bf16(src[i]) for i < n, the same bits (round to
  * nearest even, NaN quieted): the GEMM epilogue's bf16 output. */
 typedef void (*wna16_to_bf16_fn)(const float *src, uint16_t *dst, size_t n);
@@ -219,6 +228,11 @@ typedef struct wna16_kernel_table {
     size_t gemv2_bf16_mr, gemv2_bf16_mr_max;
     wna16_dequant_bf16_fn dequant_bf16[WNA16_WFMTS];
     wna16_gemm_bf16_fn gemm_bf16;
+    /* (where set: the panel regime's kernel on AMX, its panels by
+     * amx_dequant, taken for bf16 activations instead of the int16 or bf16
+     * panel) */
+    wna16_gemm_amx_fn gemm_amx;
+    wna16_dequant_bf16_fn amx_dequant[WNA16_WFMTS];
     size_t gemm_mr;
     /* integer activations (NULL where the level has none; a bf16 dot wins):
      * the streaming kernel for m <= gemv_i16_max_m in tiles of gemv_i16_mr,
@@ -447,6 +461,8 @@ float wna16_peak_fma_loop__avx512(int64_t n_iter);
 float wna16_peak_bf16_loop__avx512bf16(int64_t n_iter);
 /* 4 tile products of 16 x 16 x 32 bf16 per iteration (AMX builds only) */
 float wna16_peak_amx_loop__amx(int64_t n_iter);
+void wna16_gemm_amx_32x32__amx(size_t, int64_t, int64_t, const uint16_t *, int64_t,
+                               const uint16_t *, const float *, float *, float *);
 #define WNA16_PEAK_AMX_FLOPS (4.0 * 16 * 16 * 32 * 2)
 float wna16_peak_fma_loop__neon(int64_t n_iter);
 float wna16_peak_bf16_loop__neonbf16(int64_t n_iter);
