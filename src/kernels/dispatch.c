@@ -398,6 +398,7 @@ static void apply_amx(void) {
     t->dense_big_min_m = WNA16_DENSE_AMX_MIN_M;
     if (t->dense_tile_min_m > WNA16_DENSE_AMX_MIN_M) t->dense_tile_min_m = WNA16_DENSE_AMX_MIN_M;
     t->gemm_amx = wna16_gemm_amx_32x32__amx;
+    t->gemm_amx_min_m = WNA16_GEMM_AMX_MIN_M;
     t->amx_dequant[WNA16_WFMT_Q4] = wna16_dequant_q4_bf16_16__avx512bf16;
     t->amx_dequant[WNA16_WFMT_Q8] = wna16_dequant_q8_bf16_16__avx512bf16;
 #endif

@@ -130,16 +130,15 @@ static void plan_i16(const wna16_packed_linear *pl, int64_t m, plan *p) {
     p->a_bytes = p->sum_off + side;
 }
 
-/* The AMX panel (bf16 activations, where the level has it) for the rows the
- * other paths give a panel: above the streaming kernels' limit (the tuning's
- * decode_max_m where it was packed under one). False: not this path. */
+/* The AMX panel (bf16 activations, where the level has it) from the table's
+ * gemm_amx_min_m rows (above the tuning's decode_max_m where the weight was
+ * packed under one). False: not this path. */
 static bool plan_amx(const wna16_packed_linear *pl, int64_t m, plan *p) {
     const wna16_kernel_table *t = p->t;
     int64_t gkp = pl->L.group_units * wna16_wfmts[pl->fmt].unit_kpairs;
     if (!t->gemm_amx || !t->amx_dequant[pl->fmt] || gkp % 16) return false;
     int64_t stream_max = pl->decode_max_m != WNA16_DECODE_MAX_M ? pl->decode_max_m
-                         : t->gemv_bf16[pl->fmt] ? (int64_t)t->gemv_bf16_mr
-                                                 : t->gemv_i16_max_m;
+                                                                : t->gemm_amx_min_m - 1;
     if (m <= stream_max) return false;
     p->path = PATH_AMX_PANEL;
     p->dequant = t->amx_dequant[pl->fmt];
@@ -150,8 +149,9 @@ static bool plan_amx(const wna16_packed_linear *pl, int64_t m, plan *p) {
     /* rows of kp bf16 (a tile reads 32 of them), whole tiles of zero rows */
     p->lda = round_up(pl->kp, 32) + 32;
     p->a_bytes = al64((size_t)(round_up(m, 32) * p->lda) * 2);
-    p->thread_bytes = al64((size_t)(p->chunk_groups * gkp) * 64 * 2) +
-                      al64((size_t)p->chunk_groups * 32 * 4) + al64((size_t)m * 32 * 4) + 4096;
+    /* two panels and their scales, the rows' sums, the stored tiles */
+    p->thread_bytes = 2 * al64((size_t)(p->chunk_groups * gkp) * 64 * 2) +
+                      2 * al64((size_t)p->chunk_groups * 32 * 4) + al64((size_t)m * 32 * 4) + 4096;
     return true;
 }
 
@@ -470,33 +470,50 @@ static void run_i16_panel(const wna16_packed_linear *pl, const plan *p, const io
     }
 }
 
+/* Chunk [g0, g1) of the blocks from b (one or two) into panel and sc. */
+static void amx_dequant_chunk(const wna16_packed_linear *pl, const plan *p, int64_t b, bool pair,
+                              int64_t g0, int64_t g1, uint16_t *panel, float *sc) {
+    const int64_t gkp = pl->L.group_units * wna16_wfmts[pl->fmt].unit_kpairs;
+    p->dequant(&pl->L, block_at(pl, b), g0, g1, panel, 64, sc, 32);
+    if (pair)
+        p->dequant(&pl->L, block_at(pl, b + 1), g0, g1, panel + 32, 64, sc + 16, 32);
+    else
+        for (int64_t kq = 0; kq < (g1 - g0) * gkp; kq++) {
+            memset(panel + kq * 64 + 32, 0, 64);
+            if (kq < g1 - g0) memset(sc + kq * 32 + 16, 0, 64);
+        }
+}
+
 /* The AMX panel path: units of two blocks, their panel dequantized once per
- * chunk of groups for all rows, then 32-row tiles of the activations. */
+ * chunk of groups for all rows, then 32-row tiles of the activations. Two
+ * panels: chunk c + 1 is dequantized before the tiles read chunk c, so the
+ * tile loads find lines whose stores retired long before (read right after
+ * the vector stores that wrote them, they waited on the stores). */
 static void run_amx_panel(const wna16_packed_linear *pl, const plan *p, const io *e, int64_t b0,
                           int64_t b1, int64_t n_end, const void *a, void *scratch) {
-    const int64_t NR = WNA16_LINEAR_NR, mr = (int64_t)p->mr;
+    const int64_t NR = WNA16_LINEAR_NR, mr = (int64_t)p->mr, cg = p->chunk_groups;
     const int64_t gkp = pl->L.group_units * wna16_wfmts[pl->fmt].unit_kpairs;
-    uint16_t *panel = scratch;
-    float *sc = (float *)((uint8_t *)scratch + al64((size_t)(p->chunk_groups * gkp) * 128));
-    float *cbuf = (float *)((uint8_t *)sc + al64((size_t)p->chunk_groups * 32 * 4));
+    const size_t panel_bytes = al64((size_t)(cg * gkp) * 128), sc_bytes = al64((size_t)cg * 32 * 4);
+    uint16_t *panels[2] = {scratch, (uint16_t *)((uint8_t *)scratch + panel_bytes)};
+    float *scs[2] = {(float *)((uint8_t *)scratch + 2 * panel_bytes),
+                     (float *)((uint8_t *)scratch + 2 * panel_bytes + sc_bytes)};
+    float *cbuf = (float *)((uint8_t *)scratch + 2 * (panel_bytes + sc_bytes));
     float *tmp = (float *)((uint8_t *)cbuf + al64((size_t)e->m * 32 * 4));
     for (int64_t b = b0; b < b1; b += 2) {
         bool pair = b + 1 < b1;
         memset(cbuf, 0, (size_t)e->m * 32 * 4);
-        for (int64_t g0 = 0; g0 < pl->n_groups; g0 += p->chunk_groups) {
-            int64_t g1 = g0 + p->chunk_groups < pl->n_groups ? g0 + p->chunk_groups : pl->n_groups;
-            p->dequant(&pl->L, block_at(pl, b), g0, g1, panel, 64, sc, 32);
-            if (pair)
-                p->dequant(&pl->L, block_at(pl, b + 1), g0, g1, panel + 32, 64, sc + 16, 32);
-            else
-                for (int64_t kq = 0; kq < (g1 - g0) * gkp; kq++) {
-                    memset(panel + kq * 64 + 32, 0, 64);
-                    if (kq < g1 - g0) memset(sc + kq * 32 + 16, 0, 64);
-                }
+        amx_dequant_chunk(pl, p, b, pair, 0, cg < pl->n_groups ? cg : pl->n_groups, panels[0],
+                          scs[0]);
+        for (int64_t g0 = 0, ci = 0; g0 < pl->n_groups; g0 += cg, ci++) {
+            int64_t g1 = g0 + cg < pl->n_groups ? g0 + cg : pl->n_groups;
+            if (g1 < pl->n_groups)
+                amx_dequant_chunk(pl, p, b, pair, g1, g1 + cg < pl->n_groups ? g1 + cg : pl->n_groups,
+                                  panels[(ci + 1) & 1], scs[(ci + 1) & 1]);
             for (int64_t r = 0; r < e->m; r += mr) {
                 size_t rows = (size_t)(e->m - r < mr ? e->m - r : mr);
                 const uint16_t *ar = (const uint16_t *)a + r * p->lda + g0 * gkp * 2;
-                p->t->gemm_amx(rows, g1 - g0, gkp, ar, p->lda, panel, sc, cbuf + r * 32, tmp);
+                p->t->gemm_amx(rows, g1 - g0, gkp, ar, p->lda, panels[ci & 1], scs[ci & 1],
+                               cbuf + r * 32, tmp);
             }
         }
         int64_t o0 = b * NR, o1 = o0 + (pair ? 2 : 1) * NR;

@@ -233,6 +233,7 @@ typedef struct wna16_kernel_table {
      * panel) */
     wna16_gemm_amx_fn gemm_amx;
     wna16_dequant_bf16_fn amx_dequant[WNA16_WFMTS];
+    int64_t gemm_amx_min_m;
     size_t gemm_mr;
     /* integer activations (NULL where the level has none; a bf16 dot wins):
      * the streaming kernel for m <= gemv_i16_max_m in tiles of gemv_i16_mr,
@@ -337,6 +338,15 @@ void wna16_gemm_bf16_12x32__avx512bf16(size_t, int64_t, int64_t, const uint32_t 
  * AMX 24-26 against the vector tiles' 68, at 32 30-35 against 105. */
 #ifndef WNA16_DENSE_AMX_MIN_M
 #define WNA16_DENSE_AMX_MIN_M 4
+#endif
+
+/* Rows from which the quantized linears take the AMX panel for bf16
+ * activations where the level has it (fewer: the streaming kernels). Xeon
+ * guest, 2 threads, int4 g128, K 2048 x N 4096, int16 streaming (VNNI)
+ * against AMX: m = 8 407 / 487 us, 12 583 / 493, 16 747 / 529, 20 918 /
+ * 682; N 5120: 8 509 / 640, 12 773 / 633, 16 963 / 660. */
+#ifndef WNA16_GEMM_AMX_MIN_M
+#define WNA16_GEMM_AMX_MIN_M 10
 #endif
 
 /* Rows from which the NEON dense linear takes its register tiles (fewer:
