@@ -191,5 +191,12 @@ int main(void) {
     /* no fraction above 1, whatever the probes measured */
     CHECK(fractions_at_most_1(out, "\"roofline_fraction\": ", NULL));
     CHECK(fractions_at_most_1(out, "\"fraction_of_floor\": {", "}"));
+    CHECK(strstr(out, "\"routed_expert_bytes_per_step\": 0,")); /* a dense model */
+    /* a MoE model: the routed experts its steps read, counted as they run */
+    CHECK(run("bench step --model tests/data/models/qwen3_moe_w4a16 --batch 2 --context 5 "
+              "--steps 4 --json") == 0);
+    const char *eb = strstr(out, "\"routed_expert_bytes_per_step\": ");
+    CHECK(eb && atof(eb + strlen("\"routed_expert_bytes_per_step\": ")) > 0);
+    CHECK(fractions_at_most_1(out, "\"roofline_fraction\": ", NULL));
     TEST_MAIN_END();
 }

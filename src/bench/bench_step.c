@@ -26,9 +26,10 @@ static void step_help(FILE *f) {
             "(default 128), then --steps (default 16) steps of B rows, one greedy token per\n"
             "sequence, through the paged KV cache. Reports ms per step, rows/s, and the step's\n"
             "roofline: max(bytes of the distinct weights it reads / read bandwidth, its FLOPs /\n"
-            "the compute peak), the expected distinct experts of B random top-k routings, the\n"
+            "the compute peak), the routed experts being those its rows' routing chose (counted as\n"
+            "they run; the server's /metrics estimates them from uniform routing), the\n"
             "bandwidth sampled around every 4-step window (the fraction is roofline time /\n"
-            "step time, as `bench serve` reports from the server's /metrics; the compute\n"
+            "step time; the compute\n"
             "peaks are the quantized linears' and, for lm_head, the dense linear's: the AMX tile\n"
             "products' over 3 where it runs on them, else the fp32 FMA's; fractions are\n"
             "at most 1). --breakdown adds ms per step by forward phase (norms, q|k|v, RoPE and\n"
@@ -104,6 +105,7 @@ typedef struct step_result {
     long batch;
     double step_s, roof_s; /* summed over the steps */
     double bw_lo, bw_hi, bw_mean;
+    double expert_bytes; /* the routed experts' weights the steps read, summed */
     double phase_s[WNA16_PHASES];
     double phase_floor_s[WNA16_PHASES]; /* per step (0: no floor counted) */
 } step_result;
@@ -117,7 +119,7 @@ typedef struct step_limits {
  * max(bytes / bandwidth, flops / peak), in seconds (0 for the phases without
  * weights or cache to read: norms, RoPE, other). */
 static double phase_floor(const wna16_model *m, const cli_model_costs *c, wna16_phase ph, long B,
-                          double ctx, double bw, const step_limits *l) {
+                          double ctx, double bw, double expert_bytes, const step_limits *l) {
     double bytes = c->phase_bytes[ph], flops = 2 * c->phase_params[ph] * (double)B;
     double peak = ph == WNA16_PHASE_LM_HEAD ? l->dense : l->peak;
     const wna16_model_config *g = &m->cfg;
@@ -129,7 +131,7 @@ static double phase_floor(const wna16_model *m, const cli_model_costs *c, wna16_
         peak = l->fma;
     } else if (ph == WNA16_PHASE_MLP && c->n_experts) {
         double E = (double)c->n_experts, k = (double)c->top_k;
-        bytes += c->expert_bytes * (1 - pow(1 - k / E, (double)B));
+        bytes += expert_bytes;
         flops += 2 * c->expert_params * k / E * (double)B;
     } else if (ph != WNA16_PHASE_QKV && ph != WNA16_PHASE_O && ph != WNA16_PHASE_MLP &&
                ph != WNA16_PHASE_LM_HEAD)
@@ -176,10 +178,12 @@ static wna16_status run_batch(wna16_ctx *ctx, wna16_model *m, const step_args *a
     *res = (step_result){.batch = B};
     double bw_time_sum = 0; /* the steps' bytes over the bandwidth each was held to */
     cli_bw_rounds bwr;
+    /* the profiler always: it counts the routed experts the steps read */
     if (s == WNA16_OK) {
-        wna16_model_profile_enable(m, a->breakdown);
+        wna16_model_profile_enable(m, true);
         cli_bw_rounds_start(&bwr, m->threads);
     }
+    const wna16_model_profile *prof = wna16_model_profile_get(m);
     for (long done = 0; s == WNA16_OK && done < a->steps; done += 4) {
         long n = a->steps - done < 4 ? a->steps - done : 4;
         double t_window = 0;
@@ -192,9 +196,11 @@ static wna16_status run_batch(wna16_ctx *ctx, wna16_model *m, const step_args *a
             for (long q = 0; q < B; q++) next[q] = argmax(logits + q * V, V);
         }
         roof.read_gbs = cli_bw_rounds_next(&bwr);
+        double experts = (prof->expert_bytes[B > 1] - res->expert_bytes) / (double)n;
+        res->expert_bytes = prof->expert_bytes[B > 1];
         res->step_s += t_window;
-        res->roof_s += (double)n * srv_roofline_seconds(&roof, B, B);
-        bw_time_sum += (double)n * srv_roofline_bytes(&roof, B) / (roof.read_gbs * 1e9);
+        res->roof_s += (double)n * srv_roofline_seconds_read(&roof, B, B, experts);
+        bw_time_sum += (double)n * (roof.dense_bytes + experts) / (roof.read_gbs * 1e9);
     }
     if (s == WNA16_OK) {
         res->bw_lo = bwr.lo, res->bw_hi = bwr.hi;
@@ -202,14 +208,16 @@ static wna16_status run_batch(wna16_ctx *ctx, wna16_model *m, const step_args *a
         cli_model_costs c;
         cli_model_costs_get(m, &c);
         /* the bandwidth the steps were held to (the floor is linear in 1/bw) */
-        double bw = res->roof_s > 0 ? srv_roofline_bytes(&roof, B) / 1e9 * (double)a->steps /
+        double experts = res->expert_bytes / (double)a->steps; /* per step */
+        double bw = res->roof_s > 0 ? (roof.dense_bytes + experts) / 1e9 * (double)a->steps /
                                           bw_time_sum
                                     : 0;
         res->bw_mean = bw;
         for (int i = 0; i < WNA16_PHASES; i++) {
             res->phase_s[i] = p->seconds[B > 1][i];
             res->phase_floor_s[i] = phase_floor(m, &c, (wna16_phase)i, B,
-                                                (double)a->context + 0.5 * (double)a->steps, bw, lim);
+                                                (double)a->context + 0.5 * (double)a->steps, bw,
+                                                experts, lim);
         }
         wna16_model_profile_enable(m, false);
     }
@@ -263,9 +271,9 @@ static void print_json(const step_args *a, const step_result *r, bool first) {
     double ms = 1e3 * r->step_s / (double)a->steps, roof = 1e3 * r->roof_s / (double)a->steps;
     printf("%s{\"batch\": %ld, \"step_ms\": %.9g, \"rows_per_s\": %.9g, \"roofline_ms\": %.9g, "
            "\"roofline_fraction\": %.9g, \"read_bw_min_gbs\": %.9g, \"read_bw_max_gbs\": %.9g, "
-           "\"read_bw_held_gbs\": %.9g",
+           "\"read_bw_held_gbs\": %.9g, \"routed_expert_bytes_per_step\": %.9g",
            first ? "" : ", ", r->batch, ms, (double)r->batch * a->steps / r->step_s, roof,
-           step_frac(r), r->bw_lo, r->bw_hi, r->bw_mean);
+           step_frac(r), r->bw_lo, r->bw_hi, r->bw_mean, r->expert_bytes / (double)a->steps);
     if (a->breakdown) {
         printf(", \"breakdown_ms_per_step\": {");
         for (int i = 0; i < WNA16_PHASES; i++)

@@ -362,7 +362,12 @@ wna16_status wna16_moe_layer_clone(wna16_diag *d, const wna16_moe_layer *L, wna1
 struct wna16_moe_workspace {
     void *mem;
     size_t cap;
+    size_t routed_bytes; /* the routed experts' weights the last forward read */
 };
+
+size_t wna16_moe_workspace_routed_bytes(const wna16_moe_workspace *ws) {
+    return ws ? ws->routed_bytes : 0;
+}
 
 void wna16_moe_workspace_free(wna16_moe_workspace *ws) {
     if (!ws) return;
@@ -628,10 +633,11 @@ static wna16_status forward_core(wna16_diag *d, const wna16_moe_layer *L, wna16_
         if (wna16_moe_owns(L, ids[p])) cnt[ids[p]]++;
     if (L->sip) cnt[f.E] = T;
     int64_t active = 0, m_max = 0, ip_max = L->ip > L->sip ? L->ip : L->sip;
-    size_t kbytes = 0;
+    size_t kbytes = 0, routed_bytes = 0;
     for (int64_t s = 0; s < f.X; s++) {
         if (!cnt[s]) continue;
         active++;
+        if (s < f.E) routed_bytes += wna16_moe_layer_expert_bytes(L, s);
         if (cnt[s] > m_max) m_max = cnt[s];
         int64_t rows = rows_per_call(cnt[s]);
         size_t a = wna16_linear_scratch_bytes(L->w13[s], rows);
@@ -671,6 +677,7 @@ static wna16_status forward_core(wna16_diag *d, const wna16_moe_layer *L, wna16_
                 wna16_free(cnt);
                 return st;
             }
+            (*wsp)->routed_bytes = routed_bytes;
         }
     }
     /* counting sort of the pairs by expert, tokens ascending within one */

@@ -150,6 +150,10 @@ size_t wna16_moe_layer_expert_bytes(const wna16_moe_layer *layer, int64_t e);
  * calls forward). NULL-safe free. */
 typedef struct wna16_moe_workspace wna16_moe_workspace;
 void wna16_moe_workspace_free(wna16_moe_workspace *ws);
+/* The routed experts' packed bytes the last forward through ws read (the
+ * experts it gave rows; 0 before any): the MoE's real weight traffic, for
+ * the profiler's floors. */
+size_t wna16_moe_workspace_routed_bytes(const wna16_moe_workspace *ws);
 
 /* wna16_moe_layer_forward with a caller-kept workspace (*ws NULL: created). */
 wna16_status wna16_moe_layer_forward_ws(wna16_diag *d, const wna16_moe_layer *layer,

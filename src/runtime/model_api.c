@@ -95,6 +95,11 @@ static void profile_phase(void *user, wna16_phase ph, int64_t rows) {
     p->stamp = now;
 }
 
+static void profile_experts(void *user, int64_t rows, size_t bytes) {
+    wna16_model_profile *p = user;
+    p->expert_bytes[rows > 1] += (double)bytes;
+}
+
 /* The profiler's state and the hooks that feed it, in one allocation. */
 typedef struct profiler {
     wna16_model_profile profile;
@@ -109,7 +114,8 @@ void wna16_model_profile_enable(wna16_model *m, bool on) {
     memset(&p->profile, 0, sizeof p->profile);
     p->profile.on = on;
     p->hooks = (wna16_forward_hooks){.user = &p->profile, .step_begin = profile_begin,
-                                     .phase_end = profile_phase, .last_layer = -1};
+                                     .phase_end = profile_phase, .experts_read = profile_experts,
+                                     .last_layer = -1};
     wna16_runtime_set_hooks(m, on ? &p->hooks : NULL);
 }
 

@@ -151,6 +151,9 @@ typedef struct wna16_forward_hooks {
                                  float *y);
     void (*step_begin)(void *user, int64_t rows);
     void (*phase_end)(void *user, wna16_phase p, int64_t rows);
+    /* A sparse layer's routed experts read `bytes` of weights for `rows`
+     * rows (the experts the step's routing chose). */
+    void (*experts_read)(void *user, int64_t rows, size_t bytes);
     /* Layers to run: from first_layer, starting from the hidden states
      * start_x [rows][H] fp32 instead of embedding the ids (when non-NULL),
      * through last_layer (< 0: every layer, then the logits; otherwise no
@@ -267,6 +270,7 @@ void wna16_dist_free_mirrors(wna16_model *m);
 typedef struct wna16_model_profile {
     bool on;
     double seconds[2][WNA16_PHASES]; /* [0]: decode calls, [1]: prefill calls */
+    double expert_bytes[2];          /* bytes of routed experts' weights read, likewise */
     int64_t calls[2];
     double stamp; /* end of the previous phase */
 } wna16_model_profile;

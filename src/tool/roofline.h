@@ -26,14 +26,16 @@ typedef struct srv_roofline {
     double logit_flops;           /* per row that needs logits: 2 * lm_head's */
 } srv_roofline;
 
+/* The routed experts' bytes a step of rows rows reads, estimated. */
+static inline double srv_roofline_expert_bytes(const srv_roofline *r, int64_t rows) {
+    if (!(r->n_experts > 0 && r->top_k > 0)) return 0;
+    double touched = r->n_experts * (1 - pow(1 - r->top_k / r->n_experts, (double)rows));
+    return r->expert_bytes * touched / r->n_experts;
+}
+
 /* The weight bytes a step of rows rows reads. */
 static inline double srv_roofline_bytes(const srv_roofline *r, int64_t rows) {
-    double bytes = r->dense_bytes, T = (double)rows;
-    if (r->n_experts > 0 && r->top_k > 0) {
-        double touched = r->n_experts * (1 - pow(1 - r->top_k / r->n_experts, T));
-        bytes += r->expert_bytes * touched / r->n_experts;
-    }
-    return bytes;
+    return r->dense_bytes + srv_roofline_expert_bytes(r, rows);
 }
 
 /* Its FLOPs at the peaks, in seconds (0 without a peak). */
@@ -46,13 +48,19 @@ static inline double srv_roofline_compute_seconds(const srv_roofline *r, int64_t
            1e-9;
 }
 
-/* A step of rows rows, logit_rows of them with logits: its floor in
- * seconds (0 without a bandwidth). */
-static inline double srv_roofline_seconds(const srv_roofline *r, int64_t rows, int64_t logit_rows) {
+/* A step of rows rows, logit_rows of them with logits, whose routed experts
+ * read expert_bytes: its floor in seconds (0 without a bandwidth). */
+static inline double srv_roofline_seconds_read(const srv_roofline *r, int64_t rows,
+                                               int64_t logit_rows, double expert_bytes) {
     if (r->read_gbs <= 0 || rows < 1) return 0;
-    double t = srv_roofline_bytes(r, rows) / (r->read_gbs * 1e9);
+    double t = (r->dense_bytes + expert_bytes) / (r->read_gbs * 1e9);
     double c = srv_roofline_compute_seconds(r, rows, logit_rows);
     return c > t ? c : t;
+}
+
+/* The same with the routed experts estimated. */
+static inline double srv_roofline_seconds(const srv_roofline *r, int64_t rows, int64_t logit_rows) {
+    return srv_roofline_seconds_read(r, rows, logit_rows, srv_roofline_expert_bytes(r, rows));
 }
 
 /* The floor of a step that ran in `seconds`, after holding the limits to
