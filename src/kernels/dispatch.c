@@ -136,7 +136,7 @@ static bool bf16_dot_default = true, bf16_dot_on = true;
 static bool has_avx_vnni, has_avx512_vnni, vnni_on;
 /* AMX: whether the CPU has it and the kernel gave this process the tile
  * state, and whether the dense linear uses it */
-static bool has_amx, amx_on;
+static bool has_amx, has_amx_int8, amx_on;
 static wna16_isa detected = WNA16_ISA_REF;
 /* The level the kernels run at. wna16_isa_set_cap may change it while
  * other threads read it: an atomic int, relaxed (it guards no other data;
@@ -397,10 +397,11 @@ static void apply_amx(void) {
     t->dense_big = &amx;
     t->dense_big_min_m = WNA16_DENSE_AMX_MIN_M;
     if (t->dense_tile_min_m > WNA16_DENSE_AMX_MIN_M) t->dense_tile_min_m = WNA16_DENSE_AMX_MIN_M;
-    t->gemm_amx = wna16_gemm_amx_32x32__amx;
-    t->gemm_amx_min_m = WNA16_GEMM_AMX_MIN_M;
-    t->amx_dequant[WNA16_WFMT_Q4] = wna16_dequant_q4_bf16_16__avx512bf16;
-    t->amx_dequant[WNA16_WFMT_Q8] = wna16_dequant_q8_bf16_16__avx512bf16;
+    if (has_amx_int8) {
+        t->gemm_amx = wna16_gemm_i8_16x32__amx;
+        t->amx_dequant_q4 = wna16_dequant_q4_u8_16__amx;
+        t->gemm_amx_min_m = WNA16_GEMM_AMX_MIN_M;
+    }
 #endif
 }
 
@@ -422,7 +423,8 @@ static void detect_vnni(void) {
     vnni_on = has_avx_vnni || has_avx512_vnni;
 }
 
-/* AMX-TILE and AMX-BF16 (cpuid 7.0 edx bits 24, 22), the tile state in
+/* AMX-TILE and AMX-BF16 (cpuid 7.0 edx bits 24, 22; AMX-INT8, bit 25, for
+ * the quantized linears' panel), the tile state in
  * XCR0 (bits 17, 18), and Linux's permission to use it (arch_prctl
  * ARCH_REQ_XCOMP_PERM for XFEATURE_XTILEDATA, process-wide; a kernel
  * without it refuses and the dense linear keeps its vector tiles). */
@@ -435,6 +437,7 @@ static void detect_amx(void) {
     if ((xgetbv0() & (3ull << 17)) != (3ull << 17)) return;
     enum { ARCH_REQ_XCOMP_PERM = 0x1023, XFEATURE_XTILEDATA = 18 };
     has_amx = syscall(SYS_arch_prctl, ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA) == 0;
+    has_amx_int8 = has_amx && (d & (1u << 25));
 #endif
     amx_on = has_amx;
 }

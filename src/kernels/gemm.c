@@ -130,28 +130,36 @@ static void plan_i16(const wna16_packed_linear *pl, int64_t m, plan *p) {
     p->a_bytes = p->sum_off + side;
 }
 
-/* The AMX panel (bf16 activations, where the level has it) from the table's
- * gemm_amx_min_m rows (above the tuning's decode_max_m where the weight was
- * packed under one). False: not this path. */
+/* The AMX-INT8 panel for int4 weights and bf16 activations where the level
+ * has it and runs them as int16 (its bits are the int16 leaves'), from the
+ * table's gemm_amx_min_m rows (above the tuning's decode_max_m where the
+ * weight was packed under one), for whole sub-blocks of a multiple of 64 k.
+ * False: not this path. */
 static bool plan_amx(const wna16_packed_linear *pl, int64_t m, plan *p) {
     const wna16_kernel_table *t = p->t;
-    int64_t gkp = pl->L.group_units * wna16_wfmts[pl->fmt].unit_kpairs;
-    if (!t->gemm_amx || !t->amx_dequant[pl->fmt] || gkp % 16) return false;
+    if (!t->gemm_amx || pl->fmt != WNA16_WFMT_Q4 || t->gemv_bf16[pl->fmt] || !t->gemv_i16[pl->fmt])
+        return false;
+    int64_t gu = pl->L.group_units, sbu = 128 / 8 < gu ? 128 / 8 : gu;
+    int64_t sbk = sbu * 8, gsp = gu * 8;
+    if (sbk % 64 || gsp % sbk) return false;
     int64_t stream_max = pl->decode_max_m != WNA16_DECODE_MAX_M ? pl->decode_max_m
                                                                 : t->gemm_amx_min_m - 1;
     if (m <= stream_max) return false;
+    plan_i16(pl, m, p); /* its sub-blocks */
     p->path = PATH_AMX_PANEL;
-    p->dequant = t->amx_dequant[pl->fmt];
-    p->mr = 32;
-    p->chunk_groups = PANEL_KPAIRS / gkp;
+    p->mr = 16;
+    p->lda = round_up(pl->n_groups * gsp, 64) + 64; /* bytes per row of a plane */
+    p->chunk_groups = 2 * PANEL_KPAIRS / gsp;
     if (p->chunk_groups < 1) p->chunk_groups = 1;
     if (p->chunk_groups > pl->n_groups) p->chunk_groups = pl->n_groups;
-    /* rows of kp bf16 (a tile reads 32 of them), whole tiles of zero rows */
-    p->lda = round_up(pl->kp, 32) + 32;
-    p->a_bytes = al64((size_t)(round_up(m, 32) * p->lda) * 2);
-    /* two panels and their scales, the rows' sums, the stored tiles */
-    p->thread_bytes = 2 * al64((size_t)(p->chunk_groups * gkp) * 64 * 2) +
-                      2 * al64((size_t)p->chunk_groups * 32 * 4) + al64((size_t)m * 32 * 4) + 4096;
+    /* the hi and lo planes (whole tiles of rows), then inv and sum */
+    size_t plane = al64((size_t)(round_up(m, 16) * p->lda)), side = al64((size_t)(m * p->nsb) * 4);
+    p->inv_off = 2 * plane;
+    p->sum_off = p->inv_off + side;
+    p->a_bytes = p->sum_off + side;
+    size_t cg = (size_t)p->chunk_groups;
+    p->thread_bytes = 2 * al64(cg * (size_t)gsp * 16) + 2 * al64(cg * 32 * 4) +
+                      al64((size_t)m * 32 * 4) + al64(16 * 32 * 4) + 4096;
     return true;
 }
 
@@ -303,6 +311,30 @@ static void pack_row_i16(const wna16_packed_linear *pl, const plan *p, int64_t i
 }
 
 /* Packs rows [r0, r1) of x into the plan's activation layout. */
+/* Row i of bf16 x into the AMX-INT8 panel's layout: per sub-block the int16
+ * paths' a' (quant_sub, the same values, inv and sum) as a' = 256·hi + lo
+ * in two byte planes, row-major. */
+static void pack_row_i8(const wna16_packed_linear *pl, const plan *p, int64_t i,
+                        const uint16_t *x, void *a) {
+    int64_t gsp = pl->L.group_units * 8, sbk = p->sbu * 8;
+    size_t plane = (size_t)(p->inv_off / 2);
+    int8_t *hi = (int8_t *)a + i * p->lda;
+    uint8_t *lo = (uint8_t *)a + plane + i * p->lda;
+    float *inv = (float *)((uint8_t *)a + p->inv_off) + i * p->nsb;
+    int32_t *sum = (int32_t *)((uint8_t *)a + p->sum_off) + i * p->nsb;
+    int16_t buf[128];
+    for (int64_t g = 0, sb = 0; g < pl->n_groups; g++)
+        for (int64_t s = 0; s < p->nsub; s++, sb++) {
+            int64_t k0 = g * gsp + s * sbk, k1 = k0 + sbk < pl->k ? k0 + sbk : pl->k;
+            if (k1 < k0) k1 = k0;
+            quant_sub(x, k0, k1, sbk, buf, &inv[sb], &sum[sb]);
+            for (int64_t c = 0; c < sbk; c++) {
+                hi[k0 + c] = (int8_t)(buf[c] >> 8);
+                lo[k0 + c] = (uint8_t)(buf[c] & 0xff);
+            }
+        }
+}
+
 static void pack_acts(const wna16_packed_linear *pl, const plan *p, int64_t r0, int64_t r1,
                       const void *x, wna16_dtype xt, int64_t ldx, void *a) {
     size_t xs = xt == WNA16_DTYPE_F32 ? 4 : 2;
@@ -314,8 +346,9 @@ static void pack_acts(const wna16_packed_linear *pl, const plan *p, int64_t r0, 
             float *ar = (float *)a + i * p->lda;
             for (int64_t c = 0; c < pl->k; c++) ar[c] = load_act(xr, xt, c);
             memset(ar + pl->k, 0, (size_t)(p->lda - pl->k) * 4);
-        } else if (p->path == PATH_BF16_GEMV || p->path == PATH_BF16_SMALL ||
-                   p->path == PATH_AMX_PANEL) {
+        } else if (p->path == PATH_AMX_PANEL) {
+            pack_row_i8(pl, p, i, (const uint16_t *)xr, a);
+        } else if (p->path == PATH_BF16_GEMV || p->path == PATH_BF16_SMALL) {
             uint16_t *ar = (uint16_t *)a + i * p->lda;
             memcpy(ar, xr, (size_t)pl->k * 2);
             memset(ar + pl->k, 0, (size_t)(p->lda - pl->k) * 2);
@@ -470,55 +503,106 @@ static void run_i16_panel(const wna16_packed_linear *pl, const plan *p, const io
     }
 }
 
-/* Chunk [g0, g1) of the blocks from b (one or two) into panel and sc. */
+/* Chunk [g0, g1) of the blocks from b (one, or two) as the AMX panels, with
+ * their scales and zero points ([group][32]; a missing second block: zero
+ * weights, scales and zeros). */
 static void amx_dequant_chunk(const wna16_packed_linear *pl, const plan *p, int64_t b, bool pair,
-                              int64_t g0, int64_t g1, uint16_t *panel, float *sc) {
-    const int64_t gkp = pl->L.group_units * wna16_wfmts[pl->fmt].unit_kpairs;
-    p->dequant(&pl->L, block_at(pl, b), g0, g1, panel, 64, sc, 32);
-    if (pair)
-        p->dequant(&pl->L, block_at(pl, b + 1), g0, g1, panel + 32, 64, sc + 16, 32);
-    else
-        for (int64_t kq = 0; kq < (g1 - g0) * gkp; kq++) {
-            memset(panel + kq * 64 + 32, 0, 64);
-            if (kq < g1 - g0) memset(sc + kq * 32 + 16, 0, 64);
-        }
+                              int64_t g0, int64_t g1, uint8_t *panel[2], float *sc, int32_t *z) {
+    const int64_t gsp = pl->L.group_units * 8;
+    p->t->amx_dequant_q4(&pl->L, block_at(pl, b), g0, g1, panel[0], sc, z, 32);
+    if (pair) {
+        p->t->amx_dequant_q4(&pl->L, block_at(pl, b + 1), g0, g1, panel[1], sc + 16, z + 16, 32);
+        return;
+    }
+    memset(panel[1], 0, (size_t)((g1 - g0) * gsp * 16));
+    for (int64_t g = 0; g < g1 - g0; g++) {
+        memset(sc + g * 32 + 16, 0, 64);
+        memset(z + g * 32 + 16, 0, 64);
+    }
 }
 
-/* The AMX panel path: units of two blocks, their panel dequantized once per
- * chunk of groups for all rows, then 32-row tiles of the activations. Two
- * panels: chunk c + 1 is dequantized before the tiles read chunk c, so the
- * tile loads find lines whose stores retired long before (read right after
- * the vector stores that wrote them, they waited on the stores). */
+/* Bytes of the AMX panel's activation planes a chunk of rows takes: half
+ * this core's L2 (m = 512, K 2048 x N 4096: 12.6 -> see docs/kernels.md). */
+#define AMX_ROWS_BYTES ((size_t)1 << 20)
+
+/* A thread's scratch for the AMX-INT8 panel, carved from its bytes. */
+typedef struct amx_scratch {
+    uint8_t *panel[2];
+    float *sc, *cbuf, *pbuf;
+    int32_t *z, *tmp;
+} amx_scratch;
+
+static amx_scratch amx_carve(const wna16_packed_linear *pl, const plan *p, int64_t m,
+                             void *scratch) {
+    const int64_t cg = p->chunk_groups, gsp = pl->L.group_units * 8;
+    const size_t pb = al64((size_t)(cg * gsp * 16)), sb = al64((size_t)cg * 32 * 4);
+    amx_scratch w;
+    w.panel[0] = scratch;
+    w.panel[1] = w.panel[0] + pb;
+    w.sc = (float *)(w.panel[1] + pb);
+    w.z = (int32_t *)((uint8_t *)w.sc + sb);
+    w.cbuf = (float *)((uint8_t *)w.z + sb);
+    w.pbuf = (float *)((uint8_t *)w.cbuf + al64((size_t)m * 32 * 4));
+    w.tmp = (int32_t *)((uint8_t *)w.pbuf + al64(16 * 32 * 4));
+    return w;
+}
+
+/* Rows [r0, r1) of the blocks from b (one, or two): their sums into w->cbuf
+ * ([r1 - r0][32]), chunk of groups by chunk, 16-row tiles. */
+static void amx_pair(const wna16_packed_linear *pl, const plan *p, int64_t b, bool pair,
+                     int64_t r0, int64_t r1, const uint8_t *a, amx_scratch *w) {
+    const int64_t mr = (int64_t)p->mr, cg = p->chunk_groups, gsp = pl->L.group_units * 8;
+    const size_t plane = p->inv_off / 2;
+    const float *inv = (const float *)(a + p->inv_off);
+    const int32_t *sum = (const int32_t *)(a + p->sum_off);
+    memset(w->cbuf, 0, (size_t)(r1 - r0) * 32 * 4);
+    for (int64_t g0 = 0; g0 < pl->n_groups; g0 += cg) {
+        int64_t g1 = g0 + cg < pl->n_groups ? g0 + cg : pl->n_groups;
+        amx_dequant_chunk(pl, p, b, pair, g0, g1, w->panel, w->sc, w->z);
+        for (int64_t r = r0; r < r1; r += mr) {
+            wna16_amx_i8_args x = {.rows = r1 - r < mr ? r1 - r : mr,
+                                   .n_groups = g1 - g0,
+                                   .nsub = p->nsub,
+                                   .sbk = p->sbu * 8,
+                                   .a_hi = (const int8_t *)a + r * p->lda + g0 * gsp,
+                                   .a_lo = a + plane + r * p->lda + g0 * gsp,
+                                   .lda = p->lda,
+                                   .panel0 = w->panel[0],
+                                   .panel1 = w->panel[1],
+                                   .sc = w->sc,
+                                   .z = w->z,
+                                   .inv = inv + r * p->nsb + g0 * p->nsub,
+                                   .sum = sum + r * p->nsb + g0 * p->nsub,
+                                   .lds = p->nsb,
+                                   .c = w->cbuf + (r - r0) * 32,
+                                   .pbuf = w->pbuf,
+                                   .tmp = w->tmp};
+            p->t->gemm_amx(&x);
+        }
+    }
+}
+
+/* Bytes of activation planes a chunk of rows takes: half this core's L2,
+ * where every block pair reads them again (m = 512, K 2048 x N 4096:
+ * 10.5 -> 9.8 ms against all rows at once). */
+#define AMX_ROWS_BYTES ((size_t)1 << 20)
+
+/* The AMX-INT8 panel path: chunks of rows, then units of two blocks, whose
+ * weights are repacked once per chunk of groups for the chunk's rows. */
 static void run_amx_panel(const wna16_packed_linear *pl, const plan *p, const io *e, int64_t b0,
                           int64_t b1, int64_t n_end, const void *a, void *scratch) {
-    const int64_t NR = WNA16_LINEAR_NR, mr = (int64_t)p->mr, cg = p->chunk_groups;
-    const int64_t gkp = pl->L.group_units * wna16_wfmts[pl->fmt].unit_kpairs;
-    const size_t panel_bytes = al64((size_t)(cg * gkp) * 128), sc_bytes = al64((size_t)cg * 32 * 4);
-    uint16_t *panels[2] = {scratch, (uint16_t *)((uint8_t *)scratch + panel_bytes)};
-    float *scs[2] = {(float *)((uint8_t *)scratch + 2 * panel_bytes),
-                     (float *)((uint8_t *)scratch + 2 * panel_bytes + sc_bytes)};
-    float *cbuf = (float *)((uint8_t *)scratch + 2 * (panel_bytes + sc_bytes));
-    float *tmp = (float *)((uint8_t *)cbuf + al64((size_t)e->m * 32 * 4));
-    for (int64_t b = b0; b < b1; b += 2) {
-        bool pair = b + 1 < b1;
-        memset(cbuf, 0, (size_t)e->m * 32 * 4);
-        amx_dequant_chunk(pl, p, b, pair, 0, cg < pl->n_groups ? cg : pl->n_groups, panels[0],
-                          scs[0]);
-        for (int64_t g0 = 0, ci = 0; g0 < pl->n_groups; g0 += cg, ci++) {
-            int64_t g1 = g0 + cg < pl->n_groups ? g0 + cg : pl->n_groups;
-            if (g1 < pl->n_groups)
-                amx_dequant_chunk(pl, p, b, pair, g1, g1 + cg < pl->n_groups ? g1 + cg : pl->n_groups,
-                                  panels[(ci + 1) & 1], scs[(ci + 1) & 1]);
-            for (int64_t r = 0; r < e->m; r += mr) {
-                size_t rows = (size_t)(e->m - r < mr ? e->m - r : mr);
-                const uint16_t *ar = (const uint16_t *)a + r * p->lda + g0 * gkp * 2;
-                p->t->gemm_amx(rows, g1 - g0, gkp, ar, p->lda, panels[ci & 1], scs[ci & 1],
-                               cbuf + r * 32, tmp);
-            }
+    const int64_t NR = WNA16_LINEAR_NR, mr = (int64_t)p->mr;
+    amx_scratch w = amx_carve(pl, p, e->m, scratch);
+    int64_t rc = (int64_t)(AMX_ROWS_BYTES / (2 * (size_t)p->lda)) / mr * mr;
+    if (rc < mr) rc = mr;
+    for (int64_t r0 = 0; r0 < e->m; r0 += rc) {
+        int64_t r1 = r0 + rc < e->m ? r0 + rc : e->m;
+        for (int64_t b = b0; b < b1; b += 2) {
+            bool pair = b + 1 < b1;
+            amx_pair(pl, p, b, pair, r0, r1, a, &w);
+            int64_t o0 = b * NR, o1 = o0 + (pair ? 2 : 1) * NR;
+            epilogue(e, r0, r1 - r0, o0, o1 < n_end ? o1 : n_end, w.cbuf, 32);
         }
-        int64_t o0 = b * NR, o1 = o0 + (pair ? 2 : 1) * NR;
-        if (o1 > n_end) o1 = n_end;
-        epilogue(e, 0, e->m, o0, o1, cbuf, 32);
     }
 }
 

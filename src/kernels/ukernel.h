@@ -158,14 +158,35 @@ typedef void (*wna16_gemm_bf16_fn)(size_t mr, int64_t n_groups, int64_t group_kp
                                    const uint32_t *ap, const uint16_t *panel, const float *sc,
                                    float *c);
 
-/* Prefill on AMX tiles, rows <= 32 x 32 channels (two blocks): a: bf16
- * activations row-major (lda elements; rows up to 32 present, zero past
- * the real ones), panel and sc as for gemm_bf16, c: [rows][32] fp32,
- * accumulated: for each group, c = fma(P_g, s_g, c); tmp: 4 KiB, 64-byte
- * aligned. group_kpairs a multiple of 16. */
-typedef void (*wna16_gemm_amx_fn)(size_t rows, int64_t n_groups, int64_t group_kpairs,
-                                  const uint16_t *a, int64_t lda, const uint16_t *panel,
-                                  const float *sc, float *c, float *tmp);
+/* The int4 linears' panel on AMX-INT8 (amx/gemm_amx.c), rows <= 16 x 32
+ * channels (two blocks) over n_groups groups of nsub sub-blocks of sbk k
+ * (a multiple of 64): a_hi / a_lo the activations' int16 a' = 256·hi + lo
+ * as two byte planes, row-major (lda bytes; 16 rows present, zero past the
+ * real ones), panel0/1 the blocks' weights as amx_dequant_q4 writes them,
+ * sc and z [group][32] (scales, zero points), inv and sum [row][lds] per
+ * sub-block (from the chunk's first), c [rows][32] accumulated, pbuf
+ * [16][32] and tmp (4 KiB, 64-byte aligned) scratch. */
+typedef struct wna16_amx_i8_args {
+    int64_t rows, n_groups, nsub, sbk;
+    const int8_t *a_hi;
+    const uint8_t *a_lo;
+    int64_t lda;
+    const uint8_t *panel0, *panel1;
+    const float *sc;
+    const int32_t *z;
+    const float *inv;
+    const int32_t *sum;
+    int64_t lds;
+    float *c, *pbuf;
+    int32_t *tmp;
+} wna16_amx_i8_args;
+typedef void (*wna16_gemm_amx_fn)(const wna16_amx_i8_args *args);
+/* Groups [g0, g1) of an int4 block as unsigned bytes [k quad][16][4] into
+ * panel, their scales and zero points (int32; symmetric: 8) at sc and z
+ * (row stride lds). */
+typedef void (*wna16_amx_dequant_fn)(const wna16_block_layout *L, const uint8_t *block, int64_t g0,
+                                     int64_t g1, uint8_t *panel, float *sc, int32_t *z,
+                                     size_t lds);
 
 /* dst[i] = wna16_f32_to_bf16(src[i]) for i < n, the same bits (round to
  * nearest even, NaN quieted): the GEMM epilogue's bf16 output. */
@@ -228,11 +249,10 @@ typedef struct wna16_kernel_table {
     size_t gemv2_bf16_mr, gemv2_bf16_mr_max;
     wna16_dequant_bf16_fn dequant_bf16[WNA16_WFMTS];
     wna16_gemm_bf16_fn gemm_bf16;
-    /* (where set: the panel regime's kernel on AMX, its panels by
-     * amx_dequant, taken for bf16 activations instead of the int16 or bf16
-     * panel) */
+    /* (where set: the int4 panel regime on AMX-INT8 with the int16 leaves'
+     * bits, from gemm_amx_min_m rows of bf16 activations) */
     wna16_gemm_amx_fn gemm_amx;
-    wna16_dequant_bf16_fn amx_dequant[WNA16_WFMTS];
+    wna16_amx_dequant_fn amx_dequant_q4;
     int64_t gemm_amx_min_m;
     size_t gemm_mr;
     /* integer activations (NULL where the level has none; a bf16 dot wins):
@@ -340,13 +360,13 @@ void wna16_gemm_bf16_12x32__avx512bf16(size_t, int64_t, int64_t, const uint32_t 
 #define WNA16_DENSE_AMX_MIN_M 4
 #endif
 
-/* Rows from which the quantized linears take the AMX panel for bf16
- * activations where the level has it (fewer: the streaming kernels). Xeon
- * guest, 2 threads, int4 g128, K 2048 x N 4096, int16 streaming (VNNI)
- * against AMX: m = 8 407 / 487 us, 12 583 / 493, 16 747 / 529, 20 918 /
- * 682; N 5120: 8 509 / 640, 12 773 / 633, 16 963 / 660. */
+/* Rows from which the int4 linears take the AMX-INT8 panel for bf16
+ * activations where the level has it (fewer: the int16 streaming kernel,
+ * the same bits). Xeon guest, 2 threads, int4 g128, K 2048 x N 4096,
+ * streaming (VNNI) against AMX: m = 12 555 / 637 us, 16 715 / 691, 20 883 /
+ * 824, 24 1100 / 835; N 5120: 12 679 / 774, 16 917 / 888, 24 1260 / 1066. */
 #ifndef WNA16_GEMM_AMX_MIN_M
-#define WNA16_GEMM_AMX_MIN_M 10
+#define WNA16_GEMM_AMX_MIN_M 16
 #endif
 
 /* Rows from which the NEON dense linear takes its register tiles (fewer:
@@ -471,8 +491,9 @@ float wna16_peak_fma_loop__avx512(int64_t n_iter);
 float wna16_peak_bf16_loop__avx512bf16(int64_t n_iter);
 /* 4 tile products of 16 x 16 x 32 bf16 per iteration (AMX builds only) */
 float wna16_peak_amx_loop__amx(int64_t n_iter);
-void wna16_gemm_amx_32x32__amx(size_t, int64_t, int64_t, const uint16_t *, int64_t,
-                               const uint16_t *, const float *, float *, float *);
+void wna16_gemm_i8_16x32__amx(const wna16_amx_i8_args *args);
+void wna16_dequant_q4_u8_16__amx(const wna16_block_layout *, const uint8_t *, int64_t, int64_t,
+                                 uint8_t *, float *, int32_t *, size_t);
 #define WNA16_PEAK_AMX_FLOPS (4.0 * 16 * 16 * 32 * 2)
 float wna16_peak_fma_loop__neon(int64_t n_iter);
 float wna16_peak_bf16_loop__neonbf16(int64_t n_iter);

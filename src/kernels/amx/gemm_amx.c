@@ -1,12 +1,19 @@
-/* The quantized linear's prefill on AMX (kernels/ukernel.h gemm_amx): the
- * weights of two blocks dequantized to a bf16 panel of integers (the
- * avx512bf16 dequant_bf16: [kpair][32 channels][2], the B operand's pair
- * layout as it is), the bf16 activations row-major as the A operand, and
- * per group the partial P_g = Σ a·q by tile products — exact products (a
- * bf16 times an integer of at most 8 bits), summed in fp32 in the
- * hardware's order — then c = fma(P_g, s_g, c) as every path applies its
- * scales. Tiles: C 0-3 (rows 0-15 / 16-31 x channels 0-15 / 16-31), A 4-5
- * (the two row blocks), B 6-7 (the two channel blocks). */
+/* The int4 linears' panel regime on AMX-INT8 tiles, with the int16 paths'
+ * arithmetic (docs/kernels.md §Integer activations): per sub-block, the
+ * activations as int16 a' = a * 2^E, the weights as their unsigned
+ * integers u, and d = Σ a'·u - z·Σ a' exact in int32, then the same
+ * fp32 flush as every int16 leaf: P = float(d) * 2^-E, summed over the
+ * group's sub-blocks, c = fma(P, scale, c). The integer sums are exact,
+ * so every output has the int16 kernels' bits: a row's result is the
+ * same whether it streams alone or rides a panel with others.
+ *
+ * a' does not fit int8: it goes in as a' = 256·hi + lo (hi signed, lo
+ * unsigned bytes, two row-major planes), the tiles sum hi·u (tdpbsud) and
+ * lo·u (tdpbuud) separately, and the flush forms 256·S_hi + S_lo.
+ * Weights: a block's units repacked per call into the B operand's layout,
+ * [k quad][16 channels][4] bytes. Tiles: C 0-1 (hi x the two blocks), C
+ * 2-3 (lo x the two blocks), A 4-5 (hi, lo: 16 rows x 64 k), B 6-7 (the
+ * blocks: 64 k x 16 channels). */
 #include "kernels/ukernel.h"
 
 #include <immintrin.h>
@@ -14,7 +21,7 @@
 #include <stdint.h>
 #include <string.h>
 
-enum { TILE_M = 16, TILE_KPAIRS = 16, PANEL_LD = 64 /* bf16 per kpair row */ };
+enum { TILE_M = 16, TILE_K = 64 /* bytes of k per tile row */ };
 
 typedef struct tile_config {
     uint8_t palette, start_row, reserved[14];
@@ -33,53 +40,104 @@ static void configure(void) {
     _tile_loadconfig(&c);
 }
 
-/* c[r][32] = fma(p[r][32], s[32], c[r][32]) for the r < rows of a row
- * block, p as two stored C tiles (channels 0-15, then 16-31). */
-static void apply_scales(const float *p_lo, const float *p_hi, const float *s, float *c,
-                         int64_t rows) {
-    __m512 s_lo = _mm512_loadu_ps(s), s_hi = _mm512_loadu_ps(s + 16);
-    for (int64_t r = 0; r < rows; r++) {
-        float *cr = c + r * 32;
-        _mm512_storeu_ps(cr, _mm512_fmadd_ps(_mm512_load_ps(p_lo + r * 16), s_lo,
-                                             _mm512_loadu_ps(cr)));
-        _mm512_storeu_ps(cr + 16, _mm512_fmadd_ps(_mm512_load_ps(p_hi + r * 16), s_hi,
-                                                  _mm512_loadu_ps(cr + 16)));
+/* k-pair j of an int4 unit as unsigned 16-bit lanes [channel][2]. */
+static inline __m512i nibbles(__m512i v, int j) {
+    return _mm512_and_si512(_mm512_srli_epi16(v, 4 * j), _mm512_set1_epi16(15));
+}
+
+/* k-pairs j, j + 1 of a unit as bytes [channel][4]: each 32-bit lane (a
+ * channel's pair as two 16-bit values) folded to two bytes, the second
+ * pair's above the first's. */
+static inline __m512i quad(__m512i v, int j) {
+    const __m512i lo16 = _mm512_set1_epi32(0xffff);
+    __m512i a = nibbles(v, j), b = nibbles(v, j + 1);
+    a = _mm512_and_si512(_mm512_or_si512(a, _mm512_srli_epi32(a, 8)), lo16);
+    b = _mm512_and_si512(_mm512_or_si512(b, _mm512_srli_epi32(b, 8)), lo16);
+    return _mm512_or_si512(a, _mm512_slli_epi32(b, 16));
+}
+
+static inline __m512 group_scales(const wna16_block_layout *L, const uint8_t *block, int64_t g) {
+    const void *sp = wna16_group_s(L, block, g);
+    if (L->scale_bf16)
+        return _mm512_castsi512_ps(_mm512_slli_epi32(
+            _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)sp)), 16));
+    return _mm512_loadu_ps(sp);
+}
+
+void wna16_dequant_q4_u8_16__amx(const wna16_block_layout *L, const uint8_t *block, int64_t g0,
+                                 int64_t g1, uint8_t *panel, float *sc, int32_t *z, size_t lds) {
+    const int64_t gu = L->group_units;
+    for (int64_t g = g0; g < g1; g++) {
+        const uint8_t *rec = wna16_group_w(L, block, g);
+        uint8_t *pg = panel + (size_t)((g - g0) * gu * 2) * 64;
+        for (int64_t t = 0; t < gu; t++) {
+            __m512i v = _mm512_load_si512((const void *)(rec + t * L->ls));
+            _mm512_store_si512((void *)(pg + (2 * t) * 64), quad(v, 0));
+            _mm512_store_si512((void *)(pg + (2 * t + 1) * 64), quad(v, 2));
+        }
+        _mm512_storeu_ps(sc + (size_t)(g - g0) * lds, group_scales(L, block, g));
+        __m512i zv = _mm512_set1_epi32(8);
+        if (L->asym)
+            zv = _mm512_and_si512(_mm512_loadu_si512((const void *)wna16_group_z(L, block, g)),
+                                  _mm512_set1_epi32(0xffff));
+        _mm512_storeu_si512((void *)(z + (size_t)(g - g0) * lds), zv);
     }
 }
 
-void wna16_gemm_amx_32x32__amx(size_t rows, int64_t n_groups, int64_t group_kpairs,
-                               const uint16_t *a, int64_t lda, const uint16_t *panel,
-                               const float *sc, float *c, float *tmp) {
-    bool two = rows > TILE_M;
-    int64_t steps = group_kpairs / TILE_KPAIRS;
-    size_t stride = (size_t)lda * 2;
+/* The int16 leaves' flush for 16 channels of one row: d = 256·hi + lo -
+ * z·sum, P = float(d) * inv, summed over the sub-blocks in pbuf, then
+ * c = fma(P, scale, c). */
+static inline void flush(const int32_t *hi, const int32_t *lo, __m512i z, int32_t sum, float inv,
+                         int64_t s, int64_t nsub, __m512 sc, float *pbuf, float *c) {
+    __m512i d = _mm512_add_epi32(_mm512_slli_epi32(_mm512_load_si512((const void *)hi), 8),
+                                 _mm512_load_si512((const void *)lo));
+    d = _mm512_sub_epi32(d, _mm512_mullo_epi32(z, _mm512_set1_epi32(sum)));
+    __m512 p = _mm512_mul_ps(_mm512_cvtepi32_ps(d), _mm512_set1_ps(inv));
+    if (nsub > 1 && s > 0) p = _mm512_add_ps(_mm512_loadu_ps(pbuf), p);
+    if (s + 1 < nsub)
+        _mm512_storeu_ps(pbuf, p);
+    else
+        _mm512_storeu_ps(c, _mm512_fmadd_ps(p, sc, _mm512_loadu_ps(c)));
+}
+
+void wna16_gemm_i8_16x32__amx(const wna16_amx_i8_args *x) {
+    const int64_t steps = x->sbk / TILE_K;
+    int32_t *tmp = x->tmp; /* [4][16][16]: C 0-3 */
     configure();
-    for (int64_t g = 0; g < n_groups; g++) {
-        _tile_zero(0);
-        _tile_zero(1);
-        _tile_zero(2);
-        _tile_zero(3);
-        for (int64_t t = 0; t < steps; t++) {
-            int64_t kp = g * group_kpairs + t * TILE_KPAIRS;
-            _tile_loadd(6, panel + kp * PANEL_LD, PANEL_LD * 2);
-            _tile_loadd(7, panel + kp * PANEL_LD + 32, PANEL_LD * 2);
-            _tile_loadd(4, a + kp * 2, stride);
-            _tile_dpbf16ps(0, 4, 6);
-            _tile_dpbf16ps(1, 4, 7);
-            if (two) {
-                _tile_loadd(5, a + TILE_M * lda + kp * 2, stride);
-                _tile_dpbf16ps(2, 5, 6);
-                _tile_dpbf16ps(3, 5, 7);
+    for (int64_t g = 0; g < x->n_groups; g++) {
+        __m512 s0 = _mm512_loadu_ps(x->sc + g * 32), s1 = _mm512_loadu_ps(x->sc + g * 32 + 16);
+        __m512i z0 = _mm512_loadu_si512((const void *)(x->z + g * 32)),
+                z1 = _mm512_loadu_si512((const void *)(x->z + g * 32 + 16));
+        for (int64_t s = 0; s < x->nsub; s++) {
+            int64_t k0 = (g * x->nsub + s) * x->sbk; /* from the chunk's start */
+            _tile_zero(0);
+            _tile_zero(1);
+            _tile_zero(2);
+            _tile_zero(3);
+            for (int64_t t = 0; t < steps; t++) {
+                int64_t k = k0 + t * TILE_K;
+                _tile_loadd(4, x->a_hi + k, x->lda);
+                _tile_loadd(5, x->a_lo + k, x->lda);
+                _tile_loadd(6, x->panel0 + k * 16, 64);
+                _tile_loadd(7, x->panel1 + k * 16, 64);
+                _tile_dpbsud(0, 4, 6);
+                _tile_dpbsud(1, 4, 7);
+                _tile_dpbuud(2, 5, 6);
+                _tile_dpbuud(3, 5, 7);
             }
-        }
-        _tile_stored(0, tmp, 64);
-        _tile_stored(1, tmp + 256, 64);
-        apply_scales(tmp, tmp + 256, sc + g * 32, c, two ? TILE_M : (int64_t)rows);
-        if (two) {
+            _tile_stored(0, tmp, 64);
+            _tile_stored(1, tmp + 256, 64);
             _tile_stored(2, tmp + 512, 64);
             _tile_stored(3, tmp + 768, 64);
-            apply_scales(tmp + 512, tmp + 768, sc + g * 32, c + TILE_M * 32,
-                         (int64_t)rows - TILE_M);
+            int64_t sb = g * x->nsub + s;
+            for (int64_t r = 0; r < x->rows; r++) {
+                int32_t sum = x->sum[r * x->lds + sb];
+                float inv = x->inv[r * x->lds + sb];
+                float *c = x->c + r * 32, *pb = x->pbuf + r * 32;
+                flush(tmp + r * 16, tmp + 512 + r * 16, z0, sum, inv, s, x->nsub, s0, pb, c);
+                flush(tmp + 256 + r * 16, tmp + 768 + r * 16, z1, sum, inv, s, x->nsub, s1,
+                      pb + 16, c + 16);
+            }
         }
     }
     _tile_release();
