@@ -59,8 +59,8 @@ static inline __m512i quad(__m512i v, int j) {
 static inline __m512 group_scales(const wna16_block_layout *L, const uint8_t *block, int64_t g) {
     const void *sp = wna16_group_s(L, block, g);
     if (L->scale_bf16)
-        return _mm512_castsi512_ps(_mm512_slli_epi32(
-            _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)sp)), 16));
+        return _mm512_castsi512_ps(
+            _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)sp)), 16));
     return _mm512_loadu_ps(sp);
 }
 
@@ -135,8 +135,8 @@ void wna16_gemm_i8_16x32__amx(const wna16_amx_i8_args *x) {
                 float inv = x->inv[r * x->lds + sb];
                 float *c = x->c + r * 32, *pb = x->pbuf + r * 32;
                 flush(tmp + r * 16, tmp + 512 + r * 16, z0, sum, inv, s, x->nsub, s0, pb, c);
-                flush(tmp + 256 + r * 16, tmp + 768 + r * 16, z1, sum, inv, s, x->nsub, s1,
-                      pb + 16, c + 16);
+                flush(tmp + 256 + r * 16, tmp + 768 + r * 16, z1, sum, inv, s, x->nsub, s1, pb + 16,
+                      c + 16);
             }
         }
     }
