@@ -163,6 +163,12 @@ static bool plan_amx(const wna16_packed_linear *pl, int64_t m, plan *p) {
     return true;
 }
 
+/* The paths that dequantize a panel for many rows: their activations are
+ * packed in whole tiles of rows (zeroed first), by all threads. */
+static bool panel_path(path p) {
+    return p == PATH_BF16_PREFILL || p == PATH_I16_PANEL || p == PATH_AMX_PANEL;
+}
+
 static plan make_plan(const wna16_packed_linear *pl, int64_t m, wna16_dtype xt) {
     plan p = {.t = wna16_kernels()};
     const wna16_kernel_table *t = p.t;
@@ -310,7 +316,6 @@ static void pack_row_i16(const wna16_packed_linear *pl, const plan *p, int64_t i
         }
 }
 
-/* Packs rows [r0, r1) of x into the plan's activation layout. */
 /* Row i of bf16 x into the AMX-INT8 panel's layout: per sub-block the int16
  * paths' a' (quant_sub, the same values, inv and sum) as a' = 256·hi + lo
  * in two byte planes, row-major. */
@@ -335,6 +340,7 @@ static void pack_row_i8(const wna16_packed_linear *pl, const plan *p, int64_t i,
         }
 }
 
+/* Packs rows [r0, r1) of x into the plan's activation layout. */
 static void pack_acts(const wna16_packed_linear *pl, const plan *p, int64_t r0, int64_t r1,
                       const void *x, wna16_dtype xt, int64_t ldx, void *a) {
     size_t xs = xt == WNA16_DTYPE_F32 ? 4 : 2;
@@ -520,10 +526,6 @@ static void amx_dequant_chunk(const wna16_packed_linear *pl, const plan *p, int6
         memset(z + g * 32 + 16, 0, 64);
     }
 }
-
-/* Bytes of the AMX panel's activation planes a chunk of rows takes: half
- * this core's L2 (m = 512, K 2048 x N 4096: 12.6 -> see docs/kernels.md). */
-#define AMX_ROWS_BYTES ((size_t)1 << 20)
 
 /* A thread's scratch for the AMX-INT8 panel, carved from its bytes. */
 typedef struct amx_scratch {
@@ -790,8 +792,7 @@ wna16_status wna16_linear_gemm_range(wna16_diag *d, const wna16_packed_linear *p
                               need);
         scratch = align64(own);
     }
-    if (p.path == PATH_BF16_PREFILL || p.path == PATH_I16_PANEL || p.path == PATH_AMX_PANEL)
-        memset(scratch, 0, p.a_bytes);
+    if (panel_path(p.path)) memset(scratch, 0, p.a_bytes);
     pack_acts(pl, &p, 0, m, x, xt, ldx, scratch);
     io e = {m, y, yt, ldy, bias, bt, p.t->to_bf16};
     int64_t b1 = (n_end + WNA16_LINEAR_NR - 1) / WNA16_LINEAR_NR;
@@ -868,8 +869,7 @@ wna16_status wna16_linear_gemm(wna16_diag *d, const wna16_packed_linear *pl, int
     if (n_threads > units) n_threads = (int)units;
     /* streaming calls with activations that fit in L2: each thread packs
      * all rows into its own copy, no barrier (see below) */
-    bool prefill =
-        p.path == PATH_BF16_PREFILL || p.path == PATH_I16_PANEL || p.path == PATH_AMX_PANEL;
+    bool prefill = panel_path(p.path);
     bool private_acts = n_threads > 1 && !prefill && p.a_bytes <= PRIVATE_ACTS_BYTES;
     size_t a_stride = p.a_bytes + p.thread_bytes; /* private: per thread */
     size_t shares_off = private_acts ? a_stride * (size_t)n_threads

@@ -20,11 +20,12 @@
  * zero past k and past the block's rows. Tiles: C 0-3 (two output blocks x
  * two row blocks), A 4-5 (the output blocks' weights), B 6-7 (one part of
  * each row block's x, the parts in turn): a weight tile is loaded once for
- * 32 rows. Two output blocks at a time, not more: their 32 weight rows are 32 streams through
- * memory, as many as the L2 streamer follows (64 ran at half the
- * bandwidth; software prefetch of them was slower still). Tails (outputs
+ * 32 rows. Two output blocks at a time, not more: their 32 weight rows
+ * are 32 streams through memory, as many as the L2 streamer follows (64
+ * ran at half the bandwidth, prefetching the next group slower still). Tails (outputs
  * past a multiple of 16, k past a multiple of 32) load their weight tile
  * from a zero-padded copy in the workspace. */
+#include "kernels/amx/amx_tiles.h"
 #include "kernels/dense.h"
 
 #include <immintrin.h>
@@ -42,13 +43,6 @@ enum {
     TILE_BYTES = 1024,
     PREFETCH_TILES = 2,
 };
-
-/* The palette 1 configuration of ldtilecfg (64 bytes). */
-typedef struct tile_config {
-    uint8_t palette, start_row, reserved[14];
-    uint16_t colsb[16];
-    uint8_t rows[16];
-} tile_config;
 
 static int64_t k_tiles(int64_t k) { return (k + TILE_K - 1) / TILE_K; }
 
@@ -95,17 +89,6 @@ void wna16_dense_pack_x__amx(const float *x, int64_t ldx, int64_t rows, int64_t 
             for (int p = 0; p < PARTS; p++)
                 tile[p * (TILE_BYTES / 2) + (pair * TILE_M + r) * 2 + half] = part[p];
         }
-}
-
-static void configure(void) {
-    tile_config c;
-    memset(&c, 0, sizeof c);
-    c.palette = 1;
-    for (int t = 0; t < 8; t++) {
-        c.rows[t] = TILE_M;
-        c.colsb[t] = 64;
-    }
-    _tile_loadconfig(&c);
 }
 
 /* Rows [o, o + 16) x k [t * 32, +32) of w into stage, zero past n and k. */
@@ -183,7 +166,7 @@ void wna16_dense_tiles__amx(const uint16_t *w, int64_t n, int64_t k, int64_t k_s
     float *cbuf = (float *)(aligned + BLOCKS * TILE_BYTES);
     size_t xb = wna16_dense_xp_bytes__amx(k);
     int64_t kt = k_tiles(k), k_full = k / TILE_K;
-    configure();
+    wna16_amx_configure();
     for (int64_t o0 = 0; o0 < n; o0 += BLOCKS * TILE_M) {
         bool two = o0 + TILE_M < n;
         /* two row blocks at a time: each weight tile loaded once for both */
@@ -222,7 +205,7 @@ void wna16_dense_tiles__amx(const uint16_t *w, int64_t n, int64_t k, int64_t k_s
 float wna16_peak_amx_loop__amx(int64_t n_iter) {
     static _Alignas(64) const uint16_t zeros[TILE_BYTES / 2];
     _Alignas(64) float c[TILE_M * TILE_M];
-    configure();
+    wna16_amx_configure();
     _tile_loadd(4, zeros, 64);
     _tile_loadd(5, zeros, 64);
     _tile_zero(0);

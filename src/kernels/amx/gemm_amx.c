@@ -14,6 +14,8 @@
  * [k quad][16 channels][4] bytes. Tiles: C 0-1 (hi x the two blocks), C
  * 2-3 (lo x the two blocks), A 4-5 (hi, lo: 16 rows x 64 k), B 6-7 (the
  * blocks: 64 k x 16 channels). */
+#include "kernels/amx/amx_tiles.h"
+#include "kernels/scales_avx512.h"
 #include "kernels/ukernel.h"
 
 #include <immintrin.h>
@@ -22,23 +24,6 @@
 #include <string.h>
 
 enum { TILE_M = 16, TILE_K = 64 /* bytes of k per tile row */ };
-
-typedef struct tile_config {
-    uint8_t palette, start_row, reserved[14];
-    uint16_t colsb[16];
-    uint8_t rows[16];
-} tile_config;
-
-static void configure(void) {
-    tile_config c;
-    memset(&c, 0, sizeof c);
-    c.palette = 1;
-    for (int t = 0; t < 8; t++) {
-        c.rows[t] = TILE_M;
-        c.colsb[t] = 64;
-    }
-    _tile_loadconfig(&c);
-}
 
 /* k-pair j of an int4 unit as unsigned 16-bit lanes [channel][2]. */
 static inline __m512i nibbles(__m512i v, int j) {
@@ -56,14 +41,6 @@ static inline __m512i quad(__m512i v, int j) {
     return _mm512_or_si512(a, _mm512_slli_epi32(b, 16));
 }
 
-static inline __m512 group_scales(const wna16_block_layout *L, const uint8_t *block, int64_t g) {
-    const void *sp = wna16_group_s(L, block, g);
-    if (L->scale_bf16)
-        return _mm512_castsi512_ps(
-            _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)sp)), 16));
-    return _mm512_loadu_ps(sp);
-}
-
 void wna16_dequant_q4_u8_16__amx(const wna16_block_layout *L, const uint8_t *block, int64_t g0,
                                  int64_t g1, uint8_t *panel, float *sc, int32_t *z, size_t lds) {
     const int64_t gu = L->group_units;
@@ -75,7 +52,7 @@ void wna16_dequant_q4_u8_16__amx(const wna16_block_layout *L, const uint8_t *blo
             _mm512_store_si512((void *)(pg + (2 * t) * 64), quad(v, 0));
             _mm512_store_si512((void *)(pg + (2 * t + 1) * 64), quad(v, 2));
         }
-        _mm512_storeu_ps(sc + (size_t)(g - g0) * lds, group_scales(L, block, g));
+        _mm512_storeu_ps(sc + (size_t)(g - g0) * lds, wna16_scales512(L, block, g));
         __m512i zv = _mm512_set1_epi32(8);
         if (L->asym)
             zv = _mm512_and_si512(_mm512_loadu_si512((const void *)wna16_group_z(L, block, g)),
@@ -103,7 +80,7 @@ static inline void flush(const int32_t *hi, const int32_t *lo, __m512i z, int32_
 void wna16_gemm_i8_16x32__amx(const wna16_amx_i8_args *x) {
     const int64_t steps = x->sbk / TILE_K;
     int32_t *tmp = x->tmp; /* [4][16][16]: C 0-3 */
-    configure();
+    wna16_amx_configure();
     for (int64_t g = 0; g < x->n_groups; g++) {
         __m512 s0 = _mm512_loadu_ps(x->sc + g * 32), s1 = _mm512_loadu_ps(x->sc + g * 32 + 16);
         __m512i z0 = _mm512_loadu_si512((const void *)(x->z + g * 32)),
