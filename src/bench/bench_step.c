@@ -26,18 +26,17 @@ static void step_help(FILE *f) {
             "(default 128), then --steps (default 16) steps of B rows, one greedy token per\n"
             "sequence, through the paged KV cache. Reports ms per step, rows/s, and the step's\n"
             "roofline: max(bytes of the distinct weights it reads / read bandwidth, its FLOPs /\n"
-            "the compute peak), the routed experts being those its rows' routing chose\n"
-            "(counted as they run; the server's /metrics estimates them from uniform\n"
-            "routing), the\n"
-            "bandwidth sampled around every 4-step window (the fraction is roofline time /\n"
-            "step time; the compute\n"
-            "peaks are the quantized linears' and, for lm_head, the dense linear's: the AMX tile\n"
-            "products' over 3 where it runs on them, else the fp32 FMA's; fractions are\n"
-            "at most 1). --breakdown adds ms per step by forward phase (norms, q|k|v, RoPE and\n"
-            "cache, attention, o_proj, MLP/MoE, lm_head, other; host: the step's time outside\n"
-            "them), each beside its own roofline: max(its bytes / bandwidth, its FLOPs / its\n"
-            "peak), with the KV cache's bytes for attention. --isa caps the kernel level (ref,\n"
-            "avx2, avx512, avx512bf16, neon, neonbf16; as WNA16_ISA does).\n");
+            "the compute peak), the routed experts being those its rows' routing chose (counted\n"
+            "as they run; the server's /metrics estimates them from uniform routing), the\n"
+            "bandwidth sampled around every 4-step window (the fraction is roofline time / step\n"
+            "time; the compute peaks are the quantized linears' and, for lm_head, the dense\n"
+            "linear's: the AMX tile products' over 3 where it runs on them, else the fp32\n"
+            "FMA's; fractions are at most 1). --breakdown adds ms per step by forward phase\n"
+            "(norms, q|k|v, RoPE and cache, attention, o_proj, MLP/MoE, lm_head, other; host:\n"
+            "the step's time outside them), each beside its own roofline: max(its bytes /\n"
+            "bandwidth, its FLOPs / its peak), with the KV cache's bytes for attention. --isa\n"
+            "caps the kernel level (ref, avx2, avx512, avx512bf16, neon, neonbf16; as WNA16_ISA\n"
+            "does).\n");
 }
 
 typedef struct step_args {
