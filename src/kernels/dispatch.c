@@ -399,6 +399,7 @@ static void apply_amx(void) {
     if (t->dense_tile_min_m > WNA16_DENSE_AMX_MIN_M) t->dense_tile_min_m = WNA16_DENSE_AMX_MIN_M;
     if (has_amx_int8) {
         t->gemm_amx = wna16_gemm_i8_16x32__amx;
+        t->amx_tiles = wna16_amx_tiles__amx;
         t->amx_dequant_q4 = wna16_dequant_q4_u8_16__amx;
         t->gemm_amx_min_m = WNA16_GEMM_AMX_MIN_M;
     }
@@ -423,8 +424,9 @@ static void detect_vnni(void) {
     vnni_on = has_avx_vnni || has_avx512_vnni;
 }
 
-/* AMX-TILE and AMX-BF16 (cpuid 7.0 edx bits 24, 22; AMX-INT8, bit 25, for
- * the quantized linears' panel), the tile state in
+/* AMX-TILE and AMX-BF16 (cpuid 7.0 edx bits 24, 22; AMX-INT8, bit 25, and
+ * AVX512_VBMI, ecx bit 1, which its weight repacking uses, for the
+ * quantized linears' panel), the tile state in
  * XCR0 (bits 17, 18), and Linux's permission to use it (arch_prctl
  * ARCH_REQ_XCOMP_PERM for XFEATURE_XTILEDATA, process-wide; a kernel
  * without it refuses and the dense linear keeps its vector tiles). */
@@ -437,7 +439,7 @@ static void detect_amx(void) {
     if ((xgetbv0() & (3ull << 17)) != (3ull << 17)) return;
     enum { ARCH_REQ_XCOMP_PERM = 0x1023, XFEATURE_XTILEDATA = 18 };
     has_amx = syscall(SYS_arch_prctl, ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA) == 0;
-    has_amx_int8 = has_amx && (d & (1u << 25));
+    has_amx_int8 = has_amx && (d & (1u << 25)) && (c & (1u << 1));
 #endif
     amx_on = has_amx;
 }

@@ -159,7 +159,7 @@ static bool plan_amx(const wna16_packed_linear *pl, int64_t m, plan *p) {
     p->a_bytes = p->sum_off + side;
     size_t cg = (size_t)p->chunk_groups;
     p->thread_bytes = 2 * al64(cg * (size_t)gsp * 16) + 2 * al64(cg * 32 * 4) +
-                      al64((size_t)m * 32 * 4) + al64(16 * 32 * 4) + 4096;
+                      al64((size_t)m * 32 * 4) + al64(16 * 32 * 4) + 8192;
     return true;
 }
 
@@ -597,6 +597,7 @@ static void run_amx_panel(const wna16_packed_linear *pl, const plan *p, const io
     amx_scratch w = amx_carve(pl, p, e->m, scratch);
     int64_t rc = (int64_t)(AMX_ROWS_BYTES / (2 * (size_t)p->lda)) / mr * mr;
     if (rc < mr) rc = mr;
+    p->t->amx_tiles(1);
     for (int64_t r0 = 0; r0 < e->m; r0 += rc) {
         int64_t r1 = r0 + rc < e->m ? r0 + rc : e->m;
         for (int64_t b = b0; b < b1; b += 2) {
@@ -606,6 +607,7 @@ static void run_amx_panel(const wna16_packed_linear *pl, const plan *p, const io
             epilogue(e, r0, r1 - r0, o0, o1 < n_end ? o1 : n_end, w.cbuf, 32);
         }
     }
+    p->t->amx_tiles(0);
 }
 
 /* Computes blocks [b0, b1) (columns clipped to [.., n_end)) on this thread. */

@@ -165,7 +165,8 @@ typedef void (*wna16_gemm_bf16_fn)(size_t mr, int64_t n_groups, int64_t group_kp
  * real ones), panel0/1 the blocks' weights as amx_dequant_q4 writes them,
  * sc and z [group][32] (scales, zero points), inv and sum [row][lds] per
  * sub-block (from the chunk's first), c [rows][32] accumulated, pbuf
- * [16][32] and tmp (4 KiB, 64-byte aligned) scratch. */
+ * [16][32] and tmp (8 KiB, 64-byte aligned) scratch. Runs under the tile
+ * configuration amx_tiles(1) loaded on its thread. */
 typedef struct wna16_amx_i8_args {
     int64_t rows, n_groups, nsub, sbk;
     const int8_t *a_hi;
@@ -181,6 +182,10 @@ typedef struct wna16_amx_i8_args {
     int32_t *tmp;
 } wna16_amx_i8_args;
 typedef void (*wna16_gemm_amx_fn)(const wna16_amx_i8_args *args);
+/* Loads (on) or releases (off) the tile configuration gemm_amx runs under,
+ * on the calling thread: once around a thread's share of a linear, not per
+ * call (ldtilecfg and tilerelease cost as much as a small call's work). */
+typedef void (*wna16_amx_tiles_fn)(int on);
 /* Groups [g0, g1) of an int4 block as unsigned bytes [k quad][16][4] into
  * panel, their scales and zero points (int32; symmetric: 8) at sc and z
  * (row stride lds). */
@@ -252,6 +257,7 @@ typedef struct wna16_kernel_table {
     /* (where set: the int4 panel regime on AMX-INT8 with the int16 leaves'
      * bits, from gemm_amx_min_m rows of bf16 activations) */
     wna16_gemm_amx_fn gemm_amx;
+    wna16_amx_tiles_fn amx_tiles;
     wna16_amx_dequant_fn amx_dequant_q4;
     int64_t gemm_amx_min_m;
     size_t gemm_mr;
@@ -492,6 +498,7 @@ float wna16_peak_bf16_loop__avx512bf16(int64_t n_iter);
 /* 4 tile products of 16 x 16 x 32 bf16 per iteration (AMX builds only) */
 float wna16_peak_amx_loop__amx(int64_t n_iter);
 void wna16_gemm_i8_16x32__amx(const wna16_amx_i8_args *args);
+void wna16_amx_tiles__amx(int on);
 void wna16_dequant_q4_u8_16__amx(const wna16_block_layout *, const uint8_t *, int64_t, int64_t,
                                  uint8_t *, float *, int32_t *, size_t);
 #define WNA16_PEAK_AMX_FLOPS (4.0 * 16 * 16 * 32 * 2)

@@ -6,7 +6,6 @@
 
 #include <immintrin.h>
 #include <stdint.h>
-#include <string.h>
 
 /* ldtilecfg's 64-byte operand. */
 typedef struct wna16_amx_config {
@@ -15,15 +14,14 @@ typedef struct wna16_amx_config {
     uint8_t rows[16];
 } wna16_amx_config;
 
-static inline void wna16_amx_configure(void) {
-    wna16_amx_config c;
-    memset(&c, 0, sizeof c);
-    c.palette = 1;
-    for (int t = 0; t < 8; t++) {
-        c.rows[t] = 16;
-        c.colsb[t] = 64;
-    }
-    _tile_loadconfig(&c);
-}
+/* A constant, not a local filled in: GCC drops a local's stores that only
+ * ldtilecfg reads once the function is inlined. */
+static const wna16_amx_config wna16_amx_config_all16 = {
+    .palette = 1,
+    .colsb = {64, 64, 64, 64, 64, 64, 64, 64},
+    .rows = {16, 16, 16, 16, 16, 16, 16, 16},
+};
+
+static inline void wna16_amx_configure(void) { _tile_loadconfig(&wna16_amx_config_all16); }
 
 #endif
