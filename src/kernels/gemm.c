@@ -159,7 +159,8 @@ static bool plan_amx(const wna16_packed_linear *pl, int64_t m, plan *p) {
     p->a_bytes = p->sum_off + side;
     size_t cg = (size_t)p->chunk_groups;
     p->thread_bytes = 2 * al64(cg * (size_t)gsp * 16) + 2 * al64(cg * 32 * 4) +
-                      al64((size_t)m * 32 * 4) + al64(16 * 32 * 4) + 8192;
+                      al64((size_t)m * 32 * 4) + al64(16 * 32 * 4) + 8192 +
+                      al64(2 * ((size_t)pl->L.group_units * 256 + 256));
     return true;
 }
 
@@ -532,6 +533,7 @@ typedef struct amx_scratch {
     uint8_t *panel[2];
     float *sc, *cbuf, *pbuf;
     int32_t *z, *tmp;
+    uint8_t *gbuf;
 } amx_scratch;
 
 static amx_scratch amx_carve(const wna16_packed_linear *pl, const plan *p, int64_t m,
@@ -546,6 +548,7 @@ static amx_scratch amx_carve(const wna16_packed_linear *pl, const plan *p, int64
     w.cbuf = (float *)((uint8_t *)w.z + sb);
     w.pbuf = (float *)((uint8_t *)w.cbuf + al64((size_t)m * 32 * 4));
     w.tmp = (int32_t *)((uint8_t *)w.pbuf + al64(16 * 32 * 4));
+    w.gbuf = (uint8_t *)w.tmp + 8192;
     return w;
 }
 
@@ -558,6 +561,27 @@ static void amx_pair(const wna16_packed_linear *pl, const plan *p, int64_t b, bo
     const float *inv = (const float *)(a + p->inv_off);
     const int32_t *sum = (const int32_t *)(a + p->sum_off);
     memset(w->cbuf, 0, (size_t)(r1 - r0) * 32 * 4);
+    if (r1 - r0 <= mr) { /* one tile of rows: the streamed form */
+        wna16_amx_i8_args x = {.rows = r1 - r0,
+                               .n_groups = pl->n_groups,
+                               .nsub = p->nsub,
+                               .sbk = p->sbu * 8,
+                               .a_hi = (const int8_t *)a + r0 * p->lda,
+                               .a_lo = a + plane + r0 * p->lda,
+                               .lda = p->lda,
+                               .inv = inv + r0 * p->nsb,
+                               .sum = sum + r0 * p->nsb,
+                               .lds = p->nsb,
+                               .c = w->cbuf,
+                               .pbuf = w->pbuf,
+                               .tmp = w->tmp,
+                               .L = &pl->L,
+                               .block0 = block_at(pl, b),
+                               .block1 = pair ? block_at(pl, b + 1) : NULL,
+                               .gbuf = w->gbuf};
+        p->t->gemm_amx_stream(&x);
+        return;
+    }
     for (int64_t g0 = 0; g0 < pl->n_groups; g0 += cg) {
         int64_t g1 = g0 + cg < pl->n_groups ? g0 + cg : pl->n_groups;
         amx_dequant_chunk(pl, p, b, pair, g0, g1, w->panel, w->sc, w->z);
@@ -597,7 +621,7 @@ static void run_amx_panel(const wna16_packed_linear *pl, const plan *p, const io
     amx_scratch w = amx_carve(pl, p, e->m, scratch);
     int64_t rc = (int64_t)(AMX_ROWS_BYTES / (2 * (size_t)p->lda)) / mr * mr;
     if (rc < mr) rc = mr;
-    p->t->amx_tiles(1);
+    p->t->amx_tiles(e->m < mr ? (int)e->m : (int)mr);
     for (int64_t r0 = 0; r0 < e->m; r0 += rc) {
         int64_t r1 = r0 + rc < e->m ? r0 + rc : e->m;
         for (int64_t b = b0; b < b1; b += 2) {

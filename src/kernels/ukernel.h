@@ -180,6 +180,14 @@ typedef struct wna16_amx_i8_args {
     int64_t lds;
     float *c, *pbuf;
     int32_t *tmp;
+    /* the streamed form only (gemm_amx_stream, rows <= 16): it repacks
+     * groups [g0, g0 + n_groups) of block0 and block1 (NULL: zero weights)
+     * itself into gbuf (2 x (group_units * 256 + 256) bytes, 64-byte
+     * aligned) instead of reading panel0/1, sc and z */
+    const wna16_block_layout *L;
+    const uint8_t *block0, *block1;
+    int64_t g0;
+    uint8_t *gbuf;
 } wna16_amx_i8_args;
 typedef void (*wna16_gemm_amx_fn)(const wna16_amx_i8_args *args);
 /* Loads (on) or releases (off) the tile configuration gemm_amx runs under,
@@ -256,7 +264,7 @@ typedef struct wna16_kernel_table {
     wna16_gemm_bf16_fn gemm_bf16;
     /* (where set: the int4 panel regime on AMX-INT8 with the int16 leaves'
      * bits, from gemm_amx_min_m rows of bf16 activations) */
-    wna16_gemm_amx_fn gemm_amx;
+    wna16_gemm_amx_fn gemm_amx, gemm_amx_stream;
     wna16_amx_tiles_fn amx_tiles;
     wna16_amx_dequant_fn amx_dequant_q4;
     int64_t gemm_amx_min_m;
@@ -368,11 +376,12 @@ void wna16_gemm_bf16_12x32__avx512bf16(size_t, int64_t, int64_t, const uint32_t 
 
 /* Rows from which the int4 linears take the AMX-INT8 panel for bf16
  * activations where the level has it (fewer: the int16 streaming kernel,
- * the same bits). Xeon guest, 2 threads, int4 g128, K 2048 x N 4096,
- * streaming (VNNI) against AMX: m = 12 555 / 637 us, 16 715 / 691, 20 883 /
- * 824, 24 1100 / 835; N 5120: 12 679 / 774, 16 917 / 888, 24 1260 / 1066. */
+ * the same bits). Xeon guest, 2 threads, int4 g128, streaming (VNNI)
+ * against AMX (up to 16 rows the streamed form): K 4096 x N 4096, m = 4
+ * 388 / 464 us, 8 734 / 561, 12 1033 / 673, 16 1344 / 777; K 2048 x N
+ * 1536 (an expert's w13), m = 4 92 / 131, 8 161 / 154, 12 229 / 183. */
 #ifndef WNA16_GEMM_AMX_MIN_M
-#define WNA16_GEMM_AMX_MIN_M 16
+#define WNA16_GEMM_AMX_MIN_M 8
 #endif
 
 /* Rows from which the NEON dense linear takes its register tiles (fewer:
@@ -498,6 +507,7 @@ float wna16_peak_bf16_loop__avx512bf16(int64_t n_iter);
 /* 4 tile products of 16 x 16 x 32 bf16 per iteration (AMX builds only) */
 float wna16_peak_amx_loop__amx(int64_t n_iter);
 void wna16_gemm_i8_16x32__amx(const wna16_amx_i8_args *args);
+void wna16_gemm_i8_stream__amx(const wna16_amx_i8_args *args);
 void wna16_amx_tiles__amx(int on);
 void wna16_dequant_q4_u8_16__amx(const wna16_block_layout *, const uint8_t *, int64_t, int64_t,
                                  uint8_t *, float *, int32_t *, size_t);

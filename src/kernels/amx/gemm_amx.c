@@ -23,7 +23,7 @@
 #include <stdint.h>
 #include <string.h>
 
-enum { TILE_M = 16, TILE_K = 64 /* bytes of k per tile row */ };
+enum { TILE_M = 16, TILE_K = 64 /* bytes of k per tile row */, PREFETCH = 1024 };
 
 /* A unit's byte-permute indexes (vpermt2b over lo, hi): channel c's dword
  * holds words 2c and 2c + 1, whose nibble j is u(8t + 2j + p), so its
@@ -48,7 +48,11 @@ void wna16_dequant_q4_u8_16__amx(const wna16_block_layout *L, const uint8_t *blo
         const uint8_t *rec = wna16_group_w(L, block, g);
         uint8_t *pg = panel + (size_t)((g - g0) * gu * 2) * 64;
         for (int64_t t = 0; t < gu; t++) {
-            __m512i v = _mm512_load_si512((const void *)(rec + t * L->ls));
+            const uint8_t *u = rec + t * L->ls;
+            /* the stream's lines (both blocks' of a pair) a kilobyte ahead */
+            _mm_prefetch((const char *)(u + PREFETCH), _MM_HINT_T0);
+            if (L->ilv == 2) _mm_prefetch((const char *)(u + PREFETCH + 64), _MM_HINT_T0);
+            __m512i v = _mm512_load_si512((const void *)u);
             __m512i lo = _mm512_and_si512(v, nib),
                     hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), nib);
             _mm512_store_si512((void *)(pg + (2 * t) * 64), _mm512_permutex2var_epi8(lo, q0, hi));
@@ -80,20 +84,31 @@ static inline void flush(const int32_t *hi, const int32_t *lo, __m512i z, int32_
         _mm512_storeu_ps(c, _mm512_fmadd_ps(p, sc, _mm512_loadu_ps(c)));
 }
 
-void wna16_amx_tiles__amx(int on) {
-    if (on)
+void wna16_amx_tiles__amx(int rows) {
+    if (rows >= TILE_M) {
         wna16_amx_configure();
-    else
+        return;
+    }
+    if (rows <= 0) {
         _tile_release();
+        return;
+    }
+    /* fewer rows of activations: A (4, 5) and C (0-3) tiles that short,
+     * whose products take as many cycles as they have rows */
+    wna16_amx_config c = wna16_amx_config_all16;
+    for (int t = 0; t < 6; t++) c.rows[t] = (uint8_t)rows;
+    volatile wna16_amx_config vc = c;
+    _tile_loadconfig((const void *)&vc);
 }
 
-/* The flush of sub-block sb (group g, sub-block s of it) from its four
- * stored C tiles, every real row. */
-static void flush_sub(const wna16_amx_i8_args *x, const int32_t *tmp, int64_t sb) {
-    const int64_t g = sb / x->nsub, s = sb % x->nsub;
-    __m512 s0 = _mm512_loadu_ps(x->sc + g * 32), s1 = _mm512_loadu_ps(x->sc + g * 32 + 16);
-    __m512i z0 = _mm512_loadu_si512((const void *)(x->z + g * 32)),
-            z1 = _mm512_loadu_si512((const void *)(x->z + g * 32 + 16));
+/* The flush of sub-block sb (sub-block s of its group, whose scales and
+ * zero points are sc and z [32]) from its four stored C tiles, every real
+ * row. */
+static void flush_sub(const wna16_amx_i8_args *x, const int32_t *tmp, int64_t sb, const float *sc,
+                      const int32_t *z) {
+    const int64_t s = sb % x->nsub;
+    __m512 s0 = _mm512_loadu_ps(sc), s1 = _mm512_loadu_ps(sc + 16);
+    __m512i z0 = _mm512_loadu_si512((const void *)z), z1 = _mm512_loadu_si512((const void *)(z + 16));
     for (int64_t r = 0; r < x->rows; r++) {
         int32_t sum = x->sum[r * x->lds + sb];
         float inv = x->inv[r * x->lds + sb];
@@ -104,35 +119,107 @@ static void flush_sub(const wna16_amx_i8_args *x, const int32_t *tmp, int64_t sb
     }
 }
 
+/* The tile products of sub-block sb (k from the chunk's start) against the
+ * blocks' panels at k offset pk. */
+static inline void products(const wna16_amx_i8_args *x, int64_t sb, const uint8_t *panel0,
+                            const uint8_t *panel1, int64_t pk) {
+    const int64_t k0 = sb * x->sbk;
+    _tile_zero(0);
+    _tile_zero(1);
+    _tile_zero(2);
+    _tile_zero(3);
+    for (int64_t t = 0; t < x->sbk / TILE_K; t++) {
+        int64_t k = k0 + t * TILE_K, kp = pk + t * TILE_K;
+        _tile_loadd(4, x->a_hi + k, x->lda);
+        _tile_loadd(5, x->a_lo + k, x->lda);
+        _tile_loadd(6, panel0 + kp * 16, 64);
+        _tile_loadd(7, panel1 + kp * 16, 64);
+        _tile_dpbsud(0, 4, 6);
+        _tile_dpbsud(1, 4, 7);
+        _tile_dpbuud(2, 5, 6);
+        _tile_dpbuud(3, 5, 7);
+    }
+}
+
+static inline void store_c(int32_t *tmp) {
+    _tile_stored(0, tmp, 64);
+    _tile_stored(1, tmp + 256, 64);
+    _tile_stored(2, tmp + 512, 64);
+    _tile_stored(3, tmp + 768, 64);
+}
+
 /* Sub-block by sub-block: the tile products of one, then the flush of the
  * one before (from the other half of tmp) while the tiles compute, then the
  * stores of this one. The flushes run in sub-block order, as the int16
  * leaves', so the bits are theirs. */
 void wna16_gemm_i8_16x32__amx(const wna16_amx_i8_args *x) {
-    const int64_t steps = x->sbk / TILE_K, nsb = x->n_groups * x->nsub;
+    const int64_t nsb = x->n_groups * x->nsub;
     for (int64_t sb = 0; sb < nsb; sb++) {
-        int32_t *tmp = x->tmp + (sb & 1) * 1024; /* [4][16][16]: C 0-3 */
-        const int64_t k0 = sb * x->sbk; /* from the chunk's start */
-        _tile_zero(0);
-        _tile_zero(1);
-        _tile_zero(2);
-        _tile_zero(3);
-        for (int64_t t = 0; t < steps; t++) {
-            int64_t k = k0 + t * TILE_K;
-            _tile_loadd(4, x->a_hi + k, x->lda);
-            _tile_loadd(5, x->a_lo + k, x->lda);
-            _tile_loadd(6, x->panel0 + k * 16, 64);
-            _tile_loadd(7, x->panel1 + k * 16, 64);
-            _tile_dpbsud(0, 4, 6);
-            _tile_dpbsud(1, 4, 7);
-            _tile_dpbuud(2, 5, 6);
-            _tile_dpbuud(3, 5, 7);
+        products(x, sb, x->panel0, x->panel1, sb * x->sbk);
+        if (sb > 0) {
+            int64_t g = (sb - 1) / x->nsub;
+            flush_sub(x, x->tmp + ((sb - 1) & 1) * 1024, sb - 1, x->sc + g * 32, x->z + g * 32);
         }
-        if (sb > 0) flush_sub(x, x->tmp + ((sb - 1) & 1) * 1024, sb - 1);
-        _tile_stored(0, tmp, 64);
-        _tile_stored(1, tmp + 256, 64);
-        _tile_stored(2, tmp + 512, 64);
-        _tile_stored(3, tmp + 768, 64);
+        store_c(x->tmp + (sb & 1) * 1024);
     }
-    if (nsb > 0) flush_sub(x, x->tmp + ((nsb - 1) & 1) * 1024, nsb - 1);
+    if (nsb > 0) {
+        int64_t g = (nsb - 1) / x->nsub;
+        flush_sub(x, x->tmp + ((nsb - 1) & 1) * 1024, nsb - 1, x->sc + g * 32, x->z + g * 32);
+    }
+}
+
+/* One phase of the streamed leaf's group buffer: the two blocks' panels of
+ * a group, its scales and zero points [32]. */
+typedef struct phase {
+    uint8_t *panel0, *panel1;
+    float *sc;
+    int32_t *z;
+} phase;
+
+static phase phase_at(const wna16_amx_i8_args *x, int64_t p) {
+    const size_t gb = (size_t)x->L->group_units * 128;
+    phase ph;
+    ph.panel0 = x->gbuf + (size_t)p * (2 * gb + 256);
+    ph.panel1 = ph.panel0 + gb;
+    ph.sc = (float *)(ph.panel1 + gb);
+    ph.z = (int32_t *)(ph.sc + 32);
+    return ph;
+}
+
+static void repack_group(const wna16_amx_i8_args *x, int64_t g, phase ph) {
+    const int64_t ga = x->g0 + g;
+    wna16_dequant_q4_u8_16__amx(x->L, x->block0, ga, ga + 1, ph.panel0, ph.sc, ph.z, 32);
+    if (x->block1) {
+        wna16_dequant_q4_u8_16__amx(x->L, x->block1, ga, ga + 1, ph.panel1, ph.sc + 16,
+                                    ph.z + 16, 32);
+        return;
+    }
+    memset(ph.panel1, 0, (size_t)x->L->group_units * 128);
+    memset(ph.sc + 16, 0, 64);
+    memset(ph.z + 16, 0, 64);
+}
+
+/* The streamed form (one tile of rows): each group's weights repacked
+ * while the group before it computes on the tiles, so the weights' stream
+ * overlaps the tile products instead of alternating with them. The same
+ * sub-block order and flush as wna16_gemm_i8_16x32__amx. */
+void wna16_gemm_i8_stream__amx(const wna16_amx_i8_args *x) {
+    const int64_t nsb = x->n_groups * x->nsub;
+    if (nsb == 0) return;
+    repack_group(x, 0, phase_at(x, 0));
+    for (int64_t sb = 0; sb < nsb; sb++) {
+        const int64_t g = sb / x->nsub, s = sb % x->nsub;
+        phase ph = phase_at(x, g & 1);
+        products(x, sb, ph.panel0, ph.panel1, s * x->sbk);
+        if (sb > 0) {
+            phase pp = phase_at(x, ((sb - 1) / x->nsub) & 1);
+            flush_sub(x, x->tmp + ((sb - 1) & 1) * 1024, sb - 1, pp.sc, pp.z);
+        }
+        /* the group after this one, over the buffer of the one before
+         * (whose last flush is done) */
+        if (s == 0 && g + 1 < x->n_groups) repack_group(x, g + 1, phase_at(x, (g + 1) & 1));
+        store_c(x->tmp + (sb & 1) * 1024);
+    }
+    phase pl = phase_at(x, ((nsb - 1) / x->nsub) & 1);
+    flush_sub(x, x->tmp + ((nsb - 1) & 1) * 1024, nsb - 1, pl.sc, pl.z);
 }
