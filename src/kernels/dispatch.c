@@ -399,9 +399,7 @@ static void apply_amx(void) {
     if (t->dense_tile_min_m > WNA16_DENSE_AMX_MIN_M) t->dense_tile_min_m = WNA16_DENSE_AMX_MIN_M;
     if (has_amx_int8) {
         t->gemm_amx = wna16_gemm_i8_16x32__amx;
-        t->gemm_amx_stream = wna16_gemm_i8_stream__amx;
         t->amx_tiles = wna16_amx_tiles__amx;
-        t->amx_dequant_q4 = wna16_dequant_q4_u8_16__amx;
         t->gemm_amx_min_m = WNA16_GEMM_AMX_MIN_M;
     }
 #endif

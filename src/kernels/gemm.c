@@ -149,18 +149,13 @@ static bool plan_amx(const wna16_packed_linear *pl, int64_t m, plan *p) {
     p->path = PATH_AMX_PANEL;
     p->mr = 16;
     p->lda = round_up(pl->n_groups * gsp, 64) + 64; /* bytes per row of a plane */
-    p->chunk_groups = 2 * PANEL_KPAIRS / gsp;
-    if (p->chunk_groups < 1) p->chunk_groups = 1;
-    if (p->chunk_groups > pl->n_groups) p->chunk_groups = pl->n_groups;
     /* the hi and lo planes (whole tiles of rows), then inv and sum */
     size_t plane = al64((size_t)(round_up(m, 16) * p->lda)), side = al64((size_t)(m * p->nsb) * 4);
     p->inv_off = 2 * plane;
     p->sum_off = p->inv_off + side;
     p->a_bytes = p->sum_off + side;
-    size_t cg = (size_t)p->chunk_groups;
-    p->thread_bytes = 2 * al64(cg * (size_t)gsp * 16) + 2 * al64(cg * 32 * 4) +
-                      al64((size_t)m * 32 * 4) + al64(16 * 32 * 4) + 8192 +
-                      al64(2 * ((size_t)pl->L.group_units * 256 + 256));
+    /* its sums and partial sums, the C tiles' stores, two groups' panels */
+    p->thread_bytes = 2 * al64((size_t)m * 32 * 4) + 8192 + al64(2 * ((size_t)gu * 256 + 256));
     return true;
 }
 
@@ -510,102 +505,48 @@ static void run_i16_panel(const wna16_packed_linear *pl, const plan *p, const io
     }
 }
 
-/* Chunk [g0, g1) of the blocks from b (one, or two) as the AMX panels, with
- * their scales and zero points ([group][32]; a missing second block: zero
- * weights, scales and zeros). */
-static void amx_dequant_chunk(const wna16_packed_linear *pl, const plan *p, int64_t b, bool pair,
-                              int64_t g0, int64_t g1, uint8_t *panel[2], float *sc, int32_t *z) {
-    const int64_t gsp = pl->L.group_units * 8;
-    p->t->amx_dequant_q4(&pl->L, block_at(pl, b), g0, g1, panel[0], sc, z, 32);
-    if (pair) {
-        p->t->amx_dequant_q4(&pl->L, block_at(pl, b + 1), g0, g1, panel[1], sc + 16, z + 16, 32);
-        return;
-    }
-    memset(panel[1], 0, (size_t)((g1 - g0) * gsp * 16));
-    for (int64_t g = 0; g < g1 - g0; g++) {
-        memset(sc + g * 32 + 16, 0, 64);
-        memset(z + g * 32 + 16, 0, 64);
-    }
-}
-
 /* A thread's scratch for the AMX-INT8 panel, carved from its bytes. */
 typedef struct amx_scratch {
-    uint8_t *panel[2];
-    float *sc, *cbuf, *pbuf;
-    int32_t *z, *tmp;
+    float *cbuf, *pbuf;
+    int32_t *tmp;
     uint8_t *gbuf;
 } amx_scratch;
 
-static amx_scratch amx_carve(const wna16_packed_linear *pl, const plan *p, int64_t m,
-                             void *scratch) {
-    const int64_t cg = p->chunk_groups, gsp = pl->L.group_units * 8;
-    const size_t pb = al64((size_t)(cg * gsp * 16)), sb = al64((size_t)cg * 32 * 4);
+static amx_scratch amx_carve(int64_t m, void *scratch) {
     amx_scratch w;
-    w.panel[0] = scratch;
-    w.panel[1] = w.panel[0] + pb;
-    w.sc = (float *)(w.panel[1] + pb);
-    w.z = (int32_t *)((uint8_t *)w.sc + sb);
-    w.cbuf = (float *)((uint8_t *)w.z + sb);
+    w.cbuf = scratch;
     w.pbuf = (float *)((uint8_t *)w.cbuf + al64((size_t)m * 32 * 4));
-    w.tmp = (int32_t *)((uint8_t *)w.pbuf + al64(16 * 32 * 4));
+    w.tmp = (int32_t *)((uint8_t *)w.pbuf + al64((size_t)m * 32 * 4));
     w.gbuf = (uint8_t *)w.tmp + 8192;
     return w;
 }
 
 /* Rows [r0, r1) of the blocks from b (one, or two): their sums into w->cbuf
- * ([r1 - r0][32]), chunk of groups by chunk, 16-row tiles. */
+ * ([r1 - r0][32]). */
 static void amx_pair(const wna16_packed_linear *pl, const plan *p, int64_t b, bool pair,
                      int64_t r0, int64_t r1, const uint8_t *a, amx_scratch *w) {
-    const int64_t mr = (int64_t)p->mr, cg = p->chunk_groups, gsp = pl->L.group_units * 8;
     const size_t plane = p->inv_off / 2;
     const float *inv = (const float *)(a + p->inv_off);
     const int32_t *sum = (const int32_t *)(a + p->sum_off);
     memset(w->cbuf, 0, (size_t)(r1 - r0) * 32 * 4);
-    if (r1 - r0 <= mr) { /* one tile of rows: the streamed form */
-        wna16_amx_i8_args x = {.rows = r1 - r0,
-                               .n_groups = pl->n_groups,
-                               .nsub = p->nsub,
-                               .sbk = p->sbu * 8,
-                               .a_hi = (const int8_t *)a + r0 * p->lda,
-                               .a_lo = a + plane + r0 * p->lda,
-                               .lda = p->lda,
-                               .inv = inv + r0 * p->nsb,
-                               .sum = sum + r0 * p->nsb,
-                               .lds = p->nsb,
-                               .c = w->cbuf,
-                               .pbuf = w->pbuf,
-                               .tmp = w->tmp,
-                               .L = &pl->L,
-                               .block0 = block_at(pl, b),
-                               .block1 = pair ? block_at(pl, b + 1) : NULL,
-                               .gbuf = w->gbuf};
-        p->t->gemm_amx_stream(&x);
-        return;
-    }
-    for (int64_t g0 = 0; g0 < pl->n_groups; g0 += cg) {
-        int64_t g1 = g0 + cg < pl->n_groups ? g0 + cg : pl->n_groups;
-        amx_dequant_chunk(pl, p, b, pair, g0, g1, w->panel, w->sc, w->z);
-        for (int64_t r = r0; r < r1; r += mr) {
-            wna16_amx_i8_args x = {.rows = r1 - r < mr ? r1 - r : mr,
-                                   .n_groups = g1 - g0,
-                                   .nsub = p->nsub,
-                                   .sbk = p->sbu * 8,
-                                   .a_hi = (const int8_t *)a + r * p->lda + g0 * gsp,
-                                   .a_lo = a + plane + r * p->lda + g0 * gsp,
-                                   .lda = p->lda,
-                                   .panel0 = w->panel[0],
-                                   .panel1 = w->panel[1],
-                                   .sc = w->sc,
-                                   .z = w->z,
-                                   .inv = inv + r * p->nsb + g0 * p->nsub,
-                                   .sum = sum + r * p->nsb + g0 * p->nsub,
-                                   .lds = p->nsb,
-                                   .c = w->cbuf + (r - r0) * 32,
-                                   .pbuf = w->pbuf,
-                                   .tmp = w->tmp};
-            p->t->gemm_amx(&x);
-        }
-    }
+    wna16_amx_i8_args x = {.rows = r1 - r0,
+                           .n_groups = pl->n_groups,
+                           .nsub = p->nsub,
+                           .sbk = p->sbu * 8,
+                           .a_hi = (const int8_t *)a + r0 * p->lda,
+                           .a_lo = a + plane + r0 * p->lda,
+                           .lda = p->lda,
+                           .inv = inv + r0 * p->nsb,
+                           .sum = sum + r0 * p->nsb,
+                           .lds = p->nsb,
+                           .c = w->cbuf,
+                           .pbuf = w->pbuf,
+                           .tmp = w->tmp,
+                           .L = &pl->L,
+                           .block0 = block_at(pl, b),
+                           .block1 = pair ? block_at(pl, b + 1) : NULL,
+                           .gbuf = w->gbuf};
+    p->t->gemm_amx(&x);
 }
 
 /* Bytes of activation planes a chunk of rows takes: half this core's L2,
@@ -614,11 +555,11 @@ static void amx_pair(const wna16_packed_linear *pl, const plan *p, int64_t b, bo
 #define AMX_ROWS_BYTES ((size_t)1 << 20)
 
 /* The AMX-INT8 panel path: chunks of rows, then units of two blocks, whose
- * weights are repacked once per chunk of groups for the chunk's rows. */
+ * weights the leaf repacks a group at a time for the chunk's rows. */
 static void run_amx_panel(const wna16_packed_linear *pl, const plan *p, const io *e, int64_t b0,
                           int64_t b1, int64_t n_end, const void *a, void *scratch) {
     const int64_t NR = WNA16_LINEAR_NR, mr = (int64_t)p->mr;
-    amx_scratch w = amx_carve(pl, p, e->m, scratch);
+    amx_scratch w = amx_carve(e->m, scratch);
     int64_t rc = (int64_t)(AMX_ROWS_BYTES / (2 * (size_t)p->lda)) / mr * mr;
     if (rc < mr) rc = mr;
     p->t->amx_tiles(e->m < mr ? (int)e->m : (int)mr);

@@ -158,48 +158,37 @@ typedef void (*wna16_gemm_bf16_fn)(size_t mr, int64_t n_groups, int64_t group_kp
                                    const uint32_t *ap, const uint16_t *panel, const float *sc,
                                    float *c);
 
-/* The int4 linears' panel on AMX-INT8 (amx/gemm_amx.c), rows <= 16 x 32
- * channels (two blocks) over n_groups groups of nsub sub-blocks of sbk k
- * (a multiple of 64): a_hi / a_lo the activations' int16 a' = 256·hi + lo
- * as two byte planes, row-major (lda bytes; 16 rows present, zero past the
- * real ones), panel0/1 the blocks' weights as amx_dequant_q4 writes them,
- * sc and z [group][32] (scales, zero points), inv and sum [row][lds] per
- * sub-block (from the chunk's first), c [rows][32] accumulated, pbuf
- * [16][32] and tmp (8 KiB, 64-byte aligned) scratch. Runs under the tile
- * configuration amx_tiles(1) loaded on its thread. */
+/* The int4 linears' panel on AMX-INT8 (amx/gemm_amx.c): rows x 32
+ * channels (blocks block0 and block1, NULL: zero weights) over groups
+ * [g0, g0 + n_groups) of nsub sub-blocks of sbk k (a multiple of 64):
+ * a_hi / a_lo the activations' int16 a' = 256·hi + lo as two byte planes,
+ * row-major (lda bytes; whole tiles of 16 rows present, zero past the real
+ * ones), inv and sum [row][lds] per sub-block (from g0's first), c
+ * [rows][32] accumulated, pbuf [rows][32], tmp (8 KiB) and gbuf (2 x
+ * (group_units * 256 + 256) bytes) scratch, 64-byte aligned. The leaf
+ * repacks the weights itself, a group at a time. Runs under the tile
+ * configuration amx_tiles loaded on its thread. */
 typedef struct wna16_amx_i8_args {
     int64_t rows, n_groups, nsub, sbk;
     const int8_t *a_hi;
     const uint8_t *a_lo;
     int64_t lda;
-    const uint8_t *panel0, *panel1;
-    const float *sc;
-    const int32_t *z;
     const float *inv;
     const int32_t *sum;
     int64_t lds;
     float *c, *pbuf;
     int32_t *tmp;
-    /* the streamed form only (gemm_amx_stream, rows <= 16): it repacks
-     * groups [g0, g0 + n_groups) of block0 and block1 (NULL: zero weights)
-     * itself into gbuf (2 x (group_units * 256 + 256) bytes, 64-byte
-     * aligned) instead of reading panel0/1, sc and z */
     const wna16_block_layout *L;
     const uint8_t *block0, *block1;
     int64_t g0;
     uint8_t *gbuf;
 } wna16_amx_i8_args;
 typedef void (*wna16_gemm_amx_fn)(const wna16_amx_i8_args *args);
-/* Loads (on) or releases (off) the tile configuration gemm_amx runs under,
- * on the calling thread: once around a thread's share of a linear, not per
- * call (ldtilecfg and tilerelease cost as much as a small call's work). */
-typedef void (*wna16_amx_tiles_fn)(int on);
-/* Groups [g0, g1) of an int4 block as unsigned bytes [k quad][16][4] into
- * panel, their scales and zero points (int32; symmetric: 8) at sc and z
- * (row stride lds). */
-typedef void (*wna16_amx_dequant_fn)(const wna16_block_layout *L, const uint8_t *block, int64_t g0,
-                                     int64_t g1, uint8_t *panel, float *sc, int32_t *z,
-                                     size_t lds);
+/* Loads the tile configuration gemm_amx runs under for at most `rows` rows
+ * of activations (16: whole tiles), or releases the tiles (0), on the
+ * calling thread: once around a thread's share of a linear, not per call
+ * (ldtilecfg and tilerelease cost as much as a small call's work). */
+typedef void (*wna16_amx_tiles_fn)(int rows);
 
 /* dst[i] = wna16_f32_to_bf16(src[i]) for i < n, the same bits (round to
  * nearest even, NaN quieted): the GEMM epilogue's bf16 output. */
@@ -264,9 +253,8 @@ typedef struct wna16_kernel_table {
     wna16_gemm_bf16_fn gemm_bf16;
     /* (where set: the int4 panel regime on AMX-INT8 with the int16 leaves'
      * bits, from gemm_amx_min_m rows of bf16 activations) */
-    wna16_gemm_amx_fn gemm_amx, gemm_amx_stream;
+    wna16_gemm_amx_fn gemm_amx;
     wna16_amx_tiles_fn amx_tiles;
-    wna16_amx_dequant_fn amx_dequant_q4;
     int64_t gemm_amx_min_m;
     size_t gemm_mr;
     /* integer activations (NULL where the level has none; a bf16 dot wins):
@@ -507,10 +495,7 @@ float wna16_peak_bf16_loop__avx512bf16(int64_t n_iter);
 /* 4 tile products of 16 x 16 x 32 bf16 per iteration (AMX builds only) */
 float wna16_peak_amx_loop__amx(int64_t n_iter);
 void wna16_gemm_i8_16x32__amx(const wna16_amx_i8_args *args);
-void wna16_gemm_i8_stream__amx(const wna16_amx_i8_args *args);
 void wna16_amx_tiles__amx(int on);
-void wna16_dequant_q4_u8_16__amx(const wna16_block_layout *, const uint8_t *, int64_t, int64_t,
-                                 uint8_t *, float *, int32_t *, size_t);
 #define WNA16_PEAK_AMX_FLOPS (4.0 * 16 * 16 * 32 * 2)
 float wna16_peak_fma_loop__neon(int64_t n_iter);
 float wna16_peak_bf16_loop__neonbf16(int64_t n_iter);

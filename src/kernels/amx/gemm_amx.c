@@ -40,8 +40,11 @@ static inline __m512i quad_index(int q) {
     return _mm512_loadu_si512((const void *)idx);
 }
 
-void wna16_dequant_q4_u8_16__amx(const wna16_block_layout *L, const uint8_t *block, int64_t g0,
-                                 int64_t g1, uint8_t *panel, float *sc, int32_t *z, size_t lds) {
+/* Groups [g0, g1) of an int4 block as unsigned bytes [k quad][16][4] into
+ * panel, their scales and zero points (int32; symmetric: 8) at sc and z
+ * (row stride lds). */
+static void repack_q4(const wna16_block_layout *L, const uint8_t *block, int64_t g0, int64_t g1,
+                      uint8_t *panel, float *sc, int32_t *z, size_t lds) {
     const int64_t gu = L->group_units;
     const __m512i nib = _mm512_set1_epi8(15), q0 = quad_index(0), q1 = quad_index(1);
     for (int64_t g = g0; g < g1; g++) {
@@ -102,36 +105,38 @@ void wna16_amx_tiles__amx(int rows) {
 }
 
 /* The flush of sub-block sb (sub-block s of its group, whose scales and
- * zero points are sc and z [32]) from its four stored C tiles, every real
- * row. */
-static void flush_sub(const wna16_amx_i8_args *x, const int32_t *tmp, int64_t sb, const float *sc,
-                      const int32_t *z) {
+ * zero points are sc and z [32]) for rows [r0, r1) from their tile's four
+ * stored C tiles. */
+static void flush_sub(const wna16_amx_i8_args *x, const int32_t *tmp, int64_t sb, int64_t r0,
+                      int64_t r1, const float *sc, const int32_t *z) {
     const int64_t s = sb % x->nsub;
     __m512 s0 = _mm512_loadu_ps(sc), s1 = _mm512_loadu_ps(sc + 16);
     __m512i z0 = _mm512_loadu_si512((const void *)z), z1 = _mm512_loadu_si512((const void *)(z + 16));
-    for (int64_t r = 0; r < x->rows; r++) {
+    for (int64_t r = r0; r < r1; r++) {
         int32_t sum = x->sum[r * x->lds + sb];
         float inv = x->inv[r * x->lds + sb];
         float *c = x->c + r * 32, *pb = x->pbuf + r * 32;
-        flush(tmp + r * 16, tmp + 512 + r * 16, z0, sum, inv, s, x->nsub, s0, pb, c);
-        flush(tmp + 256 + r * 16, tmp + 768 + r * 16, z1, sum, inv, s, x->nsub, s1, pb + 16,
-              c + 16);
+        const int32_t *t = tmp + (r - r0) * 16;
+        flush(t, t + 512, z0, sum, inv, s, x->nsub, s0, pb, c);
+        flush(t + 256, t + 768, z1, sum, inv, s, x->nsub, s1, pb + 16, c + 16);
     }
 }
 
-/* The tile products of sub-block sb (k from the chunk's start) against the
- * blocks' panels at k offset pk. */
-static inline void products(const wna16_amx_i8_args *x, int64_t sb, const uint8_t *panel0,
-                            const uint8_t *panel1, int64_t pk) {
+/* The tile products of sub-block sb (k from the chunk's start) for the
+ * tile of rows from r0, against the blocks' group panels at k offset pk. */
+static inline void products(const wna16_amx_i8_args *x, int64_t sb, int64_t r0,
+                            const uint8_t *panel0, const uint8_t *panel1, int64_t pk) {
     const int64_t k0 = sb * x->sbk;
+    const int8_t *hi = x->a_hi + r0 * x->lda;
+    const uint8_t *lo = x->a_lo + r0 * x->lda;
     _tile_zero(0);
     _tile_zero(1);
     _tile_zero(2);
     _tile_zero(3);
     for (int64_t t = 0; t < x->sbk / TILE_K; t++) {
         int64_t k = k0 + t * TILE_K, kp = pk + t * TILE_K;
-        _tile_loadd(4, x->a_hi + k, x->lda);
-        _tile_loadd(5, x->a_lo + k, x->lda);
+        _tile_loadd(4, hi + k, x->lda);
+        _tile_loadd(5, lo + k, x->lda);
         _tile_loadd(6, panel0 + kp * 16, 64);
         _tile_loadd(7, panel1 + kp * 16, 64);
         _tile_dpbsud(0, 4, 6);
@@ -148,50 +153,30 @@ static inline void store_c(int32_t *tmp) {
     _tile_stored(3, tmp + 768, 64);
 }
 
-/* Sub-block by sub-block: the tile products of one, then the flush of the
- * one before (from the other half of tmp) while the tiles compute, then the
- * stores of this one. The flushes run in sub-block order, as the int16
- * leaves', so the bits are theirs. */
-void wna16_gemm_i8_16x32__amx(const wna16_amx_i8_args *x) {
-    const int64_t nsb = x->n_groups * x->nsub;
-    for (int64_t sb = 0; sb < nsb; sb++) {
-        products(x, sb, x->panel0, x->panel1, sb * x->sbk);
-        if (sb > 0) {
-            int64_t g = (sb - 1) / x->nsub;
-            flush_sub(x, x->tmp + ((sb - 1) & 1) * 1024, sb - 1, x->sc + g * 32, x->z + g * 32);
-        }
-        store_c(x->tmp + (sb & 1) * 1024);
-    }
-    if (nsb > 0) {
-        int64_t g = (nsb - 1) / x->nsub;
-        flush_sub(x, x->tmp + ((nsb - 1) & 1) * 1024, nsb - 1, x->sc + g * 32, x->z + g * 32);
-    }
-}
-
-/* One phase of the streamed leaf's group buffer: the two blocks' panels of
- * a group, its scales and zero points [32]. */
+/* One phase of the group buffer: the two blocks' panels of a group, its
+ * scales and zero points [32]. */
 typedef struct phase {
     uint8_t *panel0, *panel1;
     float *sc;
     int32_t *z;
 } phase;
 
-static phase phase_at(const wna16_amx_i8_args *x, int64_t p) {
+static phase phase_at(const wna16_amx_i8_args *x, int64_t g) {
     const size_t gb = (size_t)x->L->group_units * 128;
     phase ph;
-    ph.panel0 = x->gbuf + (size_t)p * (2 * gb + 256);
+    ph.panel0 = x->gbuf + (size_t)(g & 1) * (2 * gb + 256);
     ph.panel1 = ph.panel0 + gb;
     ph.sc = (float *)(ph.panel1 + gb);
     ph.z = (int32_t *)(ph.sc + 32);
     return ph;
 }
 
-static void repack_group(const wna16_amx_i8_args *x, int64_t g, phase ph) {
+static void repack_group(const wna16_amx_i8_args *x, int64_t g) {
+    const phase ph = phase_at(x, g);
     const int64_t ga = x->g0 + g;
-    wna16_dequant_q4_u8_16__amx(x->L, x->block0, ga, ga + 1, ph.panel0, ph.sc, ph.z, 32);
+    repack_q4(x->L, x->block0, ga, ga + 1, ph.panel0, ph.sc, ph.z, 32);
     if (x->block1) {
-        wna16_dequant_q4_u8_16__amx(x->L, x->block1, ga, ga + 1, ph.panel1, ph.sc + 16,
-                                    ph.z + 16, 32);
+        repack_q4(x->L, x->block1, ga, ga + 1, ph.panel1, ph.sc + 16, ph.z + 16, 32);
         return;
     }
     memset(ph.panel1, 0, (size_t)x->L->group_units * 128);
@@ -199,27 +184,33 @@ static void repack_group(const wna16_amx_i8_args *x, int64_t g, phase ph) {
     memset(ph.z + 16, 0, 64);
 }
 
-/* The streamed form (one tile of rows): each group's weights repacked
- * while the group before it computes on the tiles, so the weights' stream
- * overlaps the tile products instead of alternating with them. The same
- * sub-block order and flush as wna16_gemm_i8_16x32__amx. */
-void wna16_gemm_i8_stream__amx(const wna16_amx_i8_args *x) {
-    const int64_t nsb = x->n_groups * x->nsub;
-    if (nsb == 0) return;
-    repack_group(x, 0, phase_at(x, 0));
-    for (int64_t sb = 0; sb < nsb; sb++) {
-        const int64_t g = sb / x->nsub, s = sb % x->nsub;
-        phase ph = phase_at(x, g & 1);
-        products(x, sb, ph.panel0, ph.panel1, s * x->sbk);
-        if (sb > 0) {
-            phase pp = phase_at(x, ((sb - 1) / x->nsub) & 1);
-            flush_sub(x, x->tmp + ((sb - 1) & 1) * 1024, sb - 1, pp.sc, pp.z);
-        }
-        /* the group after this one, over the buffer of the one before
-         * (whose last flush is done) */
-        if (s == 0 && g + 1 < x->n_groups) repack_group(x, g + 1, phase_at(x, (g + 1) & 1));
-        store_c(x->tmp + (sb & 1) * 1024);
+/* Unit u = (sub-block, tile of rows) in that order; the flush of unit u. */
+static void flush_unit(const wna16_amx_i8_args *x, int64_t u, int64_t tiles) {
+    const int64_t sb = u / tiles, r0 = (u % tiles) * TILE_M;
+    const int64_t r1 = r0 + TILE_M < x->rows ? r0 + TILE_M : x->rows;
+    const phase ph = phase_at(x, sb / x->nsub);
+    flush_sub(x, x->tmp + (u & 1) * 1024, sb, r0, r1, ph.sc, ph.z);
+}
+
+/* Group by group, each repacked while the group before it computes on the
+ * tiles (the weights' memory stream overlaps the tile products); in a
+ * group, sub-block by sub-block, each tile of rows: its products, then the
+ * flush of the unit before (from the other half of tmp) while the tiles
+ * compute, then its stores. A row's flushes run in sub-block order, as the
+ * int16 leaves', so the bits are theirs. */
+void wna16_gemm_i8_16x32__amx(const wna16_amx_i8_args *x) {
+    const int64_t tiles = (x->rows + TILE_M - 1) / TILE_M, units = x->n_groups * x->nsub * tiles;
+    if (units == 0) return;
+    repack_group(x, 0);
+    for (int64_t u = 0; u < units; u++) {
+        const int64_t sb = u / tiles, rt = u % tiles, g = sb / x->nsub, s = sb % x->nsub;
+        const phase ph = phase_at(x, g);
+        products(x, sb, rt * TILE_M, ph.panel0, ph.panel1, s * x->sbk);
+        if (u > 0) flush_unit(x, u - 1, tiles);
+        /* the next group, over the buffer of the one before (whose last
+         * flush is done) */
+        if (s == 0 && rt == 0 && g + 1 < x->n_groups) repack_group(x, g + 1);
+        store_c(x->tmp + (u & 1) * 1024);
     }
-    phase pl = phase_at(x, ((nsb - 1) / x->nsub) & 1);
-    flush_sub(x, x->tmp + ((nsb - 1) & 1) * 1024, nsb - 1, pl.sc, pl.z);
+    flush_unit(x, units - 1, tiles);
 }
