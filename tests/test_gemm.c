@@ -861,6 +861,51 @@ static void test_matrix(bool quick) {
     run_case(40, 64, 1030, 4, 0, false, true, WNA16_DTYPE_BF16, WNA16_DTYPE_BF16, 1, false);
 }
 
+/* Every level's int16 activation quantizer gives the reference's a', inv
+ * and sum: magnitudes from denormal (the exponent cap) to near FLT_MAX,
+ * values spread over 2^100 (many a' halves: ties to even), one binade, the
+ * top of the range (every |a'| 32640: a bf16 never rounds to 2^15), zeros,
+ * NaN and infinities (inv NaN), every tail length, zeros past n. */
+static void test_quant_i16(void) {
+    enum { N = 160 };
+    uint32_t r = 777;
+    for (int kind = 0; kind < 7; kind++)
+        for (int64_t n = 0; n <= 130; n += n < 40 ? 1 : 9) {
+            uint16_t x[N];
+            for (int64_t i = 0; i < n; i++) {
+                r = r * 1664525u + 1013904223u;
+                int ex = kind == 1   ? 1 + (int)(r >> 28)
+                         : kind == 2 ? 250 - (int)(r >> 29)
+                                     : 60 + (int)(r >> 26) % 100;
+                uint16_t mant = (uint16_t)((r >> 8) & 0x7f);
+                x[i] = (uint16_t)((r & 1) << 15 | ex << 7 | mant);
+            }
+            if (kind == 3) /* one binade, [1, 2): every a' exact */
+                for (int64_t i = 0; i < n; i++) x[i] = (uint16_t)(0x3f80 | (x[i] & 0x807f));
+            if (kind == 4)
+                for (int64_t i = 0; i < n; i++) x[i] = (uint16_t)((i & 1) << 15); /* ±0 */
+            if (kind == 5 && n > 0) x[(n * 7) / 8] = (r & 2) ? 0x7fc1 : 0xff80;   /* NaN, -inf */
+            if (kind == 6)
+                for (int64_t i = 0; i < n; i++)
+                    x[i] = (uint16_t)(0x477f | (x[i] & 0x8000)); /* ±65280 */
+            FOR_LEVELS(lvl) {
+                const wna16_kernel_table *t = wna16_kernels_at((wna16_isa)lvl);
+                int16_t want[N], got[N];
+                float inv_w, inv_g;
+                int32_t sum_w, sum_g;
+                int64_t len = n + (n % 3) * 5;
+                memset(got, 0x55, sizeof got);
+                wna16_quant_i16__ref(x, n, len, want, &inv_w, &sum_w);
+                t->quant_i16(x, n, len, got, &inv_g, &sum_g);
+                CHECK_MSG(!memcmp(want, got, (size_t)len * 2) && sum_w == sum_g &&
+                              (isnan(inv_w) ? isnan(inv_g) : inv_w == inv_g),
+                          "isa %s kind %d n=%lld", wna16_isa_name((wna16_isa)lvl), kind,
+                          (long long)n);
+                CHECK(got[len] == 0x5555); /* nothing past len */
+            }
+        }
+}
+
 /* The epilogue's vector bf16 rounding gives the scalar's bits: ties both
  * ways, carries into the exponent, infinities, NaNs of both signs (quieted,
  * payload kept), denormals (not flushed), and every length's tail. */
@@ -899,6 +944,7 @@ int main(int argc, char **argv) {
            n_levels(),
            wna16_isa_name(wna16_isa_detected()));
     test_to_bf16();
+    test_quant_i16();
     test_roundtrip();
     /* a bf16-dot level runs bf16 activations on its bf16-dot kernels or on
      * the int16 ones (wna16_bf16_dot), and the int16 leaves run with or

@@ -156,6 +156,7 @@ static void fill_tables(void) {
     wna16_kernel_table t = {
         .isa = WNA16_ISA_REF,
         .to_bf16 = wna16_to_bf16__ref,
+        .quant_i16 = wna16_quant_i16__ref,
         .gemv_f32 = {wna16_gemv_q4_f32_4x16__ref, wna16_gemv_q8_f32_4x16__ref},
         .gemv_f32_mr = 4,
         .dense_dot = wna16_dense_dot__ref,
@@ -209,6 +210,7 @@ static void fill_x86(wna16_kernel_table t) {
     tables[WNA16_ISA_AVX2] = t;
     t.isa = WNA16_ISA_AVX512;
     t.to_bf16 = wna16_to_bf16__avx512;
+    t.quant_i16 = wna16_quant_i16__avx512;
     t.gemv_f32[WNA16_WFMT_Q4] = wna16_gemv_q4_f32_4x16__avx512;
     t.gemv_f32[WNA16_WFMT_Q8] = wna16_gemv_q8_f32_4x16__avx512;
     t.gemv_f32_mr = 4;

@@ -246,44 +246,6 @@ static inline float load_act(const void *x, wna16_dtype t, int64_t i) {
     }
 }
 
-/* bf16 activations x[k0, k1) as int16 a' = a * 2^E into dst[0, len) (zeros
- * past k1 - k0), E chosen so the largest |a| lands in [2^14, 2^15): every
- * activation within 2^7 of the largest is exact (bf16 holds 8 significant
- * bits), smaller ones round to 2^-15 of the largest. *inv = 2^-E (NaN when
- * a value is not finite: the row's outputs then come out NaN), *sum = Σ a'. */
-static void quant_sub(const uint16_t *x, int64_t k0, int64_t k1, int64_t len, int16_t *dst,
-                      float *inv, int32_t *sum) {
-    float mx = 0.0f;
-    bool finite = true;
-    for (int64_t c = k0; c < k1; c++) {
-        float v = fabsf(wna16_bf16_to_f32(x[c]));
-        finite &= v <= FLT_MAX;
-        mx = v > mx ? v : mx;
-    }
-    memset(dst, 0, (size_t)len * 2);
-    *sum = 0;
-    *inv = finite ? 1.0f : NAN;
-    if (!finite || mx == 0.0f) return;
-    int e;
-    frexpf(mx, &e); /* mx in [2^(e-1), 2^e) */
-    int E = 15 - e < 126 ? 15 - e : 126;
-    float scale, back;
-    uint32_t sb = (uint32_t)(127 + E) << 23, ib = (uint32_t)(127 - E) << 23;
-    memcpy(&scale, &sb, 4);
-    memcpy(&back, &ib, 4);
-    *inv = back;
-    int32_t total = 0;
-    for (int64_t c = k0; c < k1; c++) {
-        /* round to nearest even: |r| < 2^15, far inside the magic's 2^22 */
-        float r = wna16_bf16_to_f32(x[c]) * scale;
-        r = (r + 12582912.0f) - 12582912.0f;
-        int32_t q = (int32_t)r;
-        q = q > 32767 ? 32767 : q < -32767 ? -32767 : q;
-        dst[c - k0] = (int16_t)q;
-        total += q;
-    }
-    *sum = total;
-}
 
 /* Row i of bf16 x into the int16 paths' layout: row-major int16 (streaming)
  * or pairs in tiles (panel), with its inv and sum per sub-block. */
@@ -301,10 +263,11 @@ static void pack_row_i16(const wna16_packed_linear *pl, const plan *p, int64_t i
             int64_t k1 = k0 + len < pl->k ? k0 + len : pl->k;
             if (k1 < k0) k1 = k0;
             if (p->path == PATH_I16_GEMV) {
-                quant_sub(x, k0, k1, len, (int16_t *)a + i * p->lda + k0, &inv[sb], &sum[sb]);
+                p->t->quant_i16(x + k0, k1 - k0, len, (int16_t *)a + i * p->lda + k0, &inv[sb],
+                                &sum[sb]);
                 continue;
             }
-            quant_sub(x, k0, k1, len, buf, &inv[sb], &sum[sb]);
+            p->t->quant_i16(x + k0, k1 - k0, len, buf, &inv[sb], &sum[sb]);
             for (int64_t c = 0; c < len; c += 2) {
                 uint32_t v = (uint16_t)buf[c] | (uint32_t)(uint16_t)buf[c + 1] << 16;
                 at[((k0 + c) / 2) * mr + r] = v;
@@ -313,7 +276,7 @@ static void pack_row_i16(const wna16_packed_linear *pl, const plan *p, int64_t i
 }
 
 /* Row i of bf16 x into the AMX-INT8 panel's layout: per sub-block the int16
- * paths' a' (quant_sub, the same values, inv and sum) as a' = 256·hi + lo
+ * paths' a' (the table's quant_i16: the same values, inv and sum) as a' = 256·hi + lo
  * in two byte planes, row-major. */
 static void pack_row_i8(const wna16_packed_linear *pl, const plan *p, int64_t i,
                         const uint16_t *x, void *a) {
@@ -328,7 +291,7 @@ static void pack_row_i8(const wna16_packed_linear *pl, const plan *p, int64_t i,
         for (int64_t s = 0; s < p->nsub; s++, sb++) {
             int64_t k0 = g * gsp + s * sbk, k1 = k0 + sbk < pl->k ? k0 + sbk : pl->k;
             if (k1 < k0) k1 = k0;
-            quant_sub(x, k0, k1, sbk, buf, &inv[sb], &sum[sb]);
+            p->t->quant_i16(x + k0, k1 - k0, sbk, buf, &inv[sb], &sum[sb]);
             for (int64_t c = 0; c < sbk; c++) {
                 hi[k0 + c] = (int8_t)(buf[c] >> 8);
                 lo[k0 + c] = (uint8_t)(buf[c] & 0xff);

@@ -190,6 +190,13 @@ typedef void (*wna16_gemm_amx_fn)(const wna16_amx_i8_args *args);
  * (ldtilecfg and tilerelease cost as much as a small call's work). */
 typedef void (*wna16_amx_tiles_fn)(int rows);
 
+/* The int16 paths' activations (docs/kernels.md §Integer activations):
+ * bf16 x[0, n) as int16 a' = a * 2^E into dst[0, len) (zeros past n), E
+ * putting the largest |a| in [2^14, 2^15); *inv = 2^-E (NaN when a value
+ * is not finite), *sum = Σ a'. Every level's has the reference's bits. */
+typedef void (*wna16_quant_i16_fn)(const uint16_t *x, int64_t n, int64_t len, int16_t *dst,
+                                   float *inv, int32_t *sum);
+
 /* dst[i] = wna16_f32_to_bf16(src[i]) for i < n, the same bits (round to
  * nearest even, NaN quieted): the GEMM epilogue's bf16 output. */
 typedef void (*wna16_to_bf16_fn)(const float *src, uint16_t *dst, size_t n);
@@ -234,6 +241,7 @@ typedef void (*wna16_gemm2_i16_fn)(size_t mr, int64_t n_groups, int64_t gkp, int
 typedef struct wna16_kernel_table {
     wna16_isa isa;
     wna16_to_bf16_fn to_bf16;
+    wna16_quant_i16_fn quant_i16;
     /* fp32 activations (every ISA), and where a level has it the pair form
      * for few rows (weights packed with interleaved pairs: one stream). */
     wna16_gemv_fn gemv_f32[WNA16_WFMTS];
@@ -440,6 +448,8 @@ void wna16_gemm_i16_6x16__avx2(size_t, int64_t, int64_t, int64_t, const uint32_t
                                const int16_t *, const float *, const float *, size_t, float *);
 
 void wna16_to_bf16__ref(const float *, uint16_t *, size_t);
+void wna16_quant_i16__ref(const uint16_t *, int64_t, int64_t, int16_t *, float *, int32_t *);
+void wna16_quant_i16__avx512(const uint16_t *, int64_t, int64_t, int16_t *, float *, int32_t *);
 void wna16_to_bf16__avx2(const float *, uint16_t *, size_t);
 void wna16_to_bf16__avx512(const float *, uint16_t *, size_t);
 

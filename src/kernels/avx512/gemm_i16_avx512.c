@@ -1,5 +1,7 @@
 /* AVX-512BW int16 leaves: vpmaddwd + vpaddd (gemm_i16_avx512.inc). */
+#include <float.h>
 #include <immintrin.h>
+#include <math.h>
 #include <string.h>
 
 #include "kernels/ukernel.h"
@@ -8,3 +10,50 @@
 #define I16_MADD(acc, u, b) _mm512_add_epi32(acc, _mm512_madd_epi16(u, b))
 #define I16_NAME(base) base##__avx512
 #include "kernels/avx512/gemm_i16_avx512.inc"
+
+/* 16 bf16 as fp32 lanes. */
+static inline __m512 bf16x16(__m256i h) {
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
+
+/* The int16 paths' activation quantizer (wna16_quant_i16__ref's contract
+ * and bits): the largest |a| and the finiteness test 16 lanes at a time,
+ * then a' = round-to-nearest-even(a * 2^E) clamped to ±32767, as the
+ * reference's magic-number rounding gives for |a * 2^E| < 2^15. */
+void wna16_quant_i16__avx512(const uint16_t *x, int64_t n, int64_t len, int16_t *dst, float *inv,
+                             int32_t *sum) {
+    const __m512 big = _mm512_set1_ps(FLT_MAX);
+    __m512 mx = _mm512_setzero_ps();
+    __mmask16 bad = 0;
+    for (int64_t c = 0; c < n; c += 16) {
+        __mmask16 m = n - c >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n - c)) - 1);
+        __m512 v = _mm512_abs_ps(bf16x16(_mm256_maskz_loadu_epi16(m, x + c)));
+        bad |= _mm512_mask_cmp_ps_mask(m, v, big, _CMP_NLE_UQ); /* NaN, or above FLT_MAX */
+        mx = _mm512_max_ps(mx, v);
+    }
+    memset(dst, 0, (size_t)len * 2);
+    *sum = 0;
+    *inv = bad ? NAN : 1.0f;
+    float top = _mm512_reduce_max_ps(mx);
+    if (bad || top == 0.0f) return;
+    int e;
+    frexpf(top, &e); /* top in [2^(e-1), 2^e) */
+    int E = 15 - e < 126 ? 15 - e : 126;
+    float scale, back;
+    uint32_t sb = (uint32_t)(127 + E) << 23, ib = (uint32_t)(127 - E) << 23;
+    memcpy(&scale, &sb, 4);
+    memcpy(&back, &ib, 4);
+    *inv = back;
+    const __m512 s = _mm512_set1_ps(scale);
+    const __m512i hi = _mm512_set1_epi32(32767), lo = _mm512_set1_epi32(-32767);
+    __m512i total = _mm512_setzero_si512();
+    for (int64_t c = 0; c < n; c += 16) {
+        __mmask16 m = n - c >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n - c)) - 1);
+        __m512 r = _mm512_mul_ps(bf16x16(_mm256_maskz_loadu_epi16(m, x + c)), s);
+        __m512i q = _mm512_cvt_roundps_epi32(r, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+        q = _mm512_max_epi32(_mm512_min_epi32(q, hi), lo);
+        _mm512_mask_cvtepi32_storeu_epi16(dst + c, m, q);
+        total = _mm512_add_epi32(total, q); /* lanes past n hold 0 */
+    }
+    *sum = _mm512_reduce_add_epi32(total);
+}

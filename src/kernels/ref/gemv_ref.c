@@ -1,6 +1,9 @@
 /* Scalar reference kernels: the definition every ISA is tested against.
  * Per output: P_g = Σ_{k∈g} a_k·q_k (fp32, k ascending), c = fma(P_g, s_g, c). */
+#include <float.h>
 #include <math.h>
+#include <stdbool.h>
+#include <string.h>
 
 #include "kernels/ukernel.h"
 
@@ -52,4 +55,43 @@ void wna16_gemv_q8_f32_4x16__ref(const wna16_block_layout *L, const uint8_t *blo
 
 void wna16_to_bf16__ref(const float *src, uint16_t *dst, size_t n) {
     for (size_t i = 0; i < n; i++) dst[i] = wna16_f32_to_bf16(src[i]);
+}
+
+/* bf16 activations x[0, n) as int16 a' = a * 2^E into dst[0, len) (zeros
+ * past n), E chosen so the largest |a| lands in [2^14, 2^15): every
+ * activation within 2^7 of the largest is exact (bf16 holds 8 significant
+ * bits), smaller ones round to 2^-15 of the largest. *inv = 2^-E (NaN when
+ * a value is not finite: the row's outputs then come out NaN), *sum = Σ a'. */
+void wna16_quant_i16__ref(const uint16_t *x, int64_t n, int64_t len, int16_t *dst, float *inv,
+                          int32_t *sum) {
+    float mx = 0.0f;
+    bool finite = true;
+    for (int64_t c = 0; c < n; c++) {
+        float v = fabsf(wna16_bf16_to_f32(x[c]));
+        finite &= v <= FLT_MAX;
+        mx = v > mx ? v : mx;
+    }
+    memset(dst, 0, (size_t)len * 2);
+    *sum = 0;
+    *inv = finite ? 1.0f : NAN;
+    if (!finite || mx == 0.0f) return;
+    int e;
+    frexpf(mx, &e); /* mx in [2^(e-1), 2^e) */
+    int E = 15 - e < 126 ? 15 - e : 126;
+    float scale, back;
+    uint32_t sb = (uint32_t)(127 + E) << 23, ib = (uint32_t)(127 - E) << 23;
+    memcpy(&scale, &sb, 4);
+    memcpy(&back, &ib, 4);
+    *inv = back;
+    int32_t total = 0;
+    for (int64_t c = 0; c < n; c++) {
+        /* round to nearest even: |r| < 2^15, far inside the magic's 2^22 */
+        float r = wna16_bf16_to_f32(x[c]) * scale;
+        r = (r + 12582912.0f) - 12582912.0f;
+        int32_t q = (int32_t)r;
+        q = q > 32767 ? 32767 : q < -32767 ? -32767 : q;
+        dst[c] = (int16_t)q;
+        total += q;
+    }
+    *sum = total;
 }
