@@ -373,11 +373,11 @@ void wna16_gemm_bf16_12x32__avx512bf16(size_t, int64_t, int64_t, const uint32_t 
 /* Rows from which the int4 linears take the AMX-INT8 panel for bf16
  * activations where the level has it (fewer: the int16 streaming kernel,
  * the same bits). Xeon guest, 2 threads, int4 g128, streaming (VNNI)
- * against AMX (up to 16 rows the streamed form): K 4096 x N 4096, m = 4
- * 388 / 464 us, 8 734 / 561, 12 1033 / 673, 16 1344 / 777; K 2048 x N
- * 1536 (an expert's w13), m = 4 92 / 131, 8 161 / 154, 12 229 / 183. */
+ * against AMX, us: K 4096 x N 4096, m = 4 388 / 464, 5 548 / 478, 8 734 /
+ * 565; K 2048 x N 1536 (an expert's w13) m = 4 71 / 91, 5 108 / 102, 6 111
+ * / 99; K 768 x N 2048 (w2) m = 4 45 / 55, 6 65 / 59. */
 #ifndef WNA16_GEMM_AMX_MIN_M
-#define WNA16_GEMM_AMX_MIN_M 8
+#define WNA16_GEMM_AMX_MIN_M 5
 #endif
 
 /* Rows from which the NEON dense linear takes its register tiles (fewer:
