@@ -74,11 +74,11 @@ static void repack_q4(const wna16_block_layout *L, const uint8_t *block, int64_t
 /* The int16 leaves' flush for 16 channels of one row: d = 256·hi + lo -
  * z·sum, P = float(d) * inv, summed over the sub-blocks in pbuf, then
  * c = fma(P, scale, c). */
-static inline void flush(const int32_t *hi, const int32_t *lo, __m512i z, int32_t sum, float inv,
-                         int64_t s, int64_t nsub, __m512 sc, float *pbuf, float *c) {
+static inline void flush(const int32_t *hi, const int32_t *lo, __m512i zsum, float inv, int64_t s,
+                         int64_t nsub, __m512 sc, float *pbuf, float *c) {
     __m512i d = _mm512_add_epi32(_mm512_slli_epi32(_mm512_load_si512((const void *)hi), 8),
                                  _mm512_load_si512((const void *)lo));
-    d = _mm512_sub_epi32(d, _mm512_mullo_epi32(z, _mm512_set1_epi32(sum)));
+    d = _mm512_sub_epi32(d, zsum);
     __m512 p = _mm512_mul_ps(_mm512_cvtepi32_ps(d), _mm512_set1_ps(inv));
     if (nsub > 1 && s > 0) p = _mm512_add_ps(_mm512_loadu_ps(pbuf), p);
     if (s + 1 < nsub)
@@ -117,8 +117,16 @@ static void flush_sub(const wna16_amx_i8_args *x, const int32_t *tmp, int64_t sb
         float inv = x->inv[r * x->lds + sb];
         float *c = x->c + r * 32, *pb = x->pbuf + r * 32;
         const int32_t *t = tmp + (r - r0) * 16;
-        flush(t, t + 512, z0, sum, inv, s, x->nsub, s0, pb, c);
-        flush(t + 256, t + 768, z1, sum, inv, s, x->nsub, s1, pb + 16, c + 16);
+        /* z·sum: symmetric weights' zero is 8 in every channel */
+        __m512i zs0, zs1;
+        if (x->L->asym) {
+            zs0 = _mm512_mullo_epi32(z0, _mm512_set1_epi32(sum));
+            zs1 = _mm512_mullo_epi32(z1, _mm512_set1_epi32(sum));
+        } else {
+            zs0 = zs1 = _mm512_set1_epi32((int32_t)((uint32_t)sum * 8u));
+        }
+        flush(t, t + 512, zs0, inv, s, x->nsub, s0, pb, c);
+        flush(t + 256, t + 768, zs1, inv, s, x->nsub, s1, pb + 16, c + 16);
     }
 }
 
