@@ -181,6 +181,7 @@ static void fill_tables(void) {
 static void fill_x86(wna16_kernel_table t) {
     t.isa = WNA16_ISA_AVX2;
     t.to_bf16 = wna16_to_bf16__avx2;
+    t.quant_i16 = wna16_quant_i16__avx2;
     t.dense_dot = wna16_dense_dot__avx2;
     t.dense_tiles = wna16_dense_tiles__avx2;
     t.dense_tiles_ws = wna16_dense_tiles_ws__avx2;

@@ -449,6 +449,7 @@ void wna16_gemm_i16_6x16__avx2(size_t, int64_t, int64_t, int64_t, const uint32_t
 
 void wna16_to_bf16__ref(const float *, uint16_t *, size_t);
 void wna16_quant_i16__ref(const uint16_t *, int64_t, int64_t, int16_t *, float *, int32_t *);
+void wna16_quant_i16__avx2(const uint16_t *, int64_t, int64_t, int16_t *, float *, int32_t *);
 void wna16_quant_i16__avx512(const uint16_t *, int64_t, int64_t, int16_t *, float *, int32_t *);
 void wna16_to_bf16__avx2(const float *, uint16_t *, size_t);
 void wna16_to_bf16__avx512(const float *, uint16_t *, size_t);

@@ -10,7 +10,10 @@
  * Σ a'·q is exact in int32 (|a'| <= 32767, |q| <= 256, 128 k: < 2^31), then
  * P = float(Σ) * inv, summed over a group's sub-blocks, then
  * c = fma(P_g, s_g, c) in group order, as every level does. */
+#include <float.h>
 #include <immintrin.h>
+#include <math.h>
+#include <stdbool.h>
 #include <string.h>
 
 #include "kernels/ukernel.h"
@@ -169,4 +172,66 @@ void wna16_gemm_i16_6x16__avx2(size_t mr, int64_t n_groups, int64_t gkp, int64_t
 #endif
     default: gemm_i16(n_groups, gkp, sbkp, ap, panel, sc, inv, lds, c, I16_TILE); break;
     }
+}
+
+/* 8 bf16 (the first n) as fp32 lanes, zero past n. */
+static inline __m256 bf16x8(const uint16_t *x, int64_t n) {
+    uint16_t buf[8] = {0};
+    const uint16_t *p = x;
+    if (n < 8) {
+        memcpy(buf, x, (size_t)n * 2);
+        p = buf;
+    }
+    __m128i h = _mm_loadu_si128((const __m128i *)p);
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+}
+
+/* The int16 paths' activation quantizer with the reference's bits
+ * (wna16_quant_i16__ref): the largest |a| and the finiteness test 8 lanes
+ * at a time, a' = round-to-nearest-even(a * 2^E) clamped to ±32767. */
+void wna16_quant_i16__avx2(const uint16_t *x, int64_t n, int64_t len, int16_t *dst, float *inv,
+                           int32_t *sum) {
+    const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+    const __m256 big = _mm256_set1_ps(FLT_MAX);
+    __m256 mx = _mm256_setzero_ps(), bad = _mm256_setzero_ps();
+    for (int64_t c = 0; c < n; c += 8) {
+        __m256 v = _mm256_and_ps(bf16x8(x + c, n - c), abs_mask);
+        bad = _mm256_or_ps(bad, _mm256_cmp_ps(v, big, _CMP_NLE_UQ)); /* NaN, or above FLT_MAX */
+        mx = _mm256_max_ps(mx, v);
+    }
+    memset(dst, 0, (size_t)len * 2);
+    *sum = 0;
+    bool finite = _mm256_movemask_ps(bad) == 0;
+    *inv = finite ? 1.0f : NAN;
+    float lanes[8], top = 0.0f;
+    _mm256_storeu_ps(lanes, mx);
+    for (int i = 0; i < 8; i++) top = lanes[i] > top ? lanes[i] : top;
+    if (!finite || top == 0.0f) return;
+    int e;
+    frexpf(top, &e); /* top in [2^(e-1), 2^e) */
+    int E = 15 - e < 126 ? 15 - e : 126;
+    float scale, back;
+    uint32_t sb = (uint32_t)(127 + E) << 23, ib = (uint32_t)(127 - E) << 23;
+    memcpy(&scale, &sb, 4);
+    memcpy(&back, &ib, 4);
+    *inv = back;
+    const __m256 s = _mm256_set1_ps(scale);
+    const __m256i hi = _mm256_set1_epi32(32767), lo = _mm256_set1_epi32(-32767);
+    __m256i total = _mm256_setzero_si256();
+    for (int64_t c = 0; c < n; c += 8) {
+        __m256 r = _mm256_mul_ps(bf16x8(x + c, n - c), s);
+        __m256i q =
+            _mm256_cvtps_epi32(_mm256_round_ps(r, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+        q = _mm256_max_epi32(_mm256_min_epi32(q, hi), lo);
+        total = _mm256_add_epi32(total, q); /* lanes past n hold 0 */
+        /* int32 to int16 (in range): packs within 128-bit halves, then order */
+        __m256i p = _mm256_permute4x64_epi64(_mm256_packs_epi32(q, q), 0x08);
+        int16_t out[16];
+        _mm256_storeu_si256((__m256i *)out, p);
+        memcpy(dst + c, out, (size_t)(n - c < 8 ? n - c : 8) * 2);
+    }
+    __m128i t = _mm_add_epi32(_mm256_castsi256_si128(total), _mm256_extracti128_si256(total, 1));
+    t = _mm_add_epi32(t, _mm_shuffle_epi32(t, 0x4e));
+    t = _mm_add_epi32(t, _mm_shuffle_epi32(t, 0xb1));
+    *sum = _mm_cvtsi128_si32(t);
 }
