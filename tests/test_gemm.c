@@ -855,6 +855,10 @@ static void test_matrix(bool quick) {
     run_case(130, 48, 512, 4, 32, true, false, WNA16_DTYPE_BF16, WNA16_DTYPE_BF16, 2, false);
     run_case(300, 40, 1024, 4, 64, false, false, WNA16_DTYPE_BF16, WNA16_DTYPE_BF16, 0, false);
     run_case(300, 40, 1024, 8, 128, true, true, WNA16_DTYPE_BF16, WNA16_DTYPE_F32, 1, true);
+    /* channelwise int4 rows of several 128-k sub-blocks (the AMX panel sums
+     * them per row in its partial buffer), one tile of rows and two */
+    run_case(7, 40, 512, 4, 0, true, false, WNA16_DTYPE_BF16, WNA16_DTYPE_BF16, 0, false);
+    run_case(20, 33, 384, 4, 0, false, true, WNA16_DTYPE_BF16, WNA16_DTYPE_F32, 1, true);
     /* activations past the private-copy size: one copy packed by all threads */
     run_case(300, 40, 1024, 4, 64, true, false, WNA16_DTYPE_F32, WNA16_DTYPE_BF16, 1, false);
     run_case(3, 100, 1030, 8, 0, true, false, WNA16_DTYPE_BF16, WNA16_DTYPE_F16, 0, false);
