@@ -403,6 +403,10 @@ WNA16_API int64_t wna16_model_context(const wna16_model *m);
 WNA16_API int wna16_model_threads(const wna16_model *m);
 /* Bytes of weights in the checkpoint (all ranks). */
 WNA16_API size_t wna16_model_weight_bytes(const wna16_model *m);
+/* Bytes of routed experts' weights the forwards have read since the model
+ * was loaded, all ranks of this process together (a step's: the difference
+ * across it); -1 where other processes hold ranks (distributed). */
+WNA16_API int64_t wna16_model_routed_expert_bytes(const wna16_model *m);
 /* End-of-sequence ids from generation_config.json and config.json. */
 WNA16_API size_t wna16_model_eos(const wna16_model *m, const int32_t **ids);
 /* Forgets the KV cache: the next call starts a new sequence. */
@@ -811,9 +815,11 @@ typedef struct wna16_engine_options {
     int64_t kv_cache_blocks;         /* or an exact number of blocks (tests) */
     bool enable_prefix_caching;      /* [true] */
     /* The floor of a decode step of `rows` rows (logit_rows of them with
-     * logits) whose forward took `seconds`, in seconds, for
-     * wna16_engine_metrics' roofline; NULL: none. */
-    double (*step_floor)(void *user, int64_t rows, int64_t logit_rows, double seconds);
+     * logits) whose routed experts read expert_bytes (-1: not known) and
+     * whose forward took `seconds`, in seconds, for wna16_engine_metrics'
+     * roofline; NULL: none. */
+    double (*step_floor)(void *user, int64_t rows, int64_t logit_rows, double expert_bytes,
+                         double seconds);
     void *step_floor_user;
 } wna16_engine_options;
 WNA16_API void wna16_engine_options_init(wna16_engine_options *o);

@@ -15,15 +15,27 @@ static void test_roofline_track(void) {
     srv_roofline r = {.read_gbs = 10, .peak_gflops = 100, .logit_peak_gflops = 50,
                       .dense_bytes = 1e9, .row_flops = 1e9, .logit_flops = 1e9};
     CHECK(fabs(srv_roofline_seconds(&r, 1, 1) - 0.1) < 1e-12); /* bytes: 0.1 s > 0.03 s */
-    CHECK(fabs(srv_roofline_track(&r, 1, 1, 0.2) - 0.1) < 1e-12 && r.read_gbs == 10);
-    CHECK(fabs(srv_roofline_track(&r, 1, 1, 0.05) - 0.05) < 1e-12);
+    CHECK(fabs(srv_roofline_track(&r, 1, 1, -1, 0.2) - 0.1) < 1e-12 && r.read_gbs == 10);
+    CHECK(fabs(srv_roofline_track(&r, 1, 1, -1, 0.05) - 0.05) < 1e-12);
     CHECK(fabs(r.read_gbs - 20) < 1e-9 && r.peak_gflops == 100);
     /* 100 rows: compute 100 * (1e9 / 100e9 + 1e9 / 50e9) = 3 s > 0.05 s of bytes */
     CHECK(fabs(srv_roofline_seconds(&r, 100, 100) - 3.0) < 1e-9);
-    CHECK(fabs(srv_roofline_track(&r, 100, 100, 1.5) - 1.5) < 1e-9);
+    CHECK(fabs(srv_roofline_track(&r, 100, 100, -1, 1.5) - 1.5) < 1e-9);
     CHECK(fabs(r.peak_gflops - 200) < 1e-6 && fabs(r.logit_peak_gflops - 100) < 1e-6);
     srv_roofline none = {0};
-    CHECK(srv_roofline_track(&none, 4, 4, 0.1) == 0); /* no bandwidth: no estimate */
+    CHECK(srv_roofline_track(&none, 4, 4, -1, 0.1) == 0); /* no bandwidth: no estimate */
+    /* routed experts: the bytes the step read when it knows them, the
+     * uniform-routing estimate (-1) when not: 4 rows of top-2 among 8 experts
+     * touch 8 * (1 - (3/4)^4) = 5.47 of them (5.47 GB of 8), a step that
+     * read 2 GB of them is held to (1 + 2) / 20 s */
+    srv_roofline moe = {.read_gbs = 20, .dense_bytes = 1e9, .expert_bytes = 8e9, .n_experts = 8,
+                        .top_k = 2};
+    double est = (1e9 + 8e9 * (1 - pow(0.75, 4))) / 20e9;
+    CHECK(fabs(srv_roofline_track(&moe, 4, 4, -1, 10) - est) < 1e-9);
+    CHECK(fabs(srv_roofline_track(&moe, 4, 4, 2e9, 10) - 0.15) < 1e-9 && moe.read_gbs == 20);
+    /* a step of 0.1 s that read 2 GB of experts: 30 GB/s, the limit rises */
+    CHECK(fabs(srv_roofline_track(&moe, 4, 4, 2e9, 0.1) - 0.1) < 1e-9 &&
+          fabs(moe.read_gbs - 30) < 1e-9);
 }
 
 /* Every number after `key` in json (up to `end`, or the one after it) is <= 1. */

@@ -317,6 +317,68 @@ static void test_background(wna16_ctx *ctx, wna16_model *m) {
     wna16_engine_free(e);
 }
 
+/* The decode steps' floors see the routed experts each step read: on a MoE
+ * model more than none and no more than its weights, adding up to what the
+ * model counted over those steps; on a dense model none. */
+typedef struct floors {
+    int steps;
+    double bytes, min_bytes;
+} floors;
+
+static double record_floor(void *user, int64_t rows, int64_t logit_rows, double expert_bytes,
+                           double seconds) {
+    floors *f = user;
+    CHECK(rows >= 1 && logit_rows == rows && seconds > 0);
+    f->steps++;
+    f->bytes += expert_bytes;
+    if (expert_bytes < f->min_bytes) f->min_bytes = expert_bytes;
+    return 0;
+}
+
+static void routed_bytes_case(wna16_ctx *ctx, const char *dir, bool moe) {
+    wna16_model *m = NULL;
+    CHECK(wna16_model_load(ctx, dir, NULL, &m) == WNA16_OK);
+    if (!m) return;
+    floors f = {.min_bytes = 1e300};
+    wna16_engine_options o;
+    wna16_engine_options_init(&o);
+    o.step_floor = record_floor;
+    o.step_floor_user = &f;
+    wna16_engine *e = NULL;
+    CHECK(wna16_engine_create(ctx, m, &o, &e) == WNA16_OK);
+    wna16_sampling_params p;
+    wna16_sampling_params_init(&p);
+    p.max_tokens = 4;
+    got g[2] = {0};
+    for (int i = 0; i < 2; i++) {
+        int32_t ids[MAXT];
+        size_t n;
+        prompt_of(i, ids, &n);
+        wna16_prompt pr = {.ids = ids, .n_ids = n};
+        char id[4];
+        snprintf(id, sizeof id, "%d", i);
+        CHECK(wna16_engine_add_request(ctx, e, id, &pr, &p, NULL, NULL) == WNA16_OK);
+    }
+    int64_t before = wna16_model_routed_expert_bytes(m);
+    run_all(ctx, e, g);
+    int64_t read = wna16_model_routed_expert_bytes(m) - before;
+    CHECK_MSG(f.steps >= 3, "%d decode steps", f.steps);
+    if (moe)
+        CHECK_MSG(f.min_bytes > 0 && f.bytes <= (double)read &&
+                      f.min_bytes <= (double)wna16_model_weight_bytes(m),
+                  "%s: least %.0f, decode %.0f of %lld bytes", dir, f.min_bytes, f.bytes,
+                  (long long)read);
+    else
+        CHECK(f.bytes == 0 && read == 0);
+    wna16_engine_free(e);
+    wna16_model_free(m);
+}
+
+static void test_routed_bytes(wna16_ctx *ctx) {
+    routed_bytes_case(ctx, "tests/data/models/qwen3_moe_w4a16", true);
+    routed_bytes_case(ctx, MODEL, false);
+}
+
 /* ------------------------------------------------------ output processor */
 
 static void push_text(wna16_ctx *ctx, const wna16_tokenizer *tok, wna16_output *o,
@@ -383,6 +445,7 @@ int main(void) {
         test_scored_prompt_bounded_while_decoding(ctx, m);
         test_background(ctx, m);
     }
+    test_routed_bytes(ctx);
     test_output_processor(ctx);
     test_penalty_tables();
     wna16_model_free(m);

@@ -27,7 +27,7 @@ static void step_help(FILE *f) {
             "sequence, through the paged KV cache. Reports ms per step, rows/s, and the step's\n"
             "roofline: max(bytes of the distinct weights it reads / read bandwidth, its FLOPs /\n"
             "the compute peak), the routed experts being those its rows' routing chose (counted\n"
-            "as they run; the server's /metrics estimates them from uniform routing), the\n"
+            "as they run, as the server's /metrics counts them), the\n"
             "bandwidth sampled around every 4-step window (the fraction is roofline time / step\n"
             "time; the compute peaks are the quantized linears' and, for lm_head, the dense\n"
             "linear's: the AMX tile products' over 3 where it runs on them, else the fp32\n"

@@ -230,11 +230,13 @@ static void take_logits(wna16_engine *e, int64_t rows) {
     }
 }
 
-static void count_step(wna16_engine *e, double t0, double t_fwd, int64_t rows, bool prefill) {
+static void count_step(wna16_engine *e, double t0, double t_fwd, int64_t rows, bool prefill,
+                       double expert_bytes) {
     wna16_kv_cache_stats kv;
     wna16_kv_cache_get_stats(e->cache, &kv);
-    double roof = !prefill && e->o.step_floor ? e->o.step_floor(e->o.step_floor_user, rows, rows, t_fwd)
-                                              : 0;
+    double roof = !prefill && e->o.step_floor
+                      ? e->o.step_floor(e->o.step_floor_user, rows, rows, expert_bytes, t_fwd)
+                      : 0;
     pthread_mutex_lock(&e->mu);
     e->met.kv = kv;
     e->met.steps++;
@@ -258,13 +260,16 @@ bool engine_run_step(wna16_engine *e) {
     bool ran = e->n_running > 0;
     int64_t rows = 0;
     bool prefill = false;
-    double t_fwd = 0;
+    double t_fwd = 0, expert_bytes = -1;
     bool failed = false;
     while (e->n_running) {
         rows = build_rows(e, &prefill);
+        int64_t read0 = wna16_model_routed_expert_bytes(e->m);
         double t = engine_now();
         wna16_status s = wna16_batch_eval(e->ctx, e->m, e->cache, e->rows, rows, e->logits);
         t_fwd = engine_now() - t;
+        int64_t read1 = wna16_model_routed_expert_bytes(e->m);
+        expert_bytes = read0 >= 0 && read1 >= read0 ? (double)(read1 - read0) : -1;
         if (s == WNA16_OK) {
             for (int i = 0; i < e->n_running; i++) e->running[i]->fed += e->take[i];
             take_logits(e, rows);
@@ -278,7 +283,7 @@ bool engine_run_step(wna16_engine *e) {
         failed = true;
         break;
     }
-    if (ran && !failed) count_step(e, t0, t_fwd, rows, prefill);
+    if (ran && !failed) count_step(e, t0, t_fwd, rows, prefill, expert_bytes);
     else {
         wna16_kv_cache_stats kv;
         wna16_kv_cache_get_stats(e->cache, &kv);

@@ -119,6 +119,14 @@ void wna16_model_profile_enable(wna16_model *m, bool on) {
     wna16_runtime_set_hooks(m, on ? &p->hooks : NULL);
 }
 
+int64_t wna16_model_routed_expert_bytes(const wna16_model *m) {
+    if (!m || m->dist) return -1;
+    if (!m->rt || !m->rt->ws) return 0;
+    size_t b = 0;
+    for (int r = 0; r < m->world; r++) b += m->rt->ws[r].routed_total;
+    return (int64_t)b;
+}
+
 const wna16_model_profile *wna16_model_profile_get(const wna16_model *m) {
     static const wna16_model_profile none;
     return m->rt && m->rt->profile ? m->rt->profile : &none;

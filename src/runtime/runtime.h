@@ -113,6 +113,7 @@ typedef struct wna16_fwd_scratch wna16_fwd_scratch;
 typedef struct wna16_workspace {
     wna16_fwd_scratch *scratch;
     wna16_moe_workspace *moe;
+    size_t routed_total; /* bytes of routed experts' weights this rank's forwards read */
 } wna16_workspace;
 
 void wna16_workspace_release(wna16_workspace *ws);

@@ -134,10 +134,11 @@ bool srv_request_wait(srv_request *r, double timeout_s, char **text, size_t *len
 
 /* The step's floor, after holding the limits to what the step did (under
  * the lock: /metrics reports the limits). */
-static double step_floor(void *user, int64_t rows, int64_t logit_rows, double seconds) {
+static double step_floor(void *user, int64_t rows, int64_t logit_rows, double expert_bytes,
+                         double seconds) {
     srv_engine *e = user;
     pthread_mutex_lock(&e->mu);
-    double t = srv_roofline_track(&e->o.roofline, rows, logit_rows, seconds);
+    double t = srv_roofline_track(&e->o.roofline, rows, logit_rows, expert_bytes, seconds);
     pthread_mutex_unlock(&e->mu);
     return t;
 }

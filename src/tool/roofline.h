@@ -10,8 +10,9 @@
 /* The engine's yardstick for a step (docs/serving.md, "Roofline"): a step
  * of T rows reads the weights every row reads once (dense_bytes: attention,
  * norms, routers, shared experts, dense MLPs, lm_head) and the distinct
- * routed experts its rows pick, estimated as E * (1 - (1 - k/E)^T) per MoE
- * layer (uniform routing; exact for T = 1); its floor is
+ * routed experts its rows pick: the bytes the step's MoE layers counted
+ * where the engine passes them, else estimated as E * (1 - (1 - k/E)^T)
+ * per MoE layer (uniform routing; exact for T = 1); its floor is
  * max(bytes / read_gbs, row FLOPs / peak_gflops + logit FLOPs /
  * logit_peak_gflops): the quantized linears at the peak of what they
  * compute with, lm_head (a dense bf16 linear, fp32 FMA) at its own. Zero
@@ -70,16 +71,18 @@ static inline double srv_roofline_seconds(const srv_roofline *r, int64_t rows, i
  * limit rises to the step's own rate. The floor returned is then never
  * above the step's time: no fraction of it exceeds 1. */
 static inline double srv_roofline_track(srv_roofline *r, int64_t rows, int64_t logit_rows,
-                                        double seconds) {
-    if (r->read_gbs <= 0 || rows < 1 || !(seconds > 0)) return srv_roofline_seconds(r, rows, logit_rows);
-    double bytes = srv_roofline_bytes(r, rows);
+                                        double expert_bytes, double seconds) {
+    if (expert_bytes < 0) expert_bytes = srv_roofline_expert_bytes(r, rows);
+    if (r->read_gbs <= 0 || rows < 1 || !(seconds > 0))
+        return srv_roofline_seconds_read(r, rows, logit_rows, expert_bytes);
+    double bytes = r->dense_bytes + expert_bytes;
     if (bytes / (r->read_gbs * 1e9) > seconds) r->read_gbs = bytes / seconds * 1e-9;
     double c = srv_roofline_compute_seconds(r, rows, logit_rows);
     if (c > seconds) {
         r->peak_gflops *= c / seconds;
         if (r->logit_peak_gflops > 0) r->logit_peak_gflops *= c / seconds;
     }
-    double t = srv_roofline_seconds(r, rows, logit_rows);
+    double t = srv_roofline_seconds_read(r, rows, logit_rows, expert_bytes);
     return t < seconds ? t : seconds; /* (rounding) */
 }
 
