@@ -10,10 +10,11 @@
  * a' does not fit int8: it goes in as a' = 256·hi + lo (hi signed, lo
  * unsigned bytes, two row-major planes), the tiles sum hi·u (tdpbsud) and
  * lo·u (tdpbuud) separately, and the flush forms 256·S_hi + S_lo.
- * Weights: a block's units repacked per call into the B operand's layout,
- * [k quad][16 channels][4] bytes. Tiles: C 0-1 (hi x the two blocks), C
- * 2-3 (lo x the two blocks), A 4-5 (hi, lo: 16 rows x 64 k), B 6-7 (the
- * blocks: 64 k x 16 channels). */
+ * Weights: each group of the two blocks repacked into the B operand's
+ * layout, [k quad][16 channels][4] bytes, while the group before it
+ * computes. Tiles: C 0-1 (hi x the two blocks), C 2-3 (lo x the two
+ * blocks), A 4-5 (hi, lo: 16 rows x 64 k), B 6-7 (the blocks: 64 k x 16
+ * channels). */
 #include "kernels/amx/amx_tiles.h"
 #include "kernels/scales_avx512.h"
 #include "kernels/ukernel.h"
@@ -100,6 +101,8 @@ void wna16_amx_tiles__amx(int rows) {
      * whose products take as many cycles as they have rows */
     wna16_amx_config c = wna16_amx_config_all16;
     for (int t = 0; t < 6; t++) c.rows[t] = (uint8_t)rows;
+    /* volatile: the stores must be made, ldtilecfg alone reads them
+     * (amx_tiles.h) */
     volatile wna16_amx_config vc = c;
     _tile_loadconfig((const void *)&vc);
 }
