@@ -5,8 +5,6 @@
 #include "core/pool.h"
 #include "core/split.h"
 
-#include <float.h>
-#include <math.h>
 #include <string.h>
 
 #include "kernels/ukernel.h"

@@ -42,8 +42,10 @@
 #ifndef WNA16_KERNELS_UKERNEL_H
 #define WNA16_KERNELS_UKERNEL_H
 
+#include <math.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "core/common.h"
 #include "kernels/attn.h"
@@ -196,6 +198,19 @@ typedef void (*wna16_amx_tiles_fn)(int rows);
  * is not finite), *sum = Σ a'. Every level's has the reference's bits. */
 typedef void (*wna16_quant_i16_fn)(const uint16_t *x, int64_t n, int64_t len, int16_t *dst,
                                    float *inv, int32_t *sum);
+/* Every quantizer's scale 2^E for a sub-block whose largest |a| is top
+ * (finite, > 0): top * 2^E lands in [2^14, 2^15), E at most 126; *inv =
+ * 2^-E. */
+static inline float wna16_quant_i16_scale(float top, float *inv) {
+    int e;
+    frexpf(top, &e); /* top in [2^(e-1), 2^e) */
+    int E = 15 - e < 126 ? 15 - e : 126;
+    float scale;
+    uint32_t sb = (uint32_t)(127 + E) << 23, ib = (uint32_t)(127 - E) << 23;
+    memcpy(&scale, &sb, 4);
+    memcpy(inv, &ib, 4);
+    return scale;
+}
 
 /* dst[i] = wna16_f32_to_bf16(src[i]) for i < n, the same bits (round to
  * nearest even, NaN quieted): the GEMM epilogue's bf16 output. */

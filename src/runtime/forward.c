@@ -357,9 +357,9 @@ static wna16_status mlp_block(wna16_diag *d, const wna16_model *m, const wna16_r
     } else if (ly->sparse) {
         WNA16_TRY(
             wna16_moe_layer_forward_ws(d, ly->moe, &s->ws->moe, n, s->hb, H, s->tmp, threads));
-        s->ws->routed_total += wna16_moe_workspace_routed_bytes(s->ws->moe);
-        if (s->hooks->experts_read && r->rank == 0)
-            s->hooks->experts_read(s->hooks->user, n, wna16_moe_workspace_routed_bytes(s->ws->moe));
+        size_t routed = wna16_moe_workspace_routed_bytes(s->ws->moe);
+        s->ws->routed_total += routed;
+        if (s->hooks->experts_read && r->rank == 0) s->hooks->experts_read(s->hooks->user, n, routed);
     } else {
         WNA16_TRY(gated_mlp(d, m, r, ly, L, n, s, s->tmp, threads));
     }

@@ -20,7 +20,6 @@
 #include "kernels/ukernel.h"
 
 #include <immintrin.h>
-#include <stdbool.h>
 #include <stdint.h>
 #include <string.h>
 

@@ -207,14 +207,7 @@ void wna16_quant_i16__avx2(const uint16_t *x, int64_t n, int64_t len, int16_t *d
     _mm256_storeu_ps(lanes, mx);
     for (int i = 0; i < 8; i++) top = lanes[i] > top ? lanes[i] : top;
     if (!finite || top == 0.0f) return;
-    int e;
-    frexpf(top, &e); /* top in [2^(e-1), 2^e) */
-    int E = 15 - e < 126 ? 15 - e : 126;
-    float scale, back;
-    uint32_t sb = (uint32_t)(127 + E) << 23, ib = (uint32_t)(127 - E) << 23;
-    memcpy(&scale, &sb, 4);
-    memcpy(&back, &ib, 4);
-    *inv = back;
+    float scale = wna16_quant_i16_scale(top, inv);
     const __m256 s = _mm256_set1_ps(scale);
     const __m256i hi = _mm256_set1_epi32(32767), lo = _mm256_set1_epi32(-32767);
     __m256i total = _mm256_setzero_si256();

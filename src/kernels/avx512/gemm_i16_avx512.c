@@ -36,14 +36,7 @@ void wna16_quant_i16__avx512(const uint16_t *x, int64_t n, int64_t len, int16_t 
     *inv = bad ? NAN : 1.0f;
     float top = _mm512_reduce_max_ps(mx);
     if (bad || top == 0.0f) return;
-    int e;
-    frexpf(top, &e); /* top in [2^(e-1), 2^e) */
-    int E = 15 - e < 126 ? 15 - e : 126;
-    float scale, back;
-    uint32_t sb = (uint32_t)(127 + E) << 23, ib = (uint32_t)(127 - E) << 23;
-    memcpy(&scale, &sb, 4);
-    memcpy(&back, &ib, 4);
-    *inv = back;
+    float scale = wna16_quant_i16_scale(top, inv);
     const __m512 s = _mm512_set1_ps(scale);
     const __m512i hi = _mm512_set1_epi32(32767), lo = _mm512_set1_epi32(-32767);
     __m512i total = _mm512_setzero_si512();

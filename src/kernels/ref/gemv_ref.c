@@ -75,14 +75,7 @@ void wna16_quant_i16__ref(const uint16_t *x, int64_t n, int64_t len, int16_t *ds
     *sum = 0;
     *inv = finite ? 1.0f : NAN;
     if (!finite || mx == 0.0f) return;
-    int e;
-    frexpf(mx, &e); /* mx in [2^(e-1), 2^e) */
-    int E = 15 - e < 126 ? 15 - e : 126;
-    float scale, back;
-    uint32_t sb = (uint32_t)(127 + E) << 23, ib = (uint32_t)(127 - E) << 23;
-    memcpy(&scale, &sb, 4);
-    memcpy(&back, &ib, 4);
-    *inv = back;
+    float scale = wna16_quant_i16_scale(mx, inv);
     int32_t total = 0;
     for (int64_t c = 0; c < n; c++) {
         /* round to nearest even: |r| < 2^15, far inside the magic's 2^22 */
