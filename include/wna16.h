@@ -379,7 +379,18 @@ typedef struct wna16_model_options {
      * without routed experts, and (INVALID_ARGUMENT) for more ranks than
      * routed experts or a communicator of another size. */
     int ep;
+    /* The quantized linears' activations (docs/kernels.md §Int8
+     * activations): WNA16_ACT_QUANT_NONE (0, the default) keeps them 16-bit
+     * (WNA16); WNA16_ACT_QUANT_INT8 quantizes them to int8 as they come,
+     * one scale per 128 inputs at most (W4A8, as llama.cpp's q8 activation
+     * blocks; vLLM's W4A8 scales per token): faster where the linears are
+     * compute-bound (AMX-INT8), at some accuracy (docs/models.md). Refused
+     * (WNA16_ERR_UNSUPPORTED) on a level without the integer kernels (ref),
+     * (INVALID_ARGUMENT) for another value. Unquantized (bf16) linears,
+     * attention and the KV cache are unchanged. */
+    int act_quant;
 } wna16_model_options;
+typedef enum wna16_act_quant { WNA16_ACT_QUANT_NONE = 0, WNA16_ACT_QUANT_INT8 = 1 } wna16_act_quant;
 /* Zeroes *o and sets struct_size: every default (one rank, all cores, the
  * default context). */
 WNA16_API void wna16_model_options_init(wna16_model_options *o);

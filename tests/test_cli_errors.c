@@ -73,6 +73,13 @@ static const bad_case cases[] = {
     {"bench model --model " QW " --ep x", 2, "--ep expects"},
     {"bench model --model " QW " --ep 2", 1, "needs routed experts"},
     {"serve --model " QW " --ep 0", 2, "--ep"},
+    /* --act-quant on every command that loads a model */
+    {"generate --model %1$s --prompt hi --act-quant int4", 2, "--act-quant expects none"},
+    {"logits --model " QW " --ids 1 --act-quant", 2, "--act-quant expects none"},
+    {"perplexity --model " QW " --ids 1,2 --act-quant fp8", 2, "--act-quant expects none"},
+    {"bench model --model " QW " --act-quant INT8", 2, "--act-quant expects none"},
+    {"bench step --model " QW " --act-quant 8", 2, "--act-quant expects none"},
+    {"serve --model " QW " --act-quant w8a8", 2, "--act-quant expects none"},
     {"generate --model %1$s --prompt hi --seed 12x", 2, "--seed expects"},
     {"generate --model %1$s --prompt hi --ctx 0", 2, "--ctx expects"},
     {"generate --model %1$s --prompt hi --threads 0", 2, "--threads expects"},
@@ -188,6 +195,14 @@ int main(void) {
     CHECK(run2(args) == 0 && strstr(err, "wna16: warning: WNA16_ISA='bogus' is not one of"));
     snprintf(args, sizeof args, "logits --model " QW " --ids 1 --top 1 --quiet");
     CHECK(run2(args) == 0 && err[0] == '\0');
+    /* int8 activations at a level without the integer kernels: refused at
+     * load, with the fix */
+    setenv("WNA16_ISA", "ref", 1);
+    snprintf(args, sizeof args, "logits --model " QW " --ids 1 --top 1 --act-quant int8");
+    CHECK_MSG(run2(args) == 1 && strstr(err, "ERR_UNSUPPORTED") &&
+                  strstr(err, "int8 activations need the integer kernels, which the ref level "
+                              "lacks; run at an x86 (AVX2 or above) or aarch64 level"),
+              "%s", err);
     unsetenv("WNA16_ISA");
     snprintf(args, sizeof args, "generate --model %s --prompt hi -n 2", model);
     CHECK(run2(args) == 0 && !strstr(err, "[#") && strstr(err, "loaded"));

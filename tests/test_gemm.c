@@ -910,6 +910,186 @@ static void test_quant_i16(void) {
         }
 }
 
+/* The int8 activations' leaves: every level's absmax and quantizer give
+ * the reference's bits (ties, the clamp's edge, zeros, non-finite bits,
+ * every tail), and write nothing past n. */
+static void test_quant_i8(void) {
+    enum { N = 160 };
+    uint32_t r = 4242;
+    for (int kind = 0; kind < 5; kind++)
+        for (int64_t n = 0; n <= 130; n += n < 40 ? 1 : 9) {
+            uint16_t x[N];
+            for (int64_t i = 0; i < n; i++) {
+                r = r * 1664525u + 1013904223u;
+                x[i] = (uint16_t)((r & 1) << 15 | (100 + (int)(r >> 27)) << 7 | ((r >> 8) & 0x7f));
+            }
+            if (kind == 1) /* small integers: x * 127 / 8 lands on every tie */
+                for (int64_t i = 0; i < n; i++)
+                    x[i] = wna16_f32_to_bf16((float)((int)(x[i] % 17) - 8));
+            if (kind == 2)
+                for (int64_t i = 0; i < n; i++) x[i] = (uint16_t)((i & 1) << 15); /* ±0 */
+            if (kind == 3 && n > 0) x[(n * 5) / 8] = (r & 2) ? 0x7fc1 : 0xff80; /* NaN, -inf */
+            FOR_LEVELS(lvl) {
+                const wna16_kernel_table *t = wna16_kernels_at((wna16_isa)lvl);
+                uint16_t top = wna16_absmax_bf16__ref(x, n);
+                CHECK_MSG(t->absmax_bf16(x, n) == top, "isa %s kind %d n=%lld: absmax",
+                          wna16_isa_name((wna16_isa)lvl), kind, (long long)n);
+                if (top >= 0x7f80 || top == 0) continue;
+                /* kind 4: a scale a little above 127 / amax, so the clamp acts */
+                float rs = 127.0f / wna16_bf16_to_f32(top) * (kind == 4 ? 1.004f : 1.0f);
+                int8_t want[N + 1], got[N + 1];
+                memset(got, 0x55, sizeof got);
+                int32_t sw = wna16_quant_i8__ref(x, n, rs, want);
+                int32_t sg = t->quant_i8(x, n, rs, got);
+                CHECK_MSG(!memcmp(want, got, (size_t)n) && sw == sg && got[n] == 0x55,
+                          "isa %s kind %d n=%lld: quant", wna16_isa_name((wna16_isa)lvl), kind,
+                          (long long)n);
+            }
+        }
+}
+
+/* The int8 activations' arithmetic in double (docs/kernels.md §Int8
+ * activations): each sub-block (at most 128 k from its group's start) of a
+ * row as q = rint(a * (127 / amax)) in fp32, worth amax / 127 each; ref =
+ * Σ (amax / 127) q w, sabs = Σ |that|. */
+static void a8_ref(const wna16_qweight *w, int64_t m, const uint16_t *x, int64_t ldx, double *ref,
+                   double *sabs) {
+    int64_t kp = (w->k + 7) / 8 * 8;
+    int64_t gsp = w->n_groups == 1 ? kp : w->group_size, sbk = gsp < 128 ? gsp : 128;
+    double *xq = malloc((size_t)w->k * sizeof(double));
+    for (int64_t i = 0; i < m; i++) {
+        for (int64_t c0 = 0; c0 < w->k;) {
+            int64_t g = c0 / gsp, s = (c0 - g * gsp) / sbk;
+            int64_t c1 = g * gsp + (s + 1) * sbk;
+            if (c1 > (g + 1) * gsp) c1 = (g + 1) * gsp;
+            if (c1 > w->k) c1 = w->k;
+            float amax = 0;
+            for (int64_t c = c0; c < c1; c++)
+                amax = fmaxf(amax, fabsf(wna16_bf16_to_f32(x[i * ldx + c])));
+            float rs = amax > 0 ? 127.0f / amax : 0.0f, unit = amax / 127.0f;
+            for (int64_t c = c0; c < c1; c++) {
+                float v = wna16_bf16_to_f32(x[i * ldx + c]) * rs;
+                xq[c] = (double)nearbyintf(v) * unit;
+            }
+            c0 = c1;
+        }
+        for (int64_t o = 0; o < w->n; o++) {
+            double acc = 0, sa = 0;
+            for (int64_t c = 0; c < w->k; c++) {
+                double t = xq[c] * wna16_qweight_value(w, o, c);
+                acc += t;
+                sa += fabs(t);
+            }
+            ref[i * w->n + o] = acc;
+            sabs[i * w->n + o] = sa;
+        }
+    }
+    free(xq);
+}
+
+/* Weights packed for int8 activations: every level with the integer
+ * kernels, both regimes, 1 and 2 threads, the range API and each row alone
+ * give one set of bits, within fp32 rounding of a8_ref; a row with a NaN
+ * comes out NaN and leaves the others alone; the reference level refuses
+ * them at pack and at gemm time, naming the level. */
+static int n_a8; /* runs on the int8 activations' own (VNNI) leaf */
+
+static void test_act_int8(void) {
+    static const struct { int64_t m, n, k, gs; int bits; bool sym; } cs[] = {
+        {1, 48, 128, 32, 4, true},   {3, 32, 576, 64, 4, false}, {5, 80, 256, 128, 4, true},
+        {8, 48, 256, 0, 4, true},    {17, 64, 512, 128, 4, false}, {40, 48, 128, 64, 4, true},
+        {6, 32, 128, 32, 8, false},  {24, 48, 256, 128, 8, true},
+    };
+    for (size_t ci = 0; ci < sizeof cs / sizeof cs[0]; ci++)
+        for (int forced = 0; forced < 2; forced++) {
+            int64_t m = cs[ci].m, n = cs[ci].n, k = cs[ci].k;
+            tweight t;
+            make_weight(&t, n, k, cs[ci].bits, cs[ci].gs, cs[ci].sym, false);
+            wna16_tuning tu = WNA16_TUNING_DEFAULT;
+            tu.act_int8 = true;
+            tu.decode_max_m = forced ? 0 : -1;
+            wna16_packed_linear *pl = NULL;
+            if (pack_tuned(&tu, &t.w, &pl) != WNA16_OK) {
+                CHECK_MSG(0, "pack a8 case %zu", ci);
+                tweight_free(&t);
+                continue;
+            }
+            uint16_t *x = malloc((size_t)(m * k) * 2);
+            for (int64_t i = 0; i < m * k; i++) x[i] = wna16_f32_to_bf16(rnd_unit() * 3.0f);
+            if (m > 2) x[1 * k + k / 3] = 0x7fc0; /* a NaN in row 1 */
+            double *ref = malloc((size_t)(m * n) * 8), *sabs = malloc((size_t)(m * n) * 8);
+            a8_ref(&t.w, m, x, k, ref, sabs);
+            float *first = NULL, *y = malloc((size_t)(m * n) * 4), *y1 = malloc((size_t)n * 4);
+            FOR_LEVELS(lvl) {
+                wna16_isa_set_cap((wna16_isa)lvl);
+                if (!wna16_kernels()->gemv_i16[wna16_wfmt_of(cs[ci].bits)]) {
+                    wna16_diag d = {0};
+                    CHECK(wna16_linear_gemm(&d, pl, m, x, WNA16_DTYPE_BF16, k, y,
+                                            WNA16_DTYPE_F32, n, NULL, WNA16_DTYPE_F32,
+                                            1) == WNA16_ERR_UNSUPPORTED);
+                    CHECK_MSG(strstr(d.detail, wna16_isa_name((wna16_isa)lvl)) &&
+                                  strstr(d.detail, "int8 activations"),
+                              "%s", d.detail);
+                    wna16_packed_linear *no = NULL;
+                    wna16_hooks h = {.tuning = &tu};
+                    wna16_diag dp = {.hooks = &h};
+                    CHECK(wna16_linear_pack(&dp, &t.w, &no) == WNA16_ERR_UNSUPPORTED && !no);
+                    CHECK_MSG(strstr(dp.detail, "int8 activations need the integer kernels"),
+                              "%s", dp.detail);
+                    continue;
+                }
+                const char *path = wna16_linear_path(pl, m, WNA16_DTYPE_BF16);
+                n_a8 += path && !strcmp(path, "a8_gemv");
+                CHECK_MSG(path && (strstr(path, "i16") || strstr(path, "amx") ||
+                                   !strcmp(path, "a8_gemv")),
+                          "isa %s m=%lld: int8 activations took %s",
+                          wna16_isa_name((wna16_isa)lvl), (long long)m, path ? path : "NULL");
+                for (int nt = 1; nt <= 2; nt++) {
+                    CHECK(wna16_linear_gemm(NULL, pl, m, x, WNA16_DTYPE_BF16, k, y,
+                                            WNA16_DTYPE_F32, n, NULL, WNA16_DTYPE_F32,
+                                            nt) == WNA16_OK);
+                    if (!first) {
+                        first = malloc((size_t)(m * n) * 4);
+                        memcpy(first, y, (size_t)(m * n) * 4);
+                    }
+                    CHECK_MSG(!memcmp(first, y, (size_t)(m * n) * 4),
+                              "case %zu isa %s threads %d: bits differ", ci,
+                              wna16_isa_name((wna16_isa)lvl), nt);
+                }
+                for (int64_t i = 0; i < m; i += m > 4 ? m / 3 : 1) {
+                    CHECK(wna16_linear_gemm(NULL, pl, 1, x + i * k, WNA16_DTYPE_BF16, k, y1,
+                                            WNA16_DTYPE_F32, n, NULL, WNA16_DTYPE_F32,
+                                            1) == WNA16_OK);
+                    CHECK_MSG(!memcmp(y1, y + i * n, (size_t)n * 4),
+                              "case %zu isa %s row %lld alone", ci,
+                              wna16_isa_name((wna16_isa)lvl), (long long)i);
+                }
+            }
+            wna16_isa_set_cap(isa_max);
+            int bad = 0;
+            for (int64_t i = 0; first && i < m; i++)
+                for (int64_t o = 0; o < n; o++) {
+                    double got = first[i * n + o], r = ref[i * n + o];
+                    if (m > 2 && i == 1) {
+                        bad += !isnan(got);
+                        continue;
+                    }
+                    double tol = 2 * 0x1p-24 * fabs(r) + ((double)k * 0x1p-24) * sabs[i * n + o];
+                    bad += !(fabs(got - r) <= tol + 1e-30);
+                }
+            CHECK_MSG(bad == 0, "case %zu forced %d: %d outputs off the int8 reference", ci, forced,
+                      bad);
+            free(first);
+            free(y);
+            free(y1);
+            free(x);
+            free(ref);
+            free(sabs);
+            wna16_linear_free(pl);
+            tweight_free(&t);
+        }
+}
+
 /* The epilogue's vector bf16 rounding gives the scalar's bits: ties both
  * ways, carries into the exponent, infinities, NaNs of both signs (quieted,
  * payload kept), denormals (not flushed), and every length's tail. */
@@ -949,6 +1129,7 @@ int main(int argc, char **argv) {
            wna16_isa_name(wna16_isa_detected()));
     test_to_bf16();
     test_quant_i16();
+    test_quant_i8();
     test_roundtrip();
     /* a bf16-dot level runs bf16 activations on its bf16-dot kernels or on
      * the int16 ones (wna16_bf16_dot), and the int16 leaves run with or
@@ -975,8 +1156,11 @@ int main(int argc, char **argv) {
         test_ctx_tuning();
         test_errors();
         test_matrix(quick);
-        printf("%d cases, %d gemm runs per thread count over %d ISA levels (%d on AMX)\n",
-               n_cases, n_runs, n_levels(), n_amx - amx_before);
+        int a8_before = n_a8;
+        test_act_int8();
+        printf("%d cases, %d gemm runs per thread count over %d ISA levels (%d on AMX); int8 "
+               "activations: %d runs on the VNNI leaf\n",
+               n_cases, n_runs, n_levels(), n_amx - amx_before, n_a8 - a8_before);
         /* (AMX takes the int16 activations only: not with the bf16 dot) */
         CHECK(amx == (n_amx > amx_before) ||
               (amx && (isa_max != WNA16_ISA_AVX512BF16 || dot)));

@@ -136,6 +136,52 @@ static void test_errors(void) {
                  WNA16_ERR_RUNTIME_ACTORDER, "re-quantize with actorder=static");
 }
 
+/* int8 activations (wna16_model_options.act_quant): the logits move off
+ * the 16-bit run's (the option is applied) but stay near transformers'
+ * (the fixtures' 16-bit reference); an unknown value is refused. */
+static void check_act_int8(const char *name) {
+    char dir[256];
+    snprintf(dir, sizeof dir, "tests/data/models/%s", name);
+    reference r;
+    CHECK_MSG(load_reference(dir, &r), "%s: reference.json", name);
+    float l16[4096], l8[4096];
+    for (int aq = 0; aq < 2; aq++) {
+        wna16_model *m = NULL;
+        wna16_model_options o = {.tp = 1, .context = 128, .act_quant = aq};
+        wna16_status s = wna16_model_load(ctx, dir, &o, &m);
+        if (aq && s == WNA16_ERR_UNSUPPORTED) { /* a level without integer kernels */
+            CHECK(strstr(wna16_ctx_error(ctx), "int8 activations need the integer kernels"));
+            json_decref(r.root);
+            return;
+        }
+        CHECK_MSG(s == WNA16_OK, "%s act_quant %d: %s", name, aq, wna16_ctx_error(ctx));
+        if (s != WNA16_OK) break;
+        CHECK(wna16_model_eval(ctx, m, r.prompt, (int64_t)r.n_prompt, aq ? l8 : l16) == WNA16_OK);
+        wna16_model_free(m);
+    }
+    double max_ref = 0, diff16 = 0, diff8 = 0;
+    for (size_t i = 0; i < r.vocab; i++) {
+        max_ref = fmax(max_ref, fabs(r.logits[i]));
+        diff16 = fmax(diff16, fabs(l16[i] - l8[i]));
+        diff8 = fmax(diff8, fabs(l8[i] - r.logits[i]));
+    }
+    printf("%-18s int8 activations: max|dlogit| %.5f vs transformers, %.5f vs 16-bit\n", name,
+           diff8, diff16);
+    CHECK_MSG(diff16 > 0, "%s: int8 activations left every logit unchanged", name);
+    CHECK_MSG(diff8 <= 5e-2 * max_ref, "%s: int8 max|dlogit| %g > 5e-2 x %g", name, diff8, max_ref);
+    CHECK(argmax(l8, r.vocab) == argmax(r.logits, r.vocab));
+    json_decref(r.root);
+}
+
+static void test_act_int8(void) {
+    check_act_int8("qwen3_w4a16");
+    check_act_int8("qwen3_moe_w4a16");
+    wna16_model *m = NULL;
+    wna16_model_options o = {.tp = 1, .context = 16, .act_quant = 2};
+    CHECK_STATUS(ctx, wna16_model_load(ctx, "tests/data/models/qwen3_w4a16", &o, &m),
+                 WNA16_ERR_INVALID_ARGUMENT, "act_quant 2: 0 (16-bit activations) or 1 (int8)");
+}
+
 /* Legacy GPTQ (v1) asym with an overflowed zero point (one group stores 15,
  * i.e. zero 16): it loads and runs (the kernels' handling of zero 16 is
  * checked bitwise against the reference in test_gemm). */
@@ -204,6 +250,7 @@ int main(void) {
     for (size_t i = 0; i < sizeof models / sizeof *models; i++)
         check_model(models[i].name, models[i].tp2);
     test_errors();
+    test_act_int8();
     wna16_ctx_free(ctx);
     TEST_MAIN_END();
 }

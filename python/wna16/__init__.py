@@ -274,11 +274,17 @@ class LLM:
     def __init__(self, model: str, tokenizer: Optional[str] = None, tensor_parallel_size: int = 1,
                  threads: int = 0, max_model_len: int = 0, max_num_seqs: int = 256,
                  max_num_batched_tokens: int = 512, enable_prefix_caching: bool = True,
-                 kv_cache_memory_bytes: int = 0, expert_parallel_size: int = 1):
+                 kv_cache_memory_bytes: int = 0, expert_parallel_size: int = 1,
+                 act_quant: Optional[str] = None):
         # expert_parallel_size: groups of tensor_parallel_size ranks (the CLI's
         # --ep), each rank holding its block of the routed experts; vLLM spells
         # this data_parallel_size with enable_expert_parallel=True
-        # (docs/distributed.md).
+        # (docs/distributed.md). act_quant: None or "none" keeps the quantized
+        # linears' activations 16-bit; "int8" quantizes them to int8, a scale per
+        # 128 inputs at most (W4A8, the CLI's --act-quant int8; docs/kernels.md).
+        act_codes = {None: 0, "none": 0, "int8": 1}
+        if act_quant not in act_codes:
+            raise ValueError(f"act_quant={act_quant!r}: None, 'none' or 'int8'")
         self._ctx = _Context()
         self._lock = threading.RLock()
         self._engine = ctypes.c_void_p()
@@ -292,6 +298,7 @@ class LLM:
         lib.wna16_model_options_init(ctypes.byref(o))
         o.tp, o.threads, o.context = int(tensor_parallel_size), int(threads), int(max_model_len)
         o.ep = int(expert_parallel_size)
+        o.act_quant = act_codes[act_quant]
         self._ctx.check(lib.wna16_model_load(self._ctx.ptr, os.fsencode(model), ctypes.byref(o),
                                              ctypes.byref(self._model)))
         tok_path = tokenizer or model

@@ -20,6 +20,7 @@ class ModelOptions(ctypes.Structure):
         ("context", ctypes.c_int64),
         ("comm", ctypes.c_void_p),
         ("ep", ctypes.c_int),
+        ("act_quant", ctypes.c_int),
     ]
 
 

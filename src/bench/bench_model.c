@@ -20,7 +20,7 @@ static void bench_model_help(FILE *f) {
     fprintf(
         f,
         "usage: wna16 bench model --model DIR [--prompt N] [--decode N] [--threads N] [--tp N] "
-        "[--ep N] [--mpi] [--breakdown] [--isa NAME] [--json]\n\n"
+        "[--ep N] [--mpi] [--breakdown] [--isa NAME] [--act-quant none|int8] [--json]\n\n"
         "Prefills a random N-token prompt (default 512) in one pass, then decodes --decode tokens\n"
         "(default 32) greedily, and reports tok/s beside the bandwidth floor (decode) and the\n"
         "compute peak (prefill: the peak of the arithmetic the level's int4/int8 linears run\n"
@@ -32,7 +32,8 @@ static void bench_model_help(FILE *f) {
         "--breakdown times each phase of the forward on rank 0 (norms, q|k|v, RoPE and cache,\n"
         "attention, o_proj, MLP/MoE, lm_head, other) and reports prefill ms and decode\n"
         "ms/token per phase. --isa caps the kernel level (ref, avx2, avx512, avx512bf16,\n"
-        "neon, neonbf16; as WNA16_ISA does); the level is printed with the machine's limits.\n");
+        "neon, neonbf16; as WNA16_ISA does); the level is printed with the machine's limits.\n"
+        "--act-quant int8 loads the model with int8 activations (docs/kernels.md).\n");
 }
 
 static int64_t module_weight_bytes(const wna16_module *m) {
@@ -232,6 +233,7 @@ int wna16_bench_model(int argc, char **argv) {
     const char *dir = NULL;
     long prompt = 512, decode = 32, threads = 0, tp = 1, ep = 1;
     bool json = false, mpi = false, tp_given = false, breakdown = false;
+    int act_quant = WNA16_ACT_QUANT_NONE;
     for (int i = 1; i < argc; i++) {
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (cli_is_help(argv[i]))
@@ -263,6 +265,9 @@ int wna16_bench_model(int argc, char **argv) {
         else if (!strcmp(argv[i], "--isa")) {
             if (!cli_set_isa("bench model", v)) return 2;
             i++;
+        } else if (!strcmp(argv[i], "--act-quant")) {
+            if (!cli_parse_act_quant("--act-quant", v, &act_quant)) return 2;
+            i++;
         } else {
             fprintf(stderr, "wna16 bench model: unexpected argument '%s'\n", argv[i]);
             return 2;
@@ -286,7 +291,8 @@ int wna16_bench_model(int argc, char **argv) {
                              .threads = nt,
                              .context = prompt + decode + 1,
                              .comm = comm,
-                             .ep = (int)ep};
+                             .ep = (int)ep,
+                             .act_quant = act_quant};
     double t0 = cli_now();
     wna16_status s = wna16_model_load(ctx, dir, &o, &m);
     if (s != WNA16_OK) {
@@ -398,7 +404,8 @@ int wna16_bench_model(int argc, char **argv) {
         size_t kv_token = wna16_kv_cache_block_bytes(m) / WNA16_KV_BLOCK_SIZE;
         if (json) {
             char fb[32];
-            printf("{\"model\": \"%s\", \"isa\": \"%s\", \"threads\": %d, \"tp\": %ld, "
+            printf("{\"model\": \"%s\", \"isa\": \"%s\", \"act_quant\": \"%s\", "
+                   "\"threads\": %d, \"tp\": %ld, "
                    "\"read_bw_gbs\": %.9g, "
                    "\"bf16_peak_gflops\": %.9g, \"compute_peak\": %s%s%s, "
                    "\"compute_peak_gflops\": %.9g, "
@@ -414,13 +421,14 @@ int wna16_bench_model(int argc, char **argv) {
                    "\"allreduce_prefill_seconds\": %.9g, \"allreduce_prefill_share\": %.9g, "
                    "\"decode_read_bw_gbs\": %.9g, \"read_bw_min_gbs\": %.9g, \"read_bw_max_gbs\": "
                    "%.9g, \"decode_best_window_fraction\": %.9g, \"kv_bytes_per_token\": %zu",
-                   dir, wna16_isa_name(wna16_isa_active()), limit_threads, tp, bw, bf16_peak ? peak : 0.0, peak_kind ? "\"" : "",
+                   dir, wna16_isa_name(wna16_isa_active()), act_quant ? "int8" : "none",
+                   limit_threads, tp, bw, bf16_peak ? peak : 0.0, peak_kind ? "\"" : "",
                    peak_kind ? peak_kind : "null", peak_kind ? "\"" : "", peak, load_s, prompt,
                    prefill_s, prompt / prefill_s, prefill_gflops, json_num(fb, prefill_frac, 4),
                    decode, decode_tok_s, c.bytes_per_token, decode_gbs, decode_frac,
                    cli_peak_rss_mib(), backend, ar_tok_ms, ar_dec_share, ar_calls_tok, ar_kb_tok,
-                   ar_pre.all_reduce_seconds, ar_pre_share, decode_bw, bwr.lo, bwr.hi,
-                   window_frac, kv_token);
+                   ar_pre.all_reduce_seconds, ar_pre_share, decode_bw, bwr.lo, bwr.hi, window_frac,
+                   kv_token);
             if (breakdown) print_breakdown_json(m, &c, decode, decode_bw);
             if (have_ranks) {
                 printf(", \"rank_allreduce_seconds\": ");
@@ -430,10 +438,11 @@ int wna16_bench_model(int argc, char **argv) {
             }
             printf("}\n");
         } else {
-            printf("machine: %d threads%s, isa %s, read bandwidth %.2f GB/s, %s peak %.1f "
+            printf("machine: %d threads%s, isa %s%s, read bandwidth %.2f GB/s, %s peak %.1f "
                    "GFLOP/s\n",
                    limit_threads, comm ? " per rank (limits summed over ranks)" : "",
-                   wna16_isa_name(wna16_isa_active()), bw, peak_name, peak);
+                   wna16_isa_name(wna16_isa_active()), act_quant ? " (int8 activations)" : "", bw,
+                   peak_name, peak);
             printf("model:   %s, loaded in %.2fs, peak RSS %.0f MiB\n", dir, load_s,
                    cli_peak_rss_mib());
             printf("kv:      %zu bytes per token (bf16, every layer, this process's ranks)\n", kv_token);

@@ -20,7 +20,8 @@
 static void step_help(FILE *f) {
     fprintf(f,
             "usage: wna16 bench step --model DIR [--batch LIST] [--context N] [--steps N]\n"
-            "                        [--threads T] [--isa NAME] [--breakdown] [--json]\n\n"
+            "                        [--threads T] [--isa NAME] [--act-quant none|int8]\n"
+            "                        [--breakdown] [--json]\n\n"
             "Times the batched decode step `wna16 serve` runs: for each B of --batch (default\n"
             "1,4,16,32), B sequences each prefilled with its own random --context-token prompt\n"
             "(default 128), then --steps (default 16) steps of B rows, one greedy token per\n"
@@ -36,7 +37,7 @@ static void step_help(FILE *f) {
             "the step's time outside them), each beside its own roofline: max(its bytes /\n"
             "bandwidth, its FLOPs / its peak), with the KV cache's bytes for attention. --isa\n"
             "caps the kernel level (ref, avx2, avx512, avx512bf16, neon, neonbf16; as WNA16_ISA\n"
-            "does).\n");
+            "does). --act-quant int8 loads the model with int8 activations (docs/kernels.md).\n");
 }
 
 typedef struct step_args {
@@ -44,6 +45,7 @@ typedef struct step_args {
     long batch[16];
     int n_batch;
     long context, steps, threads;
+    int act_quant;
     bool breakdown, json;
 } step_args;
 
@@ -69,6 +71,9 @@ static int parse(int argc, char **argv, step_args *a) {
             i++;
         } else if (!strcmp(argv[i], "--isa")) {
             if (!cli_set_isa("bench step", v)) return 2;
+            i++;
+        } else if (!strcmp(argv[i], "--act-quant")) {
+            if (!cli_parse_act_quant("--act-quant", v, &a->act_quant)) return 2;
             i++;
         } else if (!strcmp(argv[i], "--breakdown"))
             a->breakdown = true;
@@ -301,7 +306,8 @@ int wna16_bench_step(int argc, char **argv) {
     wna16_ctx *ctx;
     if (wna16_ctx_create(&ctx) != WNA16_OK) return 1;
     cli_install_hooks(ctx, !a.json);
-    wna16_model_options o = {.threads = (int)a.threads, .context = a.context + a.steps + 1};
+    wna16_model_options o = {
+        .threads = (int)a.threads, .context = a.context + a.steps + 1, .act_quant = a.act_quant};
     wna16_model *m = NULL;
     wna16_status s = wna16_model_load(ctx, a.dir, &o, &m);
     if (s != WNA16_OK) {
@@ -317,20 +323,22 @@ int wna16_bench_step(int argc, char **argv) {
     double peak = lim.peak;
     srv_roofline roof = roofline_of(m, peak, lim.dense);
     if (a.json)
-        printf("{\"model\": \"%s\", \"isa\": \"%s\", \"threads\": %d, \"read_bw_gbs\": %.9g, "
+        printf("{\"model\": \"%s\", \"isa\": \"%s\", \"act_quant\": \"%s\", \"threads\": %d, "
+               "\"read_bw_gbs\": %.9g, "
                "\"compute_peak\": "
                "%s%s%s, \"compute_peak_gflops\": %.9g, \"fma_peak_gflops\": %.9g, "
                "\"dense_peak\": %s%s%s, \"dense_peak_gflops\": %.9g, "
                "\"context\": %ld, \"steps\": %ld, \"results\": [",
-               a.dir, wna16_isa_name(wna16_isa_active()), m->threads, bw, kind ? "\"" : "",
-               kind ? kind : "null", kind ? "\"" : "", peak, lim.fma, dense_kind ? "\"" : "",
-               dense_kind ? dense_kind : "null", dense_kind ? "\"" : "", lim.dense, a.context,
-               a.steps);
+               a.dir, wna16_isa_name(wna16_isa_active()), a.act_quant ? "int8" : "none", m->threads,
+               bw, kind ? "\"" : "", kind ? kind : "null", kind ? "\"" : "", peak, lim.fma,
+               dense_kind ? "\"" : "", dense_kind ? dense_kind : "null", dense_kind ? "\"" : "",
+               lim.dense, a.context, a.steps);
     else
-        printf("machine: %d threads, isa %s, read bandwidth %.2f GB/s, %s peak %.1f GFLOP/s, "
+        printf("machine: %d threads, isa %s%s, read bandwidth %.2f GB/s, %s peak %.1f GFLOP/s, "
                "fp32 FMA peak %.1f GFLOP/s (attention), %s peak %.1f GFLOP/s (lm_head)\n"
                "model:   %s; each sequence %ld prompt tokens, then %ld steps\n",
-               m->threads, wna16_isa_name(wna16_isa_active()), bw, kind ? kind : "no compute", peak,
+               m->threads, wna16_isa_name(wna16_isa_active()),
+               a.act_quant ? " (int8 activations)" : "", bw, kind ? kind : "no compute", peak,
                lim.fma, dense_kind ? dense_kind : "no dense", lim.dense, a.dir, a.context, a.steps);
     for (int i = 0; s == WNA16_OK && i < a.n_batch; i++) {
         step_result r;

@@ -60,7 +60,7 @@ static void gemm_help(FILE *f) {
             "usage: wna16 bench gemm [--m LIST] [--n LIST] [--k LIST] [--bits 4|8] [--group G]\n"
             "                        [--asym] [--dtype bf16|f16|f32] [--threads T] [--isa NAME]\n"
             "                        [--decode-max-m M] [--interleave 1|2] [--min-time S]\n"
-            "                        [--repeat R] [--json]\n\n"
+            "                        [--act-quant none|int8] [--repeat R] [--json]\n\n"
             "Measures this machine's read bandwidth (STREAM-style sums over 1 GiB, the fastest\n"
             "of several load widths, streams and prefetch distances) and bf16-dot / fp32 FMA /\n"
             "int16 multiply-add peaks (register-resident loops) on T threads, then times\n"
@@ -74,7 +74,8 @@ static void gemm_help(FILE *f) {
             "(0 = channelwise), symmetric, bf16 activations and output. --decode-max-m M\n"
             "sends bf16 cases with more than M rows to the dequantized-panel kernel.\n"
             "--interleave 1|2 packs blocks one after another or in line-interleaved pairs\n"
-            "(default: pairs on the AVX-512 levels).\n"
+            "(default: pairs on the AVX-512 levels). --act-quant int8 packs the weights for\n"
+            "int8 activations (docs/kernels.md).\n"
             "--repeat R runs the limits and the whole sweep R times and keeps the best of\n"
             "each (on a shared machine, noise only ever makes things slower).\n");
 }
@@ -116,6 +117,7 @@ static int bench_gemm(int argc, char **argv) {
     int n_m = 5, n_n = 0, n_k = 0;
     long bits = 4, group = 128, threads = wna16_threads_default(), repeat = 1;
     long decode_max_m = -1; /* < 0: the default */
+    int act_quant = WNA16_ACT_QUANT_NONE;
     long interleave = -1;
     bool asym = false, json = false;
     double min_time = 0.3;
@@ -175,6 +177,9 @@ static int bench_gemm(int argc, char **argv) {
         } else if (!strcmp(a, "--interleave")) {
             if (!cli_parse_int(a, v, 1, 2, &interleave)) return 2;
             i++;
+        } else if (!strcmp(a, "--act-quant")) {
+            if (!cli_parse_act_quant(a, v, &act_quant)) return 2;
+            i++;
         } else if (!strcmp(a, "--isa")) {
             if (!cli_set_isa("bench gemm", v)) return 2;
             i++;
@@ -216,6 +221,7 @@ static int bench_gemm(int argc, char **argv) {
     cli_install_hooks(ctx, false);
     wna16_ctx_tuning(ctx)->decode_max_m = decode_max_m; /* the weights are packed under it */
     wna16_ctx_tuning(ctx)->pack_interleave = (int)interleave;
+    wna16_ctx_tuning(ctx)->act_int8 = act_quant == WNA16_ACT_QUANT_INT8;
     wna16_diag *d = wna16_ctx_diag(ctx);
     size_t wbytes_of[64] = {0};
     for (long rep = 0; rep < repeat && !rc; rep++) {

@@ -27,6 +27,8 @@ static void generate_help(FILE *f) {
             "  --threads N          compute threads (default: all cores; under MPI, per process:\n"
             "                       the cores it may use, shared by the ranks on its host)\n"
             "  --ctx N              KV cache length (default min(4096, model max))\n"
+            "  --act-quant Q        the quantized linears' activations: none (16-bit, default)\n"
+            "                       or int8 (W4A8: a scale per <=128 inputs; kernels.md)\n"
             "  --temp T             temperature; 0 = greedy (default 0)\n"
             "  --top-k K --top-p P --min-p P --repeat-penalty R\n"
             "  --seed S             sampling seed (default 0)\n"
@@ -45,6 +47,7 @@ typedef struct gen_args {
     double temp, top_p, min_p, penalty;
     unsigned long long seed;
     bool json, mpi, tp_given;
+    int act_quant;
     int think; /* -1: the template's default, 0: --no-think, 1: --think */
 } gen_args;
 
@@ -69,6 +72,7 @@ static int parse(int argc, char **argv, gen_args *a) {
             if (a->n_stop == 16) return fprintf(stderr, "wna16 generate: at most 16 --stop strings\n"), 2;
             a->stop[a->n_stop++] = argv[++i];
         }
+        else if (!strcmp(f, "--act-quant")) { if (!cli_parse_act_quant("--act-quant", v, &a->act_quant)) return 2; i++; }
         else if (!strcmp(f, "--json")) a->json = true;
         else if (!strcmp(f, "--think")) a->think = 1;
         else if (!strcmp(f, "--no-think")) a->think = 0;
@@ -171,7 +175,7 @@ int wna16_cmd_generate(int argc, char **argv) {
     wna16_status s = lead ? wna16_tokenizer_load(ctx, a.tokenizer ? a.tokenizer : a.dir, &tok) : WNA16_OK;
     if (comm) s = wna16_comm_check(ctx, comm, s);
     wna16_model_options mo = {.tp = (int)a.tp, .threads = (int)a.threads, .context = a.ctx,
-                              .comm = comm, .ep = (int)a.ep};
+                              .comm = comm, .ep = (int)a.ep, .act_quant = a.act_quant};
     if (s == WNA16_OK) s = wna16_model_load(ctx, a.dir, &mo, &m);
     double load_s = cli_now() - t0;
     if (s == WNA16_OK && !a.json && lead && !cli_quiet())

@@ -6,10 +6,11 @@
 
 static void logits_help(FILE *f) {
     fprintf(f, "usage: wna16 logits --model DIR --ids ID[,ID...] [--tp N] [--ep N] [--threads N] [--top K]\n"
-               "                    [--mpi]\n\n"
+               "                    [--act-quant none|int8] [--mpi]\n\n"
                "Runs the ids as one prompt and prints the last position's logits, one per line\n"
                "(or the K largest as 'id logit' with --top K). For tests and debugging.\n"
                "--ep N runs N expert-parallel groups of --tp ranks (docs/distributed.md).\n"
+               "--act-quant int8 gives the quantized linears int8 activations (docs/kernels.md).\n"
                "Under mpirun -np N (or --mpi) each process runs one rank; rank 0 prints.\n");
 }
 
@@ -17,6 +18,7 @@ int wna16_cmd_logits(int argc, char **argv) {
     const char *dir = NULL, *ids_text = NULL;
     long tp = 1, ep = 1, threads = 0, top = 0;
     bool mpi = false, tp_given = false;
+    int act_quant = WNA16_ACT_QUANT_NONE;
     for (int i = 1; i < argc; i++) {
         const char *next = i + 1 < argc ? argv[i + 1] : NULL;
         if (cli_is_help(argv[i])) {
@@ -33,6 +35,9 @@ int wna16_cmd_logits(int argc, char **argv) {
             i++;
         } else if (!strcmp(argv[i], "--mpi")) {
             mpi = true;
+        } else if (!strcmp(argv[i], "--act-quant")) {
+            if (!cli_parse_act_quant("--act-quant", next, &act_quant)) return 2;
+            i++;
         } else if (!strcmp(argv[i], "--threads")) {
             if (!cli_parse_int("--threads", next, 1, 1024, &threads)) return 2;
             i++;
@@ -67,7 +72,8 @@ int wna16_cmd_logits(int argc, char **argv) {
     wna16_ctx *ctx;
     if (wna16_ctx_create(&ctx) != WNA16_OK) return 1;
     cli_install_hooks(ctx, false);
-    wna16_model_options o = {.tp = (int)tp, .threads = (int)threads, .comm = comm, .ep = (int)ep};
+    wna16_model_options o = {.tp = (int)tp, .threads = (int)threads, .comm = comm, .ep = (int)ep,
+                             .act_quant = act_quant};
     wna16_model *m = NULL;
     wna16_status s = wna16_model_load(ctx, dir, &o, &m);
     float *logits = NULL;

@@ -24,6 +24,8 @@ static void perplexity_help(FILE *f) {
             "  --tokenizer PATH tokenizer dir or tokenizer.json (default: the model dir)\n"
             "  --threads N      compute threads (all cores)\n"
             "  --tp N           tensor-parallel degree (threads backend)\n"
+            "  --act-quant Q    the quantized linears' activations: none (16-bit, default)\n"
+            "                   or int8 (W4A8: a scale per <=128 inputs; kernels.md)\n"
             "  --json           print the result as JSON\n\n"
             "Prints the perplexity exp(mean NLL) with its standard error (as llama-perplexity:\n"
             "ppl x the standard error of the mean NLL), the mean NLL in nats and the token\n"
@@ -68,6 +70,7 @@ static void draw_bar(double done, double total, double t0) {
 int wna16_cmd_perplexity(int argc, char **argv) {
     const char *dir = NULL, *file = NULL, *ids_text = NULL, *tok_path = NULL;
     long ctx_len = 512, stride = 0, threads = 0, tp = 1;
+    int act_quant = WNA16_ACT_QUANT_NONE;
     bool json = false;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *next = i + 1 < argc ? argv[i + 1] : NULL;
@@ -90,6 +93,9 @@ int wna16_cmd_perplexity(int argc, char **argv) {
             i++;
         } else if (!strcmp(a, "--tp")) {
             if (!cli_parse_int("--tp", next, 1, 64, &tp)) return 2;
+            i++;
+        } else if (!strcmp(a, "--act-quant")) {
+            if (!cli_parse_act_quant("--act-quant", next, &act_quant)) return 2;
             i++;
         } else {
             fprintf(stderr, "wna16 perplexity: unexpected argument '%s'\n", a);
@@ -152,6 +158,7 @@ int wna16_cmd_perplexity(int argc, char **argv) {
     mo.tp = (int)tp;
     mo.threads = (int)threads;
     mo.context = ctx_len;
+    mo.act_quant = act_quant;
     double t0 = cli_now();
     if (s == WNA16_OK) s = wna16_model_load(ctx, dir, &mo, &m);
     if (s == WNA16_OK && wna16_model_context(m) < ctx_len)

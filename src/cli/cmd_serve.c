@@ -22,6 +22,7 @@ typedef struct serve_args {
     long idle_timeout, max_conns, max_conns_client;
     double kv_gib, drain_s, max_body_mib;
     bool prefix, mpi, tp_given;
+    int act_quant;
 } serve_args;
 
 static void usage(FILE *f) {
@@ -34,7 +35,7 @@ static void usage(FILE *f) {
             "                   [--max-body-mib M] [--tokenizer DIR] [--mpi]\n"
             "                   [--chat-template FILE] [--tool-call-parser NAME]\n"
             "                   [--enable-auto-tool-choice] [--reasoning-parser qwen3]\n"
-            "                   [--generation-config auto|vllm]\n"
+            "                   [--generation-config auto|vllm] [--act-quant none|int8]\n"
             "  request limits:  [--max-logprobs N] [--max-chat-messages N] [--max-prompt-bytes N]\n"
             "                   [--max-stop-strings N] [--max-stop-bytes N]\n"
             "  connections:     [--timeout-keep-alive S] [--max-connections N]\n"
@@ -79,6 +80,10 @@ static void usage(FILE *f) {
             "--ep N runs N expert-parallel groups of --tp ranks, each rank holding its block of\n"
             "the routed experts (under MPI, N x tp processes; --tp then defaults to 1;\n"
             "docs/distributed.md).\n\n"
+            "--act-quant int8 gives the quantized linears int8 activations, a scale per 128\n"
+            "inputs at most (W4A8: faster batched steps and prefill where VNNI or AMX-INT8\n"
+            "computes them, at some accuracy; docs/kernels.md); the default none keeps them\n"
+            "16-bit.\n\n"
             "Chat: --chat-template FILE replaces the model's Jinja chat template. Tools are\n"
             "rendered by the template and the reply's calls parsed by --tool-call-parser (hermes,\n"
             "llama3_json or mistral; by default the one the template shows, else tools are\n"
@@ -126,6 +131,10 @@ static int parse_flag(int argc, char **argv, int *i, serve_args *a) {
     STRF("--allowed-hosts", allowed_hosts)
     STRF("--allowed-origins", allowed_origins)
     if (!strcmp(f, "--enable-auto-tool-choice")) return 0;
+    if (!strcmp(f, "--act-quant")) {
+        const char *v = value(argc, argv, i);
+        return v && cli_parse_act_quant(f, v, &a->act_quant) ? 0 : 2;
+    }
     LONGF("--port", 0, 65535, port)
     if (!strcmp(f, "--tp")) {
         a->tp_given = true;
@@ -400,6 +409,7 @@ static wna16_status load(const serve_args *a, wna16_ctx *ctx, wna16_comm *comm, 
     mo.threads = (int)a->threads;
     mo.context = a->max_len;
     mo.comm = comm;
+    mo.act_quant = a->act_quant;
     return s == WNA16_OK ? wna16_model_load(ctx, a->dir, &mo, m) : s;
 }
 

@@ -16,14 +16,14 @@
 /* Kernel tuning knobs (benchmarks compare paths with them, tests force
  * each path). A context holds one (wna16_ctx_tuning); internals reach it
  * through the wna16_diag they are handed, beside the callbacks
- * (wna16_tuning_of: d->hooks->tuning). Nothing here changes a result's
- * bits, only the path that computes it. Each knob acts where the object it
- * shapes is made or the call that reads it runs:
- *  - pack_interleave, value_pack, decode_max_m: read by wna16_linear_pack
- *    (kernels/gemm.h); the packed linear records interleave and
- *    decode_max_m, so every later gemm on it, whatever diag it is handed
- *    (a TP rank's, a MoE worker's), takes the path of the context that
- *    packed it; clones and concatenations keep their source's.
+ * (wna16_tuning_of: d->hooks->tuning). Nothing here but act_int8 changes
+ * a result's bits, only the path that computes it. Each knob acts where
+ * the object it shapes is made or the call that reads it runs:
+ *  - pack_interleave, value_pack, decode_max_m, act_int8: read by
+ *    wna16_linear_pack (kernels/gemm.h); the packed linear records
+ *    interleave, decode_max_m and act_int8, so every later gemm on it,
+ *    whatever diag it is handed (a TP rank's, a MoE worker's), takes the
+ *    path of the context that packed it; clones and concatenations keep their source's.
  *  - dense_tile_min_m: read by each wna16_dense_gemm_tuned call
  *    (kernels/dense.h). */
 typedef struct wna16_tuning {
@@ -42,12 +42,19 @@ typedef struct wna16_tuning {
     /* Test knob: pack every value through the per-value placement instead
      * of whole source words (the same bytes; test_gemm compares them). */
     bool value_pack;
+    /* The one knob that changes results: the quantized linears packed under
+     * it take their bf16 activations as int8 (W4A8,
+     * wna16_model_options.act_quant), recorded like decode_max_m. */
+    bool act_int8;
 } wna16_tuning;
 
 /* Every knob at its default. */
 #define WNA16_TUNING_DEFAULT                                                                       \
-    ((wna16_tuning){                                                                               \
-        .decode_max_m = -1, .dense_tile_min_m = -1, .pack_interleave = -1, .value_pack = false})
+    ((wna16_tuning){.decode_max_m = -1,                                                            \
+                    .dense_tile_min_m = -1,                                                        \
+                    .pack_interleave = -1,                                                         \
+                    .value_pack = false,                                                           \
+                    .act_int8 = false})
 
 /* What the caller set on the context: its callbacks (wna16_ctx_set_log/
  * progress/abort) and its kernel tuning (wna16_ctx_tuning). */

@@ -157,6 +157,8 @@ static void fill_tables(void) {
         .isa = WNA16_ISA_REF,
         .to_bf16 = wna16_to_bf16__ref,
         .quant_i16 = wna16_quant_i16__ref,
+        .absmax_bf16 = wna16_absmax_bf16__ref,
+        .quant_i8 = wna16_quant_i8__ref,
         .gemv_f32 = {wna16_gemv_q4_f32_4x16__ref, wna16_gemv_q8_f32_4x16__ref},
         .gemv_f32_mr = 4,
         .dense_dot = wna16_dense_dot__ref,
@@ -182,6 +184,8 @@ static void fill_x86(wna16_kernel_table t) {
     t.isa = WNA16_ISA_AVX2;
     t.to_bf16 = wna16_to_bf16__avx2;
     t.quant_i16 = wna16_quant_i16__avx2;
+    t.absmax_bf16 = wna16_absmax_bf16__avx2;
+    t.quant_i8 = wna16_quant_i8__avx2;
     t.dense_dot = wna16_dense_dot__avx2;
     t.dense_tiles = wna16_dense_tiles__avx2;
     t.dense_tiles_ws = wna16_dense_tiles_ws__avx2;
@@ -212,6 +216,8 @@ static void fill_x86(wna16_kernel_table t) {
     t.isa = WNA16_ISA_AVX512;
     t.to_bf16 = wna16_to_bf16__avx512;
     t.quant_i16 = wna16_quant_i16__avx512;
+    t.absmax_bf16 = wna16_absmax_bf16__avx512;
+    t.quant_i8 = wna16_quant_i8__avx512;
     t.gemv_f32[WNA16_WFMT_Q4] = wna16_gemv_q4_f32_4x16__avx512;
     t.gemv_f32[WNA16_WFMT_Q8] = wna16_gemv_q8_f32_4x16__avx512;
     t.gemv_f32_mr = 4;
@@ -376,6 +382,7 @@ static void apply_vnni(void) {
             t->gemv2_i16[WNA16_WFMT_Q8] = wna16_gemv_q8_i16_4x32__avx512vnni;
             t->gemm_i16 = wna16_gemm_i16_12x16__avx512vnni;
             t->gemm2_i16 = wna16_gemm2_i16_12x32__avx512vnni;
+            t->gemv_a8 = wna16_gemv_q4_a8_8x32__avx512vnni;
         }
     }
 #endif

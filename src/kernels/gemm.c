@@ -65,7 +65,8 @@ typedef enum path {
     PATH_BF16_PREFILL,
     PATH_I16_GEMV,
     PATH_I16_PANEL,
-    PATH_AMX_PANEL
+    PATH_AMX_PANEL,
+    PATH_A8_GEMV
 } path;
 
 typedef struct plan {
@@ -85,6 +86,7 @@ typedef struct plan {
     int64_t sbu;          /* int16 paths: units per sub-block (<= 128 k) */
     int64_t nsub, nsb;    /* sub-blocks per group, per row */
     size_t inv_off, sum_off; /* int16 paths: inv[m][nsb], sum[m][nsb] in the activations */
+    bool a8;                 /* the activations as int8 (W4A8) */
     size_t a_bytes;       /* packed activations (shared) */
     size_t thread_bytes;  /* per-thread scratch */
 } plan;
@@ -135,13 +137,14 @@ static void plan_i16(const wna16_packed_linear *pl, int64_t m, plan *p) {
  * False: not this path. */
 static bool plan_amx(const wna16_packed_linear *pl, int64_t m, plan *p) {
     const wna16_kernel_table *t = p->t;
-    if (!t->gemm_amx || pl->fmt != WNA16_WFMT_Q4 || t->gemv_bf16[pl->fmt] || !t->gemv_i16[pl->fmt])
+    if (!t->gemm_amx || pl->fmt != WNA16_WFMT_Q4 || (t->gemv_bf16[pl->fmt] && !pl->act_int8) ||
+        !t->gemv_i16[pl->fmt])
         return false;
     int64_t gu = pl->L.group_units, sbu = 128 / 8 < gu ? 128 / 8 : gu;
     int64_t sbk = sbu * 8, gsp = gu * 8;
     if (sbk % 64 || gsp % sbk) return false;
-    int64_t stream_max = pl->decode_max_m != WNA16_DECODE_MAX_M ? pl->decode_max_m
-                                                                : t->gemm_amx_min_m - 1;
+    int64_t amx_min = p->a8 && t->gemv_a8 ? WNA16_GEMM_AMX_A8_MIN_M : t->gemm_amx_min_m;
+    int64_t stream_max = pl->decode_max_m != WNA16_DECODE_MAX_M ? pl->decode_max_m : amx_min - 1;
     if (m <= stream_max) return false;
     plan_i16(pl, m, p); /* its sub-blocks */
     p->path = PATH_AMX_PANEL;
@@ -157,6 +160,22 @@ static bool plan_amx(const wna16_packed_linear *pl, int64_t m, plan *p) {
     return true;
 }
 
+/* int4 weights by int8 activations on the level's VNNI leaf, every m:
+ * rows of kp int8 in the leaf's unit order, the int16 paths' sub-blocks. */
+static bool plan_a8(const wna16_packed_linear *pl, int64_t m, plan *p) {
+    if (!p->a8 || !p->t->gemv_a8 || pl->fmt != WNA16_WFMT_Q4) return false;
+    plan_i16(pl, m, p); /* its sub-blocks */
+    p->path = PATH_A8_GEMV;
+    p->mr = WNA16_A8_MR;
+    p->lda = round_up(pl->kp, 64) + 64; /* bytes, off the 4 KiB alias between rows */
+    size_t side = al64((size_t)(m * p->nsb) * 4);
+    p->inv_off = al64((size_t)(m * p->lda));
+    p->sum_off = p->inv_off + side;
+    p->a_bytes = p->sum_off + side;
+    p->thread_bytes = al64((size_t)WNA16_A8_MR * 32 * 4);
+    return true;
+}
+
 /* The paths that dequantize a panel for many rows: their activations are
  * packed in whole tiles of rows (zeroed first), by all threads. */
 static bool panel_path(path p) {
@@ -169,8 +188,12 @@ static plan make_plan(const wna16_packed_linear *pl, int64_t m, wna16_dtype xt) 
     bool bf16 = xt == WNA16_DTYPE_BF16 && t->gemv_bf16[pl->fmt];
     p.kpairs = pl->kp / 2;
     int64_t gkp = pl->L.group_units * wna16_wfmts[pl->fmt].unit_kpairs;
+    /* int8 activations ride the int16 paths (wna16_linear_gemm checks the
+     * level has them) */
+    p.a8 = xt == WNA16_DTYPE_BF16 && pl->act_int8;
     if (xt == WNA16_DTYPE_BF16 && plan_amx(pl, m, &p)) return p;
-    if (xt == WNA16_DTYPE_BF16 && !bf16 && t->gemv_i16[pl->fmt]) {
+    if (plan_a8(pl, m, &p)) return p;
+    if (xt == WNA16_DTYPE_BF16 && (!bf16 || p.a8) && t->gemv_i16[pl->fmt]) {
         plan_i16(pl, m, &p);
         return p;
     }
@@ -222,7 +245,8 @@ const char *wna16_linear_path(const wna16_packed_linear *pl, int64_t m, wna16_dt
         [PATH_F32_GEMV] = "f32_gemv",       [PATH_F32_PAIR] = "f32_pair",
         [PATH_BF16_GEMV] = "bf16_gemv",     [PATH_BF16_SMALL] = "bf16_small",
         [PATH_BF16_PREFILL] = "bf16_panel", [PATH_I16_GEMV] = "i16_gemv",
-        [PATH_I16_PANEL] = "i16_panel",     [PATH_AMX_PANEL] = "amx_panel"};
+        [PATH_I16_PANEL] = "i16_panel",     [PATH_AMX_PANEL] = "amx_panel",
+        [PATH_A8_GEMV] = "a8_gemv"};
     if (!pl || m < 1) return NULL;
     return names[make_plan(pl, m, xt).path];
 }
@@ -297,13 +321,55 @@ static void pack_row_i8(const wna16_packed_linear *pl, const plan *p, int64_t i,
         }
 }
 
+/* Row i of bf16 x as int8 with a scale per sub-block (docs/kernels.md
+ * §Int8 activations): q = round(a * 127 / amax) into the plan's layout,
+ * inv = amax / 127 (NaN, and q = 0, when a value is not finite), sum = Σ q. */
+static void pack_row_a8(const wna16_packed_linear *pl, const plan *p, int64_t i, const uint16_t *x,
+                        void *a) {
+    int64_t ku = wna16_wfmts[pl->fmt].unit_k, gsp = pl->L.group_units * ku, sbk = p->sbu * ku;
+    float *inv = (float *)((uint8_t *)a + p->inv_off) + i * p->nsb;
+    int32_t *sum = (int32_t *)((uint8_t *)a + p->sum_off) + i * p->nsb;
+    int64_t mr = (int64_t)p->mr;
+    uint32_t *at = (uint32_t *)a + (i / mr) * p->kpairs * mr;
+    int8_t buf[128];
+    for (int64_t g = 0, sb = 0; g < pl->n_groups; g++)
+        for (int64_t s = 0; s < p->nsub; s++, sb++) {
+            int64_t k0 = g * gsp + s * sbk, len = sbk < gsp - s * sbk ? sbk : gsp - s * sbk;
+            int64_t n = (k0 + len < pl->k ? k0 + len : pl->k) - k0;
+            if (n < 0) n = 0;
+            uint16_t top = p->t->absmax_bf16(x + k0, n);
+            float amax = wna16_bf16_to_f32(top);
+            bool finite = top < 0x7f80;
+            inv[sb] = finite ? amax / 127.0f : NAN;
+            memset(buf, 0, sizeof buf);
+            int8_t *q = p->path == PATH_AMX_PANEL ? (int8_t *)a + i * p->lda + k0 : buf;
+            sum[sb] = finite && amax > 0.0f ? p->t->quant_i8(x + k0, n, 127.0f / amax, q) : 0;
+            if (p->path == PATH_A8_GEMV) {
+                /* each unit's 8 k in its nibbles' order */
+                static const int order[8] = {0, 4, 1, 5, 2, 6, 3, 7};
+                int8_t *row = (int8_t *)a + i * p->lda + k0;
+                for (int64_t c = 0; c < len; c += 8)
+                    for (int j = 0; j < 8; j++) row[c + j] = buf[c + order[j]];
+            } else if (p->path == PATH_I16_GEMV) {
+                int16_t *row = (int16_t *)a + i * p->lda + k0;
+                for (int64_t c = 0; c < len; c++) row[c] = buf[c];
+            } else if (p->path == PATH_I16_PANEL) {
+                for (int64_t c = 0; c < len; c += 2)
+                    at[((k0 + c) / 2) * mr + i % mr] =
+                        (uint16_t)buf[c] | (uint32_t)(uint16_t)buf[c + 1] << 16;
+            }
+        }
+}
+
 /* Packs rows [r0, r1) of x into the plan's activation layout. */
 static void pack_acts(const wna16_packed_linear *pl, const plan *p, int64_t r0, int64_t r1,
                       const void *x, wna16_dtype xt, int64_t ldx, void *a) {
     size_t xs = xt == WNA16_DTYPE_F32 ? 4 : 2;
     for (int64_t i = r0; i < r1; i++) {
         const uint8_t *xr = (const uint8_t *)x + (size_t)(i * ldx) * xs;
-        if (p->path == PATH_I16_GEMV || p->path == PATH_I16_PANEL) {
+        if (p->a8) {
+            pack_row_a8(pl, p, i, (const uint16_t *)xr, a);
+        } else if (p->path == PATH_I16_GEMV || p->path == PATH_I16_PANEL) {
             pack_row_i16(pl, p, i, (const uint16_t *)xr, a);
         } else if (p->path == PATH_F32_GEMV || p->path == PATH_F32_PAIR) {
             float *ar = (float *)a + i * p->lda;
@@ -426,6 +492,28 @@ static void run_i16_gemv(const wna16_packed_linear *pl, const plan *p, const io 
     }
 }
 
+/* The int8 activations' VNNI path: as run_i16_gemv's pairs, tiles of up
+ * to WNA16_A8_MR rows over one block or two. */
+static void run_a8_gemv(const wna16_packed_linear *pl, const plan *p, const io *e, int64_t b0,
+                        int64_t b1, int64_t n_end, const void *a, void *scratch) {
+    const int64_t NR = WNA16_LINEAR_NR, tiles = (e->m + (int64_t)p->mr - 1) / (int64_t)p->mr;
+    const float *inv = (const float *)((const uint8_t *)a + p->inv_off);
+    const int32_t *sum = (const int32_t *)((const uint8_t *)a + p->sum_off);
+    float *c = scratch;
+    for (int64_t b = b0, nb; b < b1; b += nb) {
+        nb = b + 1 < b1 && (pl->L.ilv == 1 || b % 2 == 0) ? 2 : 1;
+        int64_t o0 = b * NR, o1 = o0 + nb * NR < n_end ? o0 + nb * NR : n_end;
+        for (int64_t ti = 0, r = 0; ti < tiles; ti++) {
+            int64_t r1 = e->m * (ti + 1) / tiles;
+            p->t->gemv_a8(&pl->L, block_at(pl, b), (size_t)nb, (size_t)(r1 - r),
+                          (const int8_t *)a + r * p->lda, (size_t)p->lda, inv + r * p->nsb,
+                          sum + r * p->nsb, (size_t)p->nsb, p->sbu, c);
+            epilogue(e, r, r1 - r, o0, o1, c, 2 * NR);
+            r = r1;
+        }
+    }
+}
+
 /* The int16 panel path: per block (or two, where the level has a
  * two-panel tile), chunks of groups dequantized once to int16 and swept by
  * every row tile. */
@@ -495,7 +583,7 @@ static void amx_pair(const wna16_packed_linear *pl, const plan *p, int64_t b, bo
                            .nsub = p->nsub,
                            .sbk = p->sbu * 8,
                            .a_hi = (const int8_t *)a + r0 * p->lda,
-                           .a_lo = a + plane + r0 * p->lda,
+                           .a_lo = p->a8 ? NULL : a + plane + r0 * p->lda,
                            .lda = p->lda,
                            .inv = inv + r0 * p->nsb,
                            .sum = sum + r0 * p->nsb,
@@ -609,6 +697,10 @@ static void run_blocks(const wna16_packed_linear *pl, const plan *p, const io *e
         run_amx_panel(pl, p, e, b0, b1, n_end, a, scratch);
         return;
     }
+    if (p->path == PATH_A8_GEMV) {
+        run_a8_gemv(pl, p, e, b0, b1, n_end, a, scratch);
+        return;
+    }
     /* prefill: units of two blocks (32 channels) */
     const int64_t gkp = pl->L.group_units * wna16_wfmts[pl->fmt].unit_kpairs, mr = (int64_t)p->mr;
     uint16_t *panel = scratch;
@@ -666,6 +758,12 @@ static wna16_status check_args(wna16_diag *d, const wna16_packed_linear *pl, int
                           act_name(xt), act_name(yt), bias ? act_name(bt) : "none");
     if (m == 0) return WNA16_OK;
     if (!x || !y) return wna16_fail(d, WNA16_ERR_INVALID_ARGUMENT, "linear gemm: x or y is NULL");
+    const wna16_kernel_table *t = wna16_kernels();
+    if (pl->act_int8 && xt == WNA16_DTYPE_BF16 && !t->gemv_i16[pl->fmt])
+        return wna16_fail(d, WNA16_ERR_UNSUPPORTED,
+                          "linear gemm: weights packed for int8 activations, and the %s level "
+                          "lacks the integer kernels",
+                          wna16_isa_name(t->isa));
     if (ldx < pl->k || ldy < pl->n)
         return wna16_fail(d, WNA16_ERR_INVALID_ARGUMENT,
                           "linear gemm: ldx %lld < k %lld or ldy %lld < n %lld", (long long)ldx,

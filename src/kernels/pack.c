@@ -208,6 +208,12 @@ wna16_status wna16_linear_pack(wna16_diag *d, const wna16_qweight *w, wna16_pack
                                       w->zeros[o * w->zero_stride + g], (long long)o, (long long)g,
                                       w->bits);
 
+    const wna16_kernel_table *kt = wna16_kernels();
+    if (wna16_tuning_of(d)->act_int8 && !kt->gemv_i16[wna16_wfmt_of(w->bits)])
+        return wna16_fail(d, WNA16_ERR_UNSUPPORTED,
+                          "linear pack: int8 activations need the integer kernels, which the %s "
+                          "level lacks; run at an x86 (AVX2 or above) or aarch64 level",
+                          wna16_isa_name(kt->isa));
     wna16_packed_linear *pl = wna16_calloc(1, sizeof *pl);
     if (!pl) return wna16_fail(d, WNA16_ERR_OUT_OF_MEMORY, "linear pack: header");
     pl->n = w->n;
@@ -225,6 +231,7 @@ wna16_status wna16_linear_pack(wna16_diag *d, const wna16_qweight *w, wna16_pack
     const wna16_tuning *tu = wna16_tuning_of(d);
     pl->decode_max_m = tu->decode_max_m < 0 ? WNA16_DECODE_MAX_M : tu->decode_max_m;
     pl->L.ilv = interleave_for_pack(tu);
+    pl->act_int8 = tu->act_int8;
     pl->L.ls = 64 * pl->L.ilv;
     pl->L.wbytes = pl->L.group_units * pl->L.ls;
     pl->L.bits = w->bits;
@@ -304,7 +311,7 @@ static bool same_layout(const wna16_packed_linear *a, const wna16_packed_linear 
     return a->k == b->k && a->bits == b->bits && a->group_size == b->group_size &&
            a->symmetric == b->symmetric && a->L.block_bytes == b->L.block_bytes &&
            a->L.scale_bf16 == b->L.scale_bf16 && a->L.rec_shift == b->L.rec_shift &&
-           a->L.ilv == b->L.ilv;
+           a->L.ilv == b->L.ilv && a->act_int8 == b->act_int8;
 }
 
 /* Copies one block's lines (the blocks may sit at different places in their

@@ -27,6 +27,8 @@ struct wna16_packed_linear {
     /* the tuning it was packed under: m above this takes the panel path
      * (WNA16_DECODE_MAX_M: the default) */
     int64_t decode_max_m;
+    /* bf16 activations as int8 (wna16_tuning's act_int8) */
+    bool act_int8;
     wna16_block_layout L;
     uint8_t *data; /* 64-byte aligned; blocks at wna16_block_at() */
     size_t data_bytes;

@@ -173,7 +173,7 @@ typedef void (*wna16_gemm_bf16_fn)(size_t mr, int64_t n_groups, int64_t group_kp
 typedef struct wna16_amx_i8_args {
     int64_t rows, n_groups, nsub, sbk;
     const int8_t *a_hi;
-    const uint8_t *a_lo;
+    const uint8_t *a_lo; /* NULL: a_hi holds the int8 activations whole (a8) */
     int64_t lda;
     const float *inv;
     const int32_t *sum;
@@ -211,6 +211,25 @@ static inline float wna16_quant_i16_scale(float top, float *inv) {
     memcpy(inv, &ib, 4);
     return scale;
 }
+
+/* Int8 activations (W4A8, docs/kernels.md §Int8 activations): the largest
+ * bits of bf16 x[0, n) with the sign cleared (a finite float's order;
+ * 0x7f80 and above: a value is not finite). */
+typedef uint16_t (*wna16_absmax_bf16_fn)(const uint16_t *x, int64_t n);
+/* q[c] = round to nearest even of x[c] * r for c < n, clamped to ±127 (r
+ * = 127 / the sub-block's absmax), returning Σ q. Every level's has the reference's
+ * bits. */
+typedef int32_t (*wna16_quant_i8_fn)(const uint16_t *x, int64_t n, float r, int8_t *q);
+
+/* Int4 weights by int8 activations (VNNI), mr <= WNA16_A8_MR rows of one
+ * block, or two (nb == 2, as wna16_gemv2_i16_fn), the whole K: a: mr rows
+ * of int8, stride lda bytes, each 8 k of a unit in the order {0, 4, 1, 5,
+ * 2, 6, 3, 7} (the unit's nibbles' order); inv and sum per sub-block as
+ * the int16 leaves'; c: [mr][32], overwritten. The int16 leaves' bits. */
+#define WNA16_A8_MR 8
+typedef void (*wna16_gemv_a8_fn)(const wna16_block_layout *L, const uint8_t *block, size_t nb,
+                                 size_t mr, const int8_t *a, size_t lda, const float *inv,
+                                 const int32_t *sum, size_t lds, int64_t sbu, float *c);
 
 /* dst[i] = wna16_f32_to_bf16(src[i]) for i < n, the same bits (round to
  * nearest even, NaN quieted): the GEMM epilogue's bf16 output. */
@@ -257,6 +276,11 @@ typedef struct wna16_kernel_table {
     wna16_isa isa;
     wna16_to_bf16_fn to_bf16;
     wna16_quant_i16_fn quant_i16;
+    wna16_absmax_bf16_fn absmax_bf16;
+    wna16_quant_i8_fn quant_i8;
+    /* int4 weights by int8 activations where the level has VNNI (NULL: the
+     * int16 leaves take them) */
+    wna16_gemv_a8_fn gemv_a8;
     /* fp32 activations (every ISA), and where a level has it the pair form
      * for few rows (weights packed with interleaved pairs: one stream). */
     wna16_gemv_fn gemv_f32[WNA16_WFMTS];
@@ -394,6 +418,14 @@ void wna16_gemm_bf16_12x32__avx512bf16(size_t, int64_t, int64_t, const uint32_t 
 #ifndef WNA16_GEMM_AMX_MIN_M
 #define WNA16_GEMM_AMX_MIN_M 5
 #endif
+/* The same for int8 activations against the VNNI leaf (gemv_a8), which
+ * unpacks int4 in registers with no repack: Xeon guest, 2 threads, int4
+ * g128, us VNNI / AMX: K 2048 x N 1536 m = 8 85 / 99, 12 127 / 113; K 768
+ * x N 2048 m = 8 51 / 56, 12 71 / 68; K 2048 x N 5120 m = 8 272 / 311, 12
+ * 399 / 333. */
+#ifndef WNA16_GEMM_AMX_A8_MIN_M
+#define WNA16_GEMM_AMX_A8_MIN_M 10
+#endif
 
 /* Rows from which the NEON dense linear takes its register tiles (fewer:
  * the row kernel, in two groups above 4 rows): one full 8-row tile (not
@@ -466,6 +498,15 @@ void wna16_to_bf16__ref(const float *, uint16_t *, size_t);
 void wna16_quant_i16__ref(const uint16_t *, int64_t, int64_t, int16_t *, float *, int32_t *);
 void wna16_quant_i16__avx2(const uint16_t *, int64_t, int64_t, int16_t *, float *, int32_t *);
 void wna16_quant_i16__avx512(const uint16_t *, int64_t, int64_t, int16_t *, float *, int32_t *);
+uint16_t wna16_absmax_bf16__ref(const uint16_t *, int64_t);
+uint16_t wna16_absmax_bf16__avx2(const uint16_t *, int64_t);
+uint16_t wna16_absmax_bf16__avx512(const uint16_t *, int64_t);
+int32_t wna16_quant_i8__ref(const uint16_t *, int64_t, float, int8_t *);
+int32_t wna16_quant_i8__avx2(const uint16_t *, int64_t, float, int8_t *);
+int32_t wna16_quant_i8__avx512(const uint16_t *, int64_t, float, int8_t *);
+void wna16_gemv_q4_a8_8x32__avx512vnni(const wna16_block_layout *, const uint8_t *, size_t, size_t,
+                                       const int8_t *, size_t, const float *, const int32_t *,
+                                       size_t, int64_t, float *);
 void wna16_to_bf16__avx2(const float *, uint16_t *, size_t);
 void wna16_to_bf16__avx512(const float *, uint16_t *, size_t);
 

@@ -643,6 +643,26 @@ static wna16_status load_all(wna16_diag *d, wna16_model *m, const char *dir,
     return WNA16_OK;
 }
 
+/* load_all with every quantized linear packed for the options' activation
+ * quantization (the context's tuning, with act_int8 set, for the load). */
+static wna16_status load_packed_as(wna16_diag *d, wna16_model *m, const char *dir,
+                                   const wna16_model_options *o) {
+    if (o->act_quant != WNA16_ACT_QUANT_NONE && o->act_quant != WNA16_ACT_QUANT_INT8)
+        return wna16_fail(d, WNA16_ERR_INVALID_ARGUMENT,
+                          "act_quant %d: 0 (16-bit activations) or 1 (int8)", o->act_quant);
+    wna16_diag none = {0};
+    if (!d) d = &none;
+    wna16_tuning tuning = *wna16_tuning_of(d);
+    tuning.act_int8 = o->act_quant == WNA16_ACT_QUANT_INT8;
+    wna16_hooks hooks = d->hooks ? *d->hooks : (wna16_hooks){0};
+    hooks.tuning = &tuning;
+    const wna16_hooks *caller = d->hooks;
+    d->hooks = &hooks;
+    wna16_status s = load_all(d, m, dir, o);
+    d->hooks = caller;
+    return s;
+}
+
 wna16_status wna16_weights_load(wna16_diag *d, const char *dir, const wna16_model_options *options,
                                 bool defer_moe, wna16_model **out) {
     if (!dir || !out) return wna16_fail(d, WNA16_ERR_INVALID_ARGUMENT, "NULL argument");
@@ -654,7 +674,7 @@ wna16_status wna16_weights_load(wna16_diag *d, const char *dir, const wna16_mode
     if (!m) return wna16_fail(d, WNA16_ERR_OUT_OF_MEMORY, "model");
     m->defer_moe = defer_moe;
     m->defer_layers = defer_moe;
-    wna16_status s = load_all(d, m, dir, &opts);
+    wna16_status s = load_packed_as(d, m, dir, &opts);
     if (s != WNA16_OK) {
         wna16_weights_free(m);
         return s;

@@ -67,6 +67,7 @@ wna16_status wna16_model_load_calib(wna16_diag *d, const char *dir,
     wna16_model_options o;
     WNA16_TRY(wna16_options_take(d, "model options", &o, sizeof o, options));
     o.tp = 1;
+    o.act_quant = WNA16_ACT_QUANT_NONE; /* calibration sees the 16-bit activations */
     return model_load(d, dir, &o, true, out);
 }
 

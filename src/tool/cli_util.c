@@ -182,3 +182,17 @@ bool cli_parse_list(const char *flag, const char *text, long lo, long hi, long *
     }
     return *n > 0;
 }
+
+bool cli_parse_act_quant(const char *flag, const char *text, int *out) {
+    if (text && !strcmp(text, "none")) {
+        *out = WNA16_ACT_QUANT_NONE;
+        return true;
+    }
+    if (text && !strcmp(text, "int8")) {
+        *out = WNA16_ACT_QUANT_INT8;
+        return true;
+    }
+    fprintf(stderr, "wna16: %s expects none (16-bit activations) or int8, got '%s'\n", flag,
+            text ? text : "(nothing)");
+    return false;
+}

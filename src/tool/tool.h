@@ -34,6 +34,9 @@ bool cli_parse_list(const char *flag, const char *text, long lo, long hi, long *
 /* A finite number in [min, max] (NaN and inf refused); prints an error and
  * returns false if bad. */
 bool cli_parse_double(const char *flag, const char *text, double min, double max, double *out);
+/* --act-quant's value: none or int8 as a wna16_act_quant; prints an error
+ * and returns false otherwise. */
+bool cli_parse_act_quant(const char *flag, const char *text, int *out);
 /* A non-negative integer (no sign, no trailing text). */
 bool cli_parse_u64(const char *flag, const char *text, unsigned long long *out);
 /* Appends the token ids of one argument: integers separated by commas or

@@ -199,6 +199,20 @@ def test_logits_equal_cli(cli, model, tp, ep):
     assert "".join("%.7g\n" % v for v in got.tolist()) == ref
 
 
+def test_act_quant_int8_equals_cli(cli):
+    d = os.path.join(MODELS, "qwen3_moe_w4a16")
+    ids = [1, 2, 3, 4, 5]
+    ref = run_cli(cli, "logits", "--model", d, "--ids", ",".join(map(str, ids)), "--act-quant",
+                  "int8")
+    with wna16.LLM(d, act_quant="int8") as llm:
+        got = llm.logits(np.array(ids))
+    assert "".join("%.7g\n" % v for v in got.tolist()) == ref
+    with wna16.LLM(d) as llm:
+        assert not np.array_equal(llm.logits(np.array(ids)), got)
+    with pytest.raises(ValueError, match="'none' or 'int8'"):
+        wna16.LLM(d, act_quant="fp8")
+
+
 def test_logprobs_are_the_log_softmax(fixture_model):
     ids = [5, 17, 3, 99, 42, 7]
     with wna16.LLM(fixture_model) as llm:

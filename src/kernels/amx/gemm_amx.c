@@ -14,12 +14,16 @@
  * layout, [k quad][16 channels][4] bytes, while the group before it
  * computes. Tiles: C 0-1 (hi x the two blocks), C 2-3 (lo x the two
  * blocks), A 4-5 (hi, lo: 16 rows x 64 k), B 6-7 (the blocks: 64 k x 16
- * channels). */
+ * channels).
+ *
+ * Int8 activations (a8: a_lo NULL, docs/kernels.md §Int8 activations):
+ * the hi plane holds them whole, C 0-1 and A 4 alone, d = S - z·sum. */
 #include "kernels/amx/amx_tiles.h"
 #include "kernels/scales_avx512.h"
 #include "kernels/ukernel.h"
 
 #include <immintrin.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -106,6 +110,18 @@ void wna16_amx_tiles__amx(int rows) {
     _tile_loadconfig((const void *)&vc);
 }
 
+/* The same for int8 activations (a8): d = S - z·sum. */
+static inline void flush_a8(const int32_t *acc, __m512i zsum, float inv, int64_t s, int64_t nsub,
+                            __m512 sc, float *pbuf, float *c) {
+    __m512i d = _mm512_sub_epi32(_mm512_load_si512((const void *)acc), zsum);
+    __m512 p = _mm512_mul_ps(_mm512_cvtepi32_ps(d), _mm512_set1_ps(inv));
+    if (nsub > 1 && s > 0) p = _mm512_add_ps(_mm512_loadu_ps(pbuf), p);
+    if (s + 1 < nsub)
+        _mm512_storeu_ps(pbuf, p);
+    else
+        _mm512_storeu_ps(c, _mm512_fmadd_ps(p, sc, _mm512_loadu_ps(c)));
+}
+
 /* The flush of sub-block sb (sub-block s of its group, whose scales and
  * zero points are sc and z [32]) for rows [r0, r1) from their tile's four
  * stored C tiles. */
@@ -127,6 +143,11 @@ static void flush_sub(const wna16_amx_i8_args *x, const int32_t *tmp, int64_t sb
         } else {
             zs0 = zs1 = _mm512_set1_epi32((int32_t)((uint32_t)sum * 8u));
         }
+        if (!x->a_lo) {
+            flush_a8(t, zs0, inv, s, x->nsub, s0, pb, c);
+            flush_a8(t + 256, zs1, inv, s, x->nsub, s1, pb + 16, c + 16);
+            continue;
+        }
         flush(t, t + 512, zs0, inv, s, x->nsub, s0, pb, c);
         flush(t + 256, t + 768, zs1, inv, s, x->nsub, s1, pb + 16, c + 16);
     }
@@ -138,9 +159,21 @@ static inline void products(const wna16_amx_i8_args *x, int64_t sb, int64_t r0,
                             const uint8_t *panel0, const uint8_t *panel1, int64_t pk) {
     const int64_t k0 = sb * x->sbk;
     const int8_t *hi = x->a_hi + r0 * x->lda;
-    const uint8_t *lo = x->a_lo + r0 * x->lda;
+    const uint8_t *lo = x->a_lo ? x->a_lo + r0 * x->lda : NULL;
     _tile_zero(0);
     _tile_zero(1);
+    if (!lo) {
+        /* int8 activations: one product per block */
+        for (int64_t t = 0; t < x->sbk / TILE_K; t++) {
+            int64_t k = k0 + t * TILE_K, kp = pk + t * TILE_K;
+            _tile_loadd(4, hi + k, x->lda);
+            _tile_loadd(6, panel0 + kp * 16, 64);
+            _tile_loadd(7, panel1 + kp * 16, 64);
+            _tile_dpbsud(0, 4, 6);
+            _tile_dpbsud(1, 4, 7);
+        }
+        return;
+    }
     _tile_zero(2);
     _tile_zero(3);
     for (int64_t t = 0; t < x->sbk / TILE_K; t++) {
@@ -156,9 +189,10 @@ static inline void products(const wna16_amx_i8_args *x, int64_t sb, int64_t r0,
     }
 }
 
-static inline void store_c(int32_t *tmp) {
+static inline void store_c(int32_t *tmp, bool a8) {
     _tile_stored(0, tmp, 64);
     _tile_stored(1, tmp + 256, 64);
+    if (a8) return;
     _tile_stored(2, tmp + 512, 64);
     _tile_stored(3, tmp + 768, 64);
 }
@@ -220,7 +254,7 @@ void wna16_gemm_i8_16x32__amx(const wna16_amx_i8_args *x) {
         /* the next group, over the buffer of the one before (whose last
          * flush is done) */
         if (s == 0 && rt == 0 && g + 1 < x->n_groups) repack_group(x, g + 1);
-        store_c(x->tmp + (u & 1) * 1024);
+        store_c(x->tmp + (u & 1) * 1024, !x->a_lo);
     }
     flush_unit(x, units - 1, tiles);
 }

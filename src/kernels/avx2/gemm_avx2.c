@@ -228,3 +228,41 @@ void wna16_quant_i16__avx2(const uint16_t *x, int64_t n, int64_t len, int16_t *d
     t = _mm_add_epi32(t, _mm_shuffle_epi32(t, 0xb1));
     *sum = _mm_cvtsi128_si32(t);
 }
+
+/* The int8 activations' leaves with the reference's bits
+ * (wna16_absmax_bf16__ref, wna16_quant_i8__ref), 16 and 8 lanes at a time. */
+uint16_t wna16_absmax_bf16__avx2(const uint16_t *x, int64_t n) {
+    const __m256i mag = _mm256_set1_epi16(0x7fff);
+    __m256i top = _mm256_setzero_si256();
+    int64_t c = 0;
+    for (; c + 16 <= n; c += 16)
+        top = _mm256_max_epu16(top,
+                               _mm256_and_si256(_mm256_loadu_si256((const __m256i *)(x + c)), mag));
+    __m128i h = _mm_max_epu16(_mm256_castsi256_si128(top), _mm256_extracti128_si256(top, 1));
+    /* the unsigned max of 8 words: minpos of their complements */
+    h = _mm_minpos_epu16(_mm_xor_si128(h, _mm_set1_epi16(-1)));
+    uint16_t t = (uint16_t)~_mm_extract_epi16(h, 0);
+    for (; c < n; c++) t = (uint16_t)((x[c] & 0x7fff) > t ? (x[c] & 0x7fff) : t);
+    return t;
+}
+
+int32_t wna16_quant_i8__avx2(const uint16_t *x, int64_t n, float r, int8_t *q) {
+    const __m256 s = _mm256_set1_ps(r);
+    const __m256i hi = _mm256_set1_epi32(127), lo = _mm256_set1_epi32(-127);
+    __m256i total = _mm256_setzero_si256();
+    for (int64_t c = 0; c < n; c += 8) {
+        __m256 v = _mm256_mul_ps(bf16x8(x + c, n - c), s);
+        __m256i i =
+            _mm256_cvtps_epi32(_mm256_round_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+        i = _mm256_max_epi32(_mm256_min_epi32(i, hi), lo);
+        total = _mm256_add_epi32(total, i); /* lanes past n hold 0 */
+        /* int32 to int8 (in range): packs within 128-bit halves, then order */
+        __m128i w = _mm_packs_epi32(_mm256_castsi256_si128(i), _mm256_extracti128_si256(i, 1));
+        int64_t b = _mm_cvtsi128_si64(_mm_packs_epi16(w, w));
+        memcpy(q + c, &b, (size_t)(n - c < 8 ? n - c : 8));
+    }
+    __m128i t = _mm_add_epi32(_mm256_castsi256_si128(total), _mm256_extracti128_si256(total, 1));
+    t = _mm_add_epi32(t, _mm_shuffle_epi32(t, 0x4e));
+    t = _mm_add_epi32(t, _mm_shuffle_epi32(t, 0xb1));
+    return _mm_cvtsi128_si32(t);
+}

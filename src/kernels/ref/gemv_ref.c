@@ -88,3 +88,29 @@ void wna16_quant_i16__ref(const uint16_t *x, int64_t n, int64_t len, int16_t *ds
     }
     *sum = total;
 }
+
+/* The largest bf16 magnitude as bits: a finite float's order is its
+ * magnitude bits' order, and non-finite values sort above every finite
+ * one, so one integer max finds both. */
+uint16_t wna16_absmax_bf16__ref(const uint16_t *x, int64_t n) {
+    uint16_t top = 0;
+    for (int64_t c = 0; c < n; c++) {
+        uint16_t v = x[c] & 0x7fff;
+        top = v > top ? v : top;
+    }
+    return top;
+}
+
+int32_t wna16_quant_i8__ref(const uint16_t *x, int64_t n, float r, int8_t *q) {
+    int32_t total = 0;
+    for (int64_t c = 0; c < n; c++) {
+        /* round to nearest even through the 1.5 * 2^23 magic (|v| <= 127) */
+        float v = wna16_bf16_to_f32(x[c]) * r;
+        v = (v + 12582912.0f) - 12582912.0f;
+        int32_t i = (int32_t)v;
+        i = i > 127 ? 127 : i < -127 ? -127 : i;
+        q[c] = (int8_t)i;
+        total += i;
+    }
+    return total;
+}
