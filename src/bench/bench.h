@@ -42,14 +42,15 @@ void cli_model_costs_get(const wna16_model *m, cli_model_costs *c);
  * activations at the active level (wna16_measure_linear_peak: the AMX tile
  * products, the bf16 dot, the int16 multiply-add, or the fp32 FMA); *kind
  * names it ("amx_bf16", "bf16", "int16", "fp32_fma", or NULL when there is
- * none). */
-double cli_compute_peak(int threads, const char **kind);
+ * none). With act_quant int8 (the model's option), the int8 activations'
+ * (wna16_measure_linear_peak_a8: "amx_int8", "int8_vnni", "int16"). */
+double cli_compute_peak(int threads, int act_quant, const char **kind);
 /* Read bandwidth (a bw_bytes buffer) and compute peak on `threads` threads;
  * under MPI every rank measures at once (call it on all of them) and the
  * limits are the ranks' sum: the ranks of one host share its memory and
  * cores, those of several hosts add theirs. */
-void cli_machine_limits(wna16_comm *comm, int threads, size_t bw_bytes, double *bw, double *peak,
-                        const char **kind);
+void cli_machine_limits(wna16_comm *comm, int threads, size_t bw_bytes, int act_quant, double *bw,
+                        double *peak, const char **kind);
 /* The dense bf16 linears' peak (lm_head: kernels/machine_limits.h
  * wna16_measure_dense_peak), as cli_machine_limits measures (every rank at
  * once under MPI, summed). */

@@ -132,8 +132,9 @@ void cli_model_costs_get(const wna16_model *m, cli_model_costs *c) {
 
 /* The prefill's yardstick: the peak of what the level's quantized linears
  * compute with (kernels/machine_limits.h). */
-double cli_compute_peak(int threads, const char **kind) {
-    return wna16_measure_linear_peak(threads, kind);
+double cli_compute_peak(int threads, int act_quant, const char **kind) {
+    return act_quant == WNA16_ACT_QUANT_INT8 ? wna16_measure_linear_peak_a8(threads, kind)
+                                             : wna16_measure_linear_peak(threads, kind);
 }
 
 /* v as a JSON number, or null when it is not finite (no peak to divide by). */
@@ -146,11 +147,11 @@ static const char *json_num(char buf[32], double v, int decimals) {
 /* Machine limits. Under MPI every rank measures at the same time with its
  * own threads and the job's limit is the sum (ranks on one host share its
  * bandwidth; ranks on several hosts add theirs). */
-void cli_machine_limits(wna16_comm *comm, int threads, size_t bw_bytes, double *bw, double *peak,
-                        const char **kind) {
+void cli_machine_limits(wna16_comm *comm, int threads, size_t bw_bytes, int act_quant, double *bw,
+                        double *peak, const char **kind) {
     if (comm) wna16_comm_barrier(NULL, comm);
     double v[2] = {wna16_measure_read_bw(threads, bw_bytes, 3),
-                   cli_compute_peak(threads, kind)};
+                   cli_compute_peak(threads, act_quant, kind)};
     if (!comm) {
         *bw = v[0], *peak = v[1];
         return;
@@ -305,7 +306,7 @@ int wna16_bench_model(int argc, char **argv) {
     int limit_threads = m->threads;
     double bw, peak;
     const char *peak_kind;
-    cli_machine_limits(comm, limit_threads, (size_t)1 << 30, &bw, &peak, &peak_kind);
+    cli_machine_limits(comm, limit_threads, (size_t)1 << 30, act_quant, &bw, &peak, &peak_kind);
     int64_t V = m->cfg.vocab_size;
     int32_t *ids = malloc((size_t)prompt * sizeof *ids);
     float *logits = malloc((size_t)V * sizeof *logits);
@@ -331,7 +332,7 @@ int wna16_bench_model(int argc, char **argv) {
          * start-of-run sample read 403 of ~1085 GFLOP/s): a second sample
          * right after the prefill, the better of the two counts. */
         if (!comm) {
-            double again = cli_compute_peak(limit_threads, &peak_kind);
+            double again = cli_compute_peak(limit_threads, act_quant, &peak_kind);
             if (again > peak) peak = again;
         }
         wna16_model_comm_stats(m, &ar_pre);
@@ -388,6 +389,8 @@ int wna16_bench_model(int argc, char **argv) {
                                 : bf16_peak                        ? "bf16"
                                 : !strcmp(peak_kind, "int16")    ? "int16 multiply-add"
                                 : !strcmp(peak_kind, "amx_bf16") ? "AMX bf16 tile"
+                                : !strcmp(peak_kind, "amx_int8") ? "AMX int8 tile"
+                                : !strcmp(peak_kind, "int8_vnni") ? "int8 vpdpbusd"
                                                                    : "fp32 FMA";
         double decode_tok_s = (double)decode / decode_s;
         double decode_gbs = c.bytes_per_token * decode_tok_s / 1e9;

@@ -21,7 +21,7 @@ static void moe_help(FILE *f) {
     fprintf(f,
             "usage: wna16 bench moe [--tokens N[,N...]] [--threads T] [--experts E] [--top-k K]\n"
             "                       [--hidden H] [--inter I] [--bits 4|8] [--group G]\n"
-            "                       [--isa NAME] [--min-time S] [--json]\n\n"
+            "                       [--isa NAME] [--act-quant none|int8] [--min-time S] [--json]\n\n"
             "Times one fused MoE layer (router, top-k, grouped experts, combine) per token\n"
             "count, default Qwen3-30B-A3B: H 2048, I 768, 128 experts, top-8, int4 sym g128,\n"
             "tokens 1,8,32,128,512. Weights are random and cold (enough layer copies rotated\n"
@@ -32,7 +32,9 @@ static void moe_help(FILE *f) {
             "fp32 FMA; 2*tokens*top_k*3*H*I / peak); fractions are at most 1. Targets: n=1 >=\n"
             "90%% of the floor, n=8/32 >= 85%% of the floor, n>=128 >= 60%% of the peak. LLC as\n"
             "sysfs reports it. --isa caps the kernel level\n"
-            "(ref, avx2, avx512, avx512bf16, neon, neonbf16; as WNA16_ISA does).\n");
+            "(ref, avx2, avx512, avx512bf16, neon, neonbf16; as WNA16_ISA does). --act-quant\n"
+            "int8 packs the experts for int8 activations, against the int8 peak\n"
+            "(docs/kernels.md).\n");
 }
 
 typedef struct moe_result {
@@ -135,11 +137,11 @@ static wna16_status build_layer(wna16_diag *d, const wna16_moe_config *cfg, int 
     return st;
 }
 
-static void limits_refresh(int nt, int rounds, double *read_gbs, double *peak,
+static void limits_refresh(int nt, int rounds, int act_quant, double *read_gbs, double *peak,
                            const char **kind) {
     for (int rep = 0; rep < rounds; rep++) {
         double bw = wna16_measure_read_bw(nt, (size_t)1 << 30, 4);
-        double pk = wna16_measure_linear_peak(nt, kind);
+        double pk = cli_compute_peak(nt, act_quant, kind);
         *read_gbs = bw > *read_gbs ? bw : *read_gbs;
         *peak = pk > *peak ? pk : *peak;
     }
@@ -151,6 +153,7 @@ int wna16_bench_moe(int argc, char **argv) {
     long threads = wna16_threads_default(), E = 128, K = 8, H = 2048, I = 768, bits = 4, group = 128;
     double min_time = 0.5;
     bool json = false;
+    int act_quant = WNA16_ACT_QUANT_NONE;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         long *target = NULL, lo = 1, hi = 1 << 20;
@@ -173,6 +176,10 @@ int wna16_bench_moe(int argc, char **argv) {
             continue;
         } else if (!strcmp(a, "--isa")) {
             if (!cli_set_isa("bench moe", v)) return 2;
+            i++;
+            continue;
+        } else if (!strcmp(a, "--act-quant")) {
+            if (!cli_parse_act_quant(a, v, &act_quant)) return 2;
             i++;
             continue;
         } else if (!strcmp(a, "--min-time")) {
@@ -210,6 +217,7 @@ int wna16_bench_moe(int argc, char **argv) {
     if (wna16_ctx_create(&ctx) != WNA16_OK) return 1;
     cli_install_hooks(ctx, false);
     wna16_diag *d = wna16_ctx_diag(ctx);
+    wna16_ctx_tuning(ctx)->act_int8 = act_quant == WNA16_ACT_QUANT_INT8;
     int nt = (int)threads;
     if (!json) fprintf(stderr, "measuring machine limits on %d threads...\n", nt);
     /* The limits are the best of passes spread over the whole run (before and
@@ -217,7 +225,7 @@ int wna16_bench_moe(int argc, char **argv) {
      * runs: other processes on the machine only ever make a pass slower. */
     double read_gbs = 0, peak = 0;
     const char *peak_kind = NULL;
-    limits_refresh(nt, 2, &read_gbs, &peak, &peak_kind);
+    limits_refresh(nt, 2, act_quant, &read_gbs, &peak, &peak_kind);
 
     wna16_moe_config cfg = {.hidden = H,
                             .intermediate = I,
@@ -323,7 +331,7 @@ int wna16_bench_moe(int argc, char **argv) {
         else if (!json)
             fprintf(stderr, "  %ld tokens: %d runs\n", T, n);
         free(x), free(y), free(logits), free(wts), free(ids), free(seen), free(touched);
-        limits_refresh(nt, 1, &read_gbs, &peak, &peak_kind);
+        limits_refresh(nt, 1, act_quant, &read_gbs, &peak, &peak_kind);
     }
     /* fractions against the final (best) limits */
     for (int ti = 0; ti < n_res && !rc; ti++) {

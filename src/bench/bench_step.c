@@ -317,7 +317,7 @@ int wna16_bench_step(int argc, char **argv) {
     }
     const char *kind = NULL, *dense_kind = NULL;
     double bw = wna16_measure_read_bw(m->threads, (size_t)1 << 30, 3);
-    step_limits lim = {.peak = cli_compute_peak(m->threads, &kind),
+    step_limits lim = {.peak = cli_compute_peak(m->threads, a.act_quant, &kind),
                        .fma = wna16_measure_fma_peak(m->threads),
                        .dense = wna16_measure_dense_peak(m->threads, &dense_kind)};
     double peak = lim.peak;

@@ -19,6 +19,11 @@
 typedef struct bench_limits {
     int threads;
     double read_gbs, bf16_gflops, fma_gflops, i16_gflops, mhz;
+    /* vpdpbusd (the int8 activations' VNNI leaf) and the AMX-INT8 tile
+     * product (0 where the level lacks them): the AMX panel's peak is the
+     * latter, halved for 16-bit activations (two tile products each) */
+    double i8_gflops, amx_i8_gflops;
+    bool act_int8;
     size_t llc_bytes;
     const char *llc_source;
 } bench_limits;
@@ -37,7 +42,7 @@ static double cpu_mhz(void) {
     return mhz;
 }
 
-static void measure_limits(bench_limits *l, int threads, bool quiet) {
+static void measure_limits(bench_limits *l, int threads, bool quiet, bool act_int8) {
     l->threads = threads;
     l->llc_bytes = wna16_llc_bytes(&l->llc_source);
     if (!quiet) fprintf(stderr, "measuring machine limits on %d threads...\n", threads);
@@ -45,6 +50,9 @@ static void measure_limits(bench_limits *l, int threads, bool quiet) {
     l->bf16_gflops = wna16_measure_bf16_peak(threads);
     l->fma_gflops = wna16_measure_fma_peak(threads);
     l->i16_gflops = wna16_measure_i16_peak(threads);
+    l->i8_gflops = act_int8 ? wna16_measure_i8_peak(threads) : 0.0;
+    l->amx_i8_gflops = wna16_measure_amx_i8_peak(threads);
+    l->act_int8 = act_int8;
     l->mhz = cpu_mhz();
 }
 
@@ -98,6 +106,9 @@ typedef struct gemm_result {
 /* The compute peak of what a path computes with: the bf16 dot, the int16
  * multiply-add, or the fp32 FMA. */
 static double path_peak(const bench_limits *l, const char *path) {
+    if (path && !strcmp(path, "a8_gemv") && l->i8_gflops > 0) return l->i8_gflops;
+    if (path && !strcmp(path, "amx_panel") && l->amx_i8_gflops > 0)
+        return l->act_int8 ? l->amx_i8_gflops : l->amx_i8_gflops / 2;
     if (path && !strncmp(path, "bf16", 4) && l->bf16_gflops > 0) return l->bf16_gflops;
     if (path && !strncmp(path, "i16", 3) && l->i16_gflops > 0) return l->i16_gflops;
     return l->fma_gflops;
@@ -226,12 +237,14 @@ static int bench_gemm(int argc, char **argv) {
     size_t wbytes_of[64] = {0};
     for (long rep = 0; rep < repeat && !rc; rep++) {
         bench_limits l;
-        measure_limits(&l, (int)threads, json);
+        measure_limits(&l, (int)threads, json, act_quant == WNA16_ACT_QUANT_INT8);
         if (rep == 0) lim = l;
         lim.read_gbs = fmax(lim.read_gbs, l.read_gbs);
         lim.bf16_gflops = fmax(lim.bf16_gflops, l.bf16_gflops);
         lim.fma_gflops = fmax(lim.fma_gflops, l.fma_gflops);
         lim.i16_gflops = fmax(lim.i16_gflops, l.i16_gflops);
+        lim.i8_gflops = fmax(lim.i8_gflops, l.i8_gflops);
+        lim.amx_i8_gflops = fmax(lim.amx_i8_gflops, l.amx_i8_gflops);
         for (int s = 0; s < n_shapes && !rc; s++) {
             long K = shapes[s][0], N = shapes[s][1], G = group ? group : K;
             int64_t ng = K / G, row_words = (K * bits + 31) / 32;
@@ -345,9 +358,10 @@ static int bench_gemm(int argc, char **argv) {
         printf("machine: %d threads, isa %s, %.0f MHz (cpuinfo), LLC %zu MiB (%s)\n", lim.threads,
                wna16_isa_name(wna16_isa_active()), lim.mhz, lim.llc_bytes >> 20, lim.llc_source);
         printf("limits:  read %.1f GB/s, bf16-dot peak %.1f GFLOP/s, fp32 FMA peak %.1f GFLOP/s, "
-               "int16 multiply-add peak %.1f GFLOP/s%s\n",
-               lim.read_gbs, lim.bf16_gflops, lim.fma_gflops, lim.i16_gflops,
-               repeat > 1 ? " (best of the repeats)" : "");
+               "int16 multiply-add peak %.1f GFLOP/s, int8 (vpdpbusd) %.1f, AMX-INT8 tile "
+               "%.1f%s\n",
+               lim.read_gbs, lim.bf16_gflops, lim.fma_gflops, lim.i16_gflops, lim.i8_gflops,
+               lim.amx_i8_gflops, repeat > 1 ? " (best of the repeats)" : "");
         printf("case:    int%ld %s g%ld, x/y %s, compute fraction vs the peak of each case's "
                "path, best of %ld sweep(s)\n\n",
                bits, asym ? "asym" : "sym", group, dt_name(dt), repeat);
@@ -386,11 +400,14 @@ static int bench_gemm(int argc, char **argv) {
                 &out,
                 "{\"machine\": {\"threads\": %d, \"isa\": \"%s\", \"mhz\": %.9g, "
                 "\"llc_bytes\": %zu, \"llc_source\": \"%s\", \"read_gbs\": %.9g, "
-                "\"bf16_gflops\": %.9g, \"fma_gflops\": %.9g, \"i16_gflops\": %.9g},\n "
+                "\"bf16_gflops\": %.9g, \"fma_gflops\": %.9g, \"i16_gflops\": %.9g, "
+                "\"i8_gflops\": %.9g, \"amx_i8_gflops\": %.9g, \"act_quant\": \"%s\"},\n "
                 "\"case\": {\"bits\": %ld, \"group\": %ld, "
                 "\"symmetric\": %s, \"dtype\": \"%s\", \"repeat\": %ld},\n \"results\": [",
                 lim.threads, wna16_isa_name(wna16_isa_active()), lim.mhz, lim.llc_bytes,
-                lim.llc_source, lim.read_gbs, lim.bf16_gflops, lim.fma_gflops, lim.i16_gflops, bits, group, asym ? "false" : "true",
+                lim.llc_source, lim.read_gbs, lim.bf16_gflops, lim.fma_gflops, lim.i16_gflops,
+                lim.i8_gflops, lim.amx_i8_gflops, lim.act_int8 ? "int8" : "none", bits, group,
+                asym ? "false" : "true",
                 dt_name(dt), repeat);
         } else {
             printf("\ntargets (for the default int4 g128 cases): M=1 >= 90%% bw; "

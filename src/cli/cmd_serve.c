@@ -243,9 +243,9 @@ typedef struct serve_limits {
     const char *kind;
 } serve_limits;
 
-static serve_limits measure_limits(wna16_comm *comm, const wna16_model *m) {
+static serve_limits measure_limits(wna16_comm *comm, const wna16_model *m, int act_quant) {
     serve_limits l = {0};
-    cli_machine_limits(comm, wna16_model_threads(m), cli_probe_bytes(), &l.read_gbs,
+    cli_machine_limits(comm, wna16_model_threads(m), cli_probe_bytes(), act_quant, &l.read_gbs,
                        &l.peak_gflops, &l.kind);
     l.dense_gflops = cli_dense_peak(comm, wna16_model_threads(m));
     return l;
@@ -442,7 +442,7 @@ int wna16_cmd_serve(int argc, char **argv) {
     wna16_model *m = NULL;
     wna16_status s = load(&a, ctx, comm, lead, &tok, &m);
     serve_limits lim = {0};
-    if (s == WNA16_OK) lim = measure_limits(comm, m);
+    if (s == WNA16_OK) lim = measure_limits(comm, m, a.act_quant);
     if (s != WNA16_OK) {
         rc = cli_fail("serve", ctx, s);
     } else if (lead) {

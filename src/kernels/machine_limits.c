@@ -315,6 +315,37 @@ double wna16_measure_dense_peak(int n_threads, const char **kind) {
   return p;
 }
 
+double wna16_measure_i8_peak(int n_threads) {
+#if defined(__x86_64__) || defined(__i386__)
+    if (wna16_kernels()->gemv_a8)
+        return peak(n_threads, wna16_peak_i8_loop__avx512vnni, WNA16_PEAK_I8_AVX512_FLOPS);
+#endif
+    (void)n_threads;
+    return 0.0;
+}
+
+double wna16_measure_amx_i8_peak(int n_threads) {
+#ifdef WNA16_HAVE_AMX
+    if (wna16_kernels()->gemm_amx)
+        return peak(n_threads, wna16_peak_amx_i8_loop__amx, WNA16_PEAK_AMX_I8_FLOPS);
+#endif
+    (void)n_threads;
+    return 0.0;
+}
+
+double wna16_measure_linear_peak_a8(int n_threads, const char **kind) {
+    const wna16_kernel_table *t = wna16_kernels();
+    double p;
+    *kind = NULL;
+    if ((p = wna16_measure_amx_i8_peak(n_threads)) > 0)
+        *kind = "amx_int8";
+    else if ((p = wna16_measure_i8_peak(n_threads)) > 0)
+        *kind = "int8_vnni";
+    else if (t->gemv_i16[WNA16_WFMT_Q4] && (p = wna16_measure_i16_peak(n_threads)) > 0)
+        *kind = "int16";
+    return p;
+}
+
 double wna16_measure_linear_peak(int n_threads, const char **kind) {
     const wna16_kernel_table *t = wna16_kernels();
     double p = 0;

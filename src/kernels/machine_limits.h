@@ -29,6 +29,17 @@ double wna16_measure_i16_peak(int n_threads);
  * fp32 FMA; *kind names it ("amx_bf16", "bf16", "int16", "fp32_fma"; NULL:
  * none, 0). */
 double wna16_measure_linear_peak(int n_threads, const char **kind);
+/* The int8 activations' multiply-adds: vpdpbusd where the active level has
+ * the VNNI leaf (4 products per 32-bit lane), and the AMX-INT8 tile
+ * product where the level takes it; 0 where not. */
+double wna16_measure_i8_peak(int n_threads);
+double wna16_measure_amx_i8_peak(int n_threads);
+/* The same for linears packed for int8 activations (kernels/gemm.h
+ * act_int8): the AMX-INT8 tile products where the level takes them
+ * ("amx_int8"), else vpdpbusd where the level has the VNNI leaf
+ * ("int8_vnni"), else the int16 multiply-add the int16 leaves run them on
+ * ("int16"; NULL and 0: none). */
+double wna16_measure_linear_peak_a8(int n_threads, const char **kind);
 
 /* The peak of the arithmetic the dense bf16 linear runs on from its tile
  * threshold: with the AMX tiles in force (kernels/gemm.h wna16_amx), the

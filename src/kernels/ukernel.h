@@ -564,11 +564,16 @@ float wna16_peak_amx_loop__amx(int64_t n_iter);
 void wna16_gemm_i8_16x32__amx(const wna16_amx_i8_args *args);
 void wna16_amx_tiles__amx(int on);
 #define WNA16_PEAK_AMX_FLOPS (4.0 * 16 * 16 * 32 * 2)
+/* 4 int8 tile products of 16 x 16 x 64 per iteration (AMX-INT8) */
+float wna16_peak_amx_i8_loop__amx(int64_t n_iter);
+#define WNA16_PEAK_AMX_I8_FLOPS (4.0 * 16 * 16 * 64 * 2)
 float wna16_peak_fma_loop__neon(int64_t n_iter);
 float wna16_peak_bf16_loop__neonbf16(int64_t n_iter);
 /* The int16 paths' multiply-add (vpmaddwd + vpaddd) at 256 and 512 bits. */
 float wna16_peak_i16_loop__avx2(int64_t n_iter);
 float wna16_peak_i16_loop__avx512(int64_t n_iter);
+/* The int8 activations' multiply-add (vpdpbusd) at 512 bits. */
+float wna16_peak_i8_loop__avx512vnni(int64_t n_iter);
 /* Sum of bytes (64-byte aligned) at p as 64-bit lanes, read as `streams`
  * equal parts side by side (256 bytes of each per step; a tail under
  * 256 x streams bytes is not read), with an L2 software prefetch `prefetch`
@@ -582,6 +587,7 @@ uint64_t wna16_read_sum__neon(const void *p, size_t bytes, int streams, int pref
 #define WNA16_PEAK_BF16_FLOPS       (24 * 32 * 2)
 #define WNA16_PEAK_I16_AVX2_FLOPS   (12 * 8 * 2 * 2) /* vpmaddwd: 2 products per lane */
 #define WNA16_PEAK_I16_AVX512_FLOPS (24 * 16 * 2 * 2)
+#define WNA16_PEAK_I8_AVX512_FLOPS  (24 * 16 * 4 * 2) /* vpdpbusd: 4 products per lane */
 #define WNA16_PEAK_FMA_NEON_FLOPS   (24 * 4 * 2)
 #define WNA16_PEAK_BF16_NEON_FLOPS  (24 * 4 * 2 * 2) /* BFDOT: 2 products per lane */
 

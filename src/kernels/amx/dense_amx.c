@@ -224,3 +224,28 @@ float wna16_peak_amx_loop__amx(int64_t n_iter) {
     _tile_release();
     return v + c[0];
 }
+
+/* The same with the int8 tile product (16 x 16 x 64 bytes each), the int8
+ * activations' AMX peak. */
+float wna16_peak_amx_i8_loop__amx(int64_t n_iter) {
+    static _Alignas(64) const uint8_t zeros[TILE_BYTES];
+    _Alignas(64) int32_t c[TILE_M * TILE_M];
+    wna16_amx_configure();
+    _tile_loadd(4, zeros, 64);
+    _tile_loadd(5, zeros, 64);
+    _tile_zero(0);
+    _tile_zero(1);
+    _tile_zero(2);
+    _tile_zero(3);
+    for (int64_t i = 0; i < n_iter; i++) {
+        _tile_dpbsud(0, 4, 5);
+        _tile_dpbsud(1, 4, 5);
+        _tile_dpbsud(2, 4, 5);
+        _tile_dpbsud(3, 4, 5);
+    }
+    _tile_stored(0, c, 64);
+    int32_t v = c[0];
+    _tile_stored(3, c, 64);
+    _tile_release();
+    return (float)(v + c[0]);
+}

@@ -128,3 +128,23 @@ void wna16_gemv_q4_a8_8x32__avx512vnni(const wna16_block_layout *L, const uint8_
     }
 #undef CASE
 }
+
+/* vpdpbusd on 512 bits (4 products per 32-bit lane: 128 flops an
+ * instruction), 24 chains: the int8 activations' VNNI peak. */
+float wna16_peak_i8_loop__avx512vnni(int64_t n_iter) {
+    __m512i acc[24];
+    for (int i = 0; i < 24; i++) acc[i] = _mm512_set1_epi32(i);
+    __m512i a = _mm512_set1_epi8(3), b = _mm512_set1_epi8(5);
+    for (int64_t it = 0; it < n_iter; it++) {
+#pragma GCC unroll 24
+        for (int i = 0; i < 24; i++) acc[i] = _mm512_dpbusd_epi32(acc[i], a, b);
+        __asm__ volatile("" : "+v"(a), "+v"(b));
+    }
+    __m512i s = acc[0];
+    for (int i = 1; i < 24; i++) s = _mm512_add_epi32(s, acc[i]);
+    /* the lanes wrap by design: summed as unsigned */
+    uint32_t lane[16], sum = 0;
+    _mm512_storeu_si512(lane, s);
+    for (int i = 0; i < 16; i++) sum += lane[i];
+    return (float)sum;
+}
