@@ -103,9 +103,13 @@ void wna16_f32_to_bf16_n(const float *src, uint16_t *dst, size_t n);
 typedef struct wna16_packed_linear wna16_packed_linear;
 
 /* Repacks a canonical weight, under the tuning d carries (wna16_tuning_of:
- * its pack_interleave and value_pack shape the bytes, its decode_max_m is
- * recorded for every gemm on the result). Errors: WNA16_ERR_INVALID_ARGUMENT (NULL, n or
- * k <= 0, inconsistent strides), WNA16_ERR_UNSUPPORTED_BITS (bits not 4/8),
+ * its pack_interleave and value_pack shape the bytes, its decode_max_m and
+ * act_int8 are recorded for every gemm on the result: with act_int8, bf16
+ * activations are quantized to int8 per sub-block, docs/kernels.md §Int8
+ * activations; F16 and F32 activations keep the float paths). Errors:
+ * WNA16_ERR_UNSUPPORTED (act_int8 at a level without the integer kernels),
+ * WNA16_ERR_INVALID_ARGUMENT (NULL, n or k <= 0, inconsistent strides),
+ * WNA16_ERR_UNSUPPORTED_BITS (bits not 4/8),
  * WNA16_ERR_GROUP_SIZE (group size not 32, 64, 128 or k; k not a multiple of
  * it), WNA16_ERR_BAD_ZERO_POINT (zero point > 2^bits; 2^bits itself is legacy
  * GPTQ's overflowed zero and is taken),
@@ -166,7 +170,8 @@ void wna16_linear_unpack(const wna16_packed_linear *pl, uint8_t *u, float *scale
  * Results are bitwise identical for every n_threads. m == 0 is a no-op.
  * Errors: WNA16_ERR_INVALID_ARGUMENT (NULL pointers, m < 0, ldx < k,
  * ldy < n, x and y overlapping), WNA16_ERR_BAD_DTYPE, WNA16_ERR_OUT_OF_MEMORY
- * (scratch). y is not read. */
+ * (scratch), WNA16_ERR_UNSUPPORTED (pl packed for int8 activations, bf16 x,
+ * and the active level without the integer kernels). y is not read. */
 wna16_status wna16_linear_gemm(wna16_diag *d, const wna16_packed_linear *pl, int64_t m,
                                const void *x, wna16_dtype xt, int64_t ldx, void *y, wna16_dtype yt,
                                int64_t ldy, const void *bias, wna16_dtype bt, int n_threads);
@@ -195,7 +200,8 @@ void wna16_linear_split(const wna16_packed_linear *pl, int part, int parts, int6
 
 /* The path a gemm on pl takes for m rows of activations of dtype xt at the
  * active ISA level: "f32_gemv", "f32_pair", "bf16_gemv", "bf16_small",
- * "bf16_panel", "i16_gemv" or "i16_panel" (docs/kernels.md §Regimes); NULL
+ * "bf16_panel", "i16_gemv", "i16_panel", "amx_panel" or (int8 activations)
+ * "a8_gemv" (docs/kernels.md §Regimes); NULL
  * for a NULL pl or m < 1. Which one depends on the level and on the
  * decode_max_m pl was packed under; the bits do not. For tests and
  * benches. */
