@@ -581,6 +581,17 @@ done:
     wna16_ctx_free(b);
 }
 
+/* The end of the integer paths' sub-block that starts at input c0: at most
+ * 128 k from the start of its group (channelwise: of the padded row). */
+static int64_t sub_block_end(const wna16_qweight *w, int64_t c0) {
+    int64_t kp = (w->k + 7) / 8 * 8;
+    int64_t gsp = w->n_groups == 1 ? kp : w->group_size, sbk = gsp < 128 ? gsp : 128;
+    int64_t g = c0 / gsp, s = (c0 - g * gsp) / sbk;
+    int64_t c1 = g * gsp + (s + 1) * sbk;
+    if (c1 > (g + 1) * gsp) c1 = (g + 1) * gsp;
+    return c1 < w->k ? c1 : w->k;
+}
+
 /* The int16-activation paths' own rounding (docs/kernels.md §Integer
  * activations): each activation is rounded to 2^-15 of the largest |a| of
  * its sub-block (at most 128 k from the start of its group), so an output
@@ -588,15 +599,10 @@ done:
  * bound[i][o] gets that term for the n outputs of the m rows. */
 static void i16_bound(const wna16_qweight *w, int64_t m, const float *x, int64_t ldx,
                       double *bound) {
-    int64_t kp = (w->k + 7) / 8 * 8;
-    int64_t gsp = w->n_groups == 1 ? kp : w->group_size, sbk = gsp < 128 ? gsp : 128;
     double *mx = malloc((size_t)w->k * sizeof(double));
     for (int64_t i = 0; i < m; i++) {
         for (int64_t c0 = 0; c0 < w->k;) {
-            int64_t g = c0 / gsp, s = (c0 - g * gsp) / sbk;
-            int64_t c1 = g * gsp + (s + 1) * sbk;
-            if (c1 > (g + 1) * gsp) c1 = (g + 1) * gsp;
-            if (c1 > w->k) c1 = w->k;
+            int64_t c1 = sub_block_end(w, c0);
             double v = 0;
             for (int64_t c = c0; c < c1; c++) v = fmax(v, fabs(x[i * ldx + c]));
             for (int64_t c = c0; c < c1; c++) mx[c] = v;
@@ -954,15 +960,10 @@ static void test_quant_i8(void) {
  * Σ (amax / 127) q w, sabs = Σ |that|. */
 static void a8_ref(const wna16_qweight *w, int64_t m, const uint16_t *x, int64_t ldx, double *ref,
                    double *sabs) {
-    int64_t kp = (w->k + 7) / 8 * 8;
-    int64_t gsp = w->n_groups == 1 ? kp : w->group_size, sbk = gsp < 128 ? gsp : 128;
     double *xq = malloc((size_t)w->k * sizeof(double));
     for (int64_t i = 0; i < m; i++) {
         for (int64_t c0 = 0; c0 < w->k;) {
-            int64_t g = c0 / gsp, s = (c0 - g * gsp) / sbk;
-            int64_t c1 = g * gsp + (s + 1) * sbk;
-            if (c1 > (g + 1) * gsp) c1 = (g + 1) * gsp;
-            if (c1 > w->k) c1 = w->k;
+            int64_t c1 = sub_block_end(w, c0);
             float amax = 0;
             for (int64_t c = c0; c < c1; c++)
                 amax = fmaxf(amax, fabsf(wna16_bf16_to_f32(x[i * ldx + c])));

@@ -199,12 +199,13 @@ void wna16_dense_tiles__amx(const uint16_t *w, int64_t n, int64_t k, int64_t k_s
     _tile_release();
 }
 
-/* n_iter x 4 independent tile products (16 x 16 x 32 each), for the
- * machine's peak (kernels/machine_limits.c); returns a sum of the results
+/* n_iter x 4 independent tile products on zero tiles, bf16 (16 x 16 x 32
+ * each) or int8 (16 x 16 x 64 bytes), for the machine's peaks
+ * (kernels/machine_limits.c); returns the results' first lanes (their bits)
  * so the loop stays live. */
-float wna16_peak_amx_loop__amx(int64_t n_iter) {
-    static _Alignas(64) const uint16_t zeros[TILE_BYTES / 2];
-    _Alignas(64) float c[TILE_M * TILE_M];
+static float peak_tiles(int64_t n_iter, bool int8) {
+    static _Alignas(64) const uint8_t zeros[TILE_BYTES];
+    _Alignas(64) uint32_t c[TILE_M * TILE_M];
     wna16_amx_configure();
     _tile_loadd(4, zeros, 64);
     _tile_loadd(5, zeros, 64);
@@ -212,40 +213,27 @@ float wna16_peak_amx_loop__amx(int64_t n_iter) {
     _tile_zero(1);
     _tile_zero(2);
     _tile_zero(3);
-    for (int64_t i = 0; i < n_iter; i++) {
-        _tile_dpbf16ps(0, 4, 5);
-        _tile_dpbf16ps(1, 4, 5);
-        _tile_dpbf16ps(2, 4, 5);
-        _tile_dpbf16ps(3, 4, 5);
-    }
+    if (int8)
+        for (int64_t i = 0; i < n_iter; i++) {
+            _tile_dpbsud(0, 4, 5);
+            _tile_dpbsud(1, 4, 5);
+            _tile_dpbsud(2, 4, 5);
+            _tile_dpbsud(3, 4, 5);
+        }
+    else
+        for (int64_t i = 0; i < n_iter; i++) {
+            _tile_dpbf16ps(0, 4, 5);
+            _tile_dpbf16ps(1, 4, 5);
+            _tile_dpbf16ps(2, 4, 5);
+            _tile_dpbf16ps(3, 4, 5);
+        }
     _tile_stored(0, c, 64);
-    float v = c[0];
+    uint32_t v = c[0];
     _tile_stored(3, c, 64);
     _tile_release();
-    return v + c[0];
+    return (float)(v ^ c[0]);
 }
 
-/* The same with the int8 tile product (16 x 16 x 64 bytes each), the int8
- * activations' AMX peak. */
-float wna16_peak_amx_i8_loop__amx(int64_t n_iter) {
-    static _Alignas(64) const uint8_t zeros[TILE_BYTES];
-    _Alignas(64) int32_t c[TILE_M * TILE_M];
-    wna16_amx_configure();
-    _tile_loadd(4, zeros, 64);
-    _tile_loadd(5, zeros, 64);
-    _tile_zero(0);
-    _tile_zero(1);
-    _tile_zero(2);
-    _tile_zero(3);
-    for (int64_t i = 0; i < n_iter; i++) {
-        _tile_dpbsud(0, 4, 5);
-        _tile_dpbsud(1, 4, 5);
-        _tile_dpbsud(2, 4, 5);
-        _tile_dpbsud(3, 4, 5);
-    }
-    _tile_stored(0, c, 64);
-    int32_t v = c[0];
-    _tile_stored(3, c, 64);
-    _tile_release();
-    return (float)(v + c[0]);
-}
+float wna16_peak_amx_loop__amx(int64_t n_iter) { return peak_tiles(n_iter, false); }
+
+float wna16_peak_amx_i8_loop__amx(int64_t n_iter) { return peak_tiles(n_iter, true); }

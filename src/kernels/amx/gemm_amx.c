@@ -76,12 +76,12 @@ static void repack_q4(const wna16_block_layout *L, const uint8_t *block, int64_t
 }
 
 /* The int16 leaves' flush for 16 channels of one row: d = 256·hi + lo -
- * z·sum, P = float(d) * inv, summed over the sub-blocks in pbuf, then
- * c = fma(P, scale, c). */
+ * z·sum (int8 activations, lo NULL: d = hi - z·sum), P = float(d) * inv,
+ * summed over the sub-blocks in pbuf, then c = fma(P, scale, c). */
 static inline void flush(const int32_t *hi, const int32_t *lo, __m512i zsum, float inv, int64_t s,
                          int64_t nsub, __m512 sc, float *pbuf, float *c) {
-    __m512i d = _mm512_add_epi32(_mm512_slli_epi32(_mm512_load_si512((const void *)hi), 8),
-                                 _mm512_load_si512((const void *)lo));
+    __m512i d = _mm512_load_si512((const void *)hi);
+    if (lo) d = _mm512_add_epi32(_mm512_slli_epi32(d, 8), _mm512_load_si512((const void *)lo));
     d = _mm512_sub_epi32(d, zsum);
     __m512 p = _mm512_mul_ps(_mm512_cvtepi32_ps(d), _mm512_set1_ps(inv));
     if (nsub > 1 && s > 0) p = _mm512_add_ps(_mm512_loadu_ps(pbuf), p);
@@ -110,18 +110,6 @@ void wna16_amx_tiles__amx(int rows) {
     _tile_loadconfig((const void *)&vc);
 }
 
-/* The same for int8 activations (a8): d = S - z·sum. */
-static inline void flush_a8(const int32_t *acc, __m512i zsum, float inv, int64_t s, int64_t nsub,
-                            __m512 sc, float *pbuf, float *c) {
-    __m512i d = _mm512_sub_epi32(_mm512_load_si512((const void *)acc), zsum);
-    __m512 p = _mm512_mul_ps(_mm512_cvtepi32_ps(d), _mm512_set1_ps(inv));
-    if (nsub > 1 && s > 0) p = _mm512_add_ps(_mm512_loadu_ps(pbuf), p);
-    if (s + 1 < nsub)
-        _mm512_storeu_ps(pbuf, p);
-    else
-        _mm512_storeu_ps(c, _mm512_fmadd_ps(p, sc, _mm512_loadu_ps(c)));
-}
-
 /* The flush of sub-block sb (sub-block s of its group, whose scales and
  * zero points are sc and z [32]) for rows [r0, r1) from their tile's four
  * stored C tiles. */
@@ -143,13 +131,9 @@ static void flush_sub(const wna16_amx_i8_args *x, const int32_t *tmp, int64_t sb
         } else {
             zs0 = zs1 = _mm512_set1_epi32((int32_t)((uint32_t)sum * 8u));
         }
-        if (!x->a_lo) {
-            flush_a8(t, zs0, inv, s, x->nsub, s0, pb, c);
-            flush_a8(t + 256, zs1, inv, s, x->nsub, s1, pb + 16, c + 16);
-            continue;
-        }
-        flush(t, t + 512, zs0, inv, s, x->nsub, s0, pb, c);
-        flush(t + 256, t + 768, zs1, inv, s, x->nsub, s1, pb + 16, c + 16);
+        bool a8 = !x->a_lo;
+        flush(t, a8 ? NULL : t + 512, zs0, inv, s, x->nsub, s0, pb, c);
+        flush(t + 256, a8 ? NULL : t + 768, zs1, inv, s, x->nsub, s1, pb + 16, c + 16);
     }
 }
 

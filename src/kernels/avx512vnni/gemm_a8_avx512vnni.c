@@ -13,6 +13,7 @@
 #include <stdbool.h>
 #include <string.h>
 
+#include "kernels/scales_avx512.h"
 #include "kernels/ukernel.h"
 
 #define INLINE static inline __attribute__((always_inline))
@@ -33,14 +34,6 @@ INLINE __m512i zeros32(const wna16_block_layout *L, const uint8_t *block, int64_
     if (!L->asym) return _mm512_set1_epi32(8);
     const int16_t *zw = wna16_group_z(L, block, g);
     return _mm512_and_si512(_mm512_loadu_si512((const void *)zw), _mm512_set1_epi32(0xffff));
-}
-
-INLINE __m512 group_scales(const wna16_block_layout *L, const uint8_t *block, int64_t g) {
-    const void *sp = wna16_group_s(L, block, g);
-    if (L->scale_bf16)
-        return _mm512_castsi512_ps(
-            _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)sp)), 16));
-    return _mm512_loadu_ps(sp);
 }
 
 /* The int16 leaves' flush, operation for operation. */
@@ -101,7 +94,7 @@ INLINE void gemv_a8(const wna16_block_layout *L, const uint8_t *block, const int
             dot_units(L, rec, t0, t1, a + g * gu * 8, lda, MR, NB, acc);
             for (int b = 0; b < NB; b++) {
                 __m512i z = zeros32(L, blk[b], g);
-                __m512 sc = group_scales(L, blk[b], g);
+                __m512 sc = wna16_scales512(L, blk[b], g);
                 for (size_t i = 0; i < MR; i++)
                     flush(acc[i][b], z, sum[i * lds + (size_t)sb], inv[i * lds + (size_t)sb], s,
                           nsub, sc, pbuf[i][b], c + i * 32 + 16 * b);
