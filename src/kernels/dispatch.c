@@ -368,6 +368,7 @@ static void apply_vnni(void) {
         if (has_avx_vnni) {
             t->gemv_i16[WNA16_WFMT_Q4] = wna16_gemv_q4_i16_4x16__avxvnni;
             t->gemv_i16[WNA16_WFMT_Q8] = wna16_gemv_q8_i16_4x16__avxvnni;
+            t->gemv_a8 = wna16_gemv_q4_a8_8x32__avxvnni;
         }
         /* With VNNI the streaming kernel, 4-row tiles over a block while it
          * is in L1, beats dequantizing a panel up to ~20 rows (Xeon guest, 2

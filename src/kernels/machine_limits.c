@@ -269,6 +269,8 @@ double wna16_measure_i16_peak(int n_threads) {
     wna16_isa isa = wna16_isa_active();
     if (wna16_isa_le(WNA16_ISA_AVX512, isa))
         return peak(n_threads, wna16_peak_i16_loop__avx512, WNA16_PEAK_I16_AVX512_FLOPS);
+    if (wna16_kernels()->gemv_i16[WNA16_WFMT_Q4] == wna16_gemv_q4_i16_4x16__avxvnni)
+        return peak(n_threads, wna16_peak_i16_loop__avxvnni, WNA16_PEAK_I16_AVX2_FLOPS);
     if (wna16_isa_le(WNA16_ISA_AVX2, isa))
         return peak(n_threads, wna16_peak_i16_loop__avx2, WNA16_PEAK_I16_AVX2_FLOPS);
     return 0.0;
@@ -317,8 +319,11 @@ double wna16_measure_dense_peak(int n_threads, const char **kind) {
 
 double wna16_measure_i8_peak(int n_threads) {
 #if defined(__x86_64__) || defined(__i386__)
-    if (wna16_kernels()->gemv_a8)
+    wna16_gemv_a8_fn leaf = wna16_kernels()->gemv_a8;
+    if (leaf == wna16_gemv_q4_a8_8x32__avx512vnni)
         return peak(n_threads, wna16_peak_i8_loop__avx512vnni, WNA16_PEAK_I8_AVX512_FLOPS);
+    if (leaf == wna16_gemv_q4_a8_8x32__avxvnni)
+        return peak(n_threads, wna16_peak_i8_loop__avxvnni, WNA16_PEAK_I8_AVX2_FLOPS);
 #endif
     (void)n_threads;
     return 0.0;

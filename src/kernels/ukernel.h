@@ -507,6 +507,9 @@ int32_t wna16_quant_i8__avx512(const uint16_t *, int64_t, float, int8_t *);
 void wna16_gemv_q4_a8_8x32__avx512vnni(const wna16_block_layout *, const uint8_t *, size_t, size_t,
                                        const int8_t *, size_t, const float *, const int32_t *,
                                        size_t, int64_t, float *);
+void wna16_gemv_q4_a8_8x32__avxvnni(const wna16_block_layout *, const uint8_t *, size_t, size_t,
+                                       const int8_t *, size_t, const float *, const int32_t *,
+                                       size_t, int64_t, float *);
 void wna16_to_bf16__avx2(const float *, uint16_t *, size_t);
 void wna16_to_bf16__avx512(const float *, uint16_t *, size_t);
 
@@ -572,8 +575,10 @@ float wna16_peak_bf16_loop__neonbf16(int64_t n_iter);
 /* The int16 paths' multiply-add (vpmaddwd + vpaddd) at 256 and 512 bits. */
 float wna16_peak_i16_loop__avx2(int64_t n_iter);
 float wna16_peak_i16_loop__avx512(int64_t n_iter);
-/* The int8 activations' multiply-add (vpdpbusd) at 512 bits. */
+float wna16_peak_i16_loop__avxvnni(int64_t n_iter); /* vpdpwssd */
+/* The int8 activations' multiply-add (vpdpbusd) at 512 and 256 bits. */
 float wna16_peak_i8_loop__avx512vnni(int64_t n_iter);
+float wna16_peak_i8_loop__avxvnni(int64_t n_iter);
 /* Sum of bytes (64-byte aligned) at p as 64-bit lanes, read as `streams`
  * equal parts side by side (256 bytes of each per step; a tail under
  * 256 x streams bytes is not read), with an L2 software prefetch `prefetch`
@@ -587,6 +592,7 @@ uint64_t wna16_read_sum__neon(const void *p, size_t bytes, int streams, int pref
 #define WNA16_PEAK_BF16_FLOPS       (24 * 32 * 2)
 #define WNA16_PEAK_I16_AVX2_FLOPS   (12 * 8 * 2 * 2) /* vpmaddwd: 2 products per lane */
 #define WNA16_PEAK_I16_AVX512_FLOPS (24 * 16 * 2 * 2)
+#define WNA16_PEAK_I8_AVX2_FLOPS    (12 * 8 * 4 * 2)
 #define WNA16_PEAK_I8_AVX512_FLOPS  (24 * 16 * 4 * 2) /* vpdpbusd: 4 products per lane */
 #define WNA16_PEAK_FMA_NEON_FLOPS   (24 * 4 * 2)
 #define WNA16_PEAK_BF16_NEON_FLOPS  (24 * 4 * 2 * 2) /* BFDOT: 2 products per lane */
