@@ -152,23 +152,3 @@ void wna16_gemv_q4_a8_8x32__avxvnni(const wna16_block_layout *L, const uint8_t *
                     chunk(L, blk[b], (int)b, g, s, nsub, sbu, a, lda, inv, sum, lds, r0,
                           mr - r0 < CHUNK ? mr - r0 : CHUNK, pbuf, c);
 }
-
-/* vpdpbusd on 256 bits (4 products per 32-bit lane: 64 flops an
- * instruction), 12 chains: the int8 activations' AVX-VNNI peak. */
-float wna16_peak_i8_loop__avxvnni(int64_t n_iter) {
-    __m256i acc[12];
-    for (int i = 0; i < 12; i++) acc[i] = _mm256_set1_epi32(i);
-    __m256i a = _mm256_set1_epi8(3), b = _mm256_set1_epi8(5);
-    for (int64_t it = 0; it < n_iter; it++) {
-#pragma GCC unroll 12
-        for (int i = 0; i < 12; i++) acc[i] = _mm256_dpbusd_avx_epi32(acc[i], a, b);
-        __asm__ volatile("" : "+x"(a), "+x"(b));
-    }
-    __m256i s = acc[0];
-    for (int i = 1; i < 12; i++) s = _mm256_add_epi32(s, acc[i]);
-    /* the lanes wrap by design: summed as unsigned */
-    uint32_t lane[8], sum = 0;
-    _mm256_storeu_si256((__m256i *)lane, s);
-    for (int i = 0; i < 8; i++) sum += lane[i];
-    return (float)sum;
-}
