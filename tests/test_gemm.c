@@ -993,8 +993,8 @@ static void a8_ref(const wna16_qweight *w, int64_t m, const uint16_t *x, int64_t
  * give one set of bits, within fp32 rounding of a8_ref; a row with a NaN
  * comes out NaN and leaves the others alone; the reference level refuses
  * them at pack and at gemm time, naming the level. */
-static int n_a8;      /* runs on the int8 activations' own (VNNI) leaf */
-static int n_a8_avx2; /* of them, the avx2 level's (AVX-VNNI) */
+static int n_a8;      /* runs on the int8 activations' own leaf (a8_gemv) */
+static int n_a8_avx2; /* of them, the avx2 level's */
 
 static void test_act_int8(void) {
     static const struct { int64_t m, n, k, gs; int bits; bool sym; } cs[] = {
@@ -1043,7 +1043,7 @@ static void test_act_int8(void) {
                 const char *path = wna16_linear_path(pl, m, WNA16_DTYPE_BF16);
                 n_a8 += path && !strcmp(path, "a8_gemv");
                 n_a8_avx2 += lvl == WNA16_ISA_AVX2 && path && !strcmp(path, "a8_gemv");
-                /* a level with a VNNI leaf (AVX-VNNI at avx2) runs int4 on it below AMX */
+                /* a level with an int8 leaf runs int4 on it below AMX */
                 if (cs[ci].bits == 4 && wna16_kernels()->gemv_a8 && path && !strstr(path, "amx"))
                     CHECK_MSG(!strcmp(path, "a8_gemv"), "isa %s m=%lld: int8 took %s, not its leaf",
                               wna16_isa_name((wna16_isa)lvl), (long long)m, path);
@@ -1166,7 +1166,7 @@ int main(int argc, char **argv) {
         int a8_before = n_a8, a8_avx2_before = n_a8_avx2;
         if (!quick || pass == 0) test_act_int8(); /* (sanitizers: the defaults' pass) */
         printf("%d cases, %d gemm runs per thread count over %d ISA levels (%d on AMX); int8 "
-               "activations: %d runs on the VNNI leaf (%d at avx2)\n",
+               "activations: %d runs on the int8 leaf (%d at avx2)\n",
                n_cases, n_runs, n_levels(), n_amx - amx_before, n_a8 - a8_before,
                n_a8_avx2 - a8_avx2_before);
         /* (AMX takes the int16 activations only: not with the bf16 dot) */

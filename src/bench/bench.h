@@ -43,7 +43,7 @@ void cli_model_costs_get(const wna16_model *m, cli_model_costs *c);
  * products, the bf16 dot, the int16 multiply-add, or the fp32 FMA); *kind
  * names it ("amx_bf16", "bf16", "int16", "fp32_fma", or NULL when there is
  * none). With act_quant int8 (the model's option), the int8 activations'
- * (wna16_measure_linear_peak_a8: "amx_int8", "int8_vnni", "int16"). */
+ * (wna16_measure_linear_peak_a8: "amx_int8", "int8_vnni", "int8", "int16"). */
 double cli_compute_peak(int threads, int act_quant, const char **kind);
 /* Read bandwidth (a bw_bytes buffer) and compute peak on `threads` threads;
  * under MPI every rank measures at once (call it on all of them) and the

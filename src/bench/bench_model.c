@@ -391,6 +391,7 @@ int wna16_bench_model(int argc, char **argv) {
                                 : !strcmp(peak_kind, "amx_bf16") ? "AMX bf16 tile"
                                 : !strcmp(peak_kind, "amx_int8") ? "AMX int8 tile"
                                 : !strcmp(peak_kind, "int8_vnni") ? "int8 vpdpbusd"
+                                : !strcmp(peak_kind, "int8")      ? "int8 multiply-add"
                                                                    : "fp32 FMA";
         double decode_tok_s = (double)decode / decode_s;
         double decode_gbs = c.bytes_per_token * decode_tok_s / 1e9;

@@ -358,7 +358,7 @@ static int bench_gemm(int argc, char **argv) {
         printf("machine: %d threads, isa %s, %.0f MHz (cpuinfo), LLC %zu MiB (%s)\n", lim.threads,
                wna16_isa_name(wna16_isa_active()), lim.mhz, lim.llc_bytes >> 20, lim.llc_source);
         printf("limits:  read %.1f GB/s, bf16-dot peak %.1f GFLOP/s, fp32 FMA peak %.1f GFLOP/s, "
-               "int16 multiply-add peak %.1f GFLOP/s, int8 (vpdpbusd) %.1f, AMX-INT8 tile "
+               "int16 multiply-add peak %.1f GFLOP/s, int8 multiply-add %.1f, AMX-INT8 tile "
                "%.1f%s\n",
                lim.read_gbs, lim.bf16_gflops, lim.fma_gflops, lim.i16_gflops, lim.i8_gflops,
                lim.amx_i8_gflops, repeat > 1 ? " (best of the repeats)" : "");

@@ -212,6 +212,7 @@ static void fill_x86(wna16_kernel_table t) {
     t.dequant_i16[WNA16_WFMT_Q8] = wna16_dequant_q8_i16_16__avx2;
     t.gemm_i16 = wna16_gemm_i16_6x16__avx2;
     t.gemm_i16_mr = WNA16_I16_TILE_AVX2;
+    t.gemv_a8 = wna16_gemv_q4_a8_8x32__avx2;
     tables[WNA16_ISA_AVX2] = t;
     t.isa = WNA16_ISA_AVX512;
     t.to_bf16 = wna16_to_bf16__avx512;
@@ -232,6 +233,7 @@ static void fill_x86(wna16_kernel_table t) {
     t.gemm_i16 = wna16_gemm_i16_12x16__avx512;
     t.gemm2_i16 = wna16_gemm2_i16_12x32__avx512;
     t.gemm_i16_mr = WNA16_I16_TILE_AVX512;
+    t.gemv_a8 = wna16_gemv_q4_a8_8x32__avx512;
     t.dense_dot = wna16_dense_dot__avx512;
     t.dense_tiles = wna16_dense_tiles__avx512;
     t.dense_tiles_ws = wna16_dense_tiles_ws__avx512;

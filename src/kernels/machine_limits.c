@@ -305,28 +305,50 @@ double wna16_measure_i16_peak(int n_threads) {
 
 double wna16_measure_dense_peak(int n_threads, const char **kind) {
 #ifdef WNA16_HAVE_AMX
-  const wna16_kernel_table *t = wna16_kernels();
-  if (wna16_amx() && t->dense_big &&
-      t->dense_big->dense_tiles == wna16_dense_tiles__amx) {
-    *kind = "amx_bf16";
-    return peak(n_threads, wna16_peak_amx_loop__amx, WNA16_PEAK_AMX_FLOPS / 3);
-  }
+    const wna16_kernel_table *t = wna16_kernels();
+    if (wna16_amx() && t->dense_big && t->dense_big->dense_tiles == wna16_dense_tiles__amx) {
+        *kind = "amx_bf16";
+        return peak(n_threads, wna16_peak_amx_loop__amx, WNA16_PEAK_AMX_FLOPS / 3);
+    }
 #endif
-  double p = wna16_measure_fma_peak(n_threads);
-  *kind = p > 0 ? "fp32_fma" : NULL;
-  return p;
+    double p = wna16_measure_fma_peak(n_threads);
+    *kind = p > 0 ? "fp32_fma" : NULL;
+    return p;
+}
+
+/* An int8-activation leaf, with the loop of its own products, that loop's
+ * flops per iteration and the name the benches give the peak. */
+struct i8_leaf {
+    wna16_gemv_a8_fn leaf;
+    float (*loop)(int64_t);
+    double flops;
+    const char *kind;
+};
+
+#if defined(__x86_64__) || defined(__i386__)
+static const struct i8_leaf i8_leaves[] = {
+    {wna16_gemv_q4_a8_8x32__avx512vnni, wna16_peak_i8_loop__avx512vnni, WNA16_PEAK_I8_AVX512_FLOPS,
+     "int8_vnni"},
+    {wna16_gemv_q4_a8_8x32__avxvnni, wna16_peak_i8_loop__avxvnni, WNA16_PEAK_I8_AVX2_FLOPS,
+     "int8_vnni"},
+    {wna16_gemv_q4_a8_8x32__avx512, wna16_peak_i8_loop__avx512, WNA16_PEAK_I8_AVX512_FLOPS, "int8"},
+    {wna16_gemv_q4_a8_8x32__avx2, wna16_peak_i8_loop__avx2, WNA16_PEAK_I8_AVX2_FLOPS, "int8"},
+};
+#endif
+
+/* The active level's int8 leaf's entry, or NULL. */
+static const struct i8_leaf *active_i8_leaf(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    wna16_gemv_a8_fn leaf = wna16_kernels()->gemv_a8;
+    for (size_t i = 0; leaf && i < sizeof i8_leaves / sizeof *i8_leaves; i++)
+        if (i8_leaves[i].leaf == leaf) return &i8_leaves[i];
+#endif
+    return NULL;
 }
 
 double wna16_measure_i8_peak(int n_threads) {
-#if defined(__x86_64__) || defined(__i386__)
-    wna16_gemv_a8_fn leaf = wna16_kernels()->gemv_a8;
-    if (leaf == wna16_gemv_q4_a8_8x32__avx512vnni)
-        return peak(n_threads, wna16_peak_i8_loop__avx512vnni, WNA16_PEAK_I8_AVX512_FLOPS);
-    if (leaf == wna16_gemv_q4_a8_8x32__avxvnni)
-        return peak(n_threads, wna16_peak_i8_loop__avxvnni, WNA16_PEAK_I8_AVX2_FLOPS);
-#endif
-    (void)n_threads;
-    return 0.0;
+    const struct i8_leaf *l = active_i8_leaf();
+    return l ? peak(n_threads, l->loop, l->flops) : 0.0;
 }
 
 double wna16_measure_amx_i8_peak(int n_threads) {
@@ -345,7 +367,7 @@ double wna16_measure_linear_peak_a8(int n_threads, const char **kind) {
     if ((p = wna16_measure_amx_i8_peak(n_threads)) > 0)
         *kind = "amx_int8";
     else if ((p = wna16_measure_i8_peak(n_threads)) > 0)
-        *kind = "int8_vnni";
+        *kind = active_i8_leaf()->kind;
     else if (t->gemv_i16[WNA16_WFMT_Q4] && (p = wna16_measure_i16_peak(n_threads)) > 0)
         *kind = "int16";
     return p;

@@ -36,8 +36,9 @@ double wna16_measure_i8_peak(int n_threads);
 double wna16_measure_amx_i8_peak(int n_threads);
 /* The same for linears packed for int8 activations (kernels/gemm.h
  * act_int8): the AMX-INT8 tile products where the level takes them
- * ("amx_int8"), else vpdpbusd where the level has the VNNI leaf
- * ("int8_vnni"), else the int16 multiply-add the int16 leaves run them on
+ * ("amx_int8"), else the level's int8 leaf's products: vpdpbusd
+ * ("int8_vnni") or vpmaddubsw + vpmaddwd ("int8"), else the int16
+ * multiply-add the int16 leaves run them on
  * ("int16"; NULL and 0: none). */
 double wna16_measure_linear_peak_a8(int n_threads, const char **kind);
 

@@ -510,6 +510,12 @@ void wna16_gemv_q4_a8_8x32__avx512vnni(const wna16_block_layout *, const uint8_t
 void wna16_gemv_q4_a8_8x32__avxvnni(const wna16_block_layout *, const uint8_t *, size_t, size_t,
                                        const int8_t *, size_t, const float *, const int32_t *,
                                        size_t, int64_t, float *);
+void wna16_gemv_q4_a8_8x32__avx2(const wna16_block_layout *, const uint8_t *, size_t, size_t,
+                                       const int8_t *, size_t, const float *, const int32_t *,
+                                       size_t, int64_t, float *);
+void wna16_gemv_q4_a8_8x32__avx512(const wna16_block_layout *, const uint8_t *, size_t, size_t,
+                                       const int8_t *, size_t, const float *, const int32_t *,
+                                       size_t, int64_t, float *);
 void wna16_to_bf16__avx2(const float *, uint16_t *, size_t);
 void wna16_to_bf16__avx512(const float *, uint16_t *, size_t);
 
@@ -579,6 +585,9 @@ float wna16_peak_i16_loop__avxvnni(int64_t n_iter); /* vpdpwssd */
 /* The int8 activations' multiply-add (vpdpbusd) at 512 and 256 bits. */
 float wna16_peak_i8_loop__avx512vnni(int64_t n_iter);
 float wna16_peak_i8_loop__avxvnni(int64_t n_iter);
+/* The same sums by vpmaddubsw + vpmaddwd (no VNNI) at 256 and 512 bits. */
+float wna16_peak_i8_loop__avx2(int64_t n_iter);
+float wna16_peak_i8_loop__avx512(int64_t n_iter);
 /* Sum of bytes (64-byte aligned) at p as 64-bit lanes, read as `streams`
  * equal parts side by side (256 bytes of each per step; a tail under
  * 256 x streams bytes is not read), with an L2 software prefetch `prefetch`
