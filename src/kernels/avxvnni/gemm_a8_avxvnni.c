@@ -10,4 +10,5 @@
 
 #define A8_DOT(acc, u, x) _mm256_dpbusd_avx_epi32(acc, u, x)
 #define A8_NAME           wna16_gemv_q4_a8_8x32__avxvnni
+#define A8_PEAK_NAME      wna16_peak_i8_loop__avxvnni
 #include "kernels/avx2/gemm_a8_avx2.inc"

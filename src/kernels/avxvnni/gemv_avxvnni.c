@@ -5,7 +5,6 @@
  * the weights in L2 against 36 GB/s of memory for two), so the fewer
  * operations per 64-byte unit (20 instead of 28) go straight to decode. */
 #include <immintrin.h>
-#include <stdbool.h>
 #include <string.h>
 
 #include "kernels/ukernel.h"
@@ -16,33 +15,19 @@
 #define I16_GEMV_NAME(BITS) wna16_gemv_q##BITS##_i16_4x16__avxvnni
 #include "kernels/avx2/gemv_i16_avx2.inc"
 
-/* 12 chains of vpdpwssd (int8: vpdpbusd) on 256 bits, for the machine's
- * peaks (kernels/machine_limits.c): the int16 multiply-add this level's
+/* vpdpwssd on 256 bits, 12 chains: the int16 multiply-add this level's
  * leaves run where AVX-VNNI is on (one instruction for vpmaddwd + vpaddd,
- * so a higher peak than their pair's), and the int8 activations' leaf
- * (gemm_a8_avxvnni.c). The lanes wrap by design: summed as unsigned. */
-static float peak_loop(int64_t n_iter, bool int8) {
+ * so a higher peak than their pair's; kernels/machine_limits.c). */
+float wna16_peak_i16_loop__avxvnni(int64_t n_iter) {
     __m256i acc[12];
     for (int i = 0; i < 12; i++) acc[i] = _mm256_set1_epi32(i);
-    __m256i a = _mm256_set1_epi8(3), b = _mm256_set1_epi8(5);
+    __m256i a = _mm256_set1_epi16(3), b = _mm256_set1_epi16(5);
     for (int64_t it = 0; it < n_iter; it++) {
-        if (int8) {
 #pragma GCC unroll 12
-            for (int i = 0; i < 12; i++) acc[i] = _mm256_dpbusd_avx_epi32(acc[i], a, b);
-        } else {
-#pragma GCC unroll 12
-            for (int i = 0; i < 12; i++) acc[i] = _mm256_dpwssd_avx_epi32(acc[i], a, b);
-        }
+        for (int i = 0; i < 12; i++) acc[i] = _mm256_dpwssd_avx_epi32(acc[i], a, b);
         __asm__ volatile("" : "+x"(a), "+x"(b));
     }
     __m256i s = acc[0];
     for (int i = 1; i < 12; i++) s = _mm256_add_epi32(s, acc[i]);
-    uint32_t lane[8], sum = 0;
-    _mm256_storeu_si256((__m256i *)lane, s);
-    for (int i = 0; i < 8; i++) sum += lane[i];
-    return (float)sum;
+    return (float)(_mm256_extract_epi32(s, 0) + _mm256_extract_epi32(s, 7));
 }
-
-float wna16_peak_i16_loop__avxvnni(int64_t n_iter) { return peak_loop(n_iter, false); }
-
-float wna16_peak_i8_loop__avxvnni(int64_t n_iter) { return peak_loop(n_iter, true); }
