@@ -332,7 +332,7 @@ static const struct i8_leaf i8_leaves[] = {
     {wna16_gemv_q4_a8_8x32__avxvnni, wna16_peak_i8_loop__avxvnni, WNA16_PEAK_I8_AVX2_FLOPS,
      "int8_vnni"},
     {wna16_gemv_q4_a8_8x32__avx512, wna16_peak_i8_loop__avx512, WNA16_PEAK_I8_AVX512_FLOPS, "int8"},
-    {wna16_gemv_q4_a8_8x32__avx2, wna16_peak_i8_loop__avx2, WNA16_PEAK_I8_AVX2_FLOPS, "int8"},
+    {wna16_gemv_q4_a8_8x32__avx2, wna16_peak_i8_loop__avx2, WNA16_PEAK_I8_AVX2_DOT2_FLOPS, "int8"},
 };
 #endif
 

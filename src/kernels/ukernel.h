@@ -602,6 +602,7 @@ uint64_t wna16_read_sum__neon(const void *p, size_t bytes, int streams, int pref
 #define WNA16_PEAK_I16_AVX2_FLOPS   (12 * 8 * 2 * 2) /* vpmaddwd: 2 products per lane */
 #define WNA16_PEAK_I16_AVX512_FLOPS (24 * 16 * 2 * 2)
 #define WNA16_PEAK_I8_AVX2_FLOPS    (12 * 8 * 4 * 2)
+#define WNA16_PEAK_I8_AVX2_DOT2_FLOPS (12 * 8 * 8 * 2) /* vpmaddubsw pairs: 8 products per lane */
 #define WNA16_PEAK_I8_AVX512_FLOPS  (24 * 16 * 8 * 2) /* two vpdpbusd: 8 products per lane */
 #define WNA16_PEAK_FMA_NEON_FLOPS   (24 * 4 * 2)
 #define WNA16_PEAK_BF16_NEON_FLOPS  (24 * 4 * 2 * 2) /* BFDOT: 2 products per lane */
