@@ -21,6 +21,7 @@
 #define INLINE static inline __attribute__((always_inline))
 #define I16_MADD(acc, u, b)  _mm256_add_epi32(acc, _mm256_madd_epi16(u, b))
 #define I16_GEMV_NAME(BITS) wna16_gemv_q##BITS##_i16_4x16__avx2
+#define I16_PEAK_NAME wna16_peak_i16_loop__avx2
 #include "kernels/avx2/gemv_i16_avx2.inc"
 
 /* --------------------------------------------------------------- prefill */

@@ -133,22 +133,6 @@ float wna16_peak_fma_loop__avx2(int64_t n_iter) {
     return out[0] + out[7];
 }
 
-/* vpmaddwd + vpaddd, the int16 paths' multiply-add (2 products per 32-bit
- * lane: 64 flops per pair of instructions), 12 chains. */
-float wna16_peak_i16_loop__avx2(int64_t n_iter) {
-    __m256i acc[12];
-    for (int i = 0; i < 12; i++) acc[i] = _mm256_set1_epi32(i);
-    __m256i a = _mm256_set1_epi16(3), b = _mm256_set1_epi16(5);
-    for (int64_t it = 0; it < n_iter; it++) {
-#pragma GCC unroll 12
-        for (int i = 0; i < 12; i++) acc[i] = _mm256_add_epi32(acc[i], _mm256_madd_epi16(a, b));
-        __asm__ volatile("" : "+x"(a), "+x"(b));
-    }
-    __m256i s = acc[0];
-    for (int i = 1; i < 12; i++) s = _mm256_add_epi32(s, acc[i]);
-    return (float)(_mm256_extract_epi32(s, 0) + _mm256_extract_epi32(s, 7));
-}
-
 /* Sum of `bytes` at p in `streams` equal parts read side by side, 256 bytes
  * of each per step, with an L2 software prefetch `prefetch` bytes ahead of
  * each (0: none). */
