@@ -301,7 +301,7 @@ int wna16_bench_moe(int argc, char **argv) {
                 touched[n] = distinct;
                 n++;
             }
-            bool done = n >= 5 && t1 - t_start > min_time;
+            bool done = (n >= 5 && t1 - t_start > min_time) || n >= MAXR;
             if (local && n > round_first && (done || t1 - t_round > min_time / LOCAL_BW_ROUNDS)) {
                 double bw = cli_bw_rounds_next(&bw_rounds), g_sum = 0, t_sum = 0;
                 for (int i = round_first; i < n; i++) {

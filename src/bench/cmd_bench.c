@@ -296,6 +296,11 @@ static int bench_gemm(int argc, char **argv) {
                 for (int c = 0; c < n_copies; c++) wna16_linear_free(copies[c]);
                 break;
             }
+            /* back to back in one huge-page arena, as a loaded model's
+             * layers keep their linears: a weight under 2 MiB alone sits
+             * on 4 KiB pages and would be timed with a TLB walk per page */
+            size_t arena_bytes = 0;
+            void *arena = wna16_linear_gather(copies, (size_t)n_copies, &arena_bytes);
             for (int mi = 0; mi < n_m && !rc; mi++) {
                 long M = ms[mi];
                 size_t es = dt == WNA16_DTYPE_F32 ? 4 : 2;
@@ -352,6 +357,7 @@ static int bench_gemm(int argc, char **argv) {
                     g->local_frac_bw = best_local, g->local_read_gbs = best_local_bw;
             }
             for (int c = 0; c < n_copies; c++) wna16_linear_free(copies[c]);
+            wna16_huge_free(arena, arena_bytes);
         }
     }
     if (!json && !rc) {
