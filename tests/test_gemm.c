@@ -1001,6 +1001,8 @@ static void test_act_int8(void) {
         {1, 48, 128, 32, 4, true},   {3, 32, 576, 64, 4, false}, {5, 80, 256, 128, 4, true},
         {8, 48, 256, 0, 4, true},    {17, 64, 512, 128, 4, false}, {40, 48, 128, 64, 4, true},
         {6, 32, 128, 32, 8, false},  {24, 48, 256, 128, 8, true},
+        /* whole 16-row AMX tiles, two 64-k tile steps a sub-block */
+        {32, 48, 512, 128, 4, false}, {48, 32, 256, 0, 4, true},
     };
     for (size_t ci = 0; ci < sizeof cs / sizeof cs[0]; ci++)
         for (int forced = 0; forced < 2; forced++) {
